@@ -1,0 +1,136 @@
+"""Bounded capture of a command's output: keep the head and the tail, count the middle.
+
+Standard library only: the sandbox supervisor runs this same file inside containers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
+
+
+@dataclass(frozen=True)
+class CapturedOutput:
+    text: str
+    """Head and tail decoded as UTF-8, with an omission marker between them when cut."""
+    total_bytes: int
+    dropped_bytes: int
+    saved_path: str | None = None
+    """A file holding the output when it was cut (up to `saved_bytes` of it)."""
+    saved_bytes: int = 0
+
+
+class OutputCapture:
+    """Collects one stream with memory bounded by `limit`, whatever the command writes.
+
+    The first half of `limit` is the head, the rest the tail. When the output outgrows
+    `limit` and `save_path` is given, everything (up to `save_limit` bytes) is written to
+    that file so that the model can read the full output with a further command.
+    """
+
+    def __init__(self, limit: int, save_path: str | None = None, save_limit: int = 0) -> None:
+        self._head_limit = limit // 2
+        self._tail_limit = limit - self._head_limit
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._total = 0
+        self._save_path = save_path if save_limit > 0 else None
+        self._save_limit = save_limit
+        self._save_fd: int | None = None
+        self._saved = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self._total += len(data)
+        if self._save_fd is not None:
+            self._save(data)
+        room = self._head_limit - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+            if not data:
+                return
+        self._tail += data
+        if len(self._tail) > self._tail_limit:
+            if self._save_path is not None and self._save_fd is None:
+                self._start_saving()
+            if len(self._tail) > 2 * self._tail_limit:
+                del self._tail[: len(self._tail) - self._tail_limit]
+
+    def _start_saving(self) -> None:
+        """Called once, when the output first outgrows the limit: nothing was dropped yet."""
+        assert self._save_path is not None
+        try:
+            self._save_fd = os.open(
+                self._save_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+            )
+        except OSError:
+            self._save_path = None
+            return
+        self._save(bytes(self._head) + bytes(self._tail))
+
+    def _save(self, data: bytes) -> None:
+        assert self._save_fd is not None
+        room = self._save_limit - self._saved
+        if room <= 0:
+            return
+        chunk = data[:room]
+        try:
+            os.write(self._save_fd, chunk)
+        except OSError:
+            room = 0
+        self._saved += len(chunk)
+
+    def finish(self) -> CapturedOutput:
+        """Close the saved file and decode what was kept."""
+        if self._save_fd is not None:
+            os.close(self._save_fd)
+            self._save_fd = None
+        tail = self._tail[-self._tail_limit :] if self._tail_limit else bytearray()
+        kept = len(self._head) + len(tail)
+        if kept >= self._total:
+            text = (bytes(self._head) + bytes(tail)).decode("utf-8", errors="replace")
+            return CapturedOutput(text=text, total_bytes=self._total, dropped_bytes=0)
+        head = bytes(self._head[: _complete_prefix(self._head)])
+        tail_bytes = bytes(tail[_leading_continuations(tail) :])
+        dropped = self._total - len(head) - len(tail_bytes)
+        text = (
+            head.decode("utf-8", errors="replace")
+            + OMISSION_MARKER.format(dropped=dropped)
+            + tail_bytes.decode("utf-8", errors="replace")
+        )
+        return CapturedOutput(
+            text=text,
+            total_bytes=self._total,
+            dropped_bytes=dropped,
+            saved_path=self._save_path if self._saved else None,
+            saved_bytes=self._saved,
+        )
+
+
+def _complete_prefix(data: bytearray) -> int:
+    """Length of `data` without a trailing, incomplete UTF-8 sequence."""
+    end = len(data)
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
+        if byte < 0x80:
+            return end
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return end if back >= need else end - back
+    return end
+
+
+def _leading_continuations(data: bytearray) -> int:
+    """How many UTF-8 continuation bytes open `data` (the rest of a character cut in two)."""
+    count = 0
+    while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
+        count += 1
+    return count

@@ -1,0 +1,62 @@
+"""What a command may see and how long it may run: the options every runner honours."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import field
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024
+DEFAULT_MAX_SAVED_OUTPUT_BYTES = 64 * 1024 * 1024
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AllowedPath:
+    """A host path a command may use; read-only unless said otherwise."""
+
+    path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, config=_STRICT)
+class ExecOptions:
+    """Per-command execution options shared by every runner.
+
+    A timeout is always set: an agent must never wait forever on a command.
+    """
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set for the command, on top of the inherited environment."""
+    allowed_paths: tuple[AllowedPath, ...] = ()
+    """Host paths the command may use (the sandbox mounts exactly these)."""
+    workdir: str | None = None
+    """Working directory; defaults to the first allowed path, else the current directory."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Wall-clock limit; the whole process group is killed when it expires."""
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    """Per stream: the head and tail kept for the model; the middle is counted and dropped."""
+    inherit_env: bool = True
+    """Start from the parent's environment (local runner) or only `env` when False."""
+    max_saved_output_bytes: int = DEFAULT_MAX_SAVED_OUTPUT_BYTES
+    """Per stream: how much of a truncated output is saved to a file the model can read."""
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
+        if self.max_output_bytes < 64:
+            raise ValueError(f"max_output_bytes must be at least 64, got {self.max_output_bytes}")
+        if self.max_saved_output_bytes < 0:
+            raise ValueError("max_saved_output_bytes must be >= 0 (0 disables saving)")
+
+    def resolved_workdir(self) -> str | None:
+        """The working directory rule: `workdir`, else the first allowed path, else None."""
+        if self.workdir:
+            return self.workdir
+        if self.allowed_paths:
+            return self.allowed_paths[0].path
+        return None

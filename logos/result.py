@@ -1,0 +1,48 @@
+"""The outcome of one command, as every runner reports it."""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Result:
+    """What happened to one command.
+
+    Timeouts, signals and runner errors each have their own field so that nothing hides
+    behind a sentinel exit code.
+    """
+
+    command: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    """The exit status when the command exited on its own; None when killed or not started."""
+    signal: int | None = None
+    """The signal that ended the command (e.g. 9 after a timeout's SIGKILL)."""
+    timed_out: bool = False
+    duration_s: float = 0.0
+    stdout_dropped_bytes: int = 0
+    """Bytes cut from the middle of stdout (see `stdout_file` for the saved copy)."""
+    stderr_dropped_bytes: int = 0
+    error: str | None = None
+    """Why the runner could not run the command (it never started or the runner failed)."""
+    oom_killed: bool = False
+    """The kernel's out-of-memory killer ended it (known only where a runner can tell)."""
+    stdout_file: str | None = None
+    """Where the full stdout was saved when it was truncated (readable by a later command)."""
+    stderr_file: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.error is None
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return _signal.Signals(self.signal).name
+        except ValueError:
+            return f"signal {self.signal}"

@@ -1,0 +1,1 @@
+"""sandboxd: a daemon that runs commands in Docker containers that see only allowed paths."""

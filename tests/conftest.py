@@ -1,0 +1,40 @@
+"""Shared fixtures. Real parts only: a real Docker engine, real bash, real HTTP servers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip locally when a real part is missing; in CI a missing part is a failure."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: a missing engine or model is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A docker-py client for a running engine that has the sandbox image."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # any failure means: no usable engine
+        require(False, f"no Docker engine ({exc}); run ./scripts/setup-docker")
+        raise
+    try:
+        client.images.get(SANDBOX_IMAGE)
+    except Exception:
+        require(False, f"image {SANDBOX_IMAGE} missing; run ./scripts/setup-docker")
+    yield client
+    client.close()
