@@ -1,0 +1,104 @@
+"""The `<result>` envelope: what the model reads about the commands it asked for.
+
+One `<block>` per command, in the order the model wrote them. Every way a command can end
+is said in words — exit code, timeout, signal, out-of-memory kill, runner error, cut
+output and where the full output was saved — so the model never has to guess.
+
+    <result>
+    <block index="1">
+    $ ls
+    <stdout>
+    README.md
+    </stdout>
+    </block>
+    </result>
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+
+from logos.result import Result
+
+_COMMAND_PREVIEW_CHARS = 120
+
+
+def format_results(results: Sequence[Result]) -> str:
+    """Render results as the envelope the model reads next."""
+    blocks = [format_result(index, result) for index, result in enumerate(results, start=1)]
+    return "<result>\n" + "\n".join(blocks) + "\n</result>"
+
+
+def format_result(index: int, result: Result) -> str:
+    lines = [f'<block index="{index}">', f"$ {command_preview(result.command)}"]
+    status = describe_status(result)
+    if status:
+        lines.append(status)
+    lines += _stream("stdout", result.stdout, result.stdout_dropped_bytes, result.stdout_file)
+    lines += _stream("stderr", result.stderr, result.stderr_dropped_bytes, result.stderr_file)
+    if result.error is None and not result.stdout and not result.stderr:
+        lines.append("(no output)")
+    lines.append("</block>")
+    return "\n".join(lines)
+
+
+def command_preview(command: str) -> str:
+    """The command's first line, shortened: enough for the model to tell blocks apart."""
+    lines = command.strip().splitlines() or [""]
+    first = lines[0]
+    more = len(lines) > 1
+    if len(first) > _COMMAND_PREVIEW_CHARS:
+        first, more = first[: _COMMAND_PREVIEW_CHARS - 1], True
+    return first + (" …" if more else "")
+
+
+def describe_status(result: Result) -> str | None:
+    """How the command ended, in words; None for a plain success."""
+    if result.error is not None:
+        return f"error: {result.error}"
+    if result.timed_out:
+        killed = f" ({result.signal_name})" if result.signal_name else ""
+        return (
+            f"timed out after {_seconds(result.duration_s)}: the command and everything it "
+            f"started were killed{killed}; output so far is below"
+        )
+    if result.oom_killed:
+        return "killed by the out-of-memory killer (SIGKILL): it used more memory than allowed"
+    if result.signal is not None:
+        return f"killed by {result.signal_name}"
+    if result.exit_code:
+        return f"exit code {result.exit_code}{_exit_hint(result.exit_code)}"
+    return None
+
+
+def _stream(name: str, text: str, dropped: int, saved_file: str | None) -> list[str]:
+    if not text:
+        return []
+    body = text if text.endswith("\n") else text + "\n"
+    lines = [f"<{name}>", body + f"</{name}>"]
+    if dropped:
+        where = (
+            f" The full {name} was saved to {saved_file}: read parts of it with a further "
+            "command (grep, head, tail, sed -n)."
+            if saved_file
+            else ""
+        )
+        lines.append(f"note: {name} was cut: {dropped} bytes omitted from the middle.{where}")
+    return lines
+
+
+def _exit_hint(code: int) -> str:
+    if code in (126, 127):
+        return " (command not executable or not found)" if code == 126 else " (command not found)"
+    if 128 < code < 160:
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            return ""
+        return f" (a process it ran was killed by {name})"
+    return ""
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"

@@ -1,0 +1,226 @@
+"""Run commands with local bash: no daemon, no isolation, but never a hung or leaked process."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Mapping
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from logos.capture import OutputCapture
+from logos.options import ExecOptions
+from logos.result import Result
+
+NONINTERACTIVE_ENV: Mapping[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": "true",
+    "EDITOR": "true",
+    "VISUAL": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "NPM_CONFIG_YES": "true",
+    "HOMEBREW_NO_AUTO_UPDATE": "1",
+    "TERM": "dumb",
+    "NO_COLOR": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+"""Set for every command: nothing may wait for a human, open a pager or an editor."""
+
+KILL_GRACE_S = 2.0
+"""Between SIGTERM and SIGKILL when a command times out or is cancelled."""
+
+DRAIN_GRACE_S = 0.25
+"""After bash exits, how long to keep reading pipes a background process may hold open."""
+
+_READ_CHUNK = 64 * 1024
+
+
+class LocalRunner:
+    """Runs each command as `bash -c` in its own session and process group.
+
+    Backgrounded processes (`server &`) outlive the command, as in a terminal, so that a
+    later command can talk to them; `aclose()` kills whatever is still running. On timeout
+    or cancellation the whole process group is killed: nothing survives it.
+    """
+
+    def __init__(self, shell: str = "bash") -> None:
+        self._shell = shell
+        self._process_groups: set[int] = set()
+        self._output_dir: str | None = None
+        self._counter = itertools.count(1)
+
+    async def run(self, command: str, options: ExecOptions) -> Result:
+        started = time.monotonic()
+        workdir = options.resolved_workdir() or os.getcwd()
+        if not os.path.isdir(workdir):
+            return Result(
+                command=command,
+                error=f"working directory {workdir!r} does not exist or is not a directory",
+            )
+        stdout = self._capture(options, "stdout")
+        stderr = self._capture(options, "stderr")
+        try:
+            process = await anyio.open_process(
+                [self._shell, "-c", command],
+                stdin=_DEVNULL,
+                cwd=workdir,
+                env=_command_env(options),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return Result(command=command, error=f"could not start {self._shell}: {exc}")
+
+        self._process_groups.add(process.pid)
+        timed_out = False
+        try:
+            timed_out = await _supervise(process, stdout, stderr, options.timeout_s)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if timed_out or process.returncode is None:
+                    await _kill_group(process)
+                await process.aclose()
+            if not _group_alive(process.pid):
+                self._process_groups.discard(process.pid)
+
+        out, err = stdout.finish(), stderr.finish()
+        returncode = process.returncode
+        return Result(
+            command=command,
+            stdout=out.text,
+            stderr=err.text,
+            exit_code=returncode if returncode is not None and returncode >= 0 else None,
+            signal=-returncode if returncode is not None and returncode < 0 else None,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+            stdout_dropped_bytes=out.dropped_bytes,
+            stderr_dropped_bytes=err.dropped_bytes,
+            stdout_file=out.saved_path,
+            stderr_file=err.saved_path,
+        )
+
+    async def aclose(self) -> None:
+        """Kill what commands left running in the background (`server &`)."""
+        for pgid in list(self._process_groups):
+            _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline and any(map(_group_alive, self._process_groups)):
+            await anyio.sleep(0.02)
+        for pgid in self._process_groups:
+            _signal_group(pgid, signal.SIGKILL)
+        self._process_groups.clear()
+
+    async def __aenter__(self) -> LocalRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _capture(self, options: ExecOptions, stream: str) -> OutputCapture:
+        save_path = None
+        if options.max_saved_output_bytes > 0:
+            if self._output_dir is None:
+                self._output_dir = tempfile.mkdtemp(prefix="logos-output-")
+            save_path = os.path.join(self._output_dir, f"{next(self._counter):04d}-{stream}.txt")
+        return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
+
+
+_DEVNULL = -3  # subprocess.DEVNULL, spelled out to keep `subprocess` out of the signature
+
+
+def _command_env(options: ExecOptions) -> dict[str, str]:
+    env = dict(os.environ) if options.inherit_env else {}
+    env.update(NONINTERACTIVE_ENV)
+    env.update(options.env)
+    return env
+
+
+async def _supervise(
+    process: Process, stdout: OutputCapture, stderr: OutputCapture, timeout_s: float
+) -> bool:
+    """Pump both pipes until bash exits or the timeout hits; True when it timed out.
+
+    WHY a drain grace: a backgrounded grandchild (`sleep 1000 & echo hi`) keeps the pipes
+    open after bash exits; waiting for EOF would hang until the timeout.
+    """
+    assert process.stdout is not None and process.stderr is not None
+    timed_out = False
+    async with anyio.create_task_group() as pumps:
+        drained = [anyio.Event(), anyio.Event()]
+        pumps.start_soon(_pump, process.stdout, stdout, drained[0])
+        pumps.start_soon(_pump, process.stderr, stderr, drained[1])
+        with anyio.move_on_after(timeout_s) as deadline:
+            await process.wait()
+        if deadline.cancelled_caught:
+            timed_out = True
+            await _kill_group(process)
+        with anyio.move_on_after(DRAIN_GRACE_S):
+            for event in drained:
+                await event.wait()
+        pumps.cancel_scope.cancel()
+    return timed_out
+
+
+async def _pump(stream: ByteReceiveStream, capture: OutputCapture, done: anyio.Event) -> None:
+    try:
+        while True:
+            capture.write(await stream.receive(_READ_CHUNK))
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        done.set()
+
+
+async def _kill_group(process: Process) -> None:
+    """SIGTERM the process group, SIGKILL it after a grace; returns once bash is reaped."""
+    pgid = process.pid
+    _signal_group(pgid, signal.SIGTERM)
+    with anyio.move_on_after(KILL_GRACE_S):
+        await process.wait()
+        while _group_alive(pgid):
+            await anyio.sleep(0.02)
+    _signal_group(pgid, signal.SIGKILL)
+    await process.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (non-zombie) process remains in the group.
+
+    WHY not just `killpg(pgid, 0)`: it also succeeds for zombies that an init which does
+    not reap promptly leaves behind, which would turn every kill into a full grace wait.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False

@@ -1,0 +1,175 @@
+"""LocalRunner on real bash: timeouts, process groups, floods, encodings, environment."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from logos import AllowedPath, ExecOptions
+from logos.local_runner import KILL_GRACE_S, LocalRunner
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _live_processes_with(marker: str) -> list[str]:
+    """Live (non-zombie) processes whose command line contains `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{entry}: {cmdline}")
+    return found
+
+
+async def test_stdout_stderr_and_exit_code() -> None:
+    result = await LocalRunner().run("echo out; echo err >&2; exit 3", ExecOptions())
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
+    assert result.signal is None and not result.timed_out and result.error is None
+    assert result.duration_s > 0
+
+
+async def test_stdin_is_empty_and_environment_is_noninteractive() -> None:
+    result = await LocalRunner().run(
+        'cat; echo "[$PAGER|$GIT_PAGER|$GIT_TERMINAL_PROMPT|$DEBIAN_FRONTEND]"', ExecOptions()
+    )
+    assert result.stdout == "[cat|cat|0|noninteractive]\n"
+
+
+async def test_env_overrides_and_inherit_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGOS_TEST_PARENT", "from-parent")
+    runner = LocalRunner()
+    inherited = await runner.run(
+        'echo "$LOGOS_TEST_PARENT $EXTRA"', ExecOptions(env={"EXTRA": "x"})
+    )
+    assert inherited.stdout == "from-parent x\n"
+    isolated = await runner.run(
+        'echo "[$LOGOS_TEST_PARENT] $EXTRA"', ExecOptions(env={"EXTRA": "y"}, inherit_env=False)
+    )
+    assert isolated.stdout == "[] y\n"
+
+
+async def test_working_directory_rules(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    runner = LocalRunner()
+    explicit = await runner.run("pwd", ExecOptions(workdir=str(second)))
+    assert explicit.stdout.strip() == str(second)
+    from_paths = await runner.run(
+        "pwd", ExecOptions(allowed_paths=(AllowedPath(str(first)), AllowedPath(str(second))))
+    )
+    assert from_paths.stdout.strip() == str(first)
+    default = await runner.run("pwd", ExecOptions())
+    assert default.stdout.strip() == os.getcwd()
+    missing = await runner.run("pwd", ExecOptions(workdir=str(tmp_path / "nope")))
+    assert missing.error is not None and "does not exist" in missing.error
+
+
+@pytest.mark.timeout(30)
+async def test_timeout_kills_the_whole_group_including_grandchildren() -> None:
+    marker = f"sleep 1{os.getpid() % 1000:03d}7"  # a unique sleep duration to find the process
+    command = f"{marker} & {marker} & sleep 60"
+    started = time.monotonic()
+    result = await LocalRunner().run(command, ExecOptions(timeout_s=1))
+    elapsed = time.monotonic() - started
+    assert result.timed_out and result.exit_code is None
+    assert result.signal is not None
+    assert elapsed < 1 + KILL_GRACE_S + 1
+    await anyio.sleep(0.1)
+    assert _live_processes_with(marker) == []
+
+
+@pytest.mark.timeout(30)
+async def test_timeout_escalates_to_sigkill_when_term_is_ignored() -> None:
+    marker = f"sleep 2{os.getpid() % 1000:03d}3"
+    command = f"trap '' TERM; {marker} & trap '' TERM; sleep 60"
+    result = await LocalRunner().run(command, ExecOptions(timeout_s=0.5))
+    assert result.timed_out
+    await anyio.sleep(0.1)
+    assert _live_processes_with(marker) == []
+
+
+@pytest.mark.timeout(30)
+async def test_background_grandchild_holding_stdout_does_not_block() -> None:
+    marker = f"sleep 3{os.getpid() % 1000:03d}1"
+    runner = LocalRunner()
+    started = time.monotonic()
+    result = await runner.run(f"{marker} & echo hi", ExecOptions(timeout_s=20))
+    assert result.stdout == "hi\n" and result.exit_code == 0 and not result.timed_out
+    assert time.monotonic() - started < 5
+    # Like a terminal, the background job lives on until the runner is closed.
+    assert _live_processes_with(marker)
+    await runner.aclose()
+    await anyio.sleep(0.1)
+    assert _live_processes_with(marker) == []
+
+
+@pytest.mark.timeout(30)
+async def test_cancellation_kills_the_process_group() -> None:
+    marker = f"sleep 4{os.getpid() % 1000:03d}9"
+    runner = LocalRunner()
+    with anyio.move_on_after(0.5):
+        await runner.run(f"{marker} & {marker}", ExecOptions(timeout_s=60))
+        pytest.fail("the run should have been cancelled")
+    await anyio.sleep(0.1)
+    assert _live_processes_with(marker) == []
+
+
+async def test_killed_by_signal_is_reported() -> None:
+    result = await LocalRunner().run("kill -KILL $$", ExecOptions())
+    assert result.signal == 9 and result.signal_name == "SIGKILL"
+    assert result.exit_code is None and not result.timed_out
+
+
+async def test_cannot_start_is_an_error_not_an_exception() -> None:
+    result = await LocalRunner(shell="/nonexistent/bash").run("true", ExecOptions())
+    assert result.error is not None and "could not start" in result.error
+    assert result.exit_code is None
+
+
+@pytest.mark.timeout(60)
+async def test_output_flood_keeps_memory_bounded(tmp_path: Path) -> None:
+    before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    options = ExecOptions(max_output_bytes=4096, max_saved_output_bytes=1024 * 1024)
+    result = await LocalRunner().run("yes | head -c 2G", options)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_kb) / 1024
+    assert result.exit_code == 0
+    assert result.stdout_dropped_bytes == 2 * 1024**3 - 4096
+    assert result.stdout.startswith("y\ny\n") and result.stdout.endswith("y\ny\n")
+    assert "bytes omitted" in result.stdout
+    assert grown_mb < 16, f"runner grew by {grown_mb:.1f} MB while capturing 2 GB"
+    assert result.stdout_file is not None
+    assert os.path.getsize(result.stdout_file) == 1024 * 1024
+
+
+async def test_truncation_never_splits_a_utf8_character() -> None:
+    # 5000 three-byte characters; a 101-byte limit keeps a 50-byte head (16 whole
+    # characters, 48 bytes) and a 51-byte tail (17 characters).
+    options = ExecOptions(max_output_bytes=101)
+    result = await LocalRunner().run("python3 -c \"print('€' * 5000, end='')\"", options)
+    head, _, tail = result.stdout.partition("\n[… 14901 bytes omitted …]\n")
+    assert (head, tail) == ("€" * 16, "€" * 17)
+    assert result.stdout_dropped_bytes == 14901
+
+
+async def test_binary_and_invalid_utf8_are_replaced_not_fatal() -> None:
+    result = await LocalRunner().run(r"printf 'ok\xff\xfe\x00end\xc3'", ExecOptions())
+    assert result.exit_code == 0
+    assert result.stdout.startswith("ok") and "end" in result.stdout
+    assert "\ufffd" in result.stdout
