@@ -1,0 +1,186 @@
+"""A Runner that runs each command in sandboxd's Docker sandbox, through its Unix socket.
+
+Whatever goes wrong on the way (no daemon, a refused path, the engine down) comes back as
+`Result.error`, which the loop shows to the model: a sandbox problem never ends a run.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+from pydantic import ValidationError
+
+from logos.options import ExecOptions
+from logos.result import Result
+from sandboxd.api import (
+    API_PREFIX,
+    AllowedPathSpec,
+    ErrorResponse,
+    RunRequest,
+    RunResponse,
+    is_valid_session_id,
+)
+from sandboxd.paths import resolve_socket_path
+
+_HTTP_MARGIN_S = 30.0
+"""On top of the command's timeout: the container's first start and the kill grace."""
+_CONNECT_TIMEOUT_S = 5.0
+
+
+class SandboxRunner:
+    """Runs commands through a sandboxd daemon (see `sandboxd serve`).
+
+    `socket`: the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock,
+    ~/.sandboxd/daemon.sock). `session`: the daemon keeps one warm container per session
+    (default: a random id per runner). `image`: one of the daemon's allowed images (default:
+    its configured image). `network`: ask for network access (the daemon's config must allow
+    it). `close_session`: remove the session's containers on `aclose()`.
+
+    Only `options.env` is sent: the sandbox never inherits the caller's environment.
+    """
+
+    def __init__(
+        self,
+        socket: str | os.PathLike[str] | None = None,
+        session: str | None = None,
+        image: str | None = None,
+        network: bool = False,
+        *,
+        close_session: bool = True,
+    ) -> None:
+        self.socket_path: Path = resolve_socket_path(socket)
+        if session is None:
+            session = f"logos-{secrets.token_hex(6)}"
+        if not is_valid_session_id(session):
+            raise ValueError(
+                f"session {session!r} is not a session id: use 1 to 64 of A-Z a-z 0-9 _ . -"
+            )
+        self.session = session
+        self.image = image
+        self.network = network
+        self._close_session = close_session
+        self._used = False
+        self._client = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=os.fspath(self.socket_path)),
+            base_url="http://sandboxd",
+            timeout=httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+        )
+
+    async def __aenter__(self) -> SandboxRunner:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def run(self, command: str, options: ExecOptions) -> Result:
+        started = time.monotonic()
+        try:
+            body = RunRequest(
+                command=command,
+                env=dict(options.env),
+                allowed_paths=tuple(
+                    AllowedPathSpec(path=p.path, read_only=p.read_only)
+                    for p in options.allowed_paths
+                ),
+                workdir=options.workdir,
+                timeout_s=options.timeout_s,
+                network=self.network,
+                max_output_bytes=options.max_output_bytes,
+                max_saved_output_bytes=options.max_saved_output_bytes,
+                session=self.session,
+                image=self.image,
+            )
+        except ValidationError as exc:
+            return _failed(command, started, f"sandboxd cannot run this request: {exc}")
+        self._used = True
+        try:
+            response = await self._client.post(
+                f"{API_PREFIX}/run",
+                content=body.model_dump_json(),
+                headers={"content-type": "application/json"},
+                timeout=httpx.Timeout(
+                    options.timeout_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S
+                ),
+            )
+        except httpx.TransportError as exc:
+            return _failed(command, started, self._transport_problem(exc, options.timeout_s))
+        if response.status_code != 200:
+            return _failed(command, started, _refusal(response))
+        try:
+            return RunResponse.model_validate_json(response.content).to_result()
+        except ValidationError:
+            return _failed(
+                command,
+                started,
+                f"sandboxd on {self.socket_path} answered something that is not a run result: "
+                "is the client as recent as the daemon?",
+            )
+
+    async def aclose(self) -> None:
+        """Close the session on the daemon (unless told not to) and the connections."""
+        try:
+            if self._close_session and self._used:
+                try:
+                    await self._client.delete(
+                        f"{API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
+                    )
+                except httpx.TransportError:
+                    pass  # the daemon is gone: so are the session's containers
+        finally:
+            await self._client.aclose()
+
+    def _transport_problem(self, exc: httpx.TransportError, timeout_s: float) -> str:
+        where = self.socket_path
+        if isinstance(exc, httpx.TimeoutException):
+            if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                return f"sandboxd on {where} did not accept the connection: is it overloaded?"
+            return (
+                f"sandboxd on {where} did not answer within {timeout_s + _HTTP_MARGIN_S:g} s "
+                "(the command's timeout plus a margin): check the daemon's log"
+            )
+        if isinstance(exc, httpx.ConnectError):
+            cause = _os_error(exc)
+            if cause is not None and cause.errno == errno.EACCES:
+                return (
+                    f"cannot connect to sandboxd on {where}: permission denied (the socket is "
+                    "private to the user running the daemon): run as that user, or start your "
+                    "own daemon with `sandboxd serve`"
+                )
+            return f"sandboxd is not running on {where}: start it with `sandboxd serve`"
+        return (
+            f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
+            "daemon may have stopped; check its log and restart it with `sandboxd serve`"
+        )
+
+
+def _failed(command: str, started: float, error: str) -> Result:
+    return Result(command=command, error=error, duration_s=time.monotonic() - started)
+
+
+def _refusal(response: httpx.Response) -> str:
+    try:
+        detail = ErrorResponse.model_validate_json(response.content).error
+    except ValidationError:
+        text = response.text.strip()[:500] or "no details"
+        return f"sandboxd answered HTTP {response.status_code}: {text}"
+    return f"sandboxd refused the command ({response.status_code} {detail.code}): {detail.message}"
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

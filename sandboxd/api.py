@@ -1,0 +1,242 @@
+"""The daemon's wire format: pydantic models for every body that crosses the socket.
+
+Shared by the daemon and its clients (logos.SandboxRunner), so this module must never import
+docker. Requests forbid unknown fields (a typo must not silently change what runs); responses
+ignore them (an older client keeps working against a newer daemon).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
+from logos.result import Result
+
+API_PREFIX = "/v1"
+MAX_REQUEST_BODY_BYTES = 1024 * 1024
+"""Larger request bodies are answered 413 without being read."""
+MAX_OUTPUT_BYTES_LIMIT = 8 * 1024 * 1024
+"""Per stream: the most a response may carry, so that one request cannot swell the daemon."""
+MAX_SAVED_OUTPUT_BYTES_LIMIT = 1024 * 1024 * 1024
+DEFAULT_SESSION = "default"
+SESSION_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+_SESSION_RE = re.compile(SESSION_PATTERN)
+
+
+def is_valid_session_id(session: str) -> bool:
+    return _SESSION_RE.fullmatch(session) is not None
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+NulFreeStr = Annotated[str, AfterValidator(_no_nul)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class AllowedPathSpec(_Request):
+    """A host path to mount at the same path inside the sandbox."""
+
+    path: str
+    read_only: bool = True
+
+
+class RunRequest(_Request):
+    """POST /v1/run: one command in the session's sandbox."""
+
+    command: NulFreeStr = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    allowed_paths: tuple[AllowedPathSpec, ...] = ()
+    workdir: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    """None: the daemon's default_timeout_s. Larger than max_timeout_s: capped to it."""
+    network: bool = False
+    max_output_bytes: int = Field(
+        default=DEFAULT_MAX_OUTPUT_BYTES, ge=64, le=MAX_OUTPUT_BYTES_LIMIT
+    )
+    max_saved_output_bytes: int = Field(
+        default=DEFAULT_MAX_SAVED_OUTPUT_BYTES, ge=0, le=MAX_SAVED_OUTPUT_BYTES_LIMIT
+    )
+    session: str = Field(default=DEFAULT_SESSION, pattern=SESSION_PATTERN)
+    image: str | None = None
+    """None: the daemon's configured image; another image must be in its allowed_images."""
+
+
+class RunResponse(_Response):
+    """The command's logos.Result, plus where it ran and which env keys were withheld."""
+
+    command: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    duration_s: float = 0.0
+    stdout_dropped_bytes: int = 0
+    stderr_dropped_bytes: int = 0
+    error: str | None = None
+    oom_killed: bool = False
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+    sandbox: str
+    """The container's name."""
+    stripped_env_keys: list[str] = Field(default_factory=list)
+    """Env keys that looked like secrets and were not passed to the command (sorted)."""
+
+    @classmethod
+    def from_result(
+        cls, result: Result, *, sandbox: str, stripped_env_keys: list[str]
+    ) -> RunResponse:
+        return cls(
+            command=result.command,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            exit_code=result.exit_code,
+            signal=result.signal,
+            timed_out=result.timed_out,
+            duration_s=result.duration_s,
+            stdout_dropped_bytes=result.stdout_dropped_bytes,
+            stderr_dropped_bytes=result.stderr_dropped_bytes,
+            error=result.error,
+            oom_killed=result.oom_killed,
+            stdout_file=result.stdout_file,
+            stderr_file=result.stderr_file,
+            sandbox=sandbox,
+            stripped_env_keys=stripped_env_keys,
+        )
+
+    def to_result(self) -> Result:
+        return Result(
+            command=self.command,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            timed_out=self.timed_out,
+            duration_s=self.duration_s,
+            stdout_dropped_bytes=self.stdout_dropped_bytes,
+            stderr_dropped_bytes=self.stderr_dropped_bytes,
+            error=self.error,
+            oom_killed=self.oom_killed,
+            stdout_file=self.stdout_file,
+            stderr_file=self.stderr_file,
+        )
+
+
+class ErrorDetail(_Response):
+    code: str
+    """Machine-readable, e.g. "path_refused", "engine_unavailable"."""
+    message: str
+    """What was wrong and what to do about it."""
+
+
+class ErrorResponse(_Response):
+    """Every non-2xx answer: `{"error": {"code": ..., "message": ...}}`."""
+
+    error: ErrorDetail
+
+
+class HealthResponse(_Response):
+    """GET /v1/health: 200 when ok, 503 with each problem and its fix otherwise."""
+
+    ok: bool
+    version: str
+    engine_version: str | None
+    image: str
+    image_present: bool
+    problems: list[str] = Field(default_factory=list)
+
+
+class SessionModel(_Response):
+    id: str
+    containers: list[str]
+    created_at: float
+    last_used_at: float
+    running: int
+
+
+class SessionsResponse(_Response):
+    """GET /v1/sessions: the caller's sessions (other users' sessions are not listed)."""
+
+    sessions: list[SessionModel]
+
+
+class CloseSessionResponse(_Response):
+    """DELETE /v1/sessions/{id}."""
+
+    session: str
+    closed: bool
+
+
+class GcResponse(_Response):
+    """POST /v1/gc: how many stray containers were removed."""
+
+    removed: int
+
+
+# Compatibility with the temenos daemon (POST /run, GET /health): the same JSON field names
+# and types, so that a temenos client can talk to sandboxd unchanged.
+
+
+class TemenosAllowedPath(_Request):
+    path: str
+    read_only: bool = True
+    """temenos clients always send it; when absent we choose the safe side (read-only)."""
+    metadata_only: bool = False
+    """temenos's stat-only mounts; a Docker bind mount cannot offer them, so true is refused."""
+
+
+class TemenosRunRequest(_Request):
+    """POST /run in temenos's shape."""
+
+    command: NulFreeStr = Field(min_length=1)
+    env: dict[str, str] | None = None
+    allowed_paths: tuple[TemenosAllowedPath, ...] | None = None
+    network: bool | None = None
+    """Absent means off: sandboxd's safe default (temenos's MVP had the network on)."""
+    timeout: float = Field(default=0, ge=0)
+    """Seconds; 0 means the daemon's default."""
+    caller_id: str = ""
+    """temenos's opaque caller id; sandboxd uses it to pick the session (warm container)."""
+    auth_token: str = ""
+    """temenos's Kubernetes token. Accepted and unused: the socket's permissions and the peer's
+    credentials are sandboxd's authentication."""
+
+    def session_id(self) -> str:
+        """caller_id as the session when it is a valid session id, else a stable digest of it."""
+        if not self.caller_id:
+            return DEFAULT_SESSION
+        if is_valid_session_id(self.caller_id):
+            return self.caller_id
+        digest = hashlib.sha256(self.caller_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"temenos-{digest[:24]}"
+
+
+class TemenosRunResponse(_Response):
+    """temenos's answer: exit_code is -1 when the command did not exit by itself."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    stripped_env_keys: list[str] | None = None
+    """Omitted when nothing was stripped, as temenos does."""
+
+
+class TemenosHealthResponse(_Response):
+    ok: bool
+    platform: str
+    version: str

@@ -1,0 +1,193 @@
+"""The daemon's configuration: a TOML file validated into a frozen pydantic model.
+
+Every key is optional; the defaults are the safe ones (no network, only the default image,
+secret-looking env keys withheld). An unknown key is an error naming the key and the file,
+because a misspelt deny must never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
+
+from sandboxd.paths import default_state_dir
+
+DEFAULT_IMAGE = "logos-sandbox:latest"
+CONFIG_ENV = "SANDBOXD_CONFIG"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+class ConfigError(ValueError):
+    """The configuration file cannot be used; the message names the file and the key."""
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or a docker-style size string ("512m", "2g", "2GiB": binary units)."""
+    if isinstance(value, bool):
+        raise ValueError('expected a size such as 536870912, "512m" or "2GiB"')
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        match = _SIZE_RE.match(value)
+        if match:
+            return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    raise ValueError(f'{value!r} is not a size: use bytes (536870912) or "512m", "2g", "2GiB"')
+
+
+def _host_path(value: object) -> Path:
+    """An absolute host path; `~` is the daemon user's home. Symlinks are resolved so that the
+    policy compares it with requested paths, which are resolved too."""
+    if not isinstance(value, str | Path):
+        raise ValueError("expected a path string")
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        raise ValueError(
+            f"{str(value)!r} is not absolute: write a full path or one starting with ~"
+        )
+    return path.resolve()
+
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+HostPath = Annotated[Path, BeforeValidator(_host_path)]
+
+
+def _positive_finite(value: float) -> float:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("must be a finite number")
+    return value
+
+
+Seconds = Annotated[float, Field(gt=0), AfterValidator(_positive_finite)]
+
+
+class LimitsConfig(BaseModel):
+    """Resources of each sandbox container."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory: Annotated[Size, Field(ge=16 * 1024**2)] = 2 * 1024**3
+    """Memory limit of a container, swap included (bytes or "2g")."""
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    """CPU share of a container (1.0 = one core)."""
+    pids: int = Field(default=512, ge=16)
+    """Maximum number of processes in a container (stops fork bombs)."""
+    tmp: Annotated[Size, Field(ge=1024**2)] = 512 * 1024**2
+    """Size of the /tmp tmpfs in a container (bytes or "512m")."""
+
+
+class DaemonConfig(BaseModel):
+    """Everything `sandboxd serve` can be told in its TOML file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    """The image commands run in when a request names none."""
+    allowed_images: tuple[str, ...] = ()
+    """Other images a request may ask for by name (the default image is always allowed)."""
+    allowed_roots: tuple[HostPath, ...] = ()
+    """When set, only paths inside these directories may be mounted (empty: anywhere not denied)."""
+    extra_denies: tuple[HostPath, ...] = ()
+    """Paths never mounted, nor anything inside them, nor any directory containing them."""
+    allow_network: StrictBool = False
+    """Whether a request may ask for network access (network=true)."""
+    allow_env_keys: tuple[str, ...] = ()
+    """Env names or fnmatch patterns passed through even though they look like secrets."""
+    limits: LimitsConfig = LimitsConfig()
+    """Resources of each container."""
+    default_timeout_s: Seconds = 120.0
+    """Timeout of a command whose request sets none."""
+    max_timeout_s: Seconds = 3600.0
+    """Upper bound of any command's timeout; larger requested timeouts are capped to it."""
+    shutdown_grace_s: float = Field(default=5.0, ge=0, le=600)
+    """On SIGTERM/SIGINT, how long running commands may finish before they are killed."""
+    idle_ttl_s: Seconds = 600.0
+    """A session's containers are removed after this long without a command."""
+    max_workers: int = Field(default=32, ge=1, le=1024)
+    """Threads for blocking Docker API calls (container start, removal, ...)."""
+    state_dir: HostPath = Field(default_factory=default_state_dir)
+    """Daemon state: per-container control directories (and the audit log by default)."""
+    audit_log: HostPath | None = None
+    """Append-only JSON-lines audit log, one line per request (default: state_dir/audit.log)."""
+
+    @model_validator(mode="after")
+    def _timeouts_agree(self) -> DaemonConfig:
+        if self.default_timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"default_timeout_s ({self.default_timeout_s}) is larger than max_timeout_s "
+                f"({self.max_timeout_s}): lower the default or raise the maximum"
+            )
+        return self
+
+    @property
+    def audit_log_path(self) -> Path:
+        return self.audit_log if self.audit_log is not None else self.state_dir / "audit.log"
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """`$SANDBOXD_CONFIG`, else `$XDG_CONFIG_HOME/sandboxd/config.toml`, else under ~/.config."""
+    env = os.environ if environ is None else environ
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    config_home = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "sandboxd" / "config.toml"
+
+
+def load_config(path: Path | None = None) -> DaemonConfig:
+    """Read the config file: `path` must exist; without it the default file is read if present."""
+    if path is None:
+        candidate = default_config_path()
+        if not candidate.is_file():
+            return DaemonConfig()
+        path = candidate
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror or exc}; "
+            "check the path given with --config"
+        ) from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    return config_from_mapping(data, source=str(path))
+
+
+def config_from_mapping(data: Mapping[str, Any], *, source: str) -> DaemonConfig:
+    """Validate parsed TOML; errors name every bad key of `source`."""
+    try:
+        return DaemonConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            in_limits = len(error["loc"]) > 1 and error["loc"][0] == "limits"
+            fields = LimitsConfig.model_fields if in_limits else DaemonConfig.model_fields
+            known = ", ".join(sorted(fields))
+            problems.append(f"unknown key {key!r} (known keys: {known})")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"{key}: {message}")
+    return f"config file {source}: " + "; ".join(problems)

@@ -1,0 +1,388 @@
+"""A small HTTP/1.1 server for a pre-bound Unix socket, on anyio and h11.
+
+WHY not uvicorn: commands run as the CALLER's uid:gid and the audit log records who asked,
+so every request needs the peer's credentials (SO_PEERCRED), which ASGI servers do not
+expose; uvicorn also chmods Unix sockets to 0666. h11 is the same HTTP/1.1 state machine
+httpx uses, so both ends agree on the protocol.
+
+What it does: keep-alive; Content-Length and chunked request bodies up to a limit (a larger
+declared body is answered 413 without being read); malformed HTTP → 400; every error is JSON
+`{"error": {"code", "message"}}`; a handler exception is logged and answered 500 without a
+traceback; a client that disconnects while its request runs cancels the handler (which kills
+the command); shutdown stops accepting, lets running requests finish for a grace period,
+then cancels them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+import anyio
+import anyio.abc
+import h11
+
+from sandboxd.api import MAX_REQUEST_BODY_BYTES
+
+logger = logging.getLogger(__name__)
+
+_RECEIVE_BYTES = 64 * 1024
+_MAX_HEAD_BYTES = 64 * 1024
+_SO_PEERCRED = struct.Struct("3i")
+
+
+@dataclass(frozen=True)
+class PeerCredentials:
+    """Who is on the other end of a Unix socket connection, as the kernel says."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    """The target without its query string."""
+    query: str
+    headers: tuple[tuple[str, str], ...]
+    """Names lower-cased."""
+    body: bytes
+    peer: PeerCredentials | None
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = field(default=())
+
+    @classmethod
+    def json(cls, status: int, payload: Any) -> Response:
+        """`payload`: a pydantic model or anything json.dumps accepts."""
+        dump = getattr(payload, "model_dump_json", None)
+        body = dump() if dump is not None else json.dumps(payload)
+        return cls(status, body.encode("utf-8"))
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    return Response.json(status, {"error": {"code": code, "message": message}})
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def peer_credentials(sock: socket.socket) -> PeerCredentials | None:
+    """SO_PEERCRED of a connected Unix socket (None where the platform has none)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None or sock.family != socket.AF_UNIX:
+        return None
+    pid, uid, gid = _SO_PEERCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, option, _SO_PEERCRED.size)
+    )
+    return PeerCredentials(pid=pid, uid=uid, gid=gid)
+
+
+class _ClientGone(Exception):
+    """The peer closed or reset the connection."""
+
+
+class _Reject(Exception):
+    """Answer this error and close the connection."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+class HttpServer:
+    """Serves `handler` on a listener until `shutdown()`."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+        idle_timeout_s: float = 120.0,
+        request_timeout_s: float = 30.0,
+        max_connections: int = 1024,
+    ) -> None:
+        self._handler = handler
+        self._max_body_bytes = max_body_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._connection_slots = anyio.Semaphore(max_connections)
+        self._accept_scope = anyio.CancelScope()
+        self._connections_scope = anyio.CancelScope()
+        self._grace_scope = anyio.CancelScope()
+        self._closing = False
+        self._active_requests = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._stopped = anyio.Event()
+        self._serving = False
+        self._finished = anyio.Event()
+
+    @property
+    def active_requests(self) -> int:
+        return self._active_requests
+
+    async def serve(
+        self,
+        listener: anyio.abc.SocketListener,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections until shutdown; returns once every connection has ended."""
+        self._serving = True
+        try:
+            with self._connections_scope:
+                async with anyio.create_task_group() as connections:
+                    task_status.started()
+                    with self._accept_scope:
+                        while True:
+                            await self._connection_slots.acquire()
+                            try:
+                                stream = await listener.accept()
+                            except OSError as exc:
+                                # e.g. EMFILE: keep serving the connections we have.
+                                self._connection_slots.release()
+                                logger.error("cannot accept a connection: %s", exc)
+                                await anyio.sleep(0.1)
+                                continue
+                            except BaseException:
+                                self._connection_slots.release()
+                                raise
+                            connections.start_soon(self._serve_connection, stream)
+                    await self._stopped.wait()
+        finally:
+            await listener.aclose()
+            self._finished.set()
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Stop accepting; give running requests `grace_s` to finish; then cancel them all.
+
+        Returns once every connection has ended."""
+        self._closing = True
+        self._accept_scope.cancel()
+        with self._grace_scope:
+            self._grace_scope.deadline = anyio.current_time() + grace_s
+            await self._idle.wait()
+        self._connections_scope.cancel()
+        self._stopped.set()
+        if self._serving:
+            await self._finished.wait()
+
+    def cut_grace(self) -> None:
+        """End shutdown's grace period now: running requests are cancelled at once."""
+        self._grace_scope.cancel()
+
+    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        try:
+            async with stream:
+                raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+                peer = peer_credentials(raw)
+                await self._exchange_loop(stream, peer)
+        except (_ClientGone, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self._connection_slots.release()
+
+    async def _exchange_loop(
+        self, stream: anyio.abc.SocketStream, peer: PeerCredentials | None
+    ) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
+        while True:
+            try:
+                request = await self._read_request(conn, stream, peer)
+            except _Reject as reject:
+                await self._send(conn, stream, reject.response, close=True)
+                return
+            if request is None:
+                return
+            if self._closing:
+                refusal = error_response(
+                    503, "shutting_down", "sandboxd is shutting down: retry once it is restarted"
+                )
+                await self._send(conn, stream, refusal, close=True)
+                return
+            self._active_requests += 1
+            if self._active_requests == 1:
+                self._idle = anyio.Event()
+            try:
+                response = await self._run_handler(conn, stream, request)
+                if response is None:
+                    return
+                await self._send(conn, stream, response, close=self._closing)
+            finally:
+                self._active_requests -= 1
+                if self._active_requests == 0:
+                    self._idle.set()
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                return
+            conn.start_next_cycle()
+
+    async def _read_request(
+        self, conn: h11.Connection, stream: anyio.abc.SocketStream, peer: PeerCredentials | None
+    ) -> Request | None:
+        """The next complete request; None when the client closed the connection cleanly."""
+        try:
+            with anyio.move_on_after(self._idle_timeout_s) as idle:
+                head = await self._next_event(conn, stream)
+            if idle.cancelled_caught:
+                return None
+            if isinstance(head, h11.ConnectionClosed):
+                return None
+            if not isinstance(head, h11.Request):
+                raise _Reject(error_response(400, "bad_request", "expected an HTTP request"))
+            self._check_declared_length(head)
+            with anyio.fail_after(self._request_timeout_s):
+                body = await self._read_body(conn, stream)
+        except h11.RemoteProtocolError as exc:
+            raise _Reject(
+                error_response(400, "bad_request", f"malformed HTTP request: {exc}")
+            ) from None
+        except TimeoutError:
+            raise _Reject(
+                error_response(
+                    408, "request_timeout", "the request body did not arrive in time: send it whole"
+                )
+            ) from None
+        target = head.target.decode("ascii", "replace")
+        path, _, query = target.partition("?")
+        return Request(
+            method=head.method.decode("ascii", "replace").upper(),
+            path=path,
+            query=query,
+            headers=tuple(
+                (name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers
+            ),
+            body=body,
+            peer=peer,
+        )
+
+    def _check_declared_length(self, head: h11.Request) -> None:
+        for name, value in head.headers:
+            if name == b"content-length" and int(value) > self._max_body_bytes:
+                raise _Reject(self._too_large())
+
+    def _too_large(self) -> Response:
+        return error_response(
+            413,
+            "body_too_large",
+            f"the request body is larger than {self._max_body_bytes} bytes: send a smaller one",
+        )
+
+    async def _read_body(self, conn: h11.Connection, stream: anyio.abc.SocketStream) -> bytes:
+        body = bytearray()
+        while True:
+            event = await self._next_event(conn, stream)
+            if isinstance(event, h11.Data):
+                body += event.data
+                # WHY checked as it arrives: a chunked body declares no length up front.
+                if len(body) > self._max_body_bytes:
+                    raise _Reject(self._too_large())
+            elif isinstance(event, h11.EndOfMessage):
+                return bytes(body)
+            else:
+                raise _ClientGone
+
+    async def _next_event(self, conn: h11.Connection, stream: anyio.abc.SocketStream) -> Any:
+        while True:
+            event = conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            conn.receive_data(await _receive(stream))
+
+    async def _run_handler(
+        self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: Request
+    ) -> Response | None:
+        """The handler's response; None when the client went away (the handler was cancelled)."""
+        response: Response | None = None
+        client_gone = False
+
+        async def watch_disconnect(scope: anyio.CancelScope) -> None:
+            nonlocal client_gone
+            try:
+                data = await _receive(stream)
+            except (_ClientGone, anyio.BrokenResourceError, OSError):
+                data = b""
+            if data:
+                # A pipelined next request: keep it for later; we can no longer tell a
+                # disconnect from here on, which only costs the early cancellation.
+                conn.receive_data(data)
+                return
+            client_gone = True
+            scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch_disconnect, group.cancel_scope)
+            response = await self._call_handler(request)
+            group.cancel_scope.cancel()
+        return None if client_gone else response
+
+    async def _call_handler(self, request: Request) -> Response:
+        try:
+            return await self._handler(request)
+        except Exception:
+            logger.exception("handler failed for %s %s", request.method, request.path)
+            return error_response(
+                500, "internal_error", "sandboxd failed to handle the request; see its log"
+            )
+
+    async def _send(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        response: Response,
+        *,
+        close: bool,
+    ) -> None:
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        headers = [
+            ("content-type", "application/json"),
+            ("content-length", str(len(response.body))),
+            *response.headers,
+        ]
+        if close:
+            headers.append(("connection", "close"))
+        try:
+            head = h11.Response(
+                status_code=response.status,
+                headers=headers,
+                reason=_reason(response.status),
+            )
+            data = conn.send(head) + (conn.send(h11.Data(data=response.body)) or b"")
+            data += conn.send(h11.EndOfMessage()) or b""
+        except h11.LocalProtocolError:
+            logger.exception("cannot answer %s on this connection", response.status)
+            return
+        with anyio.move_on_after(self._request_timeout_s) as sending:
+            await stream.send(data)
+        if sending.cancelled_caught:
+            raise _ClientGone
+
+
+async def _receive(stream: anyio.abc.SocketStream) -> bytes:
+    """Bytes from the peer; b"" at end of stream."""
+    try:
+        return await stream.receive(_RECEIVE_BYTES)
+    except anyio.EndOfStream:
+        return b""
+    except ConnectionResetError as exc:
+        raise _ClientGone from exc
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""

@@ -1,0 +1,64 @@
+"""Where sandboxd lives on disk: the socket the daemon and its clients agree on, the state dir.
+
+Light imports only: the logos client resolves the socket with this module too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+SOCKET_ENV = "SANDBOXD_SOCKET"
+"""Environment variable naming the daemon's socket (after `--socket`, before the defaults)."""
+
+MAX_SOCKET_PATH_BYTES = 107
+"""`sun_path` holds 108 bytes on Linux, one of which is the terminating NUL."""
+
+
+class SocketPathError(ValueError):
+    """The socket path cannot be used (too long for a Unix socket, or empty)."""
+
+
+def default_socket_path(environ: Mapping[str, str] | None = None) -> Path:
+    """`$SANDBOXD_SOCKET`, else `$XDG_RUNTIME_DIR/sandboxd.sock`, else `~/.sandboxd/daemon.sock`."""
+    env = os.environ if environ is None else environ
+    if env.get(SOCKET_ENV):
+        return Path(env[SOCKET_ENV]).expanduser()
+    runtime_dir = env.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        return Path(runtime_dir) / "sandboxd.sock"
+    return Path.home() / ".sandboxd" / "daemon.sock"
+
+
+def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The socket to use: the explicit one (e.g. `--socket`), else the default; made absolute.
+
+    Raises SocketPathError when the path cannot be a Unix socket address.
+    """
+    if explicit is not None and not str(explicit):
+        raise SocketPathError("the socket path is empty: pass a file path such as /tmp/sd.sock")
+    path = Path(explicit).expanduser() if explicit is not None else default_socket_path()
+    path = Path(os.path.abspath(path))
+    check_socket_path_length(path)
+    return path
+
+
+def check_socket_path_length(path: Path) -> None:
+    """Refuse a path the kernel would truncate, with the fix in the message."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH_BYTES:
+        raise SocketPathError(
+            f"socket path {path} is {size} bytes long; Unix socket paths must stay under "
+            f"{MAX_SOCKET_PATH_BYTES + 1} bytes: choose a shorter path with --socket or "
+            f"${SOCKET_ENV}"
+        )
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_STATE_HOME/sandboxd` when XDG_STATE_HOME is set, else `~/.sandboxd`."""
+    env = os.environ if environ is None else environ
+    state_home = env.get("XDG_STATE_HOME")
+    if state_home:
+        return Path(state_home) / "sandboxd"
+    return Path.home() / ".sandboxd"

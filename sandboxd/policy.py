@@ -1,0 +1,427 @@
+"""What a request may have: which host paths get mounted, which env keys pass, network, image.
+
+Every requested path is resolved with all its symlinks before any check, and the resolved
+path is what gets mounted, so a symlink cannot smuggle a refused place in under another name.
+
+A refused place is refused as itself, for anything inside it, and for any directory that
+contains it (mounting /home/u would expose /home/u/.ssh; mounting /var/run would expose the
+Docker socket). Home directories are the exception to "inside": a project under the home is
+fine, the home itself (and anything containing it) is not.
+
+WHY this is defense in depth and not the security boundary: commands run as the caller's
+uid:gid with no capabilities, so a mount never lets them touch a file the caller could not
+touch anyway. The policy stops an agent from reaching credentials, the engine socket or the
+daemon's own state by accident or by prompt injection.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import pwd
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from sandboxd.config import DaemonConfig
+
+ENGINE_SOCKETS: tuple[Path, ...] = (
+    Path("/var/run/docker.sock"),
+    Path("/run/docker.sock"),
+    Path("/run/containerd/containerd.sock"),
+    Path("/var/run/containerd/containerd.sock"),
+    Path("/run/podman/podman.sock"),
+)
+"""Container engine sockets: whoever can reach one is root on the host."""
+
+SYSTEM_DIRS: tuple[str, ...] = ("/proc", "/sys", "/dev", "/etc", "/boot", "/run", "/var/run")
+ENGINE_STORAGE: tuple[str, ...] = ("/var/lib/docker", "/var/lib/containerd")
+
+CREDENTIAL_DIRS: tuple[str, ...] = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".gcloud",
+    ".config",
+    ".docker",
+    ".kube",
+    ".netrc",
+    ".password-store",
+    ".local/share/keyrings",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".pgpass",
+    ".vault-token",
+    ".terraform.d",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".mozilla",
+    ".pki",
+)
+"""Relative to a home directory: never mountable, nor anything in them."""
+
+SECRET_ENV_PATTERNS: tuple[str, ...] = (
+    "*TOKEN",
+    "*_KEY",
+    "*_KEYS",
+    "*_KEY_ID",
+    "*APIKEY*",
+    "*PRIVATE_KEY*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_PASS",
+    "*PASSPHRASE*",
+    "*CREDENTIAL*",
+    "*_PAT",
+    "*_AUTH",
+    "*COOKIE*",
+    "*_DSN",
+    "*DATABASE_URL*",
+)
+"""Env names (matched upper-cased) withheld unless the config's allow_env_keys lets them pass.
+
+WHY no `AWS_*`: AWS_REGION and friends are harmless; the secret ones (AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID) are caught by the patterns above.
+"""
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class PolicyError(Exception):
+    """A request the policy refuses: 403 for a refusal, 400 for a malformed value."""
+
+    def __init__(self, code: str, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class GrantedPath:
+    """A mount the policy accepted: `path` is fully resolved."""
+
+    path: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A refused place. Always refused as itself; `inside`: so is anything under it;
+    `contains`: so is any directory above it."""
+
+    path: Path
+    label: str
+    inside: bool = True
+    contains: bool = True
+
+
+class Policy:
+    """The daemon's rules, built once from the config; checks are cheap and synchronous.
+
+    WHY synchronous filesystem calls on the event loop: realpath and stat of a handful of
+    local paths take microseconds, far less than a thread hop would cost.
+    """
+
+    def __init__(
+        self,
+        *,
+        image: str,
+        allowed_images: Iterable[str] = (),
+        allowed_roots: Iterable[Path] = (),
+        extra_denies: Iterable[Path] = (),
+        allow_network: bool = False,
+        allow_env_keys: Iterable[str] = (),
+        daemon_home: Path | None = None,
+        daemon_paths: Iterable[tuple[Path, str]] = (),
+        engine_sockets: Iterable[Path] = ENGINE_SOCKETS,
+    ) -> None:
+        self.image = image
+        self._allowed_images = frozenset((image, *allowed_images))
+        self._allowed_roots = tuple(_resolved_forms_unique(allowed_roots))
+        self._allow_network = allow_network
+        self._allow_env_keys = tuple(allow_env_keys)
+        refused = [_Refused(Path("/"), "the root directory", inside=False, contains=False)]
+        refused += [_Refused(Path(p), f"the system directory {p}") for p in SYSTEM_DIRS]
+        refused += [
+            _Refused(Path(p), f"the container engine's storage {p}") for p in ENGINE_STORAGE
+        ]
+        refused += [_Refused(p, f"the container engine socket {p}") for p in engine_sockets]
+        refused += [_Refused(p, label) for p, label in daemon_paths]
+        refused += [_Refused(p, f"{p} (denied by the config's extra_denies)") for p in extra_denies]
+        if daemon_home is not None:
+            refused += _home_rules(daemon_home)
+        self._refused = tuple(_with_resolved_forms(refused))
+
+    @classmethod
+    def from_config(cls, config: DaemonConfig, *, socket_path: Path) -> Policy:
+        """The policy of a daemon serving `socket_path` with `config`, as the current user."""
+        return cls(
+            image=config.image,
+            allowed_images=config.allowed_images,
+            allowed_roots=config.allowed_roots,
+            extra_denies=config.extra_denies,
+            allow_network=config.allow_network,
+            allow_env_keys=config.allow_env_keys,
+            daemon_home=Path.home(),
+            daemon_paths=(
+                (socket_path, f"the daemon's own socket {socket_path}"),
+                (config.state_dir, f"the daemon's state directory {config.state_dir}"),
+                (config.audit_log_path, f"the daemon's audit log {config.audit_log_path}"),
+            ),
+            engine_sockets=(*ENGINE_SOCKETS, *_engine_sockets_from_env(os.environ)),
+        )
+
+    def grant_paths(
+        self, requested: Sequence[tuple[str, bool]], *, caller_home: Path | None
+    ) -> tuple[GrantedPath, ...]:
+        """Resolve and check each (path, read_only); the order is kept (the first is the
+        default workdir). Raises PolicyError naming the rule that refused a path."""
+        extra = _home_rules_cached(caller_home) if caller_home is not None else ()
+        granted: dict[str, GrantedPath] = {}
+        for raw, read_only in requested:
+            resolved = self._check_path(raw, extra)
+            earlier = granted.get(resolved)
+            if earlier is not None and earlier.read_only != read_only:
+                raise PolicyError(
+                    "conflicting_mounts",
+                    f"{raw} is requested both read-only and read-write (as {resolved}): "
+                    "ask for it once",
+                    status=400,
+                )
+            granted[resolved] = GrantedPath(resolved, read_only)
+        return tuple(granted.values())
+
+    def check_workdir(self, workdir: str | None, mounts: Sequence[GrantedPath]) -> str | None:
+        """The resolved workdir, which must be a directory inside one of the mounts."""
+        if workdir is None:
+            return None
+        _check_form(workdir, what="workdir")
+        try:
+            resolved = _realpath(workdir)
+        except OSError as exc:
+            raise PolicyError(
+                "invalid_workdir",
+                f"workdir {workdir} cannot be used: {_os_reason(exc)}; pass an existing "
+                "directory inside one of the allowed paths",
+                status=400,
+            ) from None
+        if not resolved.is_dir():
+            raise PolicyError(
+                "invalid_workdir", f"workdir {workdir} is not a directory", status=400
+            )
+        if not any(resolved.is_relative_to(m.path) for m in mounts):
+            shown = _shown(workdir, resolved)
+            raise PolicyError(
+                "workdir_refused",
+                f"refused workdir {shown}: it is not inside any allowed path; add its "
+                "directory to allowed_paths or omit workdir",
+            )
+        return str(resolved)
+
+    def filter_env(self, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+        """(the env to pass, the sorted secret-looking keys withheld). Malformed: PolicyError."""
+        passed: dict[str, str] = {}
+        stripped: list[str] = []
+        for name, value in env.items():
+            if not _ENV_NAME_RE.fullmatch(name):
+                raise PolicyError(
+                    "invalid_env",
+                    f"env name {name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                    status=400,
+                )
+            if any(c in value for c in "\x00\n\r"):
+                raise PolicyError(
+                    "invalid_env",
+                    f"env value of {name} contains a NUL or line break: pass single-line values",
+                    status=400,
+                )
+            if self._is_secret(name):
+                stripped.append(name)
+            else:
+                passed[name] = value
+        return passed, sorted(stripped)
+
+    def check_network(self, network: bool) -> None:
+        if network and not self._allow_network:
+            raise PolicyError(
+                "network_refused",
+                "network access is off for every sandbox: set allow_network = true in the "
+                "daemon's config to let requests ask for it",
+            )
+
+    def check_image(self, image: str | None) -> str:
+        """The image to use: the default when None; others only from allowed_images."""
+        if image is None or image == self.image:
+            return self.image
+        if image not in self._allowed_images:
+            raise PolicyError(
+                "image_refused",
+                f"image {image!r} is not allowed: use the default image {self.image!r} or add "
+                "it to allowed_images in the daemon's config",
+            )
+        return image
+
+    def _is_secret(self, name: str) -> bool:
+        if any(fnmatch.fnmatchcase(name, allowed) for allowed in self._allow_env_keys):
+            return False
+        upper = name.upper()
+        return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
+
+    def _check_path(self, raw: str, extra: Sequence[_Refused]) -> str:
+        _check_form(raw, what="path")
+        lexical = "/" + os.path.normpath(raw).lstrip("/")
+        if lexical == "/proc" or lexical.startswith("/proc/"):
+            # WHY before resolution: /proc/<pid>/root and friends are magic links whose
+            # realpath does not say where they really lead.
+            raise PolicyError(
+                "path_refused",
+                f"refused {raw}: paths under /proc are never mountable (its magic links escape "
+                "symlink resolution)",
+            )
+        try:
+            resolved = _realpath(raw)
+            target = os.stat(resolved)
+            named = os.stat(raw)
+        except OSError as exc:
+            raise PolicyError(
+                "path_unusable",
+                f"refused {raw}: {_os_reason(exc)}; pass an existing file or directory",
+            ) from None
+        shown = _shown(raw, resolved)
+        if (named.st_dev, named.st_ino) != (target.st_dev, target.st_ino):
+            raise PolicyError(
+                "path_refused",
+                f"refused {raw}: it does not lead to the same file as its resolved path "
+                f"{resolved} (a magic link?): pass the real path",
+            )
+        for rule in (*self._refused, *extra):
+            reason = _refusal(resolved, rule)
+            if reason is not None:
+                raise PolicyError("path_refused", f"refused {shown}: {reason}")
+        if not (stat.S_ISDIR(target.st_mode) or stat.S_ISREG(target.st_mode)):
+            raise PolicyError(
+                "path_refused",
+                f"refused {shown}: only regular files and directories are mountable "
+                "(not sockets, devices or pipes)",
+            )
+        if self._allowed_roots and not any(resolved.is_relative_to(r) for r in self._allowed_roots):
+            roots = ", ".join(str(r) for r in self._allowed_roots)
+            raise PolicyError(
+                "path_refused",
+                f"refused {shown}: it is outside the config's allowed_roots ({roots})",
+            )
+        return str(resolved)
+
+
+def home_of(uid: int) -> Path | None:
+    """The home directory of `uid` from the user database (None for an unknown uid)."""
+    try:
+        return Path(pwd.getpwuid(uid).pw_dir)
+    except KeyError:
+        return None
+
+
+def _realpath(raw: str) -> Path:
+    """Every symlink resolved; OSError when something on the way does not exist or loops."""
+    return Path(os.path.realpath(raw, strict=True))
+
+
+def _check_form(raw: str, *, what: str) -> None:
+    if "\x00" in raw:
+        raise PolicyError("invalid_path", f"{what} {raw!r} contains a NUL character", status=400)
+    if not raw.startswith("/"):
+        raise PolicyError(
+            "invalid_path",
+            f"{what} {raw!r} is not absolute: pass a full path starting with /",
+            status=400,
+        )
+
+
+def _refusal(resolved: Path, rule: _Refused) -> str | None:
+    if resolved == rule.path:
+        return f"{rule.label} is never mountable"
+    if rule.inside and resolved.is_relative_to(rule.path):
+        return f"it is inside {rule.label}, which is never mountable"
+    if rule.contains and rule.path.is_relative_to(resolved):
+        return (
+            f"it contains {rule.label}, which is never mountable; mount a directory that "
+            "does not contain it"
+        )
+    return None
+
+
+def _home_rules(home: Path) -> list[_Refused]:
+    rules = [
+        _Refused(
+            home,
+            f"the home directory {home} (it holds credentials; mount a project inside it)",
+            inside=False,
+        )
+    ]
+    rules += [
+        _Refused(home / name, f"the credential location ~/{name}") for name in CREDENTIAL_DIRS
+    ]
+    return rules
+
+
+@lru_cache(maxsize=64)
+def _home_rules_cached(home: Path) -> tuple[_Refused, ...]:
+    return tuple(_with_resolved_forms(_home_rules(home)))
+
+
+def _with_resolved_forms(rules: Iterable[_Refused]) -> Iterable[_Refused]:
+    """Each rule as written and, when a symlink is involved, as resolved (e.g. /var/run → /run,
+    or a ~/.ssh that is a symlink to a directory elsewhere)."""
+    seen: set[tuple[Path, bool, bool]] = set()
+    for rule in rules:
+        literal = Path(os.path.normpath(rule.path))
+        for path in (literal, literal.resolve()):
+            key = (path, rule.inside, rule.contains)
+            if key not in seen:
+                seen.add(key)
+                yield _Refused(path, rule.label, rule.inside, rule.contains)
+
+
+def _resolved_forms_unique(paths: Iterable[Path]) -> Iterable[Path]:
+    seen: set[Path] = set()
+    for path in paths:
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            yield resolved
+
+
+def _engine_sockets_from_env(environ: Mapping[str, str]) -> list[Path]:
+    """Sockets the daemon user's environment points at: DOCKER_HOST, rootless Docker's."""
+    found = []
+    docker_host = environ.get("DOCKER_HOST", "")
+    if docker_host.startswith("unix://"):
+        found.append(Path(docker_host.removeprefix("unix://")))
+    runtime_dir = environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        found.append(Path(runtime_dir) / "docker.sock")
+    return found
+
+
+def _shown(raw: str, resolved: Path) -> str:
+    return raw if raw == str(resolved) else f"{raw} (resolves to {resolved})"
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "it does not exist"
+    if exc.errno == errno.ELOOP:
+        return "it is a symlink loop"
+    if exc.errno == errno.EACCES:
+        return "the daemon is not permitted to look it up"
+    return exc.strerror or str(exc)

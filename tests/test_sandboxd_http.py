@@ -1,0 +1,277 @@
+"""sandboxd's HTTP/1.1 server on a real Unix socket: framing, limits, errors, peers, shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import httpx
+import pytest
+
+from sandboxd.http import HttpServer, Request, Response
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    # WHY not tmp_path: Unix socket paths must stay under 108 bytes.
+    path = Path(tempfile.mkdtemp(prefix="sdh", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _echo(request: Request) -> Response:
+    peer = request.peer
+    return Response.json(
+        200,
+        {
+            "method": request.method,
+            "path": request.path,
+            "query": request.query,
+            "body_bytes": len(request.body),
+            "peer": [peer.pid, peer.uid, peer.gid] if peer else None,
+        },
+    )
+
+
+@asynccontextmanager
+async def _serving(
+    socket_dir: Path, handler: Callable[[Request], Awaitable[Response]], **options: float
+) -> AsyncIterator[tuple[Path, HttpServer]]:
+    path = socket_dir / "s.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(os.fspath(path))
+    sock.listen(64)
+    listener = await anyio.abc.SocketListener.from_socket(sock)
+    server = HttpServer(handler, **options)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as group:
+        await group.start(server.serve, listener)
+        yield path, server
+        await server.shutdown(0)
+
+
+async def _exchange(path: Path, raw: bytes, *, read_until_close: bool = True) -> bytes:
+    async with await anyio.connect_unix(path) as stream:
+        # The server may answer and close before reading everything: read the answer anyway.
+        with contextlib.suppress(anyio.BrokenResourceError):
+            await stream.send(raw)
+        received = b""
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    chunk = await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+                received += chunk
+                if not read_until_close and b"\r\n\r\n" in received:
+                    head, _, body = received.partition(b"\r\n\r\n")
+                    length = int(_header(head, b"content-length") or 0)
+                    if len(body) >= length:
+                        break
+        return received
+
+
+def _header(head: bytes, name: bytes) -> bytes | None:
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
+def _status_and_json(raw: bytes) -> tuple[int, dict[str, object]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)
+
+
+async def test_json_answer_with_the_peer_credentials(socket_dir: Path) -> None:
+    async with _serving(socket_dir, _echo) as (path, _):
+        transport = httpx.AsyncHTTPTransport(uds=os.fspath(path))
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            response = await client.post("/a/b?x=1", content=b"12345")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "method": "POST",
+        "path": "/a/b",
+        "query": "x=1",
+        "body_bytes": 5,
+        "peer": [os.getpid(), os.getuid(), os.getgid()],
+    }
+
+
+async def test_keep_alive_serves_several_requests_on_one_connection(socket_dir: Path) -> None:
+    async with (
+        _serving(socket_dir, _echo) as (path, _),
+        await anyio.connect_unix(path) as stream,
+    ):
+        for index in range(3):
+            await stream.send(f"GET /n{index} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            received = b""
+            with anyio.fail_after(10):
+                while b'"peer"' not in received:
+                    received += await stream.receive()
+            status, body = _status_and_json(received)
+            assert (status, body["path"]) == (200, f"/n{index}")
+
+
+async def test_malformed_http_is_answered_400_in_json(socket_dir: Path) -> None:
+    async with _serving(socket_dir, _echo) as (path, _):
+        raw = await _exchange(path, b"THIS IS NOT HTTP\r\n\r\n")
+    status, body = _status_and_json(raw)
+    assert status == 400
+    assert body["error"]["code"] == "bad_request"  # type: ignore[index]
+    assert "malformed" in body["error"]["message"]  # type: ignore[index]
+
+
+async def test_a_declared_large_body_gets_413_without_being_sent(socket_dir: Path) -> None:
+    async with _serving(socket_dir, _echo) as (path, _):
+        # Only the head is sent: were the server waiting for the body, this would time out.
+        raw = await _exchange(
+            path,
+            b"POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n",
+        )
+    status, body = _status_and_json(raw)
+    assert status == 413
+    assert body["error"]["code"] == "body_too_large"  # type: ignore[index]
+    assert b"connection: close" in raw.lower()
+
+
+async def test_httpx_sees_the_413_even_while_it_is_still_sending(socket_dir: Path) -> None:
+    async with _serving(socket_dir, _echo) as (path, _):
+        transport = httpx.AsyncHTTPTransport(uds=os.fspath(path))
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            response = await client.post("/v1/run", content=b"x" * (4 * 1024 * 1024))
+    assert response.status_code == 413
+
+
+async def test_chunked_bodies_are_read_and_limited(socket_dir: Path) -> None:
+    async with _serving(socket_dir, _echo) as (path, _):
+        small = await _exchange(
+            path,
+            b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+            read_until_close=False,
+        )
+        chunk = b"x" * 65536
+        big = (
+            b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + (b"%x\r\n%s\r\n" % (len(chunk), chunk)) * 17
+        )
+        too_big = await _exchange(path, big)
+    assert _status_and_json(small) == (
+        200,
+        {
+            "method": "POST",
+            "path": "/c",
+            "query": "",
+            "body_bytes": 11,
+            "peer": [os.getpid(), os.getuid(), os.getgid()],
+        },
+    )
+    assert _status_and_json(too_big)[0] == 413
+
+
+async def test_a_failing_handler_is_a_500_without_traceback(socket_dir: Path) -> None:
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("secret internal detail")
+
+    async with _serving(socket_dir, broken) as (path, _):
+        raw = await _exchange(path, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    status, body = _status_and_json(raw)
+    assert status == 500
+    assert body["error"]["code"] == "internal_error"  # type: ignore[index]
+    assert b"secret internal detail" not in raw and b"Traceback" not in raw
+
+
+@pytest.mark.timeout(30)
+async def test_a_client_that_goes_away_cancels_its_request(socket_dir: Path) -> None:
+    started = anyio.Event()
+    cancelled = anyio.Event()
+
+    async def slow(request: Request) -> Response:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+    async with _serving(socket_dir, slow) as (path, server):
+        stream = await anyio.connect_unix(path)
+        await stream.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        with anyio.fail_after(10):
+            await started.wait()
+        assert server.active_requests == 1
+        await stream.aclose()
+        with anyio.fail_after(10):
+            await cancelled.wait()
+        with anyio.fail_after(10):
+            while server.active_requests:
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.timeout(30)
+async def test_shutdown_lets_running_requests_finish_within_the_grace(socket_dir: Path) -> None:
+    release = anyio.Event()
+
+    async def waits(request: Request) -> Response:
+        await release.wait()
+        return Response.json(200, {"done": True})
+
+    async with _serving(socket_dir, waits) as (path, server):
+        answers: list[bytes] = []
+
+        async def client() -> None:
+            answers.append(await _exchange(path, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(client)
+            with anyio.fail_after(10):
+                while not server.active_requests:
+                    await anyio.sleep(0.01)
+            group.start_soon(server.shutdown, 30.0)
+            await anyio.sleep(0.2)
+            release.set()
+    status, body = _status_and_json(answers[0])
+    assert (status, body) == (200, {"done": True})
+    assert b"connection: close" in answers[0].lower()
+
+
+@pytest.mark.timeout(30)
+async def test_shutdown_cancels_requests_still_running_after_the_grace(socket_dir: Path) -> None:
+    cancelled = anyio.Event()
+
+    async def never(request: Request) -> Response:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    async with _serving(socket_dir, never) as (path, server):
+        stream = await anyio.connect_unix(path)
+        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        with anyio.fail_after(10):
+            while not server.active_requests:
+                await anyio.sleep(0.01)
+        await server.shutdown(0.2)
+        assert cancelled.is_set()
+        await stream.aclose()
