@@ -1,0 +1,78 @@
+"""The errors logos raises on purpose, so callers can catch them by kind rather than by text.
+
+Every message says what went wrong and what to do about it; `retryable` tells a caller
+whether sending the same request again may succeed.
+"""
+
+from __future__ import annotations
+
+
+class LogosError(Exception):
+    """Base of every error logos raises on purpose."""
+
+
+class ProviderError(LogosError):
+    """A model provider failed to answer a request.
+
+    `status` is the HTTP status when the server answered one; `retry_after_s` is how long
+    the server asked us to wait (from `Retry-After` / `retry-after-ms`) when it said so.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        retryable: bool = False,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class AuthenticationError(ProviderError):
+    """HTTP 401: the API key is missing, wrong or revoked."""
+
+
+class PermissionDeniedError(ProviderError):
+    """HTTP 403: the key is valid but may not use this model or endpoint."""
+
+
+class NotFoundError(ProviderError):
+    """HTTP 404: an unknown model or a wrong base URL."""
+
+
+class BadRequestError(ProviderError):
+    """HTTP 400/413/422, or a request logos refuses to send: the request itself is wrong."""
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429: too many requests or tokens for now (or no quota left, then not retryable)."""
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx or an overloaded/internal error reported inside the stream."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The server could not be reached, or the connection broke or timed out."""
+
+
+class StreamInterruptedError(ProviderError):
+    """The stream failed after some output was already delivered.
+
+    The provider does not retry this itself: the caller has shown the partial output and
+    decides whether to send the request again.
+    """
+
+
+class RetriesExhaustedError(ProviderError):
+    """Every attempt allowed by the retry policy failed; `last_error` is the final cause."""
+
+    def __init__(self, message: str, *, attempts: int, last_error: ProviderError) -> None:
+        super().__init__(message, status=last_error.status, retryable=False)
+        self.attempts = attempts
+        self.last_error = last_error

@@ -1,0 +1,434 @@
+"""The HTTP side shared by providers: POST a request, stream its events, explain failures.
+
+Every failure leaves here as a `ProviderError` whose message says what went wrong, quotes
+the server's own words, and says what to do; `retryable` marks the ones worth another try.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import httpx
+
+from logos.errors import (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+)
+from logos.providers.base import StreamEvent
+from logos.providers.retry import parse_retry_after
+from logos.providers.sse import ServerSentEvent, aiter_sse
+
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+"""10 s to connect; 600 s for everything else, since a local model on a CPU can think for
+minutes before its first token (read timeouts apply between received bytes)."""
+
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
+
+_MAX_ERROR_BODY_BYTES = 64 * 1024
+_MAX_QUOTED_CHARS = 500
+
+# WHY: in-stream errors carry a type name but no HTTP status; these are the statuses the
+# same failure would have had as a response, so both paths share one classification.
+_STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+_NO_QUOTA_CODES = frozenset({"insufficient_quota", "billing_error"})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a provider sends its requests, and what error messages need to name."""
+
+    api: str
+    """A human name of the wire format, e.g. "OpenAI-compatible chat completions"."""
+    model: str
+    base_url: str
+    url: str
+    api_key_env: str
+    key_sent: bool
+    timeout: httpx.Timeout
+
+
+class HTTPClientOwner:
+    """The HTTP client lifecycle shared by providers: a client passed in is used and left
+    open; a client the provider made is closed by `aclose()` or `async with`."""
+
+    _client: httpx.AsyncClient
+    _owns_client: bool
+
+    def _init_client(self, client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def normalize_base_url(base_url: str) -> str:
+    """The base URL without trailing slashes; refuses anything but http(s) with a host."""
+    stripped = base_url.strip().rstrip("/")
+    try:
+        url = httpx.URL(stripped)
+    except httpx.InvalidURL as exc:
+        raise ValueError(
+            f"invalid base URL {base_url!r} ({exc}): give e.g. http://127.0.0.1:8080/v1"
+        ) from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(
+            f"invalid base URL {base_url!r}: it must start with http:// or https:// and "
+            "name a host, e.g. http://127.0.0.1:8080/v1"
+        )
+    return stripped
+
+
+def as_timeout(timeout: float | httpx.Timeout) -> httpx.Timeout:
+    return timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+
+
+async def post_sse(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+) -> AsyncGenerator[ServerSentEvent, None]:
+    """POSTs `body` as JSON and yields the server-sent events of the answer.
+
+    Closing or cancelling the iteration closes the response and its connection at once.
+    """
+    try:
+        async with client.stream(
+            "POST", endpoint.url, json=body, headers=headers, timeout=endpoint.timeout
+        ) as response:
+            await _raise_for_answer(endpoint, response)
+            async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+                async for event in events:
+                    yield event
+    except httpx.RequestError as exc:
+        raise error_from_transport(endpoint, exc) from exc
+
+
+class TurnParser(Protocol):
+    """Turns one answer's server-sent events into stream events (one per wire format)."""
+
+    done: bool
+    """True once the server marked the end of the answer; nothing after it is read."""
+
+    def feed(self, event: ServerSentEvent) -> list[StreamEvent]: ...
+
+    def finish(self) -> list[StreamEvent]:
+        """The closing events; raises when the stream stopped before the answer did."""
+        ...
+
+
+async def stream_turn(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    turn: TurnParser,
+) -> AsyncGenerator[StreamEvent, None]:
+    """One attempt at one answer: POST, parse, and close the connection when done."""
+    async with aclosing(post_sse(client, endpoint, headers=headers, body=body)) as events:
+        async for event in events:
+            for item in turn.feed(event):
+                yield item
+            if turn.done:
+                # WHY stop reading: a server or proxy that keeps the connection open after
+                # the end marker must not hang the turn.
+                break
+    for item in turn.finish():
+        yield item
+
+
+async def _raise_for_answer(endpoint: Endpoint, response: httpx.Response) -> None:
+    status = response.status_code
+    if 300 <= status < 400:
+        location = response.headers.get("location", "another address")
+        raise ProviderError(
+            f"the server redirected POST {endpoint.url} to {location} (HTTP {status}): "
+            "use the final address as the base URL",
+            status=status,
+        )
+    if status >= 400:
+        raw = await _read_bounded(response)
+        raise error_from_status(endpoint, status, response.headers, raw)
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith("application/json"):
+        raw = await _read_bounded(response)
+        document = _load_json(raw)
+        if isinstance(document, dict) and "error" in document:
+            raise error_from_object(endpoint, document["error"])
+        raise ProviderError(
+            f"{endpoint.url} answered with one JSON document instead of an event stream "
+            f"({_quote(raw)}): the server ignored `stream: true`; check that the base URL "
+            f"points at an {endpoint.api} API that can stream",
+        )
+    if content_type.startswith("text/html"):
+        raw = await _read_bounded(response)
+        raise ProviderError(
+            f"{endpoint.url} answered with an HTML page, not an event stream "
+            f"({_quote(raw)}): check that the base URL points at an {endpoint.api} API"
+        )
+
+
+async def _read_bounded(response: httpx.Response) -> bytes:
+    # WHY bounded: an error page can be arbitrarily large; its first 64 KiB say enough.
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= _MAX_ERROR_BODY_BYTES:
+            break
+    return bytes(body[:_MAX_ERROR_BODY_BYTES])
+
+
+def parse_event_json(endpoint: Endpoint, event: ServerSentEvent) -> dict[str, Any]:
+    """The event's data as a JSON object, or a ProviderError naming what was sent."""
+    value = _load_json(event.data)
+    if not isinstance(value, dict):
+        raise ProviderError(
+            f"the server sent an event that is not a JSON object "
+            f"({_quote(event.data.encode())}): check that the base URL points at an "
+            f"{endpoint.api} API"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class _ServerDetail:
+    message: str
+    codes: frozenset[str] = frozenset()
+    """The error's `code` and `type`, e.g. {"insufficient_quota"}."""
+    request_id: str = ""
+
+
+def _load_json(raw: bytes | str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _server_detail(raw: bytes) -> _ServerDetail:
+    """The error message and codes in an error body, whatever shape the server chose."""
+    document = _load_json(raw)
+    if not isinstance(document, dict):
+        return _ServerDetail(_quote(raw))
+    request_id = str(document.get("request_id") or "")
+    error = document.get("error")
+    if isinstance(error, dict):
+        detail = _error_object_detail(error)
+        return _ServerDetail(detail.message, detail.codes, request_id)
+    if isinstance(error, str) and error:
+        return _ServerDetail(_shorten(error), request_id=request_id)
+    for key in ("message", "detail"):
+        if document.get(key):
+            return _ServerDetail(_shorten(str(document[key])), request_id=request_id)
+    return _ServerDetail(_quote(raw), request_id=request_id)
+
+
+def _error_object_detail(error: Mapping[str, Any]) -> _ServerDetail:
+    message = error.get("message") or json.dumps(error, ensure_ascii=False)
+    codes = frozenset(
+        str(part) for part in (error.get("code"), error.get("type")) if part not in (None, "")
+    )
+    return _ServerDetail(_shorten(str(message)), codes)
+
+
+def error_from_status(
+    endpoint: Endpoint, status: int, headers: Mapping[str, str], raw: bytes
+) -> ProviderError:
+    """The error for an HTTP error response (status >= 400)."""
+    detail = _server_detail(raw)
+    request_id = headers.get("request-id") or headers.get("x-request-id") or detail.request_id or ""
+    error = _classify(endpoint, status, detail, request_id)
+    error.retry_after_s = parse_retry_after(headers)
+    # WHY: OpenAI and Anthropic tell clients explicitly when a retry is (not) worth it.
+    should_retry = headers.get("x-should-retry", "").strip().lower()
+    if should_retry in ("true", "false"):
+        error.retryable = should_retry == "true"
+    return error
+
+
+def error_from_object(endpoint: Endpoint, error: Any) -> ProviderError:
+    """The error for an error object sent in the event stream or with a success status."""
+    if isinstance(error, Mapping):
+        detail = _error_object_detail(error)
+        code, kind = error.get("code"), error.get("type")
+    else:
+        detail = _ServerDetail(_shorten(str(error)))
+        code = kind = None
+    if isinstance(code, int) and 400 <= code <= 599:
+        status = code
+    else:
+        status = _STATUS_OF_ERROR_TYPE.get(str(kind), 0) or _STATUS_OF_ERROR_TYPE.get(str(code), 0)
+    if not status:
+        return ProviderError(
+            f"the server reported an error in the stream: {detail.message}",
+        )
+    return _classify(endpoint, status, detail, "")
+
+
+def _classify(
+    endpoint: Endpoint, status: int, detail: _ServerDetail, request_id: str
+) -> ProviderError:
+    message = detail.message
+    said = f"HTTP {status}: {message}" if message else f"HTTP {status} with no error message"
+    if request_id:
+        said += f"; request id {request_id}"
+    retryable = status in RETRYABLE_STATUSES
+    if status == 401:
+        if not endpoint.key_sent:
+            return AuthenticationError(
+                f"the server requires an API key and none was sent ({said}): "
+                f"set {endpoint.api_key_env} or pass api_key",
+                status,
+            )
+        return AuthenticationError(
+            f"the API key was rejected ({said}): check {endpoint.api_key_env}", status
+        )
+    if status == 403:
+        return PermissionDeniedError(
+            f"permission denied for model '{endpoint.model}' ({said}): check that the API "
+            f"key may use this model and POST {endpoint.url}",
+            status,
+        )
+    if status == 404:
+        return NotFoundError(
+            f"unknown model '{endpoint.model}' or wrong base URL '{endpoint.base_url}' "
+            f"(the server answered 404 for POST {endpoint.url}"
+            f"{': ' + message if message else ''}): check the model name and the base URL",
+            status,
+        )
+    if status == 413:
+        return BadRequestError(
+            f"the request is too large ({said}): shorten the conversation or lower max_tokens",
+            status,
+        )
+    if status in (400, 422):
+        return BadRequestError(
+            f"the server rejected the request ({said}): change what the message names "
+            "(model options or conversation) and send it again",
+            status,
+        )
+    if status == 429:
+        if detail.codes & _NO_QUOTA_CODES:
+            return RateLimitError(
+                f"the account has no quota or credit left ({said}): check the plan and "
+                f"billing of the key in {endpoint.api_key_env}",
+                status,
+            )
+        return RateLimitError(f"rate limited ({said})", status, retryable)
+    if status == 408:
+        return ProviderError(f"the server timed out reading the request ({said})", status, True)
+    if status == 529:
+        return ServerError(f"the API is overloaded ({said})", status, retryable)
+    if status == 503:
+        return ServerError(f"the server is unavailable ({said})", status, retryable)
+    if status >= 500:
+        return ServerError(f"the server failed ({said})", status, retryable)
+    return ProviderError(f"the server refused the request ({said})", status, retryable)
+
+
+def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> ProviderError:
+    """The error for a failure below HTTP: connecting, sending, receiving."""
+    url, base, timeout = endpoint.url, endpoint.base_url, endpoint.timeout
+    why = str(exc) or type(exc).__name__
+    check_server = f"check that the server is running and that the base URL '{base}' is right"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ProviderConnectionError(
+            f"timed out connecting to {url} after {timeout.connect} s: {check_server}",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.ReadTimeout):
+        return ProviderConnectionError(
+            f"no data from {url} for {timeout.read} s: the server may be overloaded or the "
+            "model slow; pass a larger timeout if this model needs longer",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.WriteTimeout):
+        return ProviderConnectionError(
+            f"timed out sending the request to {url} after {timeout.write} s", retryable=True
+        )
+    if isinstance(exc, httpx.PoolTimeout):
+        return ProviderConnectionError(
+            f"no free connection to {url} after {timeout.pool} s: too many requests share "
+            "this HTTP client at once",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.ProxyError):
+        return ProviderConnectionError(
+            f"the proxy failed to reach {url} ({why}): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderConnectionError(
+            f"could not connect to {url} ({why}): {check_server}", retryable=True
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.NetworkError):
+        return ProviderConnectionError(f"the connection to {url} broke ({why})", retryable=True)
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return ProviderError(
+            f"cannot send to {url} ({why}): the base URL must start with http:// or https://"
+        )
+    return ProviderError(f"the request to {url} failed ({why})")
+
+
+def token_count(value: Any) -> int:
+    """A token count from a JSON usage object: absent, null or malformed counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(int(value), 0)
+
+
+def stream_ended_early(endpoint: Endpoint) -> ProviderConnectionError:
+    """The error for a stream that closed cleanly before the model finished its turn."""
+    return ProviderConnectionError(
+        f"the stream from {endpoint.url} ended before the model finished its answer",
+        retryable=True,
+    )
+
+
+def _shorten(text: str) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= _MAX_QUOTED_CHARS:
+        return flat
+    return flat[: _MAX_QUOTED_CHARS - 1] + "…"
+
+
+def _quote(raw: bytes) -> str:
+    text = _shorten(raw.decode("utf-8", errors="replace"))
+    return repr(text) if text else "an empty body"
