@@ -1,0 +1,291 @@
+"""Anthropic Messages, streamed, with extended thinking sent back as the API requires.
+
+`base_url` is the server root and `/v1/messages` is appended, as the official SDK does:
+`https://api.anthropic.com` by default, `http://127.0.0.1:8080` for a local llama.cpp.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from logos.errors import BadRequestError
+from logos.pricing import context_window_for
+from logos.providers.base import (
+    Finish,
+    FinishReason,
+    Message,
+    ModelRequest,
+    OnRetry,
+    ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
+    StreamEvent,
+    TextDelta,
+    Usage,
+    UsageReport,
+)
+from logos.providers.retry import RetryPolicy, retrying
+from logos.providers.sse import ServerSentEvent
+from logos.providers.transport import (
+    DEFAULT_TIMEOUT,
+    Endpoint,
+    HTTPClientOwner,
+    as_timeout,
+    error_from_object,
+    normalize_base_url,
+    parse_event_json,
+    stream_ended_early,
+    stream_turn,
+    token_count,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 8192
+"""Anthropic requires `max_tokens` on every request; this is used when a request has none."""
+MIN_THINKING_BUDGET = 1024
+"""The smallest thinking budget the API accepts."""
+
+_STOP_REASONS: Mapping[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicProvider(HTTPClientOwner):
+    """Streams Anthropic Messages; `thinking_budget` turns on extended thinking.
+
+    No API key (argument or `ANTHROPIC_API_KEY`) means no `x-api-key` header, for local
+    servers that speak this API. `timeout` applies to every request, also on a caller's
+    `http_client`, which the provider then uses but never closes.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        thinking_budget: int | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        if thinking_budget is not None:
+            _check_thinking_budget(thinking_budget, max_tokens, error=ValueError)
+        self.model = model
+        self.max_tokens = max_tokens
+        self.thinking_budget = thinking_budget
+        self.context_window = context_window or context_window_for(model)
+        self.base_url = normalize_base_url(
+            base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        )
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        self._headers: dict[str, str] = {
+            "accept": "text/event-stream",
+            "anthropic-version": API_VERSION,
+        }
+        if key:
+            self._headers["x-api-key"] = key
+        self._headers.update(headers or {})
+        self._endpoint = Endpoint(
+            api="Anthropic Messages",
+            model=model,
+            base_url=self.base_url,
+            url=f"{self.base_url}/v1/messages",
+            api_key_env=API_KEY_ENV,
+            key_sent=bool(key),
+            timeout=as_timeout(timeout),
+        )
+        self._retry = retry or RetryPolicy()
+        self._init_client(http_client, self._endpoint.timeout)
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for `request`; raises BadRequestError for a request the API
+        would refuse with thinking on (budget not below max_tokens, temperature not 1)."""
+        max_tokens = self.max_tokens if request.max_tokens is None else request.max_tokens
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "messages": wire_messages(request.messages),
+            "stream": True,
+        }
+        if request.system:
+            body["system"] = request.system
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if self.thinking_budget is not None:
+            _check_thinking_budget(self.thinking_budget, max_tokens, error=BadRequestError)
+            if request.temperature not in (None, 1):
+                raise BadRequestError(
+                    f"temperature {request.temperature} cannot be used with extended thinking "
+                    "(the API accepts only 1): leave temperature unset or turn thinking off"
+                )
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        body.update(request.extra)
+        return body
+
+    async def stream(
+        self, request: ModelRequest, on_retry: OnRetry | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self.request_body(request)
+
+        def attempt() -> AsyncGenerator[StreamEvent, None]:
+            turn = _Turn(self._endpoint)
+            return stream_turn(self._client, self._endpoint, self._headers, body, turn)
+
+        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
+            async for event in events:
+                yield event
+
+
+def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The `messages` array: reasoning first in each assistant turn, roles alternating.
+
+    WHY merge: the API wants user and assistant turns to alternate; consecutive turns of
+    one role become one turn whose content blocks keep their order.
+    """
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = _content_blocks(message)
+        if wire and wire[-1]["role"] == message.role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": message.role, "content": blocks})
+    for turn in wire:
+        content = turn["content"]
+        if len(content) == 1 and content[0]["type"] == "text":
+            turn["content"] = content[0]["text"]
+    return wire
+
+
+def _content_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if message.role == "assistant":
+        # WHY only signed reasoning: the API rejects a thinking block without its signature.
+        if message.reasoning is not None and message.reasoning_signature:
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": message.reasoning,
+                    "signature": message.reasoning_signature,
+                }
+            )
+        blocks.extend({"type": "redacted_thinking", "data": d} for d in message.redacted_reasoning)
+    # WHY: the API refuses empty text blocks; a turn of reasoning alone is fine without one.
+    if message.content or not blocks:
+        blocks.append({"type": "text", "text": message.content})
+    return blocks
+
+
+def _check_thinking_budget(budget: int, max_tokens: int, *, error: type[Exception]) -> None:
+    if budget < MIN_THINKING_BUDGET:
+        raise error(f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens, got {budget}")
+    if budget >= max_tokens:
+        raise error(
+            f"thinking_budget ({budget}) must be below max_tokens ({max_tokens}), since "
+            "thinking counts toward it: raise max_tokens or lower thinking_budget"
+        )
+
+
+class _Turn:
+    """The state machine of one streamed Messages answer."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._usage: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self.done = False
+
+    def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
+        data = parse_event_json(self._endpoint, event)
+        kind = data.get("type") or event.event
+        if kind == "error":
+            raise error_from_object(self._endpoint, data.get("error", data))
+        if kind == "message_start":
+            message = data.get("message")
+            if isinstance(message, Mapping):
+                self._merge_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            return _block_start_events(data.get("content_block"))
+        elif kind == "content_block_delta":
+            return _delta_events(data.get("delta"))
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                self._stop_reason = delta["stop_reason"]
+            self._merge_usage(data.get("usage"))
+        elif kind == "message_stop":
+            self.done = True
+        # ping, content_block_stop and event types newer than this code carry nothing we use.
+        return []
+
+    def _merge_usage(self, usage: Any) -> None:
+        # WHY merge: message_start has the input counts, message_delta the cumulative output
+        # count (and, on newer servers, final input counts too); later values win.
+        if isinstance(usage, Mapping):
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+
+    def finish(self) -> list[StreamEvent]:
+        """The closing events, or an error when the stream stopped before the answer did."""
+        if not self.done and self._stop_reason is None:
+            raise stream_ended_early(self._endpoint)
+        raw = self._stop_reason
+        reason: FinishReason = _STOP_REASONS.get(raw, "other") if raw else "other"
+        usage = Usage(
+            input_tokens=token_count(self._usage.get("input_tokens")),
+            output_tokens=token_count(self._usage.get("output_tokens")),
+            cache_read_tokens=token_count(self._usage.get("cache_read_input_tokens")),
+            cache_write_tokens=token_count(self._usage.get("cache_creation_input_tokens")),
+        )
+        return [UsageReport(usage), Finish(reason, raw)]
+
+
+def _block_start_events(block: Any) -> list[StreamEvent]:
+    if not isinstance(block, Mapping):
+        return []
+    kind = block.get("type")
+    items: list[StreamEvent] = []
+    if kind == "text" and block.get("text"):
+        items.append(TextDelta(str(block["text"])))
+    elif kind == "thinking":
+        if block.get("thinking"):
+            items.append(ReasoningDelta(str(block["thinking"])))
+        if block.get("signature"):
+            items.append(ReasoningSignature(str(block["signature"])))
+    elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+        items.append(RedactedReasoning(block["data"]))
+    return items
+
+
+def _delta_events(delta: Any) -> list[StreamEvent]:
+    if not isinstance(delta, Mapping):
+        return []
+    kind = delta.get("type")
+    if kind == "text_delta" and delta.get("text"):
+        return [TextDelta(str(delta["text"]))]
+    if kind == "thinking_delta" and delta.get("thinking"):
+        return [ReasoningDelta(str(delta["thinking"]))]
+    if kind == "signature_delta" and delta.get("signature"):
+        return [ReasoningSignature(str(delta["signature"]))]
+    # input_json_delta (tool use) and citations_delta: logos sends no tools and no documents.
+    return []

@@ -1,0 +1,232 @@
+"""OpenAI-compatible chat completions, streamed: OpenAI, OpenRouter, vLLM, llama.cpp, Ollama…
+
+`base_url` is used as given and `/chat/completions` is appended, as the official SDK does:
+for OpenAI it is `https://api.openai.com/v1`, for a local llama.cpp server
+`http://127.0.0.1:8080/v1`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import Any, Literal
+
+import httpx
+
+from logos.pricing import context_window_for
+from logos.providers.base import (
+    Finish,
+    FinishReason,
+    ModelRequest,
+    OnRetry,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    Usage,
+    UsageReport,
+)
+from logos.providers.retry import RetryPolicy, retrying
+from logos.providers.sse import ServerSentEvent
+from logos.providers.transport import (
+    DEFAULT_TIMEOUT,
+    Endpoint,
+    HTTPClientOwner,
+    as_timeout,
+    error_from_object,
+    normalize_base_url,
+    parse_event_json,
+    stream_ended_early,
+    stream_turn,
+    token_count,
+)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+API_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+
+TokenLimitField = Literal["max_tokens", "max_completion_tokens"]
+
+# WHY: OpenAI's reasoning models refuse `max_tokens` and demand `max_completion_tokens`,
+# while llama.cpp, Ollama and older servers only know `max_tokens`.
+_REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
+
+_FINISH_REASONS: Mapping[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+class OpenAIProvider(HTTPClientOwner):
+    """Streams chat completions from any OpenAI-compatible server.
+
+    No API key (argument or `OPENAI_API_KEY`) means no Authorization header, which is what
+    local servers expect. `timeout` applies to every request, also on a caller's
+    `http_client`, which the provider then uses but never closes.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        context_window: int | None = None,
+        token_limit_field: TokenLimitField | None = None,
+    ) -> None:
+        """`token_limit_field` names the body field for `max_tokens`; by default
+        `max_completion_tokens` for OpenAI reasoning models (o1, o3, o4, gpt-5) and
+        `max_tokens` for everything else."""
+        self.model = model
+        self.context_window = context_window or context_window_for(model)
+        self.base_url = normalize_base_url(
+            base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        )
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        self._headers: dict[str, str] = {"accept": "text/event-stream"}
+        if key:
+            self._headers["authorization"] = f"Bearer {key}"
+        self._headers.update(headers or {})
+        self._endpoint = Endpoint(
+            api="OpenAI-compatible chat completions",
+            model=model,
+            base_url=self.base_url,
+            url=f"{self.base_url}/chat/completions",
+            api_key_env=API_KEY_ENV,
+            key_sent=bool(key),
+            timeout=as_timeout(timeout),
+        )
+        self._retry = retry or RetryPolicy()
+        self._init_client(http_client, self._endpoint.timeout)
+        self._token_limit_field: TokenLimitField = token_limit_field or (
+            "max_completion_tokens" if _is_reasoning_family(model) else "max_tokens"
+        )
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for `request` (exposed so callers can log or inspect it)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.max_tokens is not None:
+            body[self._token_limit_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.stop:
+            body["stop"] = list(request.stop)
+        body.update(request.extra)
+        return body
+
+    async def stream(
+        self, request: ModelRequest, on_retry: OnRetry | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self.request_body(request)
+
+        def attempt() -> AsyncGenerator[StreamEvent, None]:
+            turn = _Turn(self._endpoint)
+            return stream_turn(self._client, self._endpoint, self._headers, body, turn)
+
+        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
+            async for event in events:
+                yield event
+
+
+class _Turn:
+    """The state of one streamed answer: what finished it and what it used."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._endpoint = endpoint
+        self._finish_raw: str | None = None
+        self._usage: Mapping[str, Any] | None = None
+        self.done = False
+
+    def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = parse_event_json(self._endpoint, event)
+        if chunk.get("error"):
+            raise error_from_object(self._endpoint, chunk["error"])
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self._usage = usage
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return []
+        items: list[StreamEvent] = []
+        for choice in choices:
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping):
+                # WHY one field: servers name reasoning `reasoning_content` (llama.cpp,
+                # DeepSeek, vLLM) or `reasoning` (OpenRouter, newer vLLM); some send both.
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    items.append(ReasoningDelta(reasoning))
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    items.append(TextDelta(content))
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str) and finish:
+                self._finish_raw = finish
+        return items
+
+    def finish(self) -> list[StreamEvent]:
+        """The closing events, or an error when the stream stopped before the answer did."""
+        if not self.done and self._finish_raw is None:
+            raise stream_ended_early(self._endpoint)
+        raw = self._finish_raw
+        reason: FinishReason = _FINISH_REASONS.get(raw, "other") if raw else "other"
+        return [UsageReport(_usage(self._usage)), Finish(reason, raw)]
+
+
+def _usage(raw: Mapping[str, Any] | None) -> Usage:
+    if raw is None:
+        return Usage()
+    prompt_details = _mapping(raw.get("prompt_tokens_details"))
+    completion_details = _mapping(raw.get("completion_tokens_details"))
+    prompt = token_count(raw.get("prompt_tokens"))
+    # WHY the fallback: DeepSeek reports its cache hits in its own field.
+    cache_read = token_count(prompt_details.get("cached_tokens")) or token_count(
+        raw.get("prompt_cache_hit_tokens")
+    )
+    cache_write = token_count(prompt_details.get("cache_write_tokens"))
+    cost = raw.get("cost")
+    reported_cost = None if isinstance(cost, bool) or not isinstance(cost, int | float) else cost
+    return Usage(
+        # WHY subtract: OpenAI's prompt_tokens include cached tokens; ours do not.
+        input_tokens=max(prompt - cache_read - cache_write, 0),
+        output_tokens=token_count(raw.get("completion_tokens")),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=token_count(completion_details.get("reasoning_tokens")),
+        cost_usd=None if reported_cost is None else float(reported_cost),
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _is_reasoning_family(model: str) -> bool:
+    # WHY no vendor-prefix stripping: "openai/gpt-5" means a router such as OpenRouter,
+    # which takes the plain `max_tokens` for every model.
+    name = model.lower()
+    return any(
+        name == family or name.startswith((f"{family}-", f"{family}."))
+        for family in _REASONING_FAMILIES
+    )
