@@ -76,3 +76,7 @@ class RetriesExhaustedError(ProviderError):
         super().__init__(message, status=last_error.status, retryable=False)
         self.attempts = attempts
         self.last_error = last_error
+
+
+class LocalModelError(LogosError):
+    """The local model server (llama.cpp in this process) could not start."""

@@ -148,9 +148,13 @@ class Provider(Protocol):
     """Streams one model turn.
 
     A successful stream yields deltas, then one `UsageReport`, then one `Finish`. Failures
-    raise `logos.errors.ProviderError` subclasses: failures before the first event are
-    retried under the provider's retry policy; a failure after it raises
-    `StreamInterruptedError`, since the caller has already shown part of the answer.
+    raise `logos.errors.ProviderError` subclasses. Retryable failures before the first
+    event are retried under the provider's retry policy; a retryable failure after it
+    raises `StreamInterruptedError` (not retried: the caller has already shown part of the
+    answer); a failure no retry can fix raises as itself.
+
+    Close the stream when leaving it early (`contextlib.aclosing`) or cancel it: either
+    closes the HTTP response at once.
     """
 
     name: str
