@@ -6,6 +6,7 @@ Whatever goes wrong on the way (no daemon, a refused path, the engine down) come
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -103,7 +104,6 @@ class SandboxRunner:
             )
         except ValidationError as exc:
             return _failed(command, started, f"sandboxd cannot run this request: {exc}")
-        self._used = True
         try:
             response = await self._client.post(
                 f"{API_PREFIX}/run",
@@ -114,9 +114,15 @@ class SandboxRunner:
                 ),
             )
         except httpx.TransportError as exc:
+            # The request may have reached the daemon and started the session's container.
+            self._used = self._used or not isinstance(exc, httpx.ConnectError)
             return _failed(command, started, self._transport_problem(exc, options.timeout_s))
+        except BaseException:
+            self._used = True  # cancelled mid-request: the container may exist
+            raise
         if response.status_code != 200:
             return _failed(command, started, _refusal(response))
+        self._used = True
         try:
             return RunResponse.model_validate_json(response.content).to_result()
         except ValidationError:
@@ -131,12 +137,11 @@ class SandboxRunner:
         """Close the session on the daemon (unless told not to) and the connections."""
         try:
             if self._close_session and self._used:
-                try:
+                # A daemon that is gone has removed the session's containers already.
+                with contextlib.suppress(httpx.TransportError):
                     await self._client.delete(
                         f"{API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
                     )
-                except httpx.TransportError:
-                    pass  # the daemon is gone: so are the session's containers
         finally:
             await self._client.aclose()
 

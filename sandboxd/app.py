@@ -1,0 +1,492 @@
+"""The daemon's routes: HTTP requests in, policy checks, backend calls, JSON answers out.
+
+Every answer that is not a 2xx says what was wrong and what to do, as
+`{"error": {"code": ..., "message": ...}}`. Every request leaves one line in the audit log.
+
+Sessions are per caller: the backend sees `u<uid>-<session>`, so two users of one daemon
+never share (or close) each other's containers even when they pick the same session id.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from logos.result import Result
+from sandboxd.api import (
+    API_PREFIX,
+    CloseSessionResponse,
+    GcResponse,
+    HealthResponse,
+    RunRequest,
+    RunResponse,
+    SessionModel,
+    SessionsResponse,
+    TemenosHealthResponse,
+    TemenosRunRequest,
+    TemenosRunResponse,
+    is_valid_session_id,
+)
+from sandboxd.audit import AuditLog, AuditMount, AuditRecord, timestamp
+from sandboxd.backend import (
+    BackendError,
+    EngineUnavailableError,
+    ExecOutcome,
+    ExecRequest,
+    HealthReport,
+    ImageMissingError,
+    Limits,
+    Mount,
+    SandboxSpec,
+    SessionInfo,
+)
+from sandboxd.config import DaemonConfig
+from sandboxd.http import PeerCredentials, Request, Response, error_response
+from sandboxd.policy import Policy, PolicyError, home_of
+
+_Model = TypeVar("_Model", bound=BaseModel)
+_SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
+
+
+class Backend(Protocol):
+    """The part of sandboxd.backend.DockerBackend the routes use."""
+
+    async def health(self) -> HealthReport: ...
+
+    async def run(
+        self, session: str, sandbox: SandboxSpec, request: ExecRequest
+    ) -> ExecOutcome: ...
+
+    async def list_sessions(self) -> list[SessionInfo]: ...
+
+    async def close_session(self, session: str) -> bool: ...
+
+    async def gc(self) -> int: ...
+
+
+class _Problem(Exception):
+    """A request answered with an error (4xx/5xx) instead of running."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class _Note:
+    """What the audit line records about a request, filled in as the handler goes."""
+
+    session: str | None = None
+    command: str | None = None
+    image: str | None = None
+    mounts: list[AuditMount] | None = None
+    network: bool | None = None
+    stripped_env_keys: list[str] | None = None
+    sandbox: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Order:
+    """One command to run, whichever wire shape (ours or temenos's) asked for it."""
+
+    command: str
+    env: dict[str, str]
+    allowed_paths: Sequence[tuple[str, bool]]
+    workdir: str | None
+    timeout_s: float | None
+    network: bool
+    max_output_bytes: int
+    max_saved_output_bytes: int
+    session: str
+    image: str | None
+
+
+@dataclass(frozen=True)
+class _Ran:
+    outcome: ExecOutcome
+    stripped_env_keys: list[str]
+    timeout_s: float
+
+
+_Route = Callable[[Request, _Note], Awaitable[Response]]
+
+
+def sandboxd_version() -> str:
+    try:
+        return version("logos")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class App:
+    """The request handler the HTTP server calls."""
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        policy: Policy,
+        config: DaemonConfig,
+        audit: AuditLog | None,
+        caller_home: Callable[[int], Path | None] = home_of,
+    ) -> None:
+        self._backend = backend
+        self._policy = policy
+        self._config = config
+        self._audit = audit
+        self._caller_home = caller_home
+        self._version = sandboxd_version()
+        self._limits = Limits(
+            memory_bytes=config.limits.memory,
+            cpus=config.limits.cpus,
+            pids=config.limits.pids,
+            tmp_bytes=config.limits.tmp,
+        )
+        self._routes: dict[str, dict[str, _Route]] = {
+            f"{API_PREFIX}/run": {"POST": self._run},
+            f"{API_PREFIX}/health": {"GET": self._health},
+            f"{API_PREFIX}/sessions": {"GET": self._sessions},
+            f"{API_PREFIX}/gc": {"POST": self._gc},
+            "/run": {"POST": self._temenos_run},
+            "/health": {"GET": self._temenos_health},
+        }
+
+    async def __call__(self, request: Request) -> Response:
+        arrived = time.time()
+        started = time.monotonic()
+        note = _Note()
+        try:
+            response = await self._dispatch(request, note)
+        except anyio.get_cancelled_exc_class():
+            note.error = (
+                "the client disconnected or the daemon shut down before the answer; "
+                "the command was killed"
+            )
+            self._write_audit(request, note, 499, arrived, started)
+            raise
+        self._write_audit(request, note, response.status, arrived, started)
+        return response
+
+    async def _dispatch(self, request: Request, note: _Note) -> Response:
+        route, allowed = self._find_route(request)
+        if route is None:
+            if allowed:
+                note.error = f"method {request.method} not allowed"
+                response = error_response(
+                    405,
+                    "method_not_allowed",
+                    f"{request.method} is not allowed on {request.path}: use "
+                    + " or ".join(allowed),
+                )
+                return Response(response.status, response.body, (("allow", ", ".join(allowed)),))
+            note.error = "unknown route"
+            return error_response(
+                404,
+                "not_found",
+                f"no route {request.path}: the API is POST {API_PREFIX}/run, GET "
+                f"{API_PREFIX}/health, GET {API_PREFIX}/sessions, DELETE "
+                f"{API_PREFIX}/sessions/{{id}}, POST {API_PREFIX}/gc (and temenos's POST /run, "
+                "GET /health)",
+            )
+        try:
+            return await route(request, note)
+        except _Problem as problem:
+            note.error = problem.message
+            return error_response(problem.status, problem.code, problem.message)
+
+    def _find_route(self, request: Request) -> tuple[_Route | None, list[str]]:
+        methods = self._routes.get(request.path)
+        if methods is None and request.path.startswith(_SESSIONS_PREFIX):
+            methods = {"DELETE": self._close_session}
+        if methods is None:
+            return None, []
+        return methods.get(request.method), sorted(methods)
+
+    async def _run(self, request: Request, note: _Note) -> Response:
+        body = _parse(RunRequest, request.body)
+        order = _Order(
+            command=body.command,
+            env=body.env,
+            allowed_paths=[(p.path, p.read_only) for p in body.allowed_paths],
+            workdir=body.workdir,
+            timeout_s=body.timeout_s,
+            network=body.network,
+            max_output_bytes=body.max_output_bytes,
+            max_saved_output_bytes=body.max_saved_output_bytes,
+            session=body.session,
+            image=body.image,
+        )
+        ran = await self._execute(order, request.peer, note)
+        answer = RunResponse.from_result(
+            ran.outcome.result,
+            sandbox=ran.outcome.sandbox,
+            stripped_env_keys=ran.stripped_env_keys,
+        )
+        return Response.json(200, answer)
+
+    async def _temenos_run(self, request: Request, note: _Note) -> Response:
+        body = _parse(TemenosRunRequest, request.body)
+        paths = body.allowed_paths or ()
+        for entry in paths:
+            if entry.metadata_only:
+                raise _Problem(
+                    422,
+                    "unsupported",
+                    f"metadata_only mounts ({entry.path}) are not supported by sandboxd: drop "
+                    "the flag and mount the path read-only",
+                )
+        order = _Order(
+            command=body.command,
+            env=dict(body.env or {}),
+            allowed_paths=[(p.path, p.read_only) for p in paths],
+            workdir=None,
+            timeout_s=body.timeout or None,
+            network=bool(body.network),
+            max_output_bytes=RunRequest.model_fields["max_output_bytes"].default,
+            max_saved_output_bytes=RunRequest.model_fields["max_saved_output_bytes"].default,
+            session=body.session_id(),
+            image=None,
+        )
+        ran = await self._execute(order, request.peer, note)
+        result = ran.outcome.result
+        stderr = result.stderr
+        for line in _temenos_notes(result, ran.timeout_s):
+            stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
+        answer = TemenosRunResponse(
+            stdout=result.stdout,
+            stderr=stderr,
+            exit_code=result.exit_code if result.exit_code is not None else -1,
+            stripped_env_keys=ran.stripped_env_keys or None,
+        )
+        return Response.json(200, answer.model_dump(exclude_none=True))
+
+    async def _execute(self, order: _Order, peer: PeerCredentials | None, note: _Note) -> _Ran:
+        note.session = order.session
+        note.command = order.command
+        note.network = order.network
+        uid, gid = _identity(peer)
+        try:
+            image = self._policy.check_image(order.image)
+            note.image = image
+            self._policy.check_network(order.network)
+            granted = self._policy.grant_paths(
+                order.allowed_paths, caller_home=self._caller_home(uid)
+            )
+            note.mounts = [AuditMount(path=g.path, read_only=g.read_only) for g in granted]
+            workdir = self._policy.check_workdir(order.workdir, granted)
+            env, stripped = self._policy.filter_env(order.env)
+        except PolicyError as refusal:
+            raise _Problem(refusal.status, refusal.code, refusal.message) from None
+        note.stripped_env_keys = stripped
+        timeout_s = min(
+            order.timeout_s or self._config.default_timeout_s, self._config.max_timeout_s
+        )
+        spec = SandboxSpec(
+            image=image,
+            mounts=tuple(Mount(path=g.path, read_only=g.read_only) for g in granted),
+            network=order.network,
+            uid=uid,
+            gid=gid,
+            limits=self._limits,
+        )
+        exec_request = ExecRequest(
+            command=order.command,
+            env=env,
+            workdir=workdir,
+            timeout_s=timeout_s,
+            max_output_bytes=order.max_output_bytes,
+            max_saved_output_bytes=order.max_saved_output_bytes,
+        )
+        try:
+            outcome = await self._backend.run(
+                _backend_session(uid, order.session), spec, exec_request
+            )
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+        result = outcome.result
+        note.sandbox = outcome.sandbox
+        note.exit_code = result.exit_code
+        note.signal = result.signal
+        note.timed_out = result.timed_out
+        note.error = result.error
+        return _Ran(outcome=outcome, stripped_env_keys=stripped, timeout_s=timeout_s)
+
+    async def _health(self, request: Request, note: _Note) -> Response:
+        report = await self._health_report()
+        if not report.ok:
+            note.error = "; ".join(report.problems)
+        answer = HealthResponse(
+            ok=report.ok,
+            version=self._version,
+            engine_version=report.engine_version,
+            image=report.image,
+            image_present=report.image_present,
+            problems=list(report.problems),
+        )
+        return Response.json(200 if report.ok else 503, answer)
+
+    async def _temenos_health(self, request: Request, note: _Note) -> Response:
+        report = await self._health_report()
+        if not report.ok:
+            note.error = "; ".join(report.problems)
+        answer = TemenosHealthResponse(ok=report.ok, platform=sys.platform, version=self._version)
+        return Response.json(200 if report.ok else 503, answer)
+
+    async def _health_report(self) -> HealthReport:
+        try:
+            return await self._backend.health()
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+
+    async def _sessions(self, request: Request, note: _Note) -> Response:
+        prefix = _backend_session(_identity(request.peer)[0], "")
+        try:
+            infos = await self._backend.list_sessions()
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+        sessions = [
+            SessionModel(
+                id=info.id.removeprefix(prefix),
+                containers=list(info.containers),
+                created_at=info.created_at,
+                last_used_at=info.last_used_at,
+                running=info.running,
+            )
+            for info in infos
+            if info.id.startswith(prefix)
+        ]
+        return Response.json(200, SessionsResponse(sessions=sessions))
+
+    async def _close_session(self, request: Request, note: _Note) -> Response:
+        session = request.path.removeprefix(_SESSIONS_PREFIX)
+        note.session = session
+        if not is_valid_session_id(session):
+            raise _Problem(
+                400,
+                "invalid_session",
+                f"{session!r} is not a session id: use 1 to 64 of A-Z a-z 0-9 _ . -",
+            )
+        try:
+            closed = await self._backend.close_session(
+                _backend_session(_identity(request.peer)[0], session)
+            )
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+        if not closed:
+            raise _Problem(
+                404,
+                "unknown_session",
+                f"there is no session {session!r}: list yours with GET {API_PREFIX}/sessions",
+            )
+        return Response.json(200, CloseSessionResponse(session=session, closed=True))
+
+    async def _gc(self, request: Request, note: _Note) -> Response:
+        try:
+            removed = await self._backend.gc()
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+        return Response.json(200, GcResponse(removed=removed))
+
+    def _write_audit(
+        self, request: Request, note: _Note, status: int, arrived: float, started: float
+    ) -> None:
+        if self._audit is None:
+            return
+        peer = request.peer
+        self._audit.write(
+            AuditRecord(
+                time=timestamp(arrived),
+                peer_uid=peer.uid if peer else None,
+                peer_gid=peer.gid if peer else None,
+                peer_pid=peer.pid if peer else None,
+                method=request.method,
+                path=request.path,
+                status=status,
+                duration_s=round(time.monotonic() - started, 6),
+                session=note.session,
+                command=note.command,
+                image=note.image,
+                mounts=note.mounts,
+                network=note.network,
+                stripped_env_keys=note.stripped_env_keys,
+                sandbox=note.sandbox,
+                exit_code=note.exit_code,
+                signal=note.signal,
+                timed_out=note.timed_out,
+                error=note.error,
+            )
+        )
+
+
+def _parse(model: type[_Model], body: bytes) -> _Model:
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        invalid_json = [e for e in exc.errors() if e["type"] == "json_invalid"]
+        if invalid_json:
+            raise _Problem(
+                400,
+                "invalid_json",
+                f"the request body is not valid JSON ({invalid_json[0]['msg']}): send a JSON "
+                "object",
+            ) from None
+        raise _Problem(422, "invalid_request", _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "body"
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unknown field {where!r}")
+        elif error["type"] == "missing":
+            problems.append(f"missing field {where!r}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"field {where!r}: {message}")
+    return "invalid request: " + "; ".join(problems)
+
+
+def _identity(peer: PeerCredentials | None) -> tuple[int, int]:
+    """The uid:gid commands run as: the caller's (the daemon's own without SO_PEERCRED)."""
+    if peer is None:
+        return os.getuid(), os.getgid()
+    return peer.uid, peer.gid
+
+
+def _backend_session(uid: int, session: str) -> str:
+    return f"u{uid}-{session}"
+
+
+def _backend_problem(exc: BackendError) -> _Problem:
+    status = 503 if isinstance(exc, EngineUnavailableError | ImageMissingError) else 502
+    return _Problem(status, exc.code, str(exc))
+
+
+def _temenos_notes(result: Result, timeout_s: float) -> list[str]:
+    """temenos answers only stdout/stderr/exit_code: what else happened goes to stderr."""
+    notes = []
+    if result.timed_out:
+        notes.append(f"sandboxd: the command timed out after {timeout_s:g} s and was killed")
+    elif result.oom_killed:
+        notes.append("sandboxd: the command ran out of memory and was killed")
+    elif result.signal is not None:
+        notes.append(f"sandboxd: the command was killed by {result.signal_name}")
+    if result.error:
+        notes.append(f"sandboxd: {result.error}")
+    return notes

@@ -1,0 +1,337 @@
+"""The `sandboxd` command: serve, doctor, status, run, build-image, gc."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import httpx
+
+from logos.options import AllowedPath, ExecOptions
+from logos.result import Result
+from sandboxd.api import (
+    API_PREFIX,
+    ErrorResponse,
+    GcResponse,
+    HealthResponse,
+    SessionsResponse,
+)
+from sandboxd.config import DEFAULT_IMAGE, ConfigError, DaemonConfig, load_config
+from sandboxd.paths import SocketPathError, resolve_socket_path
+
+EXIT_USAGE = 2
+EXIT_SANDBOX_ERROR = 125
+"""`sandboxd run`: the command could not run (as `docker run` does)."""
+EXIT_TIMED_OUT = 124
+"""`sandboxd run`: the command timed out (as `timeout` does)."""
+
+
+class CliError(Exception):
+    """Ends the command with this message on stderr and `exit_code`."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(args)
+    except CliError as exc:
+        print(f"sandboxd: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (ConfigError, SocketPathError) as exc:
+        print(f"sandboxd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandboxd",
+        description="Run commands in Docker containers that see only the host paths you allow.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="serve the HTTP API on a Unix socket")
+    _socket_option(serve)
+    _config_option(serve)
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.set_defaults(handler=_serve)
+
+    doctor = commands.add_parser(
+        "doctor", help="check the engine, the image, mounts, network isolation and limits"
+    )
+    _socket_option(doctor)
+    _config_option(doctor)
+    doctor.set_defaults(handler=_doctor)
+
+    status = commands.add_parser("status", help="is a daemon up on the socket; its sessions")
+    _socket_option(status)
+    status.set_defaults(handler=_status)
+
+    run = commands.add_parser(
+        "run",
+        help="run one command through the daemon (a debugging client)",
+        description="Run CMD in the daemon's sandbox; prints its output and exits with its "
+        "code (124: timed out, 125: could not run, 128+N: killed by signal N). One CMD "
+        "argument is a shell command line; several are quoted and joined.",
+    )
+    _socket_option(run)
+    run.add_argument("--session", help="session id (default: a fresh session, closed after)")
+    run.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PATH[:ro|:rw]",
+        help="mount PATH at the same path (read-only unless :rw); repeatable",
+    )
+    run.add_argument("--workdir", help="working directory (inside an allowed path)")
+    run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
+    run.add_argument("--network", action="store_true", help="ask for network access")
+    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    run.add_argument("--image", help="one of the daemon's allowed images")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    run.set_defaults(handler=_run)
+
+    build = commands.add_parser("build-image", help="build the sandbox image from the Dockerfile")
+    build.add_argument(
+        "--base", help="base image (default: the Dockerfile's, debian:bookworm-slim)"
+    )
+    build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
+    build.set_defaults(handler=_build_image)
+
+    gc = commands.add_parser(
+        "gc", help="remove stray sandbox containers (through the daemon when one is up)"
+    )
+    _socket_option(gc)
+    _config_option(gc)
+    gc.set_defaults(handler=_gc)
+    return parser
+
+
+def _socket_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
+        "~/.sandboxd/daemon.sock)",
+    )
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML config (default: $SANDBOXD_CONFIG or ~/.config/sandboxd/config.toml if present)",
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sandboxd.daemon import DaemonError, serve
+
+    config = load_config(args.config)
+    socket_path = resolve_socket_path(args.socket)
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="sandboxd: %(levelname)s %(message)s"
+    )
+    try:
+        anyio.run(serve, config, socket_path)
+    except DaemonError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from sandboxd.doctor import run_doctor
+
+    config = load_config(args.config)
+    socket_path = resolve_socket_path(args.socket)
+    return 0 if anyio.run(run_doctor, config, socket_path) else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    socket_path = resolve_socket_path(args.socket)
+    with _daemon_client(socket_path) as client:
+        health_response = _get(client, socket_path, f"{API_PREFIX}/health")
+        try:
+            health = HealthResponse.model_validate_json(health_response.content)
+        except ValueError:
+            raise CliError(_error_text(health_response)) from None
+        print(f"sandboxd {health.version} is up on {socket_path}")
+        engine = f"Docker {health.engine_version}" if health.engine_version else "unreachable"
+        image = "present" if health.image_present else "MISSING"
+        print(f"engine: {engine}; image {health.image}: {image}")
+        for problem in health.problems:
+            print(f"problem: {problem}")
+        sessions = SessionsResponse.model_validate_json(
+            _get(client, socket_path, f"{API_PREFIX}/sessions").content
+        ).sessions
+    print(f"sessions: {len(sessions)}")
+    now = time.time()
+    for session in sessions:
+        print(
+            f"  {session.id}: {len(session.containers)} container(s), {session.running} "
+            f"running, idle {max(0.0, now - session.last_used_at):.0f} s"
+        )
+    return 0 if health.ok else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from logos.sandbox_runner import SandboxRunner
+
+    words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not words:
+        raise CliError("no command given: sandboxd run [OPTIONS] -- CMD...", EXIT_USAGE)
+    command = words[0] if len(words) == 1 else shlex.join(words)
+    try:
+        options = ExecOptions(
+            env=dict(_env_pair(item) for item in args.env),
+            allowed_paths=tuple(_allowed_path(spec) for spec in args.allow),
+            workdir=os.path.abspath(args.workdir) if args.workdir else None,
+            timeout_s=args.timeout,
+        )
+        runner = SandboxRunner(
+            socket=args.socket,
+            session=args.session,
+            image=args.image,
+            network=args.network,
+            close_session=args.session is None,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+    async def run_once() -> Result:
+        async with runner:
+            return await runner.run(command, options)
+
+    result = anyio.run(run_once)
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(result.stderr)
+    for stream, dropped, saved in (
+        ("stdout", result.stdout_dropped_bytes, result.stdout_file),
+        ("stderr", result.stderr_dropped_bytes, result.stderr_file),
+    ):
+        if dropped:
+            where = f"; the whole {stream} is in {saved} in the sandbox" if saved else ""
+            print(f"sandboxd: {dropped} bytes of {stream} omitted{where}", file=sys.stderr)
+    if result.error is not None:
+        print(result.error, file=sys.stderr)
+    if result.oom_killed:
+        print("sandboxd: the command ran out of memory and was killed", file=sys.stderr)
+    if result.timed_out:
+        print(f"sandboxd: timed out after {args.timeout:g} s", file=sys.stderr)
+        return EXIT_TIMED_OUT
+    if result.signal is not None:
+        return 128 + result.signal
+    if result.exit_code is None:
+        return EXIT_SANDBOX_ERROR
+    return result.exit_code
+
+
+def _build_image(args: argparse.Namespace) -> int:
+    from sandboxd.backend import BackendError
+    from sandboxd.image import build_image
+
+    def show(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    try:
+        image_id = build_image(tag=args.tag, base=args.base, on_output=show)
+    except BackendError as exc:
+        raise CliError(str(exc)) from None
+    print(f"built {args.tag} ({image_id})")
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    socket_path = resolve_socket_path(args.socket)
+    try:
+        with _daemon_client(socket_path) as client:
+            response = client.post(f"{API_PREFIX}/gc")
+        if response.status_code != 200:
+            raise CliError(_error_text(response))
+        removed = GcResponse.model_validate_json(response.content).removed
+        print(f"removed {removed} stray container(s) (through the daemon on {socket_path})")
+        return 0
+    except httpx.TransportError:
+        pass
+    config = load_config(args.config)
+    anyio.run(_sweep_directly, config)
+    print(f"swept the containers of stopped daemons (no daemon answers on {socket_path})")
+    return 0
+
+
+async def _sweep_directly(config: DaemonConfig) -> None:
+    """A backend sweeps orphans when it starts (sandboxd.ownership says which: never the
+    containers of a live daemon); gc() then sweeps once more."""
+    from sandboxd.backend import DockerBackend
+
+    backend = DockerBackend(
+        image=config.image,
+        idle_ttl_s=config.idle_ttl_s,
+        max_workers=config.max_workers,
+        state_dir=config.state_dir,
+    )
+    async with backend:
+        await backend.gc()
+
+
+def _daemon_client(socket_path: Path) -> httpx.Client:
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=os.fspath(socket_path)),
+        base_url="http://sandboxd",
+        timeout=httpx.Timeout(60.0, connect=5.0),
+    )
+
+
+def _get(client: httpx.Client, socket_path: Path, path: str) -> httpx.Response:
+    try:
+        response = client.get(path)
+    except httpx.TransportError as exc:
+        raise CliError(
+            f"no daemon answers on {socket_path} ({exc}): start it with `sandboxd serve`"
+        ) from None
+    if response.status_code not in (200, 503):
+        raise CliError(_error_text(response))
+    return response
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        detail = ErrorResponse.model_validate_json(response.content).error
+    except ValueError:
+        return f"the daemon answered HTTP {response.status_code}: {response.text[:500]}"
+    return f"the daemon answered {response.status_code} {detail.code}: {detail.message}"
+
+
+def _allowed_path(spec: str) -> AllowedPath:
+    path, mode = spec, "ro"
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail in ("ro", "rw"):
+        path, mode = head, tail
+    if not path:
+        raise ValueError(f"--allow {spec!r}: give a path, e.g. --allow ./src:rw")
+    return AllowedPath(path=os.path.abspath(path), read_only=mode == "ro")
+
+
+def _env_pair(item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--env {item!r}: write NAME=VALUE")
+    return name, value

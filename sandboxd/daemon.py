@@ -1,0 +1,217 @@
+"""`sandboxd serve`: bind the socket safely, serve until a signal, clean up everything.
+
+The socket is created 0600 with no moment where it is wider (bound under a umask of 0o177)
+in a parent directory created 0700. A lock file next to it (`<socket>.lock`, flock held for
+the daemon's life) makes "is a daemon serving this socket?" a race-free question: a stale
+socket (its daemon died) is replaced, a live daemon is an error that says so.
+
+On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish for
+`shutdown_grace_s` (a second signal cuts the grace short), kills the rest, removes every
+container it created and removes its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from sandboxd.app import App, sandboxd_version
+from sandboxd.audit import AuditLog
+from sandboxd.backend import DockerBackend
+from sandboxd.config import DaemonConfig
+from sandboxd.http import HttpServer
+from sandboxd.paths import check_socket_path_length
+from sandboxd.policy import Policy
+
+logger = logging.getLogger(__name__)
+
+_LISTEN_BACKLOG = 512
+
+
+class DaemonError(Exception):
+    """The daemon cannot start; the message says why and what to do."""
+
+
+@dataclass
+class BoundSocket:
+    """A listening socket at `path`, plus the lock that makes it ours."""
+
+    sock: socket.socket
+    path: Path
+    inode: int
+    lock_fd: int
+
+    def release(self) -> None:
+        """Close the socket, remove its file if it is still ours, drop the lock."""
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            if os.lstat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
+        os.close(self.lock_fd)
+
+
+def bind_socket(path: Path) -> BoundSocket:
+    """Bind and listen on `path` (0600), replacing a stale socket; DaemonError otherwise."""
+    check_socket_path_length(path)
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)
+    lock_fd = _lock(path)
+    try:
+        _clear_stale(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # WHY the umask: bind() creates the file with 0777 & ~umask; a chmod afterwards
+            # would leave a moment where anyone could connect. The umask is process-wide,
+            # which is safe here: no other thread exists yet.
+            previous = os.umask(0o177)
+            try:
+                sock.bind(os.fspath(path))
+            finally:
+                os.umask(previous)
+            sock.listen(_LISTEN_BACKLOG)
+            inode = os.lstat(path).st_ino
+        except OSError as exc:
+            sock.close()
+            raise DaemonError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return BoundSocket(sock=sock, path=path, inode=inode, lock_fd=lock_fd)
+
+
+def _lock(path: Path) -> int:
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise DaemonError(
+            f"cannot create the lock file {lock_path}: {exc.strerror or exc}; choose a socket "
+            "path in a directory you own with --socket"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise DaemonError(
+                f"another sandboxd is already serving {path}"
+                + (f" (pid {holder})" if holder else "")
+                + ": stop it first, or start this one with another --socket"
+            ) from None
+        raise DaemonError(f"cannot lock {lock_path}: {exc.strerror or exc}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket nobody answers on; refuse to touch anything else."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise DaemonError(
+            f"{path} exists and is not a socket: remove it or choose another path with --socket"
+        )
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(os.fspath(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)
+        logger.info("replaced the stale socket %s", path)
+        return
+    except OSError as exc:
+        raise DaemonError(
+            f"cannot tell whether a daemon serves {path} ({exc.strerror or exc}): remove the "
+            "socket if no daemon runs, or choose another path with --socket"
+        ) from exc
+    finally:
+        probe.close()
+    raise DaemonError(
+        f"a daemon is already answering on {path}: stop it first, or choose another --socket"
+    )
+
+
+async def serve(config: DaemonConfig, socket_path: Path) -> None:
+    """Serve on `socket_path` until SIGTERM/SIGINT, then shut down cleanly."""
+    # WHY first: a signal that arrives between binding and serving must not kill the
+    # process with its default action, leaving the socket and containers behind.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        bound = bind_socket(socket_path)
+        try:
+            config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            audit = AuditLog(config.audit_log_path)
+            try:
+                await _serve_bound(config, bound, audit, signals)
+            finally:
+                audit.close()
+        finally:
+            bound.release()
+    logger.info("stopped; socket %s removed", socket_path)
+
+
+async def _serve_bound(
+    config: DaemonConfig,
+    bound: BoundSocket,
+    audit: AuditLog,
+    signals: AsyncIterator[signal.Signals],
+) -> None:
+    backend = DockerBackend(
+        image=config.image,
+        idle_ttl_s=config.idle_ttl_s,
+        max_workers=config.max_workers,
+        state_dir=config.state_dir,
+    )
+    async with backend:
+        app = App(
+            backend=backend,
+            policy=Policy.from_config(config, socket_path=bound.path),
+            config=config,
+            audit=audit,
+        )
+        server = HttpServer(app)
+        listener = await anyio.abc.SocketListener.from_socket(bound.sock)
+        async with anyio.create_task_group() as group:
+
+            async def run_server() -> None:
+                await server.serve(listener)
+                group.cancel_scope.cancel()
+
+            group.start_soon(run_server)
+            print(
+                f"sandboxd {sandboxd_version()} serving on {bound.path} (pid {os.getpid()}, "
+                f"image {config.image}, state {config.state_dir})",
+                file=sys.stderr,
+                flush=True,
+            )
+            stopping = False
+            async for signum in signals:
+                name = signum.name
+                if not stopping:
+                    stopping = True
+                    logger.info(
+                        "%s: stopping; running commands get %g s to finish",
+                        name,
+                        config.shutdown_grace_s,
+                    )
+                    group.start_soon(server.shutdown, config.shutdown_grace_s)
+                else:
+                    logger.info("%s again: killing running commands now", name)
+                    server.cut_grace()
+        logger.info("removing this daemon's containers")
