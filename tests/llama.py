@@ -30,12 +30,17 @@ def find_test_gguf() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def llama_server() -> Iterator[LocalModelServer]:
-    """llama.cpp serving the test model on 127.0.0.1 with one thread (the machine is shared)."""
+def xllamacpp_installed() -> None:
+    """Skips (fails in CI) a test that needs the xllamacpp package when it is missing."""
     require(
         importlib.util.find_spec("xllamacpp") is not None,
         "xllamacpp is not installed: pip install -e '.[local]'",
     )
+
+
+@pytest.fixture(scope="session")
+def llama_server(xllamacpp_installed: None) -> Iterator[LocalModelServer]:
+    """llama.cpp serving the test model on 127.0.0.1 with one thread (the machine is shared)."""
     gguf = find_test_gguf()
     require(
         gguf is not None and gguf.is_file(),

@@ -38,9 +38,13 @@ the exact events those APIs send; `wire_chunk_size` re-splits the body into writ
 many bytes, `drop_after` cuts the connection after that many events, and `event_pause_s`
 waits between events. `json_error(...)` and `anthropic_error(...)` build error answers.
 
-`server.requests` lists what was received (method, path, lower-cased headers, body, and
-`.json`); `server.wait_for_disconnect()` tells whether a client hung up in the middle of
-a reply.
+`server.requests` lists what was received (method, path, lower-cased headers, body,
+arrival time, and `.json`); `server.wait_for_disconnect()` tells whether a client hung up
+in the middle of a reply (it blocks: from async code call it through
+`anyio.to_thread.run_sync`).
+
+The `sse_server` fixture gives each test a running server once this module is registered
+as a plugin (`pytest_plugins = ["tests.sse_server"]` in the root conftest).
 """
 
 from __future__ import annotations

@@ -138,8 +138,8 @@ async def test_the_server_refuses_requests_without_its_key(
 
 @pytest.mark.llama
 @pytest.mark.timeout(120)
+@pytest.mark.usefixtures("xllamacpp_installed")
 def test_a_file_that_is_not_a_model_is_explained(tmp_path_factory: pytest.TempPathFactory) -> None:
-    pytest.importorskip("xllamacpp")
     bogus = tmp_path_factory.mktemp("models") / "bogus.gguf"
     bogus.write_bytes(b"not a gguf file")
     server = LocalModelServer(bogus, threads=1)
@@ -148,8 +148,8 @@ def test_a_file_that_is_not_a_model_is_explained(tmp_path_factory: pytest.TempPa
     assert not server.running
 
 
+@pytest.mark.usefixtures("xllamacpp_installed")
 def test_a_missing_file_is_explained(tmp_path_factory: pytest.TempPathFactory) -> None:
-    pytest.importorskip("xllamacpp")
     missing = tmp_path_factory.mktemp("models") / "absent.gguf"
     with pytest.raises(LocalModelError, match="GGUF model file not found"):
         LocalModelServer(missing).start()

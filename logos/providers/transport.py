@@ -297,7 +297,8 @@ def error_from_object(endpoint: Endpoint, error: Any) -> ProviderError:
         status = _STATUS_OF_ERROR_TYPE.get(str(kind), 0) or _STATUS_OF_ERROR_TYPE.get(str(code), 0)
     if not status:
         return ProviderError(
-            f"the server reported an error in the stream: {detail.message}",
+            f"the server reported an error ({detail.message}); it names no HTTP status or "
+            "error type logos knows, so it is not retried"
         )
     return _classify(endpoint, status, detail, "")
 
