@@ -17,16 +17,11 @@ from types import TracebackType
 import httpx
 from pydantic import ValidationError
 
+# WHY a module import: sandboxd.api imports logos, whose __init__ imports this module; the
+# names are looked up when used, so either package may be imported first.
+import sandboxd.api as wire
 from logos.options import ExecOptions
 from logos.result import Result
-from sandboxd.api import (
-    API_PREFIX,
-    AllowedPathSpec,
-    ErrorResponse,
-    RunRequest,
-    RunResponse,
-    is_valid_session_id,
-)
 from sandboxd.paths import resolve_socket_path
 
 _HTTP_MARGIN_S = 30.0
@@ -58,7 +53,7 @@ class SandboxRunner:
         self.socket_path: Path = resolve_socket_path(socket)
         if session is None:
             session = f"logos-{secrets.token_hex(6)}"
-        if not is_valid_session_id(session):
+        if not wire.is_valid_session_id(session):
             raise ValueError(
                 f"session {session!r} is not a session id: use 1 to 64 of A-Z a-z 0-9 _ . -"
             )
@@ -87,11 +82,11 @@ class SandboxRunner:
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
         try:
-            body = RunRequest(
+            body = wire.RunRequest(
                 command=command,
                 env=dict(options.env),
                 allowed_paths=tuple(
-                    AllowedPathSpec(path=p.path, read_only=p.read_only)
+                    wire.AllowedPathSpec(path=p.path, read_only=p.read_only)
                     for p in options.allowed_paths
                 ),
                 workdir=options.workdir,
@@ -106,7 +101,7 @@ class SandboxRunner:
             return _failed(command, started, f"sandboxd cannot run this request: {exc}")
         try:
             response = await self._client.post(
-                f"{API_PREFIX}/run",
+                f"{wire.API_PREFIX}/run",
                 content=body.model_dump_json(),
                 headers={"content-type": "application/json"},
                 timeout=httpx.Timeout(
@@ -124,7 +119,7 @@ class SandboxRunner:
             return _failed(command, started, _refusal(response))
         self._used = True
         try:
-            return RunResponse.model_validate_json(response.content).to_result()
+            return wire.RunResponse.model_validate_json(response.content).to_result()
         except ValidationError:
             return _failed(
                 command,
@@ -140,7 +135,7 @@ class SandboxRunner:
                 # A daemon that is gone has removed the session's containers already.
                 with contextlib.suppress(httpx.TransportError):
                     await self._client.delete(
-                        f"{API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
+                        f"{wire.API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
                     )
         finally:
             await self._client.aclose()
@@ -175,7 +170,7 @@ def _failed(command: str, started: float, error: str) -> Result:
 
 def _refusal(response: httpx.Response) -> str:
     try:
-        detail = ErrorResponse.model_validate_json(response.content).error
+        detail = wire.ErrorResponse.model_validate_json(response.content).error
     except ValidationError:
         text = response.text.strip()[:500] or "no details"
         return f"sandboxd answered HTTP {response.status_code}: {text}"

@@ -126,7 +126,6 @@ class HttpServer:
         self._active_requests = 0
         self._idle = anyio.Event()
         self._idle.set()
-        self._stopped = anyio.Event()
         self._serving = False
         self._finished = anyio.Event()
 
@@ -161,7 +160,8 @@ class HttpServer:
                                 self._connection_slots.release()
                                 raise
                             connections.start_soon(self._serve_connection, stream)
-                    await self._stopped.wait()
+                    # Stopped accepting: new clients are refused at once instead of queueing.
+                    await listener.aclose()
         finally:
             await listener.aclose()
             self._finished.set()
@@ -176,7 +176,6 @@ class HttpServer:
             self._grace_scope.deadline = anyio.current_time() + grace_s
             await self._idle.wait()
         self._connections_scope.cancel()
-        self._stopped.set()
         if self._serving:
             await self._finished.wait()
 
@@ -192,6 +191,10 @@ class HttpServer:
                 await self._exchange_loop(stream, peer)
         except (_ClientGone, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+        except Exception:
+            # WHY caught here: an escaping error would end the task group of every
+            # connection, i.e. the whole server.
+            logger.exception("connection failed")
         finally:
             self._connection_slots.release()
 
@@ -243,6 +246,10 @@ class HttpServer:
             if not isinstance(head, h11.Request):
                 raise _Reject(error_response(400, "bad_request", "expected an HTTP request"))
             self._check_declared_length(head)
+            if conn.they_are_waiting_for_100_continue:
+                # curl sends large bodies only after this (or after waiting a second).
+                interim = h11.InformationalResponse(status_code=100, headers=[])
+                await stream.send(conn.send(interim) or b"")
             with anyio.fail_after(self._request_timeout_s):
                 body = await self._read_body(conn, stream)
         except h11.RemoteProtocolError as exc:

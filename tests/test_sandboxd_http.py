@@ -161,6 +161,25 @@ async def test_httpx_sees_the_413_even_while_it_is_still_sending(socket_dir: Pat
     assert response.status_code == 413
 
 
+async def test_expect_100_continue_is_answered_before_the_body(socket_dir: Path) -> None:
+    async with (
+        _serving(socket_dir, _echo) as (path, _),
+        await anyio.connect_unix(path) as stream,
+    ):
+        await stream.send(
+            b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"
+        )
+        with anyio.fail_after(10):
+            interim = await stream.receive()
+        assert interim.startswith(b"HTTP/1.1 100 ")
+        await stream.send(b"abc")
+        received = b""
+        with anyio.fail_after(10):
+            while b'"peer"' not in received:
+                received += await stream.receive()
+    assert _status_and_json(received)[1]["body_bytes"] == 3
+
+
 async def test_chunked_bodies_are_read_and_limited(socket_dir: Path) -> None:
     async with _serving(socket_dir, _echo) as (path, _):
         small = await _exchange(
