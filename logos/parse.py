@@ -1,0 +1,266 @@
+"""The `<cmd>` protocol: find the model's commands in its text, whole or while it streams.
+
+One state machine (`CmdStreamParser`) implements every rule below; `parse_cmd_blocks` and
+`strip_cmd_blocks` feed it the whole text at once. So however a stream is cut into deltas,
+it yields exactly the blocks and prose that the batch functions give for the full text.
+
+Rules:
+
+* Tags are exactly `<cmd>` and `</cmd>`: lowercase, no spaces, no attributes. `<CMD>` or
+  `<cmd >` are prose (the hallucination detector flags them).
+* A `</cmd>` outside any block is prose.
+* Nesting is depth counting: inside a block each further `<cmd>` opens a level and each
+  `</cmd>` closes one; the block ends when the depth is back to zero, and the nested tags are
+  part of the command. WHY: a heredoc that writes text about the protocol itself, e.g.
+  `cat > doc.md <<'EOF'` … `Use <cmd>ls</cmd>` … `EOF`, must stay one command.
+* Recovery at the end of a message: if the text ends inside a block whose content holds a
+  `</cmd>`, a nested `<cmd>` was never closed (typically `grep -rn '<cmd>' src`). The block
+  is then re-read as ending at its first `</cmd>` and the rest of the text is parsed again.
+  Nothing inside an open block has been emitted yet, so this stays identical in both modes;
+  the price is that such commands are only reported by `close()`. A message cut off by the
+  token limit must not have a half-written command run, so `close(truncated=True)` skips
+  the recovery and reports the block as unclosed.
+* Known limitation: an unmatched `</cmd>` inside a block ends it early, e.g. in
+  `grep '</cmd>' f`. The command then fails visibly (`grep '` has an open quote) and the
+  model can spell the tag differently (`'<''/cmd>'`).
+* A block that holds only whitespace is not a command: it is dropped, takes no index and
+  leaves no trace in the prose.
+* An unclosed block at the end is not a command; the stream parser reports it as
+  `UnclosedBlock` and the prose ends where it opened.
+* Markdown code fences get no special treatment: `<cmd>` inside a fence in prose is a real
+  block. WHY: models also wrap real commands in fences, and a fence-aware rule would make a
+  fence typed inside a command (a heredoc writing markdown) change what counts as a tag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TypeAlias
+
+OPEN_TAG = "<cmd>"
+CLOSE_TAG = "</cmd>"
+
+_TAG = re.compile(r"</?cmd>")
+_BLANK_LINE_RUN = re.compile(r"\n(?:[^\S\n]*\n)+")
+# Proper prefixes of a tag that may end a chunk: held back until the next delta decides.
+_OPEN_PREFIXES = frozenset(OPEN_TAG[:n] for n in range(1, len(OPEN_TAG)))
+_ANY_TAG_PREFIXES = _OPEN_PREFIXES | frozenset(CLOSE_TAG[:n] for n in range(1, len(CLOSE_TAG)))
+_LONGEST_OPEN_PREFIX = len(OPEN_TAG) - 1
+_LONGEST_PREFIX = len(CLOSE_TAG) - 1
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class ProseDelta:
+    """Text outside any block, safe to show the user now."""
+
+    text: str
+
+    def __init__(self, text: str) -> None:
+        # WHY: one of these is made per streamed delta; setting the slot directly costs a
+        # third less than the frozen dataclass __init__ (object.__setattr__).
+        _set_prose_text(self, text)
+
+
+_set_prose_text = ProseDelta.__dict__["text"].__set__
+
+
+@dataclass(frozen=True)
+class CommandBlock:
+    """A complete block: `index` counts commands in the message from 0; `command` is trimmed."""
+
+    index: int
+    command: str
+
+
+@dataclass(frozen=True)
+class UnclosedBlock:
+    """The message ended inside a block (only from `close()`); `partial_text` is trimmed."""
+
+    index: int
+    partial_text: str
+
+
+Event: TypeAlias = ProseDelta | CommandBlock | UnclosedBlock
+
+
+def tidy_prose(raw_prose: str) -> str:
+    """Collapse runs of blank lines (left behind by removed blocks) and trim the ends."""
+    return _BLANK_LINE_RUN.sub("\n\n", raw_prose).strip()
+
+
+class CmdStreamParser:
+    """Incremental parser for one assistant message; see the module docstring for the rules.
+
+    Each delta is scanned once with `str.find`/regex searches; only a possible partial tag
+    (at most five characters) is carried over to the next delta.
+    """
+
+    __slots__ = (
+        "_block_parts",
+        "_blocks",
+        "_closed",
+        "_depth",
+        "_held",
+        "_prose_cache",
+        "_prose_parts",
+    )
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._depth = 0
+        self._block_parts: list[str] = []
+        self._prose_parts: list[str] = []
+        self._blocks: list[str] = []
+        self._closed = False
+        self._prose_cache: tuple[int, str] = (0, "")
+
+    @property
+    def in_block(self) -> bool:
+        """True while inside an open block (and after `close()` if the message ended in one)."""
+        return self._depth > 0
+
+    @property
+    def blocks(self) -> list[str]:
+        """The commands completed so far, in order."""
+        return list(self._blocks)
+
+    @property
+    def raw_prose(self) -> str:
+        """All prose emitted so far, exactly the concatenated `ProseDelta` texts."""
+        return "".join(self._prose_parts)
+
+    @property
+    def prose(self) -> str:
+        """The prose so far, tidied; after `close()` it equals `strip_cmd_blocks(full_text)`."""
+        count, text = self._prose_cache
+        if count != len(self._prose_parts):
+            text = tidy_prose(self.raw_prose)
+            self._prose_cache = (len(self._prose_parts), text)
+        return text
+
+    def feed(self, delta: str) -> list[Event]:
+        """Consume the next piece of the message and return what it completed."""
+        if self._closed:
+            raise RuntimeError(
+                "CmdStreamParser.feed() after close(): use a new parser for each message"
+            )
+        # WHY: most deltas hold no tag and cannot end in a partial one; taking them whole,
+        # without the general scan, keeps streaming cost near one method call per delta.
+        if not self._held:
+            if self._depth:
+                if "<" not in delta or (
+                    _TAG.search(delta) is None and "<" not in delta[-_LONGEST_PREFIX:]
+                ):
+                    self._block_parts.append(delta)
+                    return []
+            elif "<" not in delta or (
+                OPEN_TAG not in delta and "<" not in delta[-_LONGEST_OPEN_PREFIX:]
+            ):
+                if not delta:
+                    return []
+                self._prose_parts.append(delta)
+                return [ProseDelta(delta)]
+        events: list[Event] = []
+        self._scan(self._held + delta, events)
+        return events
+
+    def close(self, *, truncated: bool = False) -> list[Event]:
+        """End the message: flush held-back text and report a block left open.
+
+        Pass `truncated=True` when the message was cut off (e.g. by the token limit): an
+        open block is then always reported as unclosed, never recovered and run.
+        """
+        if self._closed:
+            raise RuntimeError("CmdStreamParser.close() called twice: use a new parser")
+        self._closed = True
+        events: list[Event] = []
+        while True:
+            held, self._held = self._held, ""
+            if held and self._depth:
+                self._block_parts.append(held)
+            elif held:
+                self._emit_prose(held, events)
+            if not self._depth:
+                return events
+            content = "".join(self._block_parts)
+            cut = -1 if truncated else content.find(CLOSE_TAG)
+            if cut < 0:
+                events.append(UnclosedBlock(len(self._blocks), content.strip()))
+                return events
+            self._depth = 0
+            self._block_parts = []
+            self._finish_block(content[:cut], events)
+            self._scan(content[cut + len(CLOSE_TAG) :], events)
+
+    def _scan(self, text: str, events: list[Event]) -> None:
+        """Run the state machine over `text` (held-back text already prepended)."""
+        start = 0  # first character not yet assigned to prose or to the open block
+        search = 0  # where to look for the next tag (after nested tags inside a block)
+        while True:
+            if not self._depth:
+                found = text.find(OPEN_TAG, search)
+                if found < 0:
+                    break
+                if found > start:
+                    self._emit_prose(text[start:found], events)
+                self._depth = 1
+                start = search = found + len(OPEN_TAG)
+                continue
+            match = _TAG.search(text, search)
+            if match is None:
+                break
+            search = match.end()
+            if match.group() == OPEN_TAG:
+                self._depth += 1
+                continue
+            self._depth -= 1
+            if self._depth:
+                continue
+            self._block_parts.append(text[start : match.start()])
+            content = "".join(self._block_parts)
+            self._block_parts = []
+            self._finish_block(content, events)
+            start = search
+        hold_from = self._partial_tag_start(text, max(start, search))
+        self._held = text[hold_from:]
+        if hold_from > start:
+            if self._depth:
+                self._block_parts.append(text[start:hold_from])
+            else:
+                self._emit_prose(text[start:hold_from], events)
+
+    def _partial_tag_start(self, text: str, search_from: int) -> int:
+        """Where a suffix that could still grow into a tag begins (len(text) if none)."""
+        lt = text.rfind("<", max(search_from, len(text) - _LONGEST_PREFIX))
+        if lt < 0:
+            return len(text)
+        prefixes = _ANY_TAG_PREFIXES if self._depth else _OPEN_PREFIXES
+        return lt if text[lt:] in prefixes else len(text)
+
+    def _emit_prose(self, text: str, events: list[Event]) -> None:
+        self._prose_parts.append(text)
+        events.append(ProseDelta(text))
+
+    def _finish_block(self, content: str, events: list[Event]) -> None:
+        command = content.strip()
+        if command:
+            events.append(CommandBlock(len(self._blocks), command))
+            self._blocks.append(command)
+
+
+def _parse_whole(text: str) -> CmdStreamParser:
+    parser = CmdStreamParser()
+    parser.feed(text)
+    parser.close()
+    return parser
+
+
+def parse_cmd_blocks(text: str) -> list[str]:
+    """The trimmed commands of every complete `<cmd>` block in `text`, in order."""
+    return _parse_whole(text).blocks
+
+
+def strip_cmd_blocks(text: str) -> str:
+    """The prose of `text`: blocks removed (an unclosed one to the end), blank runs collapsed."""
+    return _parse_whole(text).prose
