@@ -1,0 +1,425 @@
+"""The in-container supervisor: runs one sandbox's commands without a `docker exec` each.
+
+It is the container's main process (under tini). It connects ONCE to a Unix socket that the
+backend listens on (bind-mounted read-only into the container), says hello, and then serves
+JSON lines on that single connection until the backend hangs up:
+
+    -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
+        "max_output_bytes": 32768, "max_saved_output_bytes": 67108864}
+    -> {"op": "cancel", "id": 7}
+    <- {"id": 7, "stdout": "...", "exit_code": 0, ...}     one reply per run, as they finish
+
+Each command is `bash -c` in a new session (its own process group), stdin /dev/null, a
+non-interactive environment, output captured head+tail with bounded memory and saved under
+/tmp/logos-output/ when cut. A timeout or a cancel sends SIGTERM to the whole group, then
+SIGKILL after a short grace. When the backend hangs up, every command is killed and the
+supervisor exits, which stops the container.
+
+Standard library only, and Python 3.8 syntax: it runs on whatever python3 the image has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+try:
+    from logos.capture import OutputCapture
+except ImportError:  # inside the container capture.py is mounted next to this file
+    from capture import OutputCapture  # type: ignore[import-not-found,no-redef]
+
+PROTOCOL = 1
+HELLO = "sandboxd-supervisor"
+KILL_GRACE_S = 1.0
+"""Between SIGTERM and SIGKILL when a command times out or is cancelled."""
+LINGER_S = 0.02
+"""How long to keep reading after the shell exited while a background process holds the
+pipes (`sleep 1000 & echo hi`): what the shell wrote is already in the pipe by then."""
+MAX_WAIT_S = 0.25
+"""Longest sleep of a command's read loop, so that a cancel's SIGKILL escalation is timely."""
+SAVED_OUTPUT_DIR = "/tmp/logos-output"
+SPAWN_ATTEMPTS = 5
+OUT_OF_PROCESSES = (
+    "the sandbox is out of processes (its pids limit is reached by running commands): "
+    "wait for them or cancel them, then retry"
+)
+NO_PYTHON_EXIT = 3
+"""Exit status that tells the backend to fall back to `docker exec` for this image."""
+NONINTERACTIVE_ENV = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": "true",
+    "EDITOR": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "TERM": "dumb",
+    "LANG": "C.UTF-8",
+    "TMPDIR": "/tmp",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class Command:
+    """One running request: its process group and how it is being stopped."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.stop_reason: str | None = None
+        self.term_sent_at: float | None = None
+        self.killed = False
+        self._lock = threading.Lock()
+
+    def stop(self, reason: str) -> None:
+        """SIGTERM the command's whole session now; `escalate` sends SIGKILL after the grace."""
+        with self._lock:
+            if self.term_sent_at is not None:
+                return
+            self.stop_reason = reason
+            self.term_sent_at = time.monotonic()
+        signal_session(self.proc.pid, signal.SIGTERM)
+
+    def escalate(self, now: float) -> None:
+        with self._lock:
+            due = self.term_sent_at is not None and now >= self.term_sent_at + KILL_GRACE_S
+            if not due or self.killed:
+                return
+            self.killed = True
+        signal_session(self.proc.pid, signal.SIGKILL)
+
+    def next_escalation(self) -> float | None:
+        if self.term_sent_at is None or self.killed:
+            return None
+        return self.term_sent_at + KILL_GRACE_S
+
+
+class Supervisor:
+    def __init__(self, conn: socket.socket, shell: str, output_dir: str) -> None:
+        self._conn = conn
+        self._shell = shell
+        self._output_dir = output_dir
+        self._send_lock = threading.Lock()
+        self._running: dict[int, Command] = {}
+        self._running_lock = threading.Lock()
+        self._leftover_groups: set[int] = set()
+        """Process groups of finished commands that still had members (background jobs)."""
+
+    def serve(self) -> None:
+        """Serve requests until the backend hangs up, then kill everything still running."""
+        self.send({"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": self._shell})
+        with self._conn.makefile("rb") as lines:
+            for line in lines:
+                self.dispatch(line)
+        with self._running_lock:
+            commands = list(self._running.values())
+        for command in commands:
+            command.stop("the backend hung up")
+        time.sleep(KILL_GRACE_S if commands else 0)
+        for command in commands:
+            signal_session(command.proc.pid, signal.SIGKILL)
+
+    def dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+            op = message["op"]
+            request_id = int(message["id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            print(f"sandboxd supervisor: ignoring malformed request: {exc}", file=sys.stderr)
+            return
+        if op == "run":
+            for attempt in range(SPAWN_ATTEMPTS):
+                worker = threading.Thread(target=self._run, args=(request_id, message), daemon=True)
+                try:
+                    worker.start()
+                    return
+                except RuntimeError:  # no thread: the container is at its pids limit
+                    self._make_room(attempt)
+            self.send({"id": request_id, "error": OUT_OF_PROCESSES})
+        elif op == "cancel":
+            with self._running_lock:
+                command = self._running.get(request_id)
+            if command is not None:
+                command.stop("cancelled by the caller")
+
+    def _make_room(self, attempt: int) -> None:
+        """The container hit its pids limit: kill what finished commands left running.
+
+        WHY: background jobs normally outlive their command (a server started with `&`
+        stays up), but once they exhaust the pids limit (a fork bomb) nothing else could
+        ever run again in this container, not even `kill`.
+        """
+        with self._running_lock:
+            doomed = self._leftover_groups - {c.proc.pid for c in self._running.values()}
+            self._leftover_groups.clear()
+        for group in doomed:
+            signal_session(group, signal.SIGKILL)
+        time.sleep(0.05 * (attempt + 1))  # tini reaps them, which frees their pids
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
+        # A failed send means the backend is gone: serve() sees EOF and cleans up.
+        with self._send_lock, contextlib.suppress(OSError):
+            self._conn.sendall(data)
+
+    def _run(self, request_id: int, request: dict[str, Any]) -> None:
+        stopped: Command | None = None
+        try:
+            reply, stopped = self._execute(request_id, request)
+        except Exception as exc:  # a reply must come back whatever happens
+            reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
+        reply["id"] = request_id
+        self.send(reply)
+        if stopped is not None:
+            # The shell died of SIGTERM; background processes that ignore it get SIGKILL
+            # after the grace, without holding the reply back.
+            finish_kill(stopped)
+
+    def _execute(
+        self, request_id: int, request: dict[str, Any]
+    ) -> tuple[dict[str, Any], Command | None]:
+        """The reply, and the command when its SIGKILL escalation is still due."""
+        started = time.monotonic()
+        command_text = str(request["command"])
+        cwd = str(request["cwd"])
+        if not os.path.isdir(cwd):
+            return {
+                "error": f"working directory {cwd} does not exist inside the sandbox: "
+                "choose a mounted path (or a directory a previous command created)"
+            }, None
+        env = dict(os.environ)
+        env.update(NONINTERACTIVE_ENV)
+        env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
+        limit = int(request["max_output_bytes"])
+        save_limit = int(request.get("max_saved_output_bytes") or 0)
+        if save_limit > 0:
+            try:
+                os.makedirs(self._output_dir, mode=0o700, exist_ok=True)
+            except OSError:
+                save_limit = 0
+        saved = f"{self._output_dir}/cmd-{request_id}"
+        stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
+        stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
+        oom_kills_before = read_oom_kills()
+        proc = None
+        for attempt in range(SPAWN_ATTEMPTS):
+            try:
+                proc = subprocess.Popen(
+                    [self._shell, "-c", command_text],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=env,
+                    start_new_session=True,
+                )
+                break
+            except BlockingIOError:  # EAGAIN from fork: the pids limit
+                self._make_room(attempt)
+            except OSError as exc:
+                return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
+        if proc is None:
+            return {"error": OUT_OF_PROCESSES}, None
+        prefer_as_oom_victim(proc.pid)
+        command = Command(proc)
+        with self._running_lock:
+            self._running[request_id] = command
+        try:
+            pump(command, stdout, stderr, deadline=started + float(request["timeout_s"]))
+        finally:
+            with self._running_lock:
+                self._running.pop(request_id, None)
+                if group_exists(proc.pid):
+                    self._leftover_groups.add(proc.pid)
+        out, err = stdout.finish(), stderr.finish()
+        status = proc.returncode
+        exit_code = status if status >= 0 else None
+        sig = -status if status < 0 else None
+        killed_by_kill = sig == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
+        reply: dict[str, Any] = {
+            "stdout": out.text,
+            "stderr": err.text,
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": command.stop_reason == "timeout",
+            "duration_s": time.monotonic() - started,
+            "stdout_dropped_bytes": out.dropped_bytes,
+            "stderr_dropped_bytes": err.dropped_bytes,
+            "stdout_file": out.saved_path,
+            "stderr_file": err.saved_path,
+            "oom_killed": killed_by_kill and read_oom_kills() > oom_kills_before,
+            "error": None if command.stop_reason in (None, "timeout") else command.stop_reason,
+        }
+        return reply, command if command.next_escalation() is not None else None
+
+
+def pump(command: Command, stdout: OutputCapture, stderr: OutputCapture, deadline: float) -> None:
+    """Feed the command's output into the captures until it exits, enforcing the deadline."""
+    proc = command.proc
+    assert proc.stdout is not None and proc.stderr is not None
+    selector = selectors.DefaultSelector()
+    streams = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    exit_fd = open_pidfd(proc.pid)
+    if exit_fd is not None:
+        selector.register(exit_fd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None:
+                if not streams or now >= exited_at + LINGER_S:
+                    return
+                wait = exited_at + LINGER_S - now
+            else:
+                if now >= deadline:
+                    command.stop("timeout")
+                command.escalate(now)
+                wake = command.next_escalation() or deadline
+                wait = min(max(wake - now, 0.0), MAX_WAIT_S if exit_fd is not None else 0.01)
+            for key, _ in selector.select(wait):
+                if key.fd == exit_fd:
+                    selector.unregister(exit_fd)  # stays readable: poll() above takes over
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    streams[key.fd].write(chunk)
+                else:
+                    selector.unregister(key.fd)
+                    del streams[key.fd]
+    finally:
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
+
+
+def finish_kill(command: Command) -> None:
+    due = command.next_escalation()
+    if due is not None:
+        time.sleep(max(due - time.monotonic(), 0.0))
+        command.escalate(time.monotonic())
+
+
+def signal_session(leader: int, sig: int) -> None:
+    """Signal the command's process group and any group its session made (`set -m`, pipelines
+    under job control). A process that called setsid() itself escapes; the container holds it."""
+    with contextlib.suppress(OSError):
+        os.killpg(leader, sig)
+    for pid in session_members(leader):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def group_exists(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def session_members(session: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the command name: state ppid pgrp session ...
+        if len(fields) > 3 and int(fields[3]) == session and int(fields[2]) != session:
+            members.append(int(entry))
+    return members
+
+
+def open_pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the process exits (Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def prefer_as_oom_victim(pid: int) -> None:
+    """Make the command, not the supervisor, the out-of-memory killer's choice.
+
+    Raising a score needs no privilege; descendants inherit it.
+    """
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
+
+
+def read_oom_kills() -> int:
+    """The container's OOM-kill counter (cgroup v1 memory.oom_control or v2 memory.events)."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as counters:
+                for line in counters:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def make_undumpable() -> None:
+    """Refuse ptrace and /proc/<pid>/fd access to the commands, which run as the same uid.
+
+    WHY: the one connection to the backend is this process's only asset a command does not
+    already have; without this, a command could ptrace us or pidfd_getfd() it. Commands
+    regain the dumpable flag when they exec, so debuggers still work on them.
+    """
+    try:
+        import ctypes
+
+        pr_set_dumpable = 4
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def pick_shell() -> str:
+    return "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print("usage: supervisor.py SOCKET [SAVED_OUTPUT_DIR]", file=sys.stderr)
+        return 2
+    make_undumpable()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(argv[1])
+    except OSError as exc:
+        print(f"sandboxd supervisor: cannot connect to {argv[1]}: {exc}", file=sys.stderr)
+        return 4
+    output_dir = argv[2] if len(argv) == 3 else SAVED_OUTPUT_DIR
+    Supervisor(conn, pick_shell(), output_dir).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    # The image's python3 may predate the project's: say "fall back" rather than crash.
+    if sys.version_info < (3, 8):  # noqa: UP036
+        sys.exit(NO_PYTHON_EXIT)
+    sys.exit(main(sys.argv))
