@@ -1,0 +1,158 @@
+"""The shape of a sandbox container: hardened defaults, mounts, labels and its main process.
+
+Least privilege unless the spec says otherwise: no network, no capabilities, no privilege
+gain, read-only root filesystem, memory without swap escape, a pids ceiling, no core dumps
+(they would land in a mounted project), and the caller's uid:gid. Writable places are the
+tmpfs /tmp and $HOME plus the read-write mounts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker.types
+
+import logos.capture
+from sandboxd import supervisor
+from sandboxd.backend import SandboxSpec
+
+CONTROL_DIR = "/.sandboxd"
+"""Inside the container: the supervisor's code and the backend's socket, mounted read-only."""
+SOCKET_NAME = "sock"
+HOME_DIR = "/home/sandbox"
+FALLBACK_HOME_DIR = "/tmp/home"
+"""$HOME when a mount covers /home/sandbox's parent (it then lives in the /tmp tmpfs)."""
+TMP_DIR = "/tmp"
+PYTHON_FLAGS = ("-E", "-s", "-S")
+"""Only the standard library and the supervisor's directory on sys.path, fast start."""
+
+# The container's main process. With python3 it becomes the supervisor; without, it exits 3
+# and the backend falls back to `docker exec` for this image (see sandboxd.docker_exec).
+SUPERVISED_LAUNCHER = f"""mkdir -p "$HOME" 2>/dev/null
+command -v python3 >/dev/null 2>&1 || exit 3
+exec python3 {" ".join(PYTHON_FLAGS)} {CONTROL_DIR}/supervisor.py {CONTROL_DIR}/{SOCKET_NAME}
+"""
+EXEC_MODE_LAUNCHER = """mkdir -p "$HOME" 2>/dev/null
+exec sleep 2147483647
+"""
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the writable scratch places go, given the spec's mounts."""
+
+    home: str
+    home_tmpfs: bool
+    tmp_tmpfs: bool
+
+
+def plan_layout(spec: SandboxSpec) -> Layout | str:
+    """The layout, or why the spec's mounts cannot work (a message for Result.error)."""
+    targets = [mount.path.rstrip("/") or "/" for mount in spec.mounts]
+    for target in targets:
+        if _is_within(CONTROL_DIR, target) or _is_within(target, CONTROL_DIR):
+            return (
+                f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
+                "inside the container; mount a more specific directory"
+            )
+    tmp_tmpfs = TMP_DIR not in targets
+    home_parent = os.path.dirname(HOME_DIR)
+    if any(_is_within(home_parent, target) for target in targets):
+        # WHY: a tmpfs at /home/sandbox on top of a mounted /home would create its mount
+        # point in the HOST directory.
+        return Layout(home=FALLBACK_HOME_DIR, home_tmpfs=False, tmp_tmpfs=tmp_tmpfs)
+    return Layout(home=HOME_DIR, home_tmpfs=HOME_DIR not in targets, tmp_tmpfs=tmp_tmpfs)
+
+
+def install_supervisor(directory: Path) -> Path:
+    """Copy the supervisor and its capture module into `directory`; returns the script.
+
+    Copies, so that an upgrade on disk never mixes versions in a running container.
+    """
+    for source in (Path(supervisor.__file__), Path(logos.capture.__file__)):
+        target = directory / source.name
+        shutil.copyfile(source, target)
+        target.chmod(0o644)
+    return directory / Path(supervisor.__file__).name
+
+
+def container_name(session: str, token: str) -> str:
+    slug = _NAME_UNSAFE.sub("-", session)[:24].strip("-._") or "session"
+    return f"sandboxd-{slug}-{token}"
+
+
+def create_container(
+    api: Any,
+    *,
+    name: str,
+    spec: SandboxSpec,
+    layout: Layout,
+    labels: Mapping[str, str],
+    control_dir: str,
+    supervised: bool,
+) -> str:
+    """Create (not start) the container; returns its id. Blocking: run on the worker pool."""
+    limits = spec.limits
+    tmpfs = {}
+    if layout.tmp_tmpfs:
+        tmpfs[TMP_DIR] = f"rw,exec,nosuid,nodev,size={limits.tmp_bytes},mode=1777"
+    if layout.home_tmpfs:
+        tmpfs[layout.home] = (
+            f"rw,exec,nosuid,nodev,size={limits.home_bytes},uid={spec.uid},gid={spec.gid},mode=700"
+        )
+    mounts = [
+        docker.types.Mount(CONTROL_DIR, control_dir, type="bind", read_only=True),
+        *(
+            docker.types.Mount(mount.path, mount.path, type="bind", read_only=mount.read_only)
+            for mount in spec.mounts
+        ),
+    ]
+    host_config = api.create_host_config(
+        mounts=mounts,
+        tmpfs=tmpfs,
+        network_mode="bridge" if spec.network else "none",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+        init=True,
+        pids_limit=limits.pids,
+        mem_limit=limits.memory_bytes,
+        memswap_limit=limits.memory_bytes,
+        nano_cpus=int(_usable_cpus(limits.cpus) * 1e9),
+        ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
+        auto_remove=False,
+    )
+    launcher = SUPERVISED_LAUNCHER if supervised else EXEC_MODE_LAUNCHER
+    created = api.create_container(
+        spec.image,
+        entrypoint=["/bin/sh", "-c", launcher, "sandboxd"],
+        command=[],
+        user=f"{spec.uid}:{spec.gid}",
+        environment={"HOME": layout.home},
+        labels=dict(labels),
+        name=name,
+        hostname="sandbox",
+        working_dir="/",
+        host_config=host_config,
+        # WHY: the daemon user's ~/.docker proxy settings must not leak into sandboxes.
+        use_config_proxy=False,
+    )
+    return str(created["Id"])
+
+
+def _usable_cpus(requested: float) -> float:
+    """The engine refuses more CPUs than the machine has; a ceiling above that means none."""
+    available = os.cpu_count() or 1
+    return min(requested, float(available))
+
+
+def _is_within(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root + "/")

@@ -1,0 +1,634 @@
+"""DockerBackend: sessions of warm, hardened containers that run commands in milliseconds.
+
+A session's first command starts a container whose main process is the supervisor
+(sandboxd.supervisor); every later command of that session (with the same SandboxSpec) is a
+JSON line over the supervisor's one connection, with no Docker API call and no thread.
+Images without python3 fall back to `docker exec` (sandboxd.docker_exec).
+
+Orphans: see sandboxd.ownership for the rule that lets several daemons share one engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import secrets
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import docker.errors
+
+from logos.result import Result
+from sandboxd import supervisor
+from sandboxd.backend import (
+    BackendError,
+    EngineUnavailableError,
+    ExecOutcome,
+    ExecRequest,
+    HealthReport,
+    ImageMissingError,
+    SandboxSpec,
+    SessionInfo,
+)
+from sandboxd.container import (
+    SOCKET_NAME,
+    Layout,
+    container_name,
+    create_container,
+    install_supervisor,
+    plan_layout,
+)
+from sandboxd.docker_exec import ExecCall, SandboxGoneError, run_exec
+from sandboxd.engine import Engine, api_error_text
+from sandboxd.ownership import (
+    LABEL_CREATED,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_OWNER_PROCESS,
+    LABEL_SESSION,
+    OwnerProcess,
+    is_orphan,
+)
+from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel
+
+START_TIMEOUT_S = 60.0
+"""A container whose supervisor has not connected by then is given up."""
+STATUS_POLL_S = 0.1
+"""While waiting for the supervisor: how often to check that the container still runs."""
+REPLY_MARGIN_S = 10.0
+"""Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
+STALE_CONTROL_DIR_S = 60.0
+MAX_SOCKET_PATH = 107
+BUILD_HINT = "run `sandboxd build-image`"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Sandbox:
+    """One container and how to reach it."""
+
+    name: str
+    session: str
+    spec: SandboxSpec
+    container_id: str
+    layout: Layout
+    control_dir: Path
+    channel: SupervisorChannel | None
+    """None: the `docker exec` fallback."""
+    created_at: float = field(default_factory=time.time)
+    last_used_at: float = field(default_factory=time.time)
+    running: int = 0
+    retired: str | None = None
+    """Why it may no longer run commands (set once)."""
+
+
+@dataclass(eq=False)
+class _Session:
+    id: str
+    created_at: float = field(default_factory=time.time)
+    sandboxes: dict[SandboxSpec, _Sandbox] = field(default_factory=dict)
+
+
+class DockerBackend:
+    """Runs commands in per-session Docker containers; see sandboxd.backend for the contract."""
+
+    def __init__(
+        self,
+        *,
+        image: str,
+        idle_ttl_s: float = 600.0,
+        max_workers: int = 32,
+        state_dir: Path,
+        docker_base_url: str | None = None,
+    ) -> None:
+        if not idle_ttl_s > 0:
+            raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        self._control_root = Path(state_dir).absolute() / "run"
+        longest = self._control_root / secrets.token_hex(4) / SOCKET_NAME
+        if len(os.fsencode(longest)) > MAX_SOCKET_PATH:
+            raise ValueError(
+                f"state_dir {state_dir} is too long: sandbox sockets under it would exceed the "
+                f"{MAX_SOCKET_PATH}-byte Unix socket path limit; choose a shorter state_dir"
+            )
+        self.image = image
+        self._idle_ttl_s = idle_ttl_s
+        self._engine = Engine(docker_base_url, max_workers)
+        self.instance_id = secrets.token_hex(8)
+        """Recorded on every container this backend creates (label sandboxd.owner)."""
+        self._owner = OwnerProcess.current()
+        self._sessions: dict[str, _Session] = {}
+        self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
+        self._starting: set[str] = set()
+        """Names of containers being created, so that gc() leaves them alone."""
+        self._exec_mode_images: set[str] = set()
+        """Image ids without python3 (cached: an image id never changes)."""
+        self._exit_stack = contextlib.AsyncExitStack()
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._closing = False
+
+    async def __aenter__(self) -> DockerBackend:
+        self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
+        self._tasks.start_soon(self._reap_idle)
+        # The engine may be down: health() reports it and run() raises until it is back.
+        with contextlib.suppress(EngineUnavailableError):
+            await self.gc()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Kill running commands and remove every container this backend created."""
+        if self._closing:
+            return
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as removals:
+                for box in self._all_sandboxes():
+                    removals.start_soon(
+                        self._retire, box, "the sandbox daemon shut down while the command ran"
+                    )
+        self._sessions.clear()
+        if self._tasks is not None:
+            self._tasks.cancel_scope.cancel()
+        try:
+            await self._exit_stack.aclose()
+        finally:
+            self._engine.close()
+
+    async def health(self) -> HealthReport:
+        problems: list[str] = []
+        version: str | None = None
+        image_present = False
+        try:
+            version = str(await self._engine.call(lambda api: api.version()["Version"]))
+        except EngineUnavailableError as exc:
+            problems.append(str(exc))
+        except docker.errors.APIError as exc:
+            problems.append(f"Docker engine at {self._engine.url} failed: {api_error_text(exc)}")
+        if version is not None:
+            try:
+                await self._engine.call(lambda api: api.inspect_image(self.image))
+                image_present = True
+            except docker.errors.ImageNotFound:
+                problems.append(f"image {self.image} missing: {BUILD_HINT}")
+            except (docker.errors.APIError, EngineUnavailableError) as exc:
+                problems.append(f"could not inspect image {self.image}: {exc}")
+        return HealthReport(
+            ok=not problems,
+            engine_version=version,
+            image=self.image,
+            image_present=image_present,
+            problems=tuple(problems),
+        )
+
+    async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
+        """Run one command in the session's container for `sandbox`, starting it if needed.
+
+        Raises only BackendError (engine unreachable, image missing, shutting down); what
+        happens to the command comes back in the Result.
+        """
+        started = time.monotonic()
+        box = await self._sandbox_for(session, sandbox)
+        if isinstance(box, str):
+            return ExecOutcome(
+                Result(command=request.command, error=box, duration_s=time.monotonic() - started),
+                sandbox="",
+            )
+        box.running += 1
+        box.last_used_at = time.time()
+        try:
+            if box.channel is not None:
+                result = await self._run_supervised(box, box.channel, request)
+            else:
+                result = await self._run_exec(box, request)
+        finally:
+            box.running -= 1
+            box.last_used_at = time.time()
+        return ExecOutcome(result, sandbox=box.name)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        infos = []
+        for session in self._sessions.values():
+            boxes = list(session.sandboxes.values())
+            infos.append(
+                SessionInfo(
+                    id=session.id,
+                    containers=tuple(box.name for box in boxes),
+                    created_at=session.created_at,
+                    last_used_at=max((box.last_used_at for box in boxes), default=0.0),
+                    running=sum(box.running for box in boxes),
+                )
+            )
+        return infos
+
+    async def close_session(self, session: str) -> bool:
+        """Kill the session's commands and remove its containers; False if it is unknown."""
+        record = self._sessions.pop(session, None)
+        if record is None:
+            return False
+        for key in [key for key in self._start_locks if key[0] == session]:
+            del self._start_locks[key]
+        async with anyio.create_task_group() as removals:
+            for box in list(record.sandboxes.values()):
+                removals.start_soon(
+                    self._retire, box, f"session {session} was closed while the command ran"
+                )
+        return True
+
+    async def gc(self) -> int:
+        """Remove orphaned containers (see sandboxd.ownership) and our own untracked ones."""
+        listed = await self._engine.call(
+            lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        )
+        tracked = {box.container_id for box in self._all_sandboxes()}
+        doomed = []
+        for container in listed:
+            labels = container.get("Labels") or {}
+            names = [name.lstrip("/") for name in container.get("Names") or []]
+            if container["Id"] in tracked or self._starting.intersection(names):
+                continue
+            if labels.get(LABEL_OWNER) == self.instance_id or is_orphan(
+                labels, str(container.get("State", "")), self._owner
+            ):
+                doomed.append(container["Id"])
+        async with anyio.create_task_group() as removals:
+            for container_id in doomed:
+                removals.start_soon(self._remove_container, container_id)
+        self._remove_stale_control_dirs(
+            {name for container in listed for name in container.get("Names") or []}
+        )
+        return len(doomed)
+
+    # Sandboxes -----------------------------------------------------------------------------
+
+    async def _sandbox_for(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
+        """The session's live container for `spec`, started if needed; or why it cannot be."""
+        if self._closing:
+            raise BackendError(
+                "the sandbox daemon is shutting down: retry once it is back",
+                code="shutting_down",
+            )
+        existing = self._live_sandbox(session, spec)
+        if existing is not None:
+            return existing
+        lock = self._start_locks.setdefault((session, spec), anyio.Lock())
+        async with lock:
+            existing = self._live_sandbox(session, spec)
+            if existing is not None:
+                return existing
+            started = await self._start_sandbox(session, spec)
+            if isinstance(started, _Sandbox):
+                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
+            return started
+
+    def _live_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | None:
+        record = self._sessions.get(session)
+        box = record.sandboxes.get(spec) if record is not None else None
+        if box is None or box.retired is not None:
+            return None
+        if box.channel is not None and box.channel.lost_reason is not None:
+            return None  # its supervisor just died; _serve_channel is retiring it
+        return box
+
+    async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
+        layout = plan_layout(spec)
+        if isinstance(layout, str):
+            return layout
+        image_id = await self._image_id(spec.image)
+        supervised = image_id not in self._exec_mode_images
+        token = secrets.token_hex(4)
+        name = container_name(session, token)
+        control_dir = self._control_root / token
+        self._prepare_control_dir(control_dir)
+        listener: anyio.abc.SocketListener | None = None
+        container_id: str | None = None
+        self._starting.add(name)
+        try:
+            if supervised:
+                listener = await self._listen(control_dir / SOCKET_NAME, spec)
+            labels = {
+                LABEL_MANAGED: "1",
+                LABEL_SESSION: session,
+                LABEL_CREATED: str(int(time.time())),
+                LABEL_OWNER: self.instance_id,
+                LABEL_OWNER_PROCESS: self._owner.label,
+            }
+            create = functools.partial(
+                create_container,
+                name=name,
+                spec=spec,
+                layout=layout,
+                labels=labels,
+                control_dir=str(control_dir),
+                supervised=supervised,
+            )
+            try:
+                container_id = created = await self._engine.call(create)
+                await self._engine.call(lambda api: api.start(created))
+            except docker.errors.ImageNotFound as exc:
+                raise self._image_missing(spec.image) from exc
+            except docker.errors.APIError as exc:
+                return (
+                    f"could not start a sandbox container from image {spec.image}: "
+                    f"{api_error_text(exc)}"
+                )
+            channel: SupervisorChannel | None = None
+            if listener is not None:
+                waited = await self._await_supervisor(listener, container_id)
+                if isinstance(waited, str):
+                    return waited
+                if waited is None:
+                    # No python3 in this image: remember, and start it in exec mode.
+                    self._exec_mode_images.add(image_id)
+                    await self._remove_container(container_id)
+                    container_id = None
+                    shutil.rmtree(control_dir, ignore_errors=True)
+                    return await self._start_sandbox(session, spec)
+                channel = waited
+            box = _Sandbox(name, session, spec, container_id, layout, control_dir, channel)
+            if channel is not None:
+                self._background(self._serve_channel, box, channel)
+            container_id = None  # owned by the sandbox now
+            return box
+        finally:
+            self._starting.discard(name)
+            if listener is not None:
+                with anyio.CancelScope(shield=True):
+                    await listener.aclose()
+                with contextlib.suppress(FileNotFoundError):
+                    (control_dir / SOCKET_NAME).unlink()
+            if container_id is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._remove_container(container_id)
+                shutil.rmtree(control_dir, ignore_errors=True)
+
+    async def _image_id(self, image: str) -> str:
+        try:
+            info = await self._engine.call(lambda api: api.inspect_image(image))
+        except docker.errors.ImageNotFound as exc:
+            raise self._image_missing(image) from exc
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                f"could not inspect image {image}: {api_error_text(exc)}", code="image_error"
+            ) from exc
+        return str(info["Id"])
+
+    def _image_missing(self, image: str) -> ImageMissingError:
+        fix = BUILD_HINT if image == self.image else f"build or pull it (`docker pull {image}`)"
+        return ImageMissingError(f"image {image} missing: {fix}")
+
+    def _prepare_control_dir(self, control_dir: Path) -> None:
+        """The read-only /.sandboxd of one container: the supervisor, later its socket."""
+        control_dir.mkdir(mode=0o755)
+        control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
+        install_supervisor(control_dir)
+
+    async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
+        # WHY the backend listens and the supervisor connects (not the other way round): the
+        # control directory can then be mounted read-only, so no sandboxed command can plant
+        # anything in it, and the host never connects to a path the container controls. The
+        # socket accepts exactly one connection, made before any command runs, then vanishes.
+        listener = await anyio.create_unix_listener(path)
+        try:
+            os.chown(path, spec.uid, spec.gid)
+            path.chmod(0o600)
+        except PermissionError:
+            # A non-root daemon serving another uid (e.g. root): the state dir (0700) is the
+            # only way to the socket from the host, the read-only mount the only one inside.
+            path.chmod(0o666)
+        return listener
+
+    async def _await_supervisor(
+        self, listener: anyio.abc.SocketListener, container_id: str
+    ) -> SupervisorChannel | str | None:
+        """The supervisor's channel; None if the image has no python3; else why it failed."""
+        outcome: SupervisorChannel | str | None = (
+            f"the sandbox supervisor did not connect within {START_TIMEOUT_S:.0f} s"
+        )
+        with anyio.move_on_after(START_TIMEOUT_S):
+            async with anyio.create_task_group() as waiting:
+
+                async def accept() -> None:
+                    nonlocal outcome
+                    try:
+                        outcome = await SupervisorChannel.accept(listener)
+                    except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
+                        outcome = f"the sandbox supervisor failed its handshake: {exc}"
+                    except (anyio.DelimiterNotFound, TimeoutError):
+                        outcome = "the sandbox supervisor failed its handshake"
+                    waiting.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    nonlocal outcome
+                    while True:
+                        await anyio.sleep(STATUS_POLL_S)
+                        try:
+                            state = await self._engine.call(
+                                lambda api: api.inspect_container(container_id)["State"]
+                            )
+                        except (docker.errors.APIError, EngineUnavailableError) as exc:
+                            outcome = f"could not follow the sandbox container's start: {exc}"
+                            waiting.cancel_scope.cancel()
+                            return
+                        if state.get("Running"):
+                            continue
+                        code = state.get("ExitCode")
+                        if code == supervisor.NO_PYTHON_EXIT:
+                            outcome = None
+                        else:
+                            outcome = (
+                                f"the sandbox container exited (status {code}) before its "
+                                f"supervisor connected: {await self._last_logs(container_id)}"
+                            )
+                        waiting.cancel_scope.cancel()
+                        return
+
+                waiting.start_soon(accept)
+                waiting.start_soon(watch)
+        return outcome
+
+    async def _serve_channel(self, box: _Sandbox, channel: SupervisorChannel) -> None:
+        await channel.serve()
+        if box.retired is None:
+            # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
+            await self._retire(box, f"its supervisor stopped: {channel.lost_reason}")
+
+    async def _retire(self, box: _Sandbox, reason: str) -> None:
+        """Stop using a sandbox: fail its in-flight commands with `reason`, remove it."""
+        if box.retired is not None:
+            return
+        box.retired = reason
+        record = self._sessions.get(box.session)
+        if record is not None and record.sandboxes.get(box.spec) is box:
+            del record.sandboxes[box.spec]
+            if not record.sandboxes:
+                del self._sessions[box.session]
+        if box.channel is not None:
+            box.channel.close(reason)
+        with anyio.CancelScope(shield=True):
+            await self._remove_container(box.container_id)
+        shutil.rmtree(box.control_dir, ignore_errors=True)
+
+    async def _last_logs(self, container_id: str) -> str:
+        try:
+            logs = await self._engine.call(lambda api: api.logs(container_id, tail=20))
+        except (docker.errors.APIError, EngineUnavailableError) as exc:
+            return f"(its logs are unavailable: {exc})"
+        return bytes(logs).decode(errors="replace").strip() or "(no output)"
+
+    async def _remove_container(self, container_id: str) -> None:
+        # WHY best effort: a removal already under way (409), a container already gone or an
+        # engine down must not fail a shutdown; gc() and the next start-up sweep retry.
+        with contextlib.suppress(docker.errors.APIError, EngineUnavailableError):
+            await self._engine.call(
+                lambda api: api.remove_container(container_id, force=True, v=True)
+            )
+
+    def _remove_stale_control_dirs(self, container_names: set[str]) -> None:
+        """Control dirs of containers that no longer exist (e.g. a killed daemon's)."""
+        tokens = {name.rsplit("-", 1)[-1] for name in container_names}
+        live = {box.control_dir.name for box in self._all_sandboxes()}
+        now = time.time()
+        for entry in self._control_root.iterdir():
+            if entry.name in tokens or entry.name in live:
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.lstat()
+                if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > STALE_CONTROL_DIR_S:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    async def _reap_idle(self) -> None:
+        interval = min(max(self._idle_ttl_s / 4, 0.05), 15.0)
+        while True:
+            await anyio.sleep(interval)
+            now = time.time()
+            for box in self._all_sandboxes():
+                if box.running == 0 and now - box.last_used_at >= self._idle_ttl_s:
+                    self._background(
+                        self._retire, box, f"idle for more than {self._idle_ttl_s:g} s"
+                    )
+
+    def _all_sandboxes(self) -> list[_Sandbox]:
+        return [box for record in self._sessions.values() for box in record.sandboxes.values()]
+
+    def _background(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        assert self._tasks is not None, "use the backend as `async with DockerBackend(...)`"
+        self._tasks.start_soon(self._guarded, fn, *args)
+
+    async def _guarded(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """A background task's bug is logged; it must not take the whole backend down."""
+        try:
+            await fn(*args)
+        except Exception:
+            logger.exception("sandboxd backend task %s failed", getattr(fn, "__name__", fn))
+
+    # Commands ------------------------------------------------------------------------------
+
+    def _workdir(self, box: _Sandbox, request: ExecRequest) -> str:
+        if request.workdir:
+            return request.workdir
+        if box.spec.mounts:
+            return box.spec.mounts[0].path
+        return box.layout.home
+
+    async def _run_supervised(
+        self, box: _Sandbox, channel: SupervisorChannel, request: ExecRequest
+    ) -> Result:
+        started = time.monotonic()
+        message = RunMessage(
+            id=channel.next_id(),
+            command=request.command,
+            env=dict(request.env),
+            cwd=self._workdir(box, request),
+            timeout_s=request.timeout_s,
+            max_output_bytes=request.max_output_bytes,
+            max_saved_output_bytes=request.max_saved_output_bytes,
+        )
+        reply = await channel.run(
+            message, request.timeout_s + supervisor.KILL_GRACE_S + REPLY_MARGIN_S
+        )
+        if isinstance(reply, ChannelLost):
+            return Result(
+                command=request.command,
+                error=self._lost_message(box, reply),
+                duration_s=time.monotonic() - started,
+            )
+        return Result(
+            command=request.command,
+            stdout=reply.stdout,
+            stderr=reply.stderr,
+            exit_code=reply.exit_code,
+            signal=reply.signal,
+            timed_out=reply.timed_out,
+            duration_s=reply.duration_s,
+            stdout_dropped_bytes=reply.stdout_dropped_bytes,
+            stderr_dropped_bytes=reply.stderr_dropped_bytes,
+            error=reply.error,
+            oom_killed=reply.oom_killed,
+            stdout_file=reply.stdout_file,
+            stderr_file=reply.stderr_file,
+        )
+
+    def _lost_message(self, box: _Sandbox, lost: ChannelLost) -> str:
+        if lost.by_backend:
+            return lost.reason
+        return (
+            f"the sandbox supervisor in {box.name} failed ({lost.reason}); a command may have "
+            "killed it (e.g. `kill -9 -1`). Commands running in that container were lost; "
+            "this session's next command gets a fresh container"
+        )
+
+    async def _run_exec(self, box: _Sandbox, request: ExecRequest) -> Result:
+        call = ExecCall(
+            container_id=box.container_id,
+            command=request.command,
+            user=f"{box.spec.uid}:{box.spec.gid}",
+            cwd=self._workdir(box, request),
+            env={**supervisor.NONINTERACTIVE_ENV, **request.env},
+            timeout_s=request.timeout_s,
+            max_output_bytes=request.max_output_bytes,
+        )
+        cancelled = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._engine.call_blocking,
+                functools.partial(run_exec, call=call, cancelled=cancelled),
+                abandon_on_cancel=True,
+                limiter=self._engine.limiter,
+            )
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()  # the worker kills the command within a poll interval
+            raise
+        except docker.errors.APIError as exc:
+            return Result(
+                command=request.command,
+                error=f"the Docker engine refused to run the command: {api_error_text(exc)}",
+            )
+        except SandboxGoneError as exc:
+            reason = (
+                f"the sandbox {box.name} cannot run commands any more: {exc}; "
+                "this session's next command gets a fresh container"
+            )
+            await self._retire(box, reason)
+            return Result(command=request.command, error=reason)

@@ -1,0 +1,111 @@
+"""Which daemon owns a container, and when a container is an orphan that any daemon may sweep.
+
+Rule (two daemons may share one engine, e.g. on two sockets): every container records the
+process that created it — kernel boot id, pid namespace, pid and the pid's start time. A
+managed container is an orphan when
+  * its owner ran in our boot and our pid namespace, and that exact process (pid AND start
+    time, so a recycled pid does not count) is gone; or
+  * we cannot see its owner (another boot, another pid namespace, a missing label) and the
+    container is not running. A live owner's containers run: its supervisor exits as soon as
+    the owner's connection drops, so a dead owner's containers stop on their own; a container
+    only created (not started yet) is left to its owner for a while.
+A live daemon's containers are therefore never swept, whoever runs the sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+LABEL_MANAGED = "sandboxd.managed"
+LABEL_SESSION = "sandboxd.session"
+LABEL_CREATED = "sandboxd.created"
+LABEL_OWNER = "sandboxd.owner"
+LABEL_OWNER_PROCESS = "sandboxd.owner_process"
+STARTING_GRACE_S = 300.0
+"""How long a created-but-not-started container of an unverifiable owner is left alone."""
+
+
+@dataclass(frozen=True)
+class OwnerProcess:
+    boot_id: str
+    pid_namespace: str
+    pid: int
+    start_ticks: int
+
+    @classmethod
+    def current(cls) -> OwnerProcess:
+        pid = os.getpid()
+        return cls(_boot_id(), _pid_namespace(), pid, _start_ticks(pid) or 0)
+
+    @classmethod
+    def parse(cls, label: str) -> OwnerProcess | None:
+        parts = label.split("/")
+        if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], int(parts[2]), int(parts[3]))
+
+    @property
+    def label(self) -> str:
+        return f"{self.boot_id}/{self.pid_namespace}/{self.pid}/{self.start_ticks}"
+
+    def is_alive(self) -> bool:
+        """Meaningful only for a process of our boot and pid namespace."""
+        return _start_ticks(self.pid) == self.start_ticks
+
+
+def is_orphan(
+    labels: Mapping[str, str], state: str, me: OwnerProcess, now: float | None = None
+) -> bool:
+    """Whether a managed container may be removed by a daemon that is not its owner.
+
+    `state` is the engine's container state ("running", "created", "exited", ...).
+    """
+    owner = OwnerProcess.parse(labels.get(LABEL_OWNER_PROCESS, ""))
+    if owner is not None and (owner.boot_id, owner.pid_namespace) == (
+        me.boot_id,
+        me.pid_namespace,
+    ):
+        return not owner.is_alive()
+    if state == "running":
+        return False
+    if state == "created":
+        try:
+            created = float(labels.get(LABEL_CREATED, "0"))
+        except ValueError:
+            created = 0.0
+        return (now if now is not None else time.time()) - created > STARTING_GRACE_S
+    return True
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def _pid_namespace() -> str:
+    try:
+        link = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "unknown-ns"
+    # "pid:[4026531836]" -> "4026531836": labels stay plain.
+    return "".join(ch for ch in link if ch.isdigit()) or "unknown-ns"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot: (pid, start) names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # Fields after the command name start at field 3 (state); starttime is field 22.
+    try:
+        return int(fields[22 - 3])
+    except (IndexError, ValueError):
+        return None

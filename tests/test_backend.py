@@ -1,0 +1,453 @@
+"""DockerBackend against the real Docker engine and the real sandbox image."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from logos.result import Result
+from sandboxd.backend import (
+    DockerBackend,
+    ExecRequest,
+    ImageMissingError,
+    Limits,
+    Mount,
+    SandboxSpec,
+)
+from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+
+SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
+BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
+UID = GID = 1000
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remove_our_containers(docker_client: Any) -> Iterator[None]:
+    """Whatever a failing test leaves behind: containers created by this test process."""
+    yield
+    for container in docker_client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+        owner = container.labels.get(LABEL_OWNER_PROCESS, "")
+        if owner.split("/")[2:3] == [str(os.getpid())] or container.labels.get(
+            LABEL_SESSION, ""
+        ).startswith("orphan-test"):
+            container.remove(force=True)
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    # Short on purpose: sandbox sockets live under it (108-byte Unix socket path limit).
+    path = Path(tempfile.mkdtemp(prefix="sbx-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def host_dir() -> Iterator[Path]:
+    """A host directory the sandbox user (1000:1000) owns."""
+    path = Path(tempfile.mkdtemp(prefix="sbx-host-"))
+    os.chown(path, UID, GID)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def backend(state_dir: Path) -> AsyncIterator[DockerBackend]:
+    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as started:
+        yield started
+
+
+def spec(
+    *mounts: Mount,
+    network: bool = False,
+    limits: Limits | None = None,
+    image: str = SANDBOX_IMAGE,
+) -> SandboxSpec:
+    return SandboxSpec(
+        image=image, mounts=mounts, network=network, uid=UID, gid=GID, limits=limits or Limits()
+    )
+
+
+async def run(
+    backend: DockerBackend,
+    command: str,
+    *,
+    session: str = "test",
+    sandbox: SandboxSpec | None = None,
+    **request: Any,
+) -> Result:
+    outcome = await backend.run(session, sandbox or spec(), ExecRequest(command, **request))
+    return outcome.result
+
+
+def container_names(docker_client: Any, session: str) -> list[str]:
+    return [
+        container.name
+        for container in docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_SESSION}={session}"}
+        )
+    ]
+
+
+async def test_read_only_mount_refuses_writes(backend: DockerBackend, host_dir: Path) -> None:
+    (host_dir / "given.txt").write_text("from the host\n")
+    result = await run(
+        backend,
+        f"cat given.txt && touch {host_dir}/new.txt",
+        sandbox=spec(Mount(str(host_dir), read_only=True)),
+    )
+    assert result.stdout == "from the host\n"
+    assert result.exit_code != 0 and "Read-only file system" in result.stderr
+    assert not (host_dir / "new.txt").exists()
+
+
+async def test_read_write_mount_writes_as_the_caller(
+    backend: DockerBackend, host_dir: Path
+) -> None:
+    result = await run(
+        backend, "echo written > out.txt", sandbox=spec(Mount(str(host_dir), read_only=False))
+    )
+    assert result.ok, result
+    written = host_dir / "out.txt"
+    assert written.read_text() == "written\n"
+    assert (written.stat().st_uid, written.stat().st_gid) == (UID, GID)
+
+
+async def test_rootfs_is_read_only_and_scratch_places_are_writable(
+    backend: DockerBackend,
+) -> None:
+    result = await run(
+        backend, 'touch /usr/x 2>&1; touch /tmp/x "$HOME/x" && echo ok; cd && pwd; ulimit -c'
+    )
+    assert "Read-only file system" in result.stdout
+    assert result.stdout.endswith("ok\n/home/sandbox\n0\n")
+
+
+async def test_network_is_off_unless_asked(backend: DockerBackend, docker_client: Any) -> None:
+    ipam = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    gateway = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+    probe = textwrap.dedent(
+        f"""\
+        ls /sys/class/net
+        python3 - <<'EOF'
+        import socket
+        try:
+            socket.create_connection(("{gateway}", 9), timeout=3)
+            print("connected")
+        except OSError as exc:
+            print(type(exc).__name__, exc.errno)
+        EOF
+        """
+    )
+    offline = await run(backend, probe, session="net")
+    assert offline.stdout.splitlines()[0:1] == ["lo"], offline
+    assert offline.stdout.splitlines()[1] == "OSError 101"  # ENETUNREACH: no route at all
+    online = await backend.run("net", spec(network=True), ExecRequest(probe))
+    assert "eth0" in online.result.stdout.splitlines()
+    assert "101" not in online.result.stdout.splitlines()[-1]
+    assert len(container_names(docker_client, "net")) == 2  # a different spec, another container
+
+
+async def test_warm_commands_reuse_the_container(backend: DockerBackend) -> None:
+    first = await backend.run("warm", spec(), ExecRequest("echo one > /tmp/state"))
+    second = await backend.run("warm", spec(), ExecRequest("cat /tmp/state"))
+    assert first.sandbox == second.sandbox and first.sandbox.startswith("sandboxd-warm-")
+    assert second.result.stdout == "one\n"
+    other = await backend.run("other", spec(), ExecRequest("cat /tmp/state"))
+    assert other.sandbox != first.sandbox and other.result.exit_code != 0
+
+
+async def test_fork_bomb_is_contained(backend: DockerBackend) -> None:
+    bounded = spec(limits=Limits(pids=64))
+    first = await backend.run("bomb", bounded, ExecRequest("echo ready"))
+    foreground = await run(
+        backend, "bomb() { bomb | bomb; }; bomb", session="bomb", sandbox=bounded, timeout_s=3
+    )
+    assert foreground.timed_out
+    after = await backend.run("bomb", bounded, ExecRequest("echo alive"))
+    assert after.result.stdout == "alive\n", after
+    # The classic one returns at once and leaves the container saturated: the next command
+    # still runs (the bomb's leftovers are killed to make room).
+    await run(backend, ":(){ :|:& };:", session="bomb", sandbox=bounded, timeout_s=3)
+    await anyio.sleep(1)
+    again = await backend.run("bomb", bounded, ExecRequest("echo alive; ps -e | wc -l"))
+    assert again.result.stdout.startswith("alive\n"), again
+    assert first.sandbox == after.sandbox == again.sandbox
+
+
+async def test_memory_bomb_is_oom_killed(backend: DockerBackend) -> None:
+    small = spec(limits=Limits(memory_bytes=64 * 1024**2))
+    result = await run(backend, "python3 -c \"x = b'a' * (400 * 1024**2)\"", sandbox=small)
+    assert result.oom_killed and result.signal == signal.SIGKILL, result
+    after = await run(backend, "echo survived", sandbox=small)
+    assert after.stdout == "survived\n"
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+async def test_output_flood_is_bounded_and_saved(backend: DockerBackend) -> None:
+    await run(backend, "true")
+    before = rss_bytes()
+    total = 100 * 1024**2
+    result = await run(
+        backend,
+        f"yes | head -c {total}",
+        max_output_bytes=4096,
+        max_saved_output_bytes=1024**2,
+        timeout_s=60,
+    )
+    grown = rss_bytes() - before
+    assert result.exit_code == 0 and result.stdout_dropped_bytes > total - 8192
+    assert grown < 32 * 1024**2, f"the backend grew by {grown} bytes for a 100 MiB flood"
+    assert result.stdout_file is not None and result.stdout_file.startswith("/tmp/logos-output/")
+    saved = await run(backend, f"wc -c < {result.stdout_file}")
+    assert saved.stdout.strip() == str(1024**2)
+    peak = await run(backend, "grep VmHWM /proc/$(pgrep -x python3)/status")
+    supervisor_peak_kib = int(peak.stdout.split()[1])
+    assert supervisor_peak_kib < 64 * 1024, peak.stdout
+
+
+async def test_timeout_kills_background_jobs_too(backend: DockerBackend) -> None:
+    started = time.monotonic()
+    result = await run(backend, "sleep 1037 & sleep 60", timeout_s=1)
+    assert result.timed_out and result.exit_code is None
+    assert time.monotonic() - started < 15
+    await anyio.sleep(0.3)
+    listing = await run(backend, "ps -eo args")
+    assert "sleep 1037" not in listing.stdout and "sleep 60" not in listing.stdout
+
+
+async def test_background_job_holding_stdout_does_not_block(backend: DockerBackend) -> None:
+    started = time.monotonic()
+    result = await run(backend, "sleep 1000 & echo hi")
+    assert result.stdout == "hi\n" and result.exit_code == 0
+    assert time.monotonic() - started < 10
+
+
+async def test_missing_workdir_is_a_result_error(backend: DockerBackend) -> None:
+    result = await run(backend, "true", workdir="/no/such/dir")
+    assert result.error is not None and "/no/such/dir does not exist" in result.error
+
+
+@pytest.mark.timeout(240)
+async def test_32_concurrent_commands_across_8_sessions(backend: DockerBackend) -> None:
+    results: dict[tuple[int, int], Result] = {}
+
+    async def one(session: int, index: int) -> None:
+        results[session, index] = await run(
+            backend, f"sleep 0.2; echo {session}-{index}", session=f"many-{session}"
+        )
+
+    async with anyio.create_task_group() as tasks:
+        for session in range(8):
+            for index in range(4):
+                tasks.start_soon(one, session, index)
+    assert {key: result.stdout for key, result in results.items()} == {
+        (session, index): f"{session}-{index}\n" for session in range(8) for index in range(4)
+    }
+    sessions = await backend.list_sessions()
+    assert sorted(info.id for info in sessions) == [f"many-{n}" for n in range(8)]
+    assert all(len(info.containers) == 1 and info.running == 0 for info in sessions)
+
+
+async def test_cancellation_kills_the_command(backend: DockerBackend) -> None:
+    await run(backend, "true")
+    with anyio.move_on_after(1):
+        await run(backend, "sleep 1039")
+    await anyio.sleep(0.3)
+    listing = await run(backend, "ps -eo args")
+    assert "sleep 1039" not in listing.stdout
+
+
+async def test_close_session_kills_commands_and_removes_containers(
+    backend: DockerBackend, docker_client: Any
+) -> None:
+    await run(backend, "true", session="closing")
+    finished: list[Result] = []
+
+    async def long_command() -> None:
+        finished.append(await run(backend, "sleep 60", session="closing"))
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(long_command)
+        await anyio.sleep(0.5)
+        assert await backend.close_session("closing")
+    assert time.monotonic() - started < 30
+    assert finished[0].error is not None and "closed" in finished[0].error
+    assert container_names(docker_client, "closing") == []
+    assert not await backend.close_session("closing")
+    assert await backend.list_sessions() == []
+
+
+async def test_idle_containers_are_removed(state_dir: Path, docker_client: Any) -> None:
+    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir, idle_ttl_s=1) as backend:
+        await run(backend, "true", session="idle")
+        assert len(container_names(docker_client, "idle")) == 1
+        with anyio.fail_after(20):
+            while container_names(docker_client, "idle"):
+                await anyio.sleep(0.2)
+        assert await backend.list_sessions() == []
+
+
+async def test_aclose_removes_every_container(state_dir: Path, docker_client: Any) -> None:
+    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as backend:
+        await run(backend, "true", session="shutdown")
+    assert container_names(docker_client, "shutdown") == []
+    assert list((state_dir / "run").iterdir()) == []
+
+
+async def test_supervisor_killed_by_a_command_gets_a_fresh_container(
+    backend: DockerBackend,
+) -> None:
+    first = await backend.run("kill", spec(), ExecRequest("true"))
+    killed = await backend.run("kill", spec(), ExecRequest("kill -9 -1; sleep 5"))
+    assert killed.result.error is not None and "fresh container" in killed.result.error
+    after = await backend.run("kill", spec(), ExecRequest("echo back"))
+    assert after.result.stdout == "back\n" and after.sandbox != first.sandbox
+
+
+async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> None:
+    probe = textwrap.dedent(
+        """\
+        ls -A /.sandboxd
+        touch /.sandboxd/planted 2>&1 | grep -o 'Read-only file system'
+        pid=$(pgrep -x python3)
+        ls /proc/$pid/fd 2>&1 | grep -o 'Permission denied'
+        python3 - <<'EOF'
+        import socket
+        try:
+            socket.socket(socket.AF_UNIX).connect("/.sandboxd/sock")
+            print("connected")
+        except OSError as exc:
+            print(type(exc).__name__)
+        EOF
+        """
+    )
+    result = await run(backend, probe)
+    assert result.stdout == (
+        "capture.py\nsupervisor.py\nRead-only file system\nPermission denied\nFileNotFoundError\n"
+    ), result
+
+
+@pytest.mark.timeout(180)
+async def test_orphans_of_a_killed_backend_are_swept(state_dir: Path, docker_client: Any) -> None:
+    script = textwrap.dedent(
+        f"""\
+        import sys, anyio
+        from pathlib import Path
+        from sandboxd.backend import DockerBackend, ExecRequest, SandboxSpec, Limits
+
+        async def main():
+            async with DockerBackend(image={SANDBOX_IMAGE!r}, state_dir=Path(sys.argv[1])) as b:
+                for session in ("orphan-test-a", "orphan-test-b"):
+                    spec = SandboxSpec({SANDBOX_IMAGE!r}, (), False, {UID}, {GID}, Limits())
+                    outcome = await b.run(session, spec, ExecRequest("true"))
+                    print(outcome.sandbox, flush=True)
+                await anyio.sleep(600)
+
+        anyio.run(main)
+        """
+    )
+    child = await anyio.open_process([sys.executable, "-c", script, str(state_dir)])
+    try:
+        assert child.stdout is not None
+        printed = b""
+        with anyio.fail_after(90):
+            while printed.count(b"\n") < 2:
+                printed += await child.stdout.receive()
+        names = printed.decode().split()
+    finally:
+        child.kill()  # SIGKILL: no chance to clean up
+        await child.wait()
+    assert all(name.startswith("sandboxd-orphan-test-") for name in names), names
+    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as live:
+        kept = await live.run("live", spec(), ExecRequest("true"))
+        async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as sweeper:
+            assert container_names(docker_client, "orphan-test-a") == []
+            assert container_names(docker_client, "orphan-test-b") == []
+            # A live backend's containers are not orphans, even for another backend.
+            assert container_names(docker_client, "live") == [kept.sandbox]
+            assert await sweeper.gc() == 0
+        assert (await live.run("live", spec(), ExecRequest("echo ok"))).result.stdout == "ok\n"
+
+
+async def test_health_reports_a_missing_image_with_its_fix(state_dir: Path) -> None:
+    missing = "sandboxd-test-missing:never"
+    async with DockerBackend(image=missing, state_dir=state_dir) as backend:
+        report = await backend.health()
+        assert not report.ok and not report.image_present and report.engine_version
+        assert report.problems == (f"image {missing} missing: run `sandboxd build-image`",)
+        with pytest.raises(ImageMissingError, match="sandboxd build-image"):
+            await run(backend, "true", sandbox=spec(image=missing))
+
+
+async def test_health_of_a_good_setup(backend: DockerBackend) -> None:
+    report = await backend.health()
+    assert report.ok and report.image_present and report.problems == ()
+
+
+@pytest.fixture(scope="module")
+def busybox_image(docker_client: Any) -> str:
+    """A python-less image built offline from the host's static busybox (idempotent)."""
+    try:
+        docker_client.images.get(BUSYBOX_IMAGE)
+        return BUSYBOX_IMAGE
+    except Exception:
+        pass
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        pytest.fail(
+            "busybox is needed to build the fallback test image: apt-get install busybox-static"
+        )
+    with tempfile.TemporaryDirectory() as context:
+        shutil.copy(busybox, Path(context) / "busybox")
+        (Path(context) / "Dockerfile").write_text(
+            "FROM scratch\n"
+            "COPY busybox /bin/busybox\n"
+            'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+        )
+        docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
+    return BUSYBOX_IMAGE
+
+
+async def test_image_without_python_falls_back_to_docker_exec(
+    backend: DockerBackend, busybox_image: str, host_dir: Path
+) -> None:
+    box = spec(Mount(str(host_dir), read_only=False), image=busybox_image)
+    result = await run(backend, "echo hi > out; cat out; echo err >&2; exit 4", sandbox=box)
+    assert (result.stdout, result.stderr, result.exit_code) == ("hi\n", "err\n", 4)
+    assert (host_dir / "out").stat().st_uid == UID
+    started = time.monotonic()
+    timed = await run(backend, "sleep 1041 & sleep 60", sandbox=box, timeout_s=1)
+    assert timed.timed_out and timed.signal == signal.SIGKILL
+    assert time.monotonic() - started < 15
+    held = await run(backend, "sleep 1043 & echo held", sandbox=box)
+    assert held.stdout == "held\n"
+    listing = await run(backend, "ps -o args", sandbox=box)
+    assert "sleep 1041" not in listing.stdout and "sleep 60" not in listing.stdout
+    missing = await run(backend, "true", sandbox=box, workdir="/no/such/dir")
+    assert missing.error is not None and "does not exist" in missing.error

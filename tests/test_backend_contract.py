@@ -1,0 +1,79 @@
+"""The backend contract without an engine: validation, lazy imports, an unreachable engine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandboxd.backend import (
+    DockerBackend,
+    EngineUnavailableError,
+    ExecRequest,
+    Limits,
+    Mount,
+    SandboxSpec,
+)
+
+IMAGE = "logos-sandbox:latest"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sbx-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_importing_the_contract_does_not_import_docker() -> None:
+    code = "import sys, sandboxd.backend; print('docker' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_contract_types_validate_their_inputs() -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        Mount("relative/path")
+    with pytest.raises(ValueError, match="timeout_s"):
+        ExecRequest("true", timeout_s=0)
+    with pytest.raises(ValueError, match="memory_bytes"):
+        Limits(memory_bytes=1024)
+    with pytest.raises(ValueError, match="mounted once"):
+        SandboxSpec(IMAGE, (Mount("/a"), Mount("/a", read_only=False)), False, 1, 1)
+
+
+def test_a_state_dir_too_long_for_sockets_is_refused() -> None:
+    with pytest.raises(ValueError, match="shorter state_dir"):
+        DockerBackend(image=IMAGE, state_dir=Path("/tmp/" + "d" * 100))
+
+
+@pytest.mark.anyio
+async def test_unreachable_engine_is_reported_and_raised(state_dir: Path) -> None:
+    url = f"unix://{state_dir}/no-docker.sock"
+    async with DockerBackend(image=IMAGE, state_dir=state_dir, docker_base_url=url) as backend:
+        report = await backend.health()
+        assert not report.ok and report.engine_version is None and not report.image_present
+        assert report.problems[0].startswith(f"Docker engine unreachable at {url}: start it")
+        spec = SandboxSpec(IMAGE, (), False, 1000, 1000)
+        with pytest.raises(EngineUnavailableError, match="start it"):
+            await backend.run("s", spec, ExecRequest("true"))
+
+
+@pytest.mark.anyio
+async def test_mounts_over_reserved_paths_are_result_errors(state_dir: Path) -> None:
+    url = f"unix://{state_dir}/no-docker.sock"
+    async with DockerBackend(image=IMAGE, state_dir=state_dir, docker_base_url=url) as backend:
+        for path in ("/", "/.sandboxd", "/.sandboxd/inner"):
+            spec = SandboxSpec(IMAGE, (Mount(path),), False, 1000, 1000)
+            outcome = await backend.run("s", spec, ExecRequest("true"))
+            assert outcome.result.error is not None and "reserves" in outcome.result.error
