@@ -1,21 +1,111 @@
-"""logos: a stateless agent loop whose model acts through `<cmd>` blocks."""
+"""logos: a stateless agent loop whose model acts through `<cmd>` blocks.
+
+Data flows one way: model text → blocks (`parse`) → runner (`LocalRunner`,
+`SandboxRunner`) → results (`Result`) → envelope (`format_results`) → model (`run`).
+"""
 
 from logos.capture import CapturedOutput, OutputCapture
+from logos.config import Callbacks, Config
 from logos.envelope import format_results
+from logos.errors import (
+    AuthenticationError,
+    BadRequestError,
+    LocalModelError,
+    LogosError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    RetriesExhaustedError,
+    ServerError,
+    StreamInterruptedError,
+)
+from logos.execute import BlockExecutor, execute_blocks, execute_blocks_sync
+from logos.hallucination import find_tool_call_hallucination
+from logos.local_model import LocalModelServer
 from logos.local_runner import LocalRunner
+from logos.loop import run, run_sync
 from logos.options import AllowedPath, ExecOptions
+from logos.parse import (
+    CmdStreamParser,
+    CommandBlock,
+    ProseDelta,
+    UnclosedBlock,
+    parse_cmd_blocks,
+    strip_cmd_blocks,
+)
+from logos.policy import CommandPolicy, allow_all, chain_policies, check_command
+from logos.pricing import Price, context_window_for, estimate_cost
 from logos.prompt import build_system_prompt
+from logos.providers import (
+    AnthropicProvider,
+    Message,
+    ModelRequest,
+    OpenAIProvider,
+    Provider,
+    RetryPolicy,
+    Usage,
+)
 from logos.result import Result
 from logos.runner import Runner
+from logos.sandbox_runner import SandboxRunner
+from logos.steps import RunResult, StepMessage, StopReason, steps_to_messages
 
 __all__ = [
     "AllowedPath",
+    "AnthropicProvider",
+    "AuthenticationError",
+    "BadRequestError",
+    "BlockExecutor",
+    "Callbacks",
     "CapturedOutput",
+    "CmdStreamParser",
+    "CommandBlock",
+    "CommandPolicy",
+    "Config",
     "ExecOptions",
+    "LocalModelError",
+    "LocalModelServer",
     "LocalRunner",
+    "LogosError",
+    "Message",
+    "ModelRequest",
+    "NotFoundError",
+    "OpenAIProvider",
     "OutputCapture",
+    "PermissionDeniedError",
+    "Price",
+    "ProseDelta",
+    "Provider",
+    "ProviderConnectionError",
+    "ProviderError",
+    "RateLimitError",
     "Result",
+    "RetriesExhaustedError",
+    "RetryPolicy",
+    "RunResult",
     "Runner",
+    "SandboxRunner",
+    "ServerError",
+    "StepMessage",
+    "StopReason",
+    "StreamInterruptedError",
+    "UnclosedBlock",
+    "Usage",
+    "allow_all",
     "build_system_prompt",
+    "chain_policies",
+    "check_command",
+    "context_window_for",
+    "estimate_cost",
+    "execute_blocks",
+    "execute_blocks_sync",
+    "find_tool_call_hallucination",
     "format_results",
+    "parse_cmd_blocks",
+    "run",
+    "run_sync",
+    "steps_to_messages",
+    "strip_cmd_blocks",
 ]

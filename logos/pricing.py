@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from logos.providers.base import Usage
+if TYPE_CHECKING:  # a runtime import would be circular: the providers use this table
+    from logos.providers.base import Usage
 
 V = TypeVar("V")
 

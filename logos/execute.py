@@ -1,0 +1,152 @@
+"""Run a message's command blocks concurrently; results come back in block order."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup
+
+from logos.options import ExecOptions
+from logos.policy import CommandPolicy, check_command
+from logos.result import Result
+from logos.runner import Runner
+
+DEFAULT_MAX_CONCURRENCY = 8
+
+OnCommandStart = Callable[[int, str], Awaitable[None] | None]
+OnCommandResult = Callable[[int, Result], Awaitable[None] | None]
+
+
+class BlockExecutor:
+    """Starts each command the moment it is submitted and collects results in order.
+
+    The loop submits blocks while the model is still streaming, so command time overlaps
+    generation; `execute_blocks` is the batch form. Leaving the `async with` waits for
+    every command; cancelling it kills them (the runners own that).
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        options: ExecOptions,
+        *,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        policy: CommandPolicy = check_command,
+        on_start: OnCommandStart | None = None,
+        on_result: OnCommandResult | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self._runner = runner
+        self._options = options
+        self._policy = policy
+        self._on_start = on_start
+        self._on_result = on_result
+        self._limiter = anyio.CapacityLimiter(max_concurrency)
+        self._results: list[Result | None] = []
+        self._task_group: TaskGroup | None = None
+
+    async def __aenter__(self) -> BlockExecutor:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None
+        return await self._task_group.__aexit__(exc_type, exc, traceback)
+
+    def submit(self, command: str) -> int:
+        """Start `command` now (subject to the concurrency limit); returns its block index."""
+        if self._task_group is None:
+            raise RuntimeError("submit() needs the executor to be entered with `async with`")
+        index = len(self._results)
+        self._results.append(None)
+        self._task_group.start_soon(self._run_one, index, command)
+        return index
+
+    def cancel(self) -> None:
+        """Kill every command still running; their results are not wanted any more."""
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    @property
+    def results(self) -> list[Result]:
+        """Results in submission order; complete once the `async with` block has exited."""
+        missing = [i for i, result in enumerate(self._results) if result is None]
+        if missing:
+            raise RuntimeError(f"blocks {missing} have not finished")
+        return [result for result in self._results if result is not None]
+
+    async def _run_one(self, index: int, command: str) -> None:
+        refusal = self._policy(command)
+        if refusal is not None:
+            result = Result(command=command, error=refusal)
+        else:
+            async with self._limiter:
+                await _notify(self._on_start, index, command)
+                result = await _run_contained(self._runner, command, self._options)
+        self._results[index] = result
+        await _notify(self._on_result, index, result)
+
+
+async def execute_blocks(
+    commands: Sequence[str],
+    runner: Runner,
+    options: ExecOptions | None = None,
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    policy: CommandPolicy = check_command,
+) -> list[Result]:
+    """Run `commands` concurrently on `runner`; results in input order.
+
+    A command the policy refuses is not run: its result carries the policy's message.
+    """
+    executor = BlockExecutor(
+        runner, options or ExecOptions(), max_concurrency=max_concurrency, policy=policy
+    )
+    async with executor:
+        for command in commands:
+            executor.submit(command)
+    return executor.results
+
+
+def execute_blocks_sync(
+    commands: Sequence[str],
+    runner: Runner,
+    options: ExecOptions | None = None,
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    policy: CommandPolicy = check_command,
+) -> list[Result]:
+    """`execute_blocks` for synchronous callers (starts its own event loop)."""
+
+    async def main() -> list[Result]:
+        return await execute_blocks(
+            commands, runner, options, max_concurrency=max_concurrency, policy=policy
+        )
+
+    return anyio.run(main)
+
+
+async def _run_contained(runner: Runner, command: str, options: ExecOptions) -> Result:
+    """A runner bug must reach the model as a result, never abort the whole turn."""
+    try:
+        return await runner.run(command, options)
+    except Exception as exc:
+        return Result(command=command, error=f"runner failed: {type(exc).__name__}: {exc}")
+
+
+async def _notify(callback: Callable[..., Awaitable[None] | None] | None, *args: object) -> None:
+    if callback is None:
+        return
+    outcome = callback(*args)
+    if inspect.isawaitable(outcome):
+        await outcome

@@ -1,0 +1,448 @@
+"""The agent loop: prompt → model → `<cmd>` blocks → concurrent execution → `<result>` → model.
+
+Stateless: the caller passes the history in and gets the new steps back. Blocks start the
+moment they close in the stream, so command time hides behind the model's generation.
+Everything the model can get wrong (fake tool calls, empty replies, a reply cut inside a
+block, fabricated results) is answered with a corrective message rather than a crash, and
+every way a run can end keeps the steps and the usage spent so far.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+
+from logos.config import Callbacks, Config
+from logos.context import fit_to_window
+from logos.envelope import format_results
+from logos.errors import LogosError, ProviderError, StreamInterruptedError
+from logos.execute import BlockExecutor
+from logos.hallucination import find_tool_call_hallucination
+from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
+from logos.pricing import context_window_for, estimate_cost
+from logos.prompt import build_system_prompt
+from logos.providers.base import (
+    Finish,
+    FinishReason,
+    Message,
+    ModelRequest,
+    ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
+    TextDelta,
+    Usage,
+    UsageReport,
+)
+from logos.result import Result
+from logos.steps import (
+    HistoryItem,
+    RunResult,
+    StepMessage,
+    StopReason,
+    normalize_history,
+    steps_to_messages,
+)
+
+MAX_EMPTY_REPLIES = 3
+MAX_STREAM_INTERRUPTIONS = 3
+FABRICATED_RESULT_TAG = "<result>"
+
+
+async def run(
+    config: Config,
+    history: Sequence[HistoryItem],
+    prompt: str,
+    callbacks: Callbacks | None = None,
+    *,
+    cancel: anyio.Event | None = None,
+) -> RunResult:
+    """Run the agent until the model answers without a block, or a limit stops it.
+
+    Setting `cancel` stops the model stream and kills running commands, and the run
+    returns with `stop_reason="canceled"`. Cancelling the calling task (an anyio cancel
+    scope) does the same cleanup but propagates the cancellation, as anyio requires; use
+    `Callbacks.on_step_end` to keep the steps in that case.
+    """
+    return await _Run(config, callbacks or Callbacks()).execute(
+        normalize_history(history), prompt, cancel
+    )
+
+
+def run_sync(
+    config: Config,
+    history: Sequence[HistoryItem],
+    prompt: str,
+    callbacks: Callbacks | None = None,
+) -> RunResult:
+    """`run()` for synchronous callers (starts its own event loop)."""
+
+    async def main() -> RunResult:
+        return await run(config, history, prompt, callbacks)
+
+    return anyio.run(main)
+
+
+@dataclass
+class _Turn:
+    """What one model turn produced, filled in while it streams."""
+
+    text: list[str] = field(default_factory=list)
+    prose: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    finish: FinishReason | None = None
+    blocks: int = 0
+    unclosed_block: bool = False
+    fabricated_result: bool = False
+    interrupted: StreamInterruptedError | None = None
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def content(self) -> str:
+        text = "".join(self.text)
+        if self.fabricated_result:
+            text = text[: text.rfind(FABRICATED_RESULT_TAG)].rstrip()
+        return text
+
+    def step(self) -> StepMessage:
+        return StepMessage(
+            role="assistant",
+            content=self.content,
+            reasoning="".join(self.reasoning) or None,
+            reasoning_signature="".join(self.signature) or None,
+            redacted_reasoning=tuple(self.redacted),
+            usage=self.usage,
+        )
+
+
+class _Run:
+    def __init__(self, config: Config, callbacks: Callbacks) -> None:
+        self.config = config
+        self.callbacks = callbacks
+        self.steps: list[StepMessage] = []
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.cost_known = True
+        self.messages: list[Message] = []
+        self.results_by_message: dict[int, Sequence[Result]] = {}
+        self.current: _Turn | None = None
+        self.canceled = False
+        self.system = config.system_prompt or build_system_prompt(
+            working_dir=config.exec_options.resolved_workdir()
+        )
+        self.context_window = (
+            config.context_window
+            or config.provider.context_window
+            or context_window_for(config.model_name)
+        )
+
+    async def execute(
+        self, history: list[Message], prompt: str, cancel: anyio.Event | None
+    ) -> RunResult:
+        self.messages = [*history, Message(role="user", content=prompt)]
+        stop: StopReason = "error"
+        error: str | None = None
+        response = ""
+        try:
+            async with anyio.create_task_group() as watchers:
+                if cancel is not None:
+                    watchers.start_soon(self._cancel_when_set, cancel, watchers.cancel_scope)
+                deadline = self.config.max_wall_s or math.inf
+                with anyio.move_on_after(deadline) as wall:
+                    try:
+                        stop, error, response = await self._loop()
+                    except ProviderError as exc:
+                        stop, error = "error", exc.message
+                    except LogosError as exc:
+                        stop, error = "error", str(exc)
+                    except Exception as exc:  # a bug must not lose the steps and usage
+                        stop, error = "error", f"{type(exc).__name__}: {exc}"
+                if wall.cancelled_caught:
+                    stop, error = "max_wall_time", None
+                watchers.cancel_scope.cancel()
+            if self.canceled:
+                stop, error, response = "canceled", None, ""
+        finally:
+            await self._keep_partial_turn()
+        return RunResult(
+            response=response,
+            steps=tuple(self.steps),
+            stop_reason=stop,
+            error=error,
+            usage=self.usage,
+            cost_usd=self.cost_usd if self.cost_known else None,
+        )
+
+    async def _cancel_when_set(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
+        await cancel.wait()
+        self.canceled = True
+        scope.cancel()
+
+    async def _loop(self) -> tuple[StopReason, str | None, str]:
+        hallucinations = empty_replies = interruptions = 0
+        for _ in range(self.config.max_steps):
+            budget = self._budget_stop()
+            if budget is not None:
+                return budget, None, ""
+            turn = await self._model_turn()
+            self.current = None
+            if turn.interrupted is not None and not turn.text and not turn.blocks:
+                interruptions += 1
+                if interruptions >= MAX_STREAM_INTERRUPTIONS:
+                    return "error", turn.interrupted.message, ""
+                continue  # nothing was shown or run: ask again
+            await self._add_assistant(turn)
+
+            notices = []
+            if turn.interrupted is not None:
+                interruptions += 1
+                if interruptions >= MAX_STREAM_INTERRUPTIONS:
+                    await self._add_results(turn.results, [])
+                    return "error", turn.interrupted.message, ""
+                notices.append(_interrupted_notice())
+            if turn.unclosed_block:
+                notices.append(_unclosed_block_notice(turn.blocks))
+            elif turn.finish == "length" and turn.blocks:
+                notices.append(_cut_after_blocks_notice())
+            if turn.fabricated_result:
+                notices.append(_fabricated_result_notice())
+
+            prose = "".join(turn.prose)
+            marker = find_tool_call_hallucination(prose)
+            if marker is not None and not turn.blocks:
+                hallucinations += 1
+                if hallucinations >= self.config.max_hallucinations:
+                    return (
+                        "hallucination_limit",
+                        f"the model wrote fake tool calls ({marker!r}) {hallucinations} times "
+                        "in a row instead of <cmd> blocks",
+                        "",
+                    )
+                notices.append(_hallucination_notice(marker, hallucinations))
+                await self._add_results([], notices)
+                continue
+            hallucinations = 0
+            if marker is not None:
+                notices.append(_hallucination_notice(marker, 1))
+
+            if turn.blocks or notices:
+                empty_replies = 0
+                await self._add_results(turn.results, notices)
+                continue
+            answer = strip_cmd_blocks(turn.content)
+            if not answer.strip():
+                empty_replies += 1
+                if empty_replies >= MAX_EMPTY_REPLIES:
+                    return "error", f"the model sent {empty_replies} empty replies in a row", ""
+                await self._add_results([], [_empty_reply_notice()])
+                continue
+            return "final", None, answer
+        return "max_steps", None, ""
+
+    async def _model_turn(self) -> _Turn:
+        turn = _Turn()
+        self.current = turn
+        config = self.config
+        request = ModelRequest(
+            system=self.system,
+            messages=fit_to_window(
+                self.system,
+                self.messages,
+                self.results_by_message,
+                self.context_window,
+                config.max_tokens,
+            ),
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            extra=config.provider_options,
+        )
+        parser = CmdStreamParser()
+        executor = BlockExecutor(
+            config.runner,
+            config.exec_options,
+            max_concurrency=config.max_concurrency,
+            policy=config.policy,
+            on_start=self.callbacks.on_command_start,
+            on_result=self.callbacks.on_command_result,
+        )
+        failure: ProviderError | None = None
+        async with executor:
+            stream = config.provider.stream(request, self.callbacks.on_retry)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        turn.text.append(event.text)
+                        for parsed in parser.feed(event.text):
+                            await self._on_parsed(parsed, turn, executor)
+                        if turn.fabricated_result:
+                            break
+                    elif isinstance(event, ReasoningDelta):
+                        turn.reasoning.append(event.text)
+                        await _call(self.callbacks.on_reasoning_delta, event.text)
+                    elif isinstance(event, ReasoningSignature):
+                        turn.signature.append(event.signature)
+                    elif isinstance(event, RedactedReasoning):
+                        turn.redacted.append(event.data)
+                    elif isinstance(event, UsageReport):
+                        turn.usage = event.usage
+                    elif isinstance(event, Finish):
+                        turn.finish = event.reason
+            except StreamInterruptedError as exc:
+                turn.interrupted = exc
+            except ProviderError as exc:
+                failure = exc
+                executor.cancel()  # the run ends: its commands' results would reach no one
+            finally:
+                await _aclose(stream)
+            if not turn.fabricated_result and failure is None:
+                cut = turn.finish == "length" or turn.interrupted is not None
+                for parsed in parser.close(truncated=cut):
+                    await self._on_parsed(parsed, turn, executor)
+        if failure is not None:
+            raise failure
+        turn.results = executor.results
+        if turn.usage is not None:
+            self._account(turn.usage)
+        return turn
+
+    async def _on_parsed(self, parsed: object, turn: _Turn, executor: BlockExecutor) -> None:
+        if isinstance(parsed, CommandBlock):
+            executor.submit(parsed.command)
+            turn.blocks += 1
+        elif isinstance(parsed, ProseDelta):
+            text = parsed.text
+            if turn.blocks and not turn.fabricated_result:
+                seen = "".join(turn.prose)[-len(FABRICATED_RESULT_TAG) :] + text
+                at = seen.find(FABRICATED_RESULT_TAG)
+                if at >= 0:
+                    # The model is writing its own results: stop reading and run the real ones.
+                    turn.fabricated_result = True
+                    text = text[: max(0, at - (len(seen) - len(text)))]
+            if text:
+                turn.prose.append(text)
+                await _call(self.callbacks.on_delta, text)
+        elif isinstance(parsed, UnclosedBlock):
+            turn.unclosed_block = True
+
+    def _account(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+        cost = usage.cost_usd
+        if cost is None:
+            cost = estimate_cost(self.config.model_name, usage, self.config.prices)
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost_usd += cost
+
+    def _budget_stop(self) -> StopReason | None:
+        config = self.config
+        if (
+            config.max_cost_usd is not None
+            and self.cost_known
+            and self.cost_usd >= config.max_cost_usd
+        ):
+            return "max_cost"
+        spent = self.usage.total_input_tokens + self.usage.output_tokens
+        if config.max_total_tokens is not None and spent >= config.max_total_tokens:
+            return "max_tokens_budget"
+        return None
+
+    async def _add_assistant(self, turn: _Turn) -> None:
+        step = turn.step()
+        self.messages.extend(steps_to_messages([step]))
+        await self._add_step(step)
+
+    async def _add_results(self, results: Sequence[Result], notices: Sequence[str]) -> None:
+        parts = [format_results(results)] if results else []
+        parts += notices
+        step = StepMessage(role="result", content="\n\n".join(parts), results=tuple(results))
+        if results:
+            self.results_by_message[len(self.messages)] = results
+        self.messages.append(Message(role="user", content=step.content))
+        await self._add_step(step)
+
+    async def _add_step(self, step: StepMessage) -> None:
+        self.steps.append(step)
+        await _call(self.callbacks.on_step_end, step)
+
+    async def _keep_partial_turn(self) -> None:
+        """A turn cut by cancellation or the wall clock still belongs to the history."""
+        turn, self.current = self.current, None
+        if turn is not None and (turn.text or turn.reasoning):
+            with anyio.CancelScope(shield=True):
+                await self._add_step(turn.step())
+
+
+def _hallucination_notice(marker: str, repeat: int) -> str:
+    if repeat <= 1:
+        return (
+            f"Your reply contains {marker!r}, a tool-call syntax this harness does not run: "
+            "nothing was executed. To run a command, put it in a <cmd> block, for example "
+            "<cmd>ls -la</cmd>. To finish, reply without any block."
+        )
+    return (
+        f"Again {marker!r} was not executed, and the run stops if it happens once more. "
+        "The ONLY way to run a command is to write it between <cmd> and </cmd>, e.g. "
+        "<cmd>cat README.md</cmd>. No JSON, no <tool_call>, no <invoke>."
+    )
+
+
+def _unclosed_block_notice(completed: int) -> str:
+    ran = f" The {completed} complete block(s) before it ran; see above." if completed else ""
+    return (
+        "Your reply was cut off at the output token limit inside an unclosed <cmd> block, "
+        f"which was NOT run.{ran} Continue from there: send that command again in a shorter "
+        "form — write a long file in parts (`cat > f <<'EOF'` for the first part, then "
+        "`cat >> f <<'EOF'` for the rest)."
+    )
+
+
+def _cut_after_blocks_notice() -> str:
+    return (
+        "Your reply was cut off at the output token limit after these blocks; anything you "
+        "meant to write after them is lost. Continue from the results."
+    )
+
+
+def _interrupted_notice() -> str:
+    return (
+        "Your previous reply was interrupted by a connection error; the complete <cmd> "
+        "blocks in it ran (results above, if any). Continue from where you stopped."
+    )
+
+
+def _fabricated_result_notice() -> str:
+    return (
+        "You started writing a <result> yourself; it was discarded. Results come only from "
+        "the harness, after your reply: stop after your <cmd> blocks and wait for them."
+    )
+
+
+def _empty_reply_notice() -> str:
+    return (
+        "Your reply was empty. Run commands in <cmd> blocks, or reply with your final answer "
+        "(a reply without any block)."
+    )
+
+
+async def _call(callback: object, *args: object) -> None:
+    if callback is None:
+        return
+    assert callable(callback)
+    outcome = callback(*args)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+async def _aclose(stream: AsyncIterator[object]) -> None:
+    """Close the provider's stream (and its HTTP response) even when we stop early."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()

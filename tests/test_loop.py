@@ -1,0 +1,388 @@
+"""The agent loop, driven deterministically by a scripted model, with real bash."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from logos import Callbacks, Config, ExecOptions, LocalRunner, Result, run, run_sync
+from logos.errors import AuthenticationError
+from logos.providers.base import Message, Usage
+from logos.steps import StepMessage, steps_to_messages
+from tests.scripted import Reply, ScriptedProvider
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def config_for(provider: ScriptedProvider, **overrides: object) -> Config:
+    options = {"system_prompt": "test system prompt", "runner": LocalRunner()}
+    options.update(overrides)
+    return Config(provider=provider, **options)  # type: ignore[arg-type]
+
+
+async def test_answer_without_blocks_is_final() -> None:
+    provider = ScriptedProvider([Reply("All done.\n\n\nNothing to run.")])
+    result = await run(config_for(provider), [], "hi")
+    assert result.stop_reason == "final" and result.ok
+    assert result.response == "All done.\n\nNothing to run."
+    assert [s.role for s in result.steps] == ["assistant"]
+    assert result.usage == Usage(input_tokens=100, output_tokens=20)
+    request = provider.requests[0]
+    assert request.system == "test system prompt"
+    assert request.messages == [Message(role="user", content="hi")]
+
+
+async def test_blocks_run_and_results_return_in_one_envelope() -> None:
+    provider = ScriptedProvider(
+        [
+            Reply("Let me look.\n<cmd>echo one</cmd>\n<cmd>echo two >&2; exit 3</cmd>"),
+            Reply("The first printed one."),
+        ]
+    )
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final" and result.response == "The first printed one."
+    assistant, results, final = result.steps
+    assert assistant.role == "assistant" and "<cmd>echo one</cmd>" in assistant.content
+    assert results.role == "result"
+    assert [r.stdout for r in results.results] == ["one\n", ""]
+    assert results.results[1].exit_code == 3
+    envelope = provider.requests[1].messages[-1].content
+    assert envelope == results.content
+    assert (
+        envelope.index("$ echo one") < envelope.index("$ echo two") < envelope.index("exit code 3")
+    )
+    assert final.role == "assistant"
+    assert result.usage.input_tokens == 200
+
+
+async def test_history_is_sent_before_the_prompt() -> None:
+    provider = ScriptedProvider([Reply("ok")])
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}]
+    await run(config_for(provider), history, "now")
+    assert [m.content for m in provider.requests[0].messages] == ["earlier", "reply", "now"]
+
+
+@pytest.mark.timeout(30)
+async def test_blocks_start_while_the_model_is_still_streaming() -> None:
+    text = "<cmd>sleep 1; echo done</cmd>" + " and more prose" * 10
+    provider = ScriptedProvider([Reply(text, chunk=5, delay_s=0.03), Reply("ok")])
+    started_at: list[float] = []
+    callbacks = Callbacks(on_command_start=lambda i, c: started_at.append(anyio.current_time()))
+    began = time.monotonic()
+    result = await run(config_for(provider), [], "go", callbacks)
+    assert result.stop_reason == "final"
+    assert started_at and started_at[0] < provider.stream_finished_at[0] - 0.5
+    # Streaming (~1.1 s) and the 1 s command overlap instead of adding up.
+    assert time.monotonic() - began < 3.0
+
+
+@pytest.mark.timeout(30)
+async def test_blocks_of_one_reply_run_concurrently() -> None:
+    blocks = "".join(f"<cmd>sleep 1; echo {i}</cmd>\n" for i in range(4))
+    provider = ScriptedProvider([Reply(blocks), Reply("ok")])
+    began = time.monotonic()
+    result = await run(config_for(provider), [], "go")
+    assert time.monotonic() - began < 3.5
+    assert [r.stdout for r in result.steps[1].results] == ["0\n", "1\n", "2\n", "3\n"]
+
+
+async def test_prose_streams_through_on_delta_without_blocks() -> None:
+    provider = ScriptedProvider(
+        [Reply("Before <cmd>echo secret-command</cmd> after.", chunk=3), Reply("Fin.")]
+    )
+    deltas: list[str] = []
+    await run(config_for(provider), [], "go", Callbacks(on_delta=deltas.append))
+    shown = "".join(deltas)
+    assert "secret-command" not in shown and "<cmd>" not in shown
+    assert shown.startswith("Before ") and "after." in shown and shown.endswith("Fin.")
+
+
+async def test_fake_tool_calls_get_escalating_corrections_then_stop() -> None:
+    fake = '<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>'
+    provider = ScriptedProvider([Reply(fake), Reply(fake), Reply(fake)])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "hallucination_limit"
+    assert result.error is not None and "tool_call" in result.error
+    assert [s.role for s in result.steps] == [
+        "assistant",
+        "result",
+        "assistant",
+        "result",
+        "assistant",
+    ]
+    first, second = result.steps[1].content, result.steps[3].content
+    assert "<cmd>" in first and first != second and "stops" in second
+    assert result.usage.output_tokens == 60
+
+
+async def test_a_real_block_resets_the_hallucination_count() -> None:
+    fake = '<invoke name="bash">ls</invoke>'
+    provider = ScriptedProvider(
+        [
+            Reply(fake),
+            Reply(fake),
+            Reply("<cmd>true</cmd>"),
+            Reply(fake),
+            Reply(fake),
+            Reply("done"),
+        ]
+    )
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final"
+
+
+async def test_tool_call_syntax_inside_a_block_is_not_a_hallucination() -> None:
+    provider = ScriptedProvider([Reply("<cmd>echo '<tool_call>'</cmd>"), Reply("done")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final"
+    assert result.steps[1].results[0].stdout == "<tool_call>\n"
+
+
+async def test_blocked_command_is_not_run_and_the_model_is_told(tmp_path: Path) -> None:
+    target = tmp_path / "f.txt"
+    target.write_text("old\n")
+    provider = ScriptedProvider([Reply(f"<cmd>sed -i 's/old/new/' {target}</cmd>"), Reply("ok")])
+    result = await run(config_for(provider), [], "go")
+    assert target.read_text() == "old\n"
+    (refused,) = result.steps[1].results
+    assert refused.error is not None and refused.exit_code is None
+    assert refused.error in provider.requests[1].messages[-1].content
+
+
+async def test_cut_inside_an_unclosed_block_is_not_a_final_answer(tmp_path: Path) -> None:
+    target = tmp_path / "never.txt"
+    provider = ScriptedProvider(
+        [
+            Reply(f"<cmd>echo first</cmd> then <cmd>cat > {target} <<'EOF'\nlong", finish="length"),
+            Reply("understood"),
+        ]
+    )
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final" and result.response == "understood"
+    assert not target.exists()
+    notice = provider.requests[1].messages[-1].content
+    assert "first" in notice and "cut off" in notice and "NOT run" in notice
+
+
+async def test_empty_reply_is_not_a_final_answer() -> None:
+    provider = ScriptedProvider([Reply(""), Reply("  \n"), Reply("real answer")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final" and result.response == "real answer"
+    assert "empty" in provider.requests[1].messages[-1].content
+    # An empty assistant turn is not sent back: providers reject empty messages.
+    assert all(m.content.strip() for m in provider.requests[2].messages)
+
+
+async def test_runner_errors_and_timeouts_go_back_to_the_model(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("<cmd>sleep 5</cmd>"), Reply("it timed out")])
+    options = ExecOptions(timeout_s=0.3, workdir=str(tmp_path))
+    result = await run(config_for(provider, exec_options=options), [], "go")
+    assert result.stop_reason == "final"
+    assert result.steps[1].results[0].timed_out
+    assert "timed out" in provider.requests[1].messages[-1].content
+
+    class Unreachable:
+        async def run(self, command: str, options: ExecOptions) -> Result:
+            return Result(command=command, error="sandbox unreachable: start it")
+
+    provider = ScriptedProvider([Reply("<cmd>ls</cmd>"), Reply("ok")])
+    result = await run(config_for(provider, runner=Unreachable()), [], "go")
+    assert result.stop_reason == "final"
+    assert "sandbox unreachable" in provider.requests[1].messages[-1].content
+
+
+async def test_provider_error_ends_the_run_and_keeps_steps_and_usage() -> None:
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>echo hi</cmd>", usage=Usage(input_tokens=10, output_tokens=5)),
+            Reply(error=AuthenticationError("the API key was rejected: check X_API_KEY", 401)),
+        ]
+    )
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "error"
+    assert result.error == "the API key was rejected: check X_API_KEY"
+    assert [s.role for s in result.steps] == ["assistant", "result"]
+    assert result.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+async def test_stream_interrupted_mid_reply_continues_with_a_notice() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>echo ran</cmd> and then", interrupt_after=25), Reply("recovered")]
+    )
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final" and result.response == "recovered"
+    assert result.steps[1].results[0].stdout == "ran\n"
+    assert "interrupted" in provider.requests[1].messages[-1].content
+
+
+async def test_fabricated_results_are_cut_and_the_model_is_told() -> None:
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>echo real</cmd>\n<result>\nfake output\n</result>\nSo it is fake."),
+            Reply("ok"),
+        ]
+    )
+    result = await run(config_for(provider), [], "go")
+    assistant = result.steps[0].content
+    assert "fake output" not in assistant and assistant.endswith("</cmd>")
+    assert result.steps[1].results[0].stdout == "real\n"
+    assert "discarded" in result.steps[1].content
+
+
+async def test_max_steps_stops_cleanly() -> None:
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>")] * 3)
+    result = await run(config_for(provider, max_steps=3), [], "go")
+    assert result.stop_reason == "max_steps" and result.response == ""
+    assert len(result.steps) == 6 and len(provider.requests) == 3
+
+
+async def test_cost_budget_uses_reported_cost() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=100, cost_usd=0.4)
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>", usage=usage)] * 5)
+    result = await run(config_for(provider, max_cost_usd=1.0), [], "go")
+    assert result.stop_reason == "max_cost"
+    assert result.cost_usd == pytest.approx(1.2)
+    assert len(provider.requests) == 3
+
+
+async def test_cost_from_the_price_table_and_unknown_models() -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=0)
+    known = ScriptedProvider([Reply("done", usage=usage)], model="gpt-4o-mini")
+    result = await run(config_for(known), [], "go")
+    assert result.cost_usd is not None and result.cost_usd > 0
+    unknown = ScriptedProvider([Reply("done", usage=usage)], model="my-local-gguf")
+    result = await run(config_for(unknown, max_cost_usd=0.01), [], "go")
+    assert result.stop_reason == "final" and result.cost_usd is None
+
+
+async def test_token_budget() -> None:
+    usage = Usage(input_tokens=600, output_tokens=100)
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>", usage=usage)] * 5)
+    result = await run(config_for(provider, max_total_tokens=1000), [], "go")
+    assert result.stop_reason == "max_tokens_budget" and len(provider.requests) == 2
+
+
+@pytest.mark.timeout(30)
+async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
+    marker = f"sleep 5{os.getpid() % 1000:03d}1"
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>")])
+    began = time.monotonic()
+    result = await run(config_for(provider, max_wall_s=0.5), [], "go")
+    assert result.stop_reason == "max_wall_time"
+    assert time.monotonic() - began < 4
+    assert result.steps and result.steps[0].role == "assistant"
+    assert not _running(marker)
+
+
+@pytest.mark.timeout(30)
+async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
+    marker = f"sleep 6{os.getpid() % 1000:03d}1"
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>" + " slow" * 100, delay_s=0.05)])
+    cancel = anyio.Event()
+
+    async def cancel_soon(index: int, command: str) -> None:
+        await anyio.sleep(0.2)
+        cancel.set()
+
+    result = await run(
+        config_for(provider), [], "go", Callbacks(on_command_start=cancel_soon), cancel=cancel
+    )
+    assert result.stop_reason == "canceled"
+    assert result.steps and "<cmd>" in result.steps[0].content
+    await anyio.sleep(0.1)
+    assert not _running(marker)
+
+
+@pytest.mark.timeout(30)
+async def test_outer_cancel_scope_kills_commands() -> None:
+    marker = f"sleep 7{os.getpid() % 1000:03d}1"
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>")])
+    saved: list[StepMessage] = []
+    with anyio.move_on_after(0.5):
+        await run(config_for(provider), [], "go", Callbacks(on_step_end=saved.append))
+    await anyio.sleep(0.1)
+    assert not _running(marker)
+    assert saved and saved[0].role == "assistant"
+
+
+async def test_old_outputs_are_elided_near_the_context_window() -> None:
+    big = "<cmd>python3 -c \"print('x' * 6000)\"</cmd>"
+    provider = ScriptedProvider(
+        [Reply(big), Reply(big), Reply(big), Reply("done")], context_window=6000
+    )
+    options = ExecOptions(max_output_bytes=16000)
+    result = await run(config_for(provider, exec_options=options), [], "go")
+    assert result.stop_reason == "final"
+    last_request = provider.requests[-1].messages
+    first_envelope = last_request[2].content
+    assert "elided" in first_envelope and "$ python3" in first_envelope
+    assert "x" * 6000 in last_request[-1].content  # the newest output is intact
+    assert all("x" * 6000 in s.results[0].stdout for s in result.steps if s.role == "result")
+
+
+async def test_reasoning_is_kept_and_round_tripped() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>true</cmd>", reasoning="think", signature="sig=="), Reply("done")]
+    )
+    reasoning: list[str] = []
+    result = await run(
+        config_for(provider), [], "go", Callbacks(on_reasoning_delta=reasoning.append)
+    )
+    assert reasoning == ["think"]
+    step = result.steps[0]
+    assert (step.reasoning, step.reasoning_signature) == ("think", "sig==")
+    sent = provider.requests[1].messages[1]
+    assert (sent.role, sent.reasoning, sent.reasoning_signature) == ("assistant", "think", "sig==")
+    messages = steps_to_messages(result.steps)
+    assert [m.role for m in messages] == ["assistant", "user", "assistant"]
+    assert messages[0].reasoning_signature == "sig=="
+
+
+async def test_resume_from_steps() -> None:
+    first = await run(
+        config_for(ScriptedProvider([Reply("<cmd>echo 1</cmd>"), Reply("a")])), [], "p1"
+    )
+    provider = ScriptedProvider([Reply("b")])
+    history = [Message(role="user", content="p1"), *steps_to_messages(first.steps)]
+    second = await run(config_for(provider), history, "p2")
+    assert second.response == "b"
+    assert [m.role for m in provider.requests[0].messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+
+
+def test_run_sync() -> None:
+    provider = ScriptedProvider([Reply("<cmd>echo sync</cmd>"), Reply("done")])
+    result = run_sync(config_for(provider), [], "go")
+    assert result.response == "done" and result.steps[1].results[0].stdout == "sync\n"
+
+
+def test_bad_history_says_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="role 'system'"):
+        run_sync(config_for(ScriptedProvider([])), [{"role": "system", "content": "x"}], "go")
+
+
+def _running(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                return True
+    return False
