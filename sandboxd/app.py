@@ -21,6 +21,7 @@ from typing import Protocol, TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
 from logos.result import Result
 from sandboxd.api import (
     API_PREFIX,
@@ -257,8 +258,8 @@ class App:
             workdir=None,
             timeout_s=body.timeout or None,
             network=bool(body.network),
-            max_output_bytes=RunRequest.model_fields["max_output_bytes"].default,
-            max_saved_output_bytes=RunRequest.model_fields["max_saved_output_bytes"].default,
+            max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
+            max_saved_output_bytes=DEFAULT_MAX_SAVED_OUTPUT_BYTES,
             session=body.session_id(),
             image=None,
         )

@@ -155,8 +155,7 @@ async def serve(config: DaemonConfig, socket_path: Path) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         bound = bind_socket(socket_path)
         try:
-            config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            audit = AuditLog(config.audit_log_path)
+            audit = _open_state(config)
             try:
                 await _serve_bound(config, bound, audit, signals)
             finally:
@@ -166,18 +165,35 @@ async def serve(config: DaemonConfig, socket_path: Path) -> None:
     logger.info("stopped; socket %s removed", socket_path)
 
 
+def _open_state(config: DaemonConfig) -> AuditLog:
+    try:
+        config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DaemonError(
+            f"cannot create the state directory {config.state_dir}: {exc.strerror or exc}; "
+            "set state_dir in the config to a directory you can write"
+        ) from exc
+    try:
+        return AuditLog(config.audit_log_path)
+    except OSError as exc:
+        raise DaemonError(exc.strerror or str(exc)) from exc
+
+
 async def _serve_bound(
     config: DaemonConfig,
     bound: BoundSocket,
     audit: AuditLog,
     signals: AsyncIterator[signal.Signals],
 ) -> None:
-    backend = DockerBackend(
-        image=config.image,
-        idle_ttl_s=config.idle_ttl_s,
-        max_workers=config.max_workers,
-        state_dir=config.state_dir,
-    )
+    try:
+        backend = DockerBackend(
+            image=config.image,
+            idle_ttl_s=config.idle_ttl_s,
+            max_workers=config.max_workers,
+            state_dir=config.state_dir,
+        )
+    except ValueError as exc:
+        raise DaemonError(str(exc)) from exc
     async with backend:
         app = App(
             backend=backend,

@@ -104,9 +104,14 @@ def start_daemon(
     state_dir = root / "state"
     audit_log = root / "audit.log"
     config_file = root / "sandboxd.toml"
-    config_file.write_text(
-        f'state_dir = "{state_dir}"\naudit_log = "{audit_log}"\nshutdown_grace_s = 1\n{config}'
-    )
+    defaults = {
+        "state_dir": f'"{state_dir}"',
+        "audit_log": f'"{audit_log}"',
+        "shutdown_grace_s": "1",
+    }
+    given = {line.split("=")[0].strip() for line in config.splitlines() if "=" in line}
+    lines = [f"{key} = {value}" for key, value in defaults.items() if key not in given]
+    config_file.write_text("\n".join(lines) + "\n" + config)
     log = root / f"daemon-{time.monotonic_ns()}.log"
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -359,6 +360,18 @@ def test_a_file_in_the_way_and_a_long_path_are_clear_errors(tmp_path: Path) -> N
         timeout=60,
     )
     assert run.returncode == 2 and "must stay under 108 bytes" in run.stderr
+
+
+def test_a_state_dir_too_long_for_sockets_is_a_clear_error() -> None:
+    root = short_dir()
+    deep = root / ("d" * 90)
+    daemon = start_daemon(root, wait=False, config=f'state_dir = "{deep}"\n')
+    try:
+        assert daemon.proc.wait(60) == 1
+        output = daemon.output()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert "choose a shorter state_dir" in output and "Traceback" not in output
 
 
 @pytest.mark.timeout(120)

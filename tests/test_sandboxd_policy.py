@@ -136,6 +136,12 @@ def test_proc_is_refused_as_written_before_resolution(world: dict[str, Path], ra
     assert "/proc" in error.message
 
 
+@pytest.mark.parametrize("raw", ["//etc", "///etc/passwd", "/etc/./", "/usr/../etc"])
+def test_extra_slashes_and_dots_do_not_dodge_the_rules(world: dict[str, Path], raw: str) -> None:
+    error = _refusal(_policy(world), raw, world["home"])
+    assert "the system directory /etc" in error.message
+
+
 def test_the_root_directory_is_refused(world: dict[str, Path]) -> None:
     error = _refusal(_policy(world), "/", world["home"])
     assert "root directory" in error.message
