@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ["tests.sse_server", "tests.llama"]
+
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
