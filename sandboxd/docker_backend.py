@@ -247,8 +247,7 @@ class DockerBackend:
         record = self._sessions.pop(session, None)
         if record is None:
             return False
-        for key in [key for key in self._start_locks if key[0] == session]:
-            del self._start_locks[key]
+        self._forget_start_locks(session)
         async with anyio.create_task_group() as removals:
             for box in list(record.sandboxes.values()):
                 removals.start_soon(
@@ -285,10 +284,7 @@ class DockerBackend:
     async def _sandbox_for(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
         """The session's live container for `spec`, started if needed; or why it cannot be."""
         if self._closing:
-            raise BackendError(
-                "the sandbox daemon is shutting down: retry once it is back",
-                code="shutting_down",
-            )
+            raise _shutting_down()
         existing = self._live_sandbox(session, spec)
         if existing is not None:
             return existing
@@ -301,6 +297,13 @@ class DockerBackend:
             if isinstance(started, _Sandbox):
                 self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
             return started
+
+    def _forget_start_locks(self, session: str) -> None:
+        """Drop the session's idle start locks (one per spec it used) so they do not pile up."""
+        for key in [key for key in self._start_locks if key[0] == session]:
+            lock = self._start_locks[key]
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                del self._start_locks[key]
 
     def _live_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | None:
         record = self._sessions.get(session)
@@ -323,6 +326,7 @@ class DockerBackend:
         self._prepare_control_dir(control_dir)
         listener: anyio.abc.SocketListener | None = None
         container_id: str | None = None
+        handed_over = False
         self._starting.add(name)
         try:
             if supervised:
@@ -361,15 +365,16 @@ class DockerBackend:
                 if waited is None:
                     # No python3 in this image: remember, and start it in exec mode.
                     self._exec_mode_images.add(image_id)
-                    await self._remove_container(container_id)
-                    container_id = None
-                    shutil.rmtree(control_dir, ignore_errors=True)
                     return await self._start_sandbox(session, spec)
                 channel = waited
+            if self._closing:  # aclose() ran while this container started
+                if channel is not None:
+                    await channel.aclose()
+                raise _shutting_down()
             box = _Sandbox(name, session, spec, container_id, layout, control_dir, channel)
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
-            container_id = None  # owned by the sandbox now
+            handed_over = True
             return box
         finally:
             self._starting.discard(name)
@@ -378,9 +383,10 @@ class DockerBackend:
                     await listener.aclose()
                 with contextlib.suppress(FileNotFoundError):
                     (control_dir / SOCKET_NAME).unlink()
-            if container_id is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._remove_container(container_id)
+            if not handed_over:
+                if container_id is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._remove_container(container_id)
                 shutil.rmtree(control_dir, ignore_errors=True)
 
     async def _image_id(self, image: str) -> str:
@@ -484,6 +490,7 @@ class DockerBackend:
             del record.sandboxes[box.spec]
             if not record.sandboxes:
                 del self._sessions[box.session]
+                self._forget_start_locks(box.session)
         if box.channel is not None:
             box.channel.close(reason)
         with anyio.CancelScope(shield=True):
@@ -594,9 +601,9 @@ class DockerBackend:
         if lost.by_backend:
             return lost.reason
         return (
-            f"the sandbox supervisor in {box.name} failed ({lost.reason}); a command may have "
-            "killed it (e.g. `kill -9 -1`). Commands running in that container were lost; "
-            "this session's next command gets a fresh container"
+            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): a command may have "
+            "killed it (e.g. `kill -9 -1`) or its container was removed. Commands running in "
+            "that container were lost; this session's next command gets a fresh container"
         )
 
     async def _run_exec(self, box: _Sandbox, request: ExecRequest) -> Result:
@@ -632,3 +639,9 @@ class DockerBackend:
             )
             await self._retire(box, reason)
             return Result(command=request.command, error=reason)
+
+
+def _shutting_down() -> BackendError:
+    return BackendError(
+        "the sandbox daemon is shutting down: retry once it is back", code="shutting_down"
+    )

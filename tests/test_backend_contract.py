@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,13 @@ from sandboxd.backend import (
     Limits,
     Mount,
     SandboxSpec,
+)
+from sandboxd.ownership import (
+    LABEL_CREATED,
+    LABEL_OWNER_PROCESS,
+    STARTING_GRACE_S,
+    OwnerProcess,
+    is_orphan,
 )
 
 IMAGE = "logos-sandbox:latest"
@@ -77,3 +85,25 @@ async def test_mounts_over_reserved_paths_are_result_errors(state_dir: Path) -> 
             spec = SandboxSpec(IMAGE, (Mount(path),), False, 1000, 1000)
             outcome = await backend.run("s", spec, ExecRequest("true"))
             assert outcome.result.error is not None and "reserves" in outcome.result.error
+
+
+def test_orphan_rule_checks_the_owner_process_when_it_can() -> None:
+    me = OwnerProcess.current()
+    alive = {LABEL_OWNER_PROCESS: me.label}
+    assert not is_orphan(alive, "running", me)
+    assert not is_orphan(alive, "exited", me)  # a live owner's stopped container is its own
+    gone = OwnerProcess(me.boot_id, me.pid_namespace, me.pid, me.start_ticks + 1)
+    assert is_orphan({LABEL_OWNER_PROCESS: gone.label}, "running", me)
+
+
+def test_orphan_rule_spares_running_containers_of_unverifiable_owners() -> None:
+    me = OwnerProcess.current()
+    elsewhere = OwnerProcess("another-boot", me.pid_namespace, 1, 1).label
+    now = time.time()
+    assert not is_orphan({LABEL_OWNER_PROCESS: elsewhere}, "running", me)
+    assert is_orphan({LABEL_OWNER_PROCESS: elsewhere}, "exited", me)
+    recent = {LABEL_OWNER_PROCESS: elsewhere, LABEL_CREATED: str(int(now))}
+    assert not is_orphan(recent, "created", me, now=now)
+    assert is_orphan(recent, "created", me, now=now + STARTING_GRACE_S + 1)
+    assert not is_orphan({}, "running", me)
+    assert is_orphan({LABEL_OWNER_PROCESS: "garbage"}, "dead", me)
