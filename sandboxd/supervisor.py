@@ -15,6 +15,11 @@ non-interactive environment, output captured head+tail with bounded memory and s
 SIGKILL after a short grace. When the backend hangs up, every command is killed and the
 supervisor exits, which stops the container.
 
+Background jobs outlive their command (a server started with `&` stays up for the session's
+next commands); if one holds the command's stdout, the reply comes as soon as the shell
+exits and the job's later writes get SIGPIPE. Only when the container runs out of processes
+(a fork bomb) are finished commands' leftovers killed, to make room for the next command.
+
 Standard library only, and Python 3.8 syntax: it runs on whatever python3 the image has.
 """
 

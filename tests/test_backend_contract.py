@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import logos.capture
+from sandboxd import supervisor
 from sandboxd.backend import (
     DockerBackend,
     EngineUnavailableError,
@@ -107,3 +110,9 @@ def test_orphan_rule_spares_running_containers_of_unverifiable_owners() -> None:
     assert is_orphan(recent, "created", me, now=now + STARTING_GRACE_S + 1)
     assert not is_orphan({}, "running", me)
     assert is_orphan({LABEL_OWNER_PROCESS: "garbage"}, "dead", me)
+
+
+def test_supervisor_parses_with_python_38_grammar() -> None:
+    """It runs on the sandbox image's python3, which may be older than the project's."""
+    for module in (supervisor, logos.capture):
+        ast.parse(Path(module.__file__ or "").read_text(), feature_version=(3, 8))
