@@ -262,3 +262,23 @@ async def test_oversized_reply_is_refused(tmp_path: Path) -> None:
             lost = await channel.run(message, reply_deadline_s=15)
         assert isinstance(lost, ChannelLost) and "over" in lost.reason
     await listener.aclose()
+
+
+async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
+    running.process.send_signal(signal.SIGSTOP)
+    try:
+        message = RunMessage(
+            id=running.channel.next_id(),
+            command="true",
+            env={},
+            cwd=str(running.workdir),
+            timeout_s=0.1,
+            max_output_bytes=1024,
+            max_saved_output_bytes=0,
+        )
+        with anyio.fail_after(20):
+            lost = await running.channel.run(message, reply_deadline_s=1)
+        assert isinstance(lost, ChannelLost) and not lost.by_backend
+        assert lost.reason == "it gave no reply within 1 s"
+    finally:
+        running.process.send_signal(signal.SIGCONT)
