@@ -173,7 +173,10 @@ def _status(args: argparse.Namespace) -> int:
             raise CliError(_error_text(health_response)) from None
         print(f"sandboxd {health.version} is up on {socket_path}")
         engine = f"Docker {health.engine_version}" if health.engine_version else "unreachable"
-        image = "present" if health.image_present else "MISSING"
+        if health.image_present:
+            image = "present"
+        else:
+            image = "MISSING" if health.engine_version else "unknown (engine unreachable)"
         print(f"engine: {engine}; image {health.image}: {image}")
         for problem in health.problems:
             print(f"problem: {problem}")

@@ -379,26 +379,34 @@ def test_sigterm_waits_briefly_then_removes_containers_and_the_socket(docker_cli
     with running_daemon(docker_client) as serving:
         with serving.client() as http:
             _ok(http, "true", session="term")
-        answers: list[httpx.Response | Exception] = []
+        answers: list[object] = []
 
         def long_command() -> None:
-            try:
-                with serving.client() as http:
+            # Its own client: Daemon.stop() closes the ones it handed out.
+            transport = httpx.HTTPTransport(uds=os.fspath(serving.socket))
+            with httpx.Client(transport=transport, base_url="http://x", timeout=120) as http:
+                try:
                     answers.append(_run(http, "sleep 300", session="term-long"))
-            except Exception as exc:
-                answers.append(exc)
+                except httpx.TransportError as exc:
+                    answers.append(exc)
 
         waiter = threading.Thread(target=long_command)
         waiter.start()
-        deadline = time.monotonic() + 60
-        while len(containers_of(docker_client, serving.proc.pid)) < 2:
-            assert time.monotonic() < deadline, serving.output()
-            time.sleep(0.1)
-        assert serving.stop(timeout=60) == 0
+        with serving.client() as http:
+            deadline = time.monotonic() + 60
+            while not any(
+                s["id"] == "term-long" and s["running"] == 1
+                for s in http.get("/v1/sessions").json()["sessions"]
+            ):
+                assert time.monotonic() < deadline, serving.output()
+                time.sleep(0.1)
+        assert len(containers_of(docker_client, serving.proc.pid)) == 2
+        assert serving.stop(timeout=60) == 0, serving.output()
         waiter.join(30)
-        assert answers and isinstance(answers[0], httpx.TransportError)
+        # Still running after the grace: killed, and the client sees the connection end.
+        assert len(answers) == 1 and isinstance(answers[0], httpx.TransportError), answers
         assert not serving.socket.exists()
-        assert containers_of(docker_client, serving.proc.pid) == []
+        assert containers_of(docker_client, serving.proc.pid) == [], serving.output()
 
 
 @pytest.mark.timeout(180)
@@ -432,6 +440,21 @@ def test_a_missing_image_is_a_503_with_the_fix(docker_client: Any) -> None:
         run = _error(_run(http, "true"), 503)
         assert run["code"] == "image_missing" and "sandboxd build-image" in run["message"]
         assert http.get("/health").json()["ok"] is False
+
+
+def test_an_unreachable_engine_is_a_503_with_the_fix() -> None:
+    root = short_dir()
+    serving = start_daemon(root, env={"DOCKER_HOST": f"unix://{root}/no-engine.sock"})
+    try:
+        with serving.client() as http:
+            health = http.get("/v1/health")
+            run = _error(_run(http, "true"), 503)
+    finally:
+        assert serving.stop() == 0
+        shutil.rmtree(root, ignore_errors=True)
+    assert health.status_code == 503 and health.json()["engine_version"] is None
+    assert any("start it" in problem for problem in health.json()["problems"])
+    assert run["code"] == "engine_unavailable" and "start it" in run["message"]
 
 
 @pytest.mark.timeout(180)
