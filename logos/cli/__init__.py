@@ -1,0 +1,1 @@
+"""The `logos` command: one-shot agent tasks from a terminal, resumable runs, dry runs."""

@@ -1,0 +1,85 @@
+"""`logos doctor`: is everything a run needs in place? Each check says ok, or FAIL and the fix."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.console import Console
+from rich.text import Text
+
+from logos.cli.model import OpenModel
+from logos.cli.render import format_seconds, human_status
+from logos.cli.runners import RunnerSpec, make_runner
+from logos.errors import ProviderError
+from logos.options import ExecOptions
+from logos.providers.base import Finish, Message, ModelRequest
+
+Outcome = Literal["ok", "FAIL", "skip"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    outcome: Outcome
+    detail: str
+
+
+async def check_provider(model: OpenModel) -> Check:
+    """One real request for one token: proves the address, the key and the model name."""
+    where = model.gguf or model.base_url
+    request = ModelRequest(
+        system="Answer with one word.",
+        messages=[Message(role="user", content="Say ok.")],
+        max_tokens=1,
+    )
+    started = time.monotonic()
+    finished = False
+    stream = model.provider.stream(request)
+    try:
+        async for event in stream:
+            finished = finished or isinstance(event, Finish)
+    except ProviderError as exc:
+        return Check("provider", "FAIL", exc.message)
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        await model.provider.aclose()
+    if not finished:
+        return Check(
+            "provider", "FAIL", f"{where} ended its answer early: check that it is up to date"
+        )
+    elapsed = format_seconds(time.monotonic() - started)
+    return Check("provider", "ok", f"{model.kind} {model.model} at {where} answered in {elapsed}")
+
+
+async def check_runner(spec: RunnerSpec, options: ExecOptions) -> Check:
+    """Runs `true` where the model's commands would run."""
+    runner = make_runner(spec)
+    try:
+        result = await runner.run("true", options)
+    finally:
+        await runner.aclose()
+    where = "in the sandbox" if spec.sandbox else "with local bash"
+    if result.ok:
+        return Check("runner", "ok", f"ran `true` {where} in {format_seconds(result.duration_s)}")
+    fix = (
+        "check the daemon's log (`sandboxd doctor` checks the engine and the image)"
+        if spec.sandbox
+        else "check that bash is installed and on PATH"
+    )
+    return Check("runner", "FAIL", f"`true` failed {where}: {human_status(result)}: {fix}")
+
+
+def print_checks(checks: list[Check], console: Console) -> None:
+    styles = {"ok": "green", "FAIL": "bold red", "skip": "yellow"}
+    for check in checks:
+        console.print(
+            Text.assemble(
+                (f"{check.outcome:<5} ", styles[check.outcome]),
+                (f"{check.name:<9} ", "bold"),
+                check.detail,
+            )
+        )

@@ -1,0 +1,66 @@
+"""The model a command talks to: a provider, or a local GGUF served while the command runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from logos.cli.errors import CliError
+from logos.cli.settings import ProviderChoice, ProviderKind, make_provider
+from logos.errors import LocalModelError
+from logos.local_model import LocalModelServer
+from logos.providers import OpenAIProvider, Provider, RetryPolicy
+
+DEFAULT_CONTEXT_SIZE = 8192
+"""Tokens of context for a `--gguf` model: the system prompt and a few results fit."""
+
+
+@dataclass(frozen=True)
+class GgufSpec:
+    path: Path
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class OpenModel:
+    """A ready provider and what a trajectory records about it."""
+
+    provider: Provider
+    kind: ProviderKind
+    model: str
+    base_url: str | None
+    """None for a local GGUF: its server lives only as long as this command."""
+    gguf: str | None
+
+
+@contextmanager
+def open_model(
+    choice: ProviderChoice | None, gguf: GgufSpec | None, retry: RetryPolicy | None = None
+) -> Iterator[OpenModel]:
+    """The provider for `choice`, or llama.cpp serving `gguf` (stopped on the way out, also
+    on an error or Ctrl-C). The caller closes the provider (`await provider.aclose()`)."""
+    if gguf is None:
+        if choice is None or choice.model is None:
+            raise ValueError("open_model needs a resolved ProviderChoice or a GgufSpec")
+        provider = make_provider(choice, retry=retry)
+        yield OpenModel(provider, choice.kind, choice.model, choice.base_url, None)
+        return
+    local = LocalModelServer(gguf.path, n_ctx=gguf.context_size, threads=gguf.threads)
+    try:
+        local.start()
+    except (LocalModelError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        provider = OpenAIProvider(
+            local.model_name,
+            local.openai_base_url,
+            local.api_key,
+            context_window=local.n_ctx,
+            retry=retry,
+        )
+        yield OpenModel(provider, "openai", local.model_name, None, str(gguf.path))
+    finally:
+        local.stop()

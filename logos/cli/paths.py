@@ -1,0 +1,67 @@
+"""Where the `logos` command keeps its files, and how it opens them: private to the user.
+
+Trajectories and the audit log hold commands and their output, which may include secrets,
+so directories are created 0700 and files 0600.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from logos.cli.errors import CliError
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """`$XDG_STATE_HOME/logos`, else `~/.local/state/logos`."""
+    state_home = environ.get("XDG_STATE_HOME")
+    base = Path(state_home) if state_home else Path.home() / ".local" / "state"
+    return base / "logos"
+
+
+def audit_log_path(environ: Mapping[str, str]) -> Path:
+    return state_dir(environ) / "audit.jsonl"
+
+
+def runs_dir(environ: Mapping[str, str]) -> Path:
+    return state_dir(environ) / "runs"
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` and any missing parent 0700 (`mkdir(parents=True)` would use 0777)."""
+    missing = [path, *(parent for parent in path.parents)]
+    try:
+        for directory in reversed([d for d in missing if not d.exists()]):
+            directory.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise CliError(
+            f"cannot create {path}: {exc.strerror}: make it writable, or set XDG_STATE_HOME "
+            "to a writable directory"
+        ) from None
+
+
+def open_private_append(path: Path, *, exclusive: bool = False) -> int:
+    """A file descriptor appending to `path` (created 0600); `exclusive`: it must be new.
+
+    WHY O_APPEND on a raw descriptor: each record is one write() of one whole line, so a
+    crash can at worst leave a truncated last line, never interleave two records.
+    """
+    make_private_dir(path.parent)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    if exclusive:
+        flags |= os.O_EXCL
+    try:
+        return os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise  # the caller asked for a new file and picks another name
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}: check its permissions") from None
+
+
+def write_line(fd: int, line: str) -> None:
+    """Append one record: a single write of the line and its newline."""
+    data = (line + "\n").encode("utf-8")
+    written = os.write(fd, data)
+    while written < len(data):  # a short write only happens on a full disk or a signal
+        written += os.write(fd, data[written:])

@@ -1,0 +1,73 @@
+"""What a run reports while it goes, to either display: people (render) or programs (events)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rich.console import Console
+
+from logos.cli.approval import ApprovalDecision
+from logos.providers.base import Usage
+from logos.result import Result
+from logos.steps import StepMessage, StopReason
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """How a run is set up, announced before the model is called."""
+
+    provider: str
+    model: str
+    runner: str
+    approval: str
+    cwd: str
+    trajectory: str | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run ended."""
+
+    stop_reason: StopReason
+    error: str | None = None
+    response: str = ""
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    turns: int = 0
+    wall_s: float = 0.0
+    trajectory: str | None = None
+
+
+class Reporter(Protocol):
+    """Receives the run's progress. `turn` counts model turns from 1; `index` is the
+    block's position within its turn's reply, from 0."""
+
+    def start(self, info: RunInfo) -> None: ...
+
+    def delta(self, text: str) -> None: ...
+
+    def reasoning_delta(self, text: str) -> None: ...
+
+    def command_start(self, turn: int, index: int, command: str) -> None: ...
+
+    def command_result(self, turn: int, index: int, result: Result) -> None: ...
+
+    def step_end(self, turn: int, step: StepMessage) -> None: ...
+
+    def retry(self, reason: str, attempt: int) -> None: ...
+
+    def approval(self, decision: ApprovalDecision) -> None: ...
+
+    def notice(self, text: str) -> None:
+        """Something the user should know that is not part of the run (to stderr)."""
+        ...
+
+    def error(self, message: str) -> None: ...
+
+    def done(self, summary: RunSummary) -> None: ...
+
+    def prompting(self) -> AbstractContextManager[Console]:
+        """Hold the display still while the user answers a question."""
+        ...

@@ -1,0 +1,134 @@
+"""Where the model's commands run: local bash, or sandboxd's Docker sandbox.
+
+The sandbox is checked up front (GET /v1/health), so a missing daemon is reported before
+the model is called and money is spent.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from logos.cli.errors import CliError
+from logos.local_runner import LocalRunner
+from logos.options import AllowedPath, ExecOptions
+from logos.prompt import build_system_prompt
+from logos.sandbox_runner import SandboxRunner
+from sandboxd.api import API_PREFIX, HealthResponse
+from sandboxd.paths import SocketPathError, resolve_socket_path
+
+_HEALTH_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    """How commands run, as the flags say."""
+
+    sandbox: bool = False
+    socket: str | None = None
+    image: str | None = None
+    network: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "sandbox" if self.sandbox else "local"
+
+
+def parse_allow(spec: str) -> AllowedPath:
+    """`PATH[:ro|:rw]` → an AllowedPath, resolved (symlinks too) and checked to exist."""
+    path, read_only = spec, True
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail in ("ro", "rw"):
+        path, read_only = head, tail == "ro"
+    if not path:
+        raise CliError(f"--allow {spec!r}: give a path, e.g. --allow ./src:rw")
+    resolved = os.path.realpath(os.path.expanduser(path))
+    if not os.path.isdir(resolved):
+        raise CliError(f"--allow {spec!r}: {resolved} is not a directory: give an existing one")
+    return AllowedPath(path=resolved, read_only=read_only)
+
+
+def allowed_paths(specs: Sequence[str], default_dir: str) -> tuple[AllowedPath, ...]:
+    """The paths of `--allow`, or `default_dir` read-write when none was given."""
+    if not specs:
+        return (AllowedPath(path=os.path.realpath(default_dir), read_only=False),)
+    return tuple(parse_allow(spec) for spec in specs)
+
+
+def sandbox_socket(spec: RunnerSpec) -> Path:
+    """The daemon's socket, found as the daemon finds it (`--socket`, $SANDBOXD_SOCKET, …)."""
+    try:
+        return resolve_socket_path(spec.socket)
+    except SocketPathError as exc:
+        raise CliError(str(exc)) from None
+
+
+def sandboxd_problem(socket: Path) -> str | None:
+    """Why sandboxd on `socket` cannot run commands now, with the fix; None when it can."""
+    try:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=os.fspath(socket)),
+            base_url="http://sandboxd",
+            timeout=_HEALTH_TIMEOUT_S,
+        ) as client:
+            response = client.get(f"{API_PREFIX}/health")
+    except httpx.HTTPError as exc:
+        if _errno_of(exc) == errno.EACCES:
+            return (
+                f"cannot connect to sandboxd on {socket}: permission denied (the socket is "
+                "private to the user running the daemon): run as that user, or start your "
+                "own daemon with `sandboxd serve`"
+            )
+        return (
+            f"sandboxd is not running on {socket}: start it with `sandboxd serve` (or pass "
+            "--socket PATH if it listens elsewhere)"
+        )
+    try:
+        health = HealthResponse.model_validate_json(response.content)
+    except ValidationError:
+        return (
+            f"something on {socket} answered HTTP {response.status_code} but is not sandboxd: "
+            "check --socket, or start the daemon with `sandboxd serve`"
+        )
+    if health.ok:
+        return None
+    problems = "; ".join(health.problems) or "no details given"
+    return f"sandboxd on {socket} cannot run commands: {problems}"
+
+
+def make_runner(spec: RunnerSpec) -> LocalRunner | SandboxRunner:
+    if not spec.sandbox:
+        return LocalRunner()
+    return SandboxRunner(socket=sandbox_socket(spec), image=spec.image, network=spec.network)
+
+
+def system_prompt_for(spec: RunnerSpec, options: ExecOptions) -> str:
+    """The system prompt, telling the model what the sandbox lets it see."""
+    workdir = options.resolved_workdir() or os.getcwd()
+    if not spec.sandbox:
+        return build_system_prompt(working_dir=workdir)
+    paths = ", ".join(
+        f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in options.allowed_paths
+    )
+    network = "on" if spec.network else "off: do not try to download anything"
+    return build_system_prompt(
+        working_dir=workdir,
+        platform="Linux in a Docker sandbox, shell bash",
+        extra=f"Commands run in a sandbox that sees only these host paths: {paths}. "
+        f"Network access is {network}.",
+    )
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen.errno
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -1,0 +1,282 @@
+"""Which model to talk to: flags first, then the config file, then the environment.
+
+The config file is TOML (`~/.config/logos/config.toml`, under `$XDG_CONFIG_HOME` when set,
+or `--config FILE`). Every key is optional and an unknown key is an error naming the key
+and the file: a misspelt setting must never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from logos.cli.errors import CliError
+from logos.providers import AnthropicProvider, OpenAIProvider, Provider, RetryPolicy
+from logos.providers import anthropic as anthropic_wire
+from logos.providers import openai as openai_wire
+
+ProviderKind: TypeAlias = Literal["openai", "anthropic"]
+PROVIDER_KINDS: tuple[ProviderKind, ...] = ("anthropic", "openai")
+
+DEFAULT_MODELS: Mapping[ProviderKind, str] = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-5",
+}
+DEFAULT_BASE_URLS: Mapping[ProviderKind, str] = {
+    "anthropic": anthropic_wire.DEFAULT_BASE_URL,
+    "openai": openai_wire.DEFAULT_BASE_URL,
+}
+API_KEY_ENVS: Mapping[ProviderKind, str] = {
+    "anthropic": anthropic_wire.API_KEY_ENV,
+    "openai": openai_wire.API_KEY_ENV,
+}
+BASE_URL_ENVS: Mapping[ProviderKind, str] = {
+    "anthropic": anthropic_wire.BASE_URL_ENV,
+    "openai": openai_wire.BASE_URL_ENV,
+}
+_MODEL_LIST_TIMEOUT_S = 10.0
+_MODELS_SHOWN = 10
+
+NO_PROVIDER_MESSAGE = (
+    "no model provider is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY "
+    "(OpenAI); or point --base-url (or OPENAI_BASE_URL) at an OpenAI-compatible server such "
+    "as llama.cpp, Ollama or vLLM, e.g. --base-url http://127.0.0.1:8080/v1; or run a local "
+    "GGUF model offline with --gguf PATH"
+)
+
+
+class FileSettings(BaseModel):
+    """The config file's keys: defaults for the flags of the same name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: ProviderKind | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    """The variable holding the API key, instead of ANTHROPIC_API_KEY / OPENAI_API_KEY."""
+    sandbox: bool | None = None
+    socket: str | None = None
+    image: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    max_time: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+
+
+def default_config_path(environ: Mapping[str, str]) -> Path:
+    """`$XDG_CONFIG_HOME/logos/config.toml`, else `~/.config/logos/config.toml`."""
+    config_home = environ.get("XDG_CONFIG_HOME")
+    base = Path(config_home) if config_home else Path.home() / ".config"
+    return base / "logos" / "config.toml"
+
+
+def load_file_settings(explicit: Path | None, environ: Mapping[str, str]) -> FileSettings:
+    """The settings of `explicit` (which must exist), else of the default file if present."""
+    path = explicit if explicit is not None else default_config_path(environ)
+    if explicit is None and not path.exists():
+        return FileSettings()
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise CliError(f"config file {path} does not exist: check the --config path") from None
+    except OSError as exc:
+        raise CliError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CliError(f"config file {path} is not valid TOML ({exc}): fix its syntax") from None
+    try:
+        return FileSettings.model_validate(data)
+    except ValidationError as exc:
+        raise CliError(_describe_invalid_settings(exc, path)) from None
+
+
+def _describe_invalid_settings(exc: ValidationError, path: Path) -> str:
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unknown key {key!r}")
+        else:
+            problems.append(f"key {key!r}: {error['msg']}")
+    known = ", ".join(FileSettings.model_fields)
+    return f"config file {path}: {'; '.join(problems)} (known keys: {known})"
+
+
+@dataclass(frozen=True)
+class ProviderFlags:
+    """What the user asked for on the command line (or a resumed run recorded)."""
+
+    provider: ProviderKind | None = None
+    model: str | None = None
+    base_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """A resolved provider; `model` is None until `resolve_model` asks the server."""
+
+    kind: ProviderKind
+    model: str | None
+    base_url: str
+    api_key: str | None
+    api_key_env: str
+
+    @property
+    def uses_default_server(self) -> bool:
+        return _same_url(self.base_url, DEFAULT_BASE_URLS[self.kind])
+
+
+def choose_provider(
+    flags: ProviderFlags,
+    settings: FileSettings,
+    environ: Mapping[str, str],
+    recorded: ProviderFlags | None = None,
+) -> ProviderChoice:
+    """Resolve the provider, base URL and API key; raises CliError saying what to set.
+
+    `recorded` is what a resumed run used: it comes right after the flags, unless the flags
+    switch to another provider kind (then the recorded model would not fit).
+    """
+    if recorded is not None and flags.provider in (None, recorded.provider):
+        kind = recorded.provider
+        model = flags.model or recorded.model
+        base_url = flags.base_url or recorded.base_url
+    else:
+        kind = flags.provider or settings.provider or _detect_kind(flags, settings, environ)
+        model = flags.model or settings.model
+        base_url = flags.base_url or settings.base_url or environ.get(BASE_URL_ENVS[kind])
+    assert kind is not None
+    key_env = settings.api_key_env or API_KEY_ENVS[kind]
+    choice = ProviderChoice(
+        kind=kind,
+        model=model,
+        base_url=(base_url or DEFAULT_BASE_URLS[kind]).rstrip("/"),
+        api_key=environ.get(key_env) or None,
+        api_key_env=key_env,
+    )
+    if choice.api_key is None and choice.uses_default_server:
+        where = "Anthropic" if kind == "anthropic" else "OpenAI"
+        raise CliError(
+            f"{key_env} is not set: export {key_env}=<your {where} API key>, or point "
+            "--base-url at a server that needs no key"
+        )
+    return choice
+
+
+def _detect_kind(
+    flags: ProviderFlags, settings: FileSettings, environ: Mapping[str, str]
+) -> ProviderKind:
+    if flags.base_url or settings.base_url:
+        return "openai"  # WHY: llama.cpp, Ollama and vLLM all speak the OpenAI API
+    for kind in PROVIDER_KINDS:
+        if environ.get(API_KEY_ENVS[kind]) or environ.get(BASE_URL_ENVS[kind]):
+            return kind
+    raise CliError(NO_PROVIDER_MESSAGE)
+
+
+def resolve_model(choice: ProviderChoice) -> tuple[ProviderChoice, str | None]:
+    """Fill in the model: the provider's default, or the first one a local server serves.
+
+    Returns the choice and a note for the user when the model was picked for them.
+    """
+    if choice.model is not None:
+        return choice, None
+    if choice.kind == "anthropic" or choice.uses_default_server:
+        return replace(choice, model=DEFAULT_MODELS[choice.kind]), None
+    models = list_models(choice)
+    if len(models) > 1 and choice.api_key is not None and not _is_loopback(choice.base_url):
+        shown = ", ".join(models[:_MODELS_SHOWN])
+        raise CliError(
+            f"{choice.base_url} serves {len(models)} models ({shown}, …): choose one with --model"
+        )
+    note = None
+    if len(models) > 1:
+        note = (
+            f"using {models[0]!r}, the first of the {len(models)} models {choice.base_url} "
+            "serves (choose another with --model)"
+        )
+    return replace(choice, model=models[0]), note
+
+
+def list_models(choice: ProviderChoice) -> list[str]:
+    """The model ids an OpenAI-compatible server lists at GET /models."""
+    url = f"{choice.base_url}/models"
+    headers = {"authorization": f"Bearer {choice.api_key}"} if choice.api_key else {}
+    try:
+        # WHY trust_env=False on loopback: a proxy from the environment must not carry it.
+        with httpx.Client(
+            timeout=_MODEL_LIST_TIMEOUT_S, trust_env=not _is_loopback(choice.base_url)
+        ) as client:
+            response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise CliError(
+            f"cannot reach {url} to find out which model to use ({exc or type(exc).__name__}): "
+            "is the server running at that address? Or name the model with --model"
+        ) from None
+    if response.status_code != 200:
+        raise CliError(
+            f"{url} answered HTTP {response.status_code} when asked for its models: name the "
+            "model with --model"
+        )
+    try:
+        listing = _ModelList.model_validate_json(response.content)
+    except ValidationError:
+        raise CliError(
+            f"{url} did not answer with a model list: is --base-url the API root (e.g. "
+            "http://127.0.0.1:8080/v1)? Or name the model with --model"
+        ) from None
+    if not listing.data:
+        raise CliError(f"{url} lists no models: load one in the server, or name it with --model")
+    return [entry.id for entry in listing.data]
+
+
+class _ModelEntry(BaseModel):
+    id: str
+
+
+class _ModelList(BaseModel):
+    data: list[_ModelEntry]
+
+
+def make_provider(
+    choice: ProviderChoice,
+    *,
+    context_window: int | None = None,
+    retry: RetryPolicy | None = None,
+) -> Provider:
+    if choice.model is None:
+        raise ValueError("resolve_model() first: the provider needs a model")
+    # WHY "" rather than None: None would make the provider read its default key variable,
+    # which bypasses `api_key_env`; the key was resolved here already.
+    key = choice.api_key or ""
+    if choice.kind == "anthropic":
+        return AnthropicProvider(
+            choice.model, key, choice.base_url, context_window=context_window, retry=retry
+        )
+    return OpenAIProvider(
+        choice.model, choice.base_url, key, context_window=context_window, retry=retry
+    )
+
+
+def _is_loopback(url: str) -> bool:
+    host = httpx.URL(url).host
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _same_url(first: str, second: str) -> bool:
+    return first.rstrip("/") == second.rstrip("/")

@@ -1,0 +1,99 @@
+"""`logos show`: a trajectory rendered for reading, as the run looked on the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from logos.cli.render import result_view, summary_line
+from logos.cli.report import RunSummary
+from logos.cli.trajectory import (
+    ApprovalRecord,
+    DoneRecord,
+    PromptRecord,
+    Trajectory,
+    count_turns,
+)
+from logos.parse import strip_cmd_blocks
+from logos.steps import StepMessage
+
+REASONING_LINES = 6
+OUTPUT_TAIL_LINES = 6
+
+
+def show_trajectory(trajectory: Trajectory, console: Console) -> None:
+    header = trajectory.header
+    where = header.gguf or header.base_url or ""
+    console.print(
+        Text.assemble(
+            ("run ", "bold"),
+            (header.started_at, "bold"),
+            (f"  {header.provider} {header.model}", "cyan"),
+            (f" at {where}" if where else "", "dim"),
+            (f"  {header.runner} in {header.cwd}", "dim"),
+        )
+    )
+    turns_since_prompt: list[StepMessage] = []
+    ended = True
+    for entry in trajectory.entries:
+        if isinstance(entry, PromptRecord):
+            turns_since_prompt = []
+            ended = False
+            console.print()
+            console.print(Text("> " + entry.content.strip(), style="bold"))
+        elif isinstance(entry, StepMessage):
+            turns_since_prompt.append(entry)
+            _show_step(entry, console)
+        elif isinstance(entry, ApprovalRecord):
+            _show_approval(entry, console)
+        elif isinstance(entry, DoneRecord):
+            ended = True
+            if entry.error:
+                console.print(Text(f"error: {entry.error}", style="bold red"))
+            console.print(summary_line(_summary(entry, turns_since_prompt)))
+    if not ended:
+        console.print(
+            Text("(no end recorded: the run was cut off, or is still going)", style="yellow")
+        )
+
+
+def _show_step(step: StepMessage, console: Console) -> None:
+    if step.role == "assistant":
+        if step.reasoning:
+            lines = step.reasoning.strip().splitlines()
+            shown = "\n".join(lines[:REASONING_LINES])
+            hidden = len(lines) - REASONING_LINES
+            more = f"\n⋮ {hidden} more lines" if hidden > 0 else ""
+            console.print(Text(shown + more, style="dim italic"))
+        prose = strip_cmd_blocks(step.content)
+        if prose:
+            console.print(Text(prose))
+        return
+    for result in step.results:
+        console.print(result_view(result, tail_lines=OUTPUT_TAIL_LINES))
+    if not step.results and step.content.strip():
+        first_line = step.content.strip().splitlines()[0]
+        console.print(Text(f"note to the model: {first_line}", style="dim yellow"))
+
+
+def _show_approval(record: ApprovalRecord, console: Console) -> None:
+    if record.action in ("auto", "yes", "never-run"):
+        return  # the command's result says it all
+    if record.action == "no":
+        text = f"declined by the user: {record.reason or '(no reason given)'}"
+    elif record.action == "edit":
+        text = f"edited by the user; ran instead: {record.edited_command}"
+    else:
+        text = "approved, and every later command of this run"
+    console.print(Text(text, style="yellow"))
+
+
+def _summary(done: DoneRecord, steps: list[StepMessage]) -> RunSummary:
+    return RunSummary(
+        stop_reason=done.stop_reason,
+        error=done.error,
+        usage=done.usage,
+        cost_usd=done.cost_usd,
+        turns=done.steps or count_turns(steps),
+        wall_s=done.wall_s,
+    )

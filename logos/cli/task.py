@@ -1,0 +1,315 @@
+"""One agent task from the command line: `logos "TASK"` and `logos resume`.
+
+Wires the pieces around `logos.run()`: the runner behind its approval wrapper, the display,
+the trajectory and the audit log, the limits, and the signals. Ctrl-C sets the loop's
+cancel event, so the run stops the model, kills running commands and returns everything
+it recorded; a second Ctrl-C cancels at once (runners still kill what they started).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskStatus
+
+from logos.cli.approval import (
+    ApprovalDecision,
+    ApprovalMode,
+    ApprovalRunner,
+    Approver,
+    AutoApprover,
+    ConfirmApprover,
+    NeverRunApprover,
+)
+from logos.cli.audit import AuditLog
+from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
+from logos.cli.model import OpenModel
+from logos.cli.paths import audit_log_path
+from logos.cli.report import Reporter, RunInfo, RunSummary
+from logos.cli.runners import RunnerSpec, make_runner
+from logos.cli.trajectory import (
+    DoneRecord,
+    RunHeader,
+    Trajectory,
+    TrajectoryWriter,
+    count_turns,
+    utc_now,
+)
+from logos.config import Callbacks, Config
+from logos.loop import run
+from logos.options import ExecOptions
+from logos.pricing import estimate_cost
+from logos.providers.base import Message, Usage
+from logos.result import Result
+from logos.steps import RunResult, StepMessage, StopReason
+
+CLOSE_TIMEOUT_S = 10.0
+"""At most this long to close the runner at the end (kill leftovers, end the session)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class NewTrajectory:
+    """Start a file: at `path`, or named after the task in `directory`."""
+
+    task: str
+    directory: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a run needs, resolved and checked before the model is called."""
+
+    prompt: str
+    history: Sequence[Message]
+    runner: RunnerSpec
+    exec_options: ExecOptions
+    system_prompt: str
+    approval: ApprovalMode
+    limits: Limits
+    trajectory: NewTrajectory | Trajectory
+    environ: Mapping[str, str] = field(default_factory=dict)
+    input_fd: int = 0
+    """Where the confirm prompt reads answers (a terminal)."""
+
+
+def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
+    if stop_reason == "final":
+        return EXIT_OK
+    if stop_reason == "error":
+        return EXIT_ERROR
+    if stop_reason == "canceled":
+        return 128 + signals[0] if signals else EXIT_INTERRUPTED
+    return EXIT_STOPPED
+
+
+def logos_version() -> str:
+    try:
+        return version("logos")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Turns:
+    """Numbers model turns for the display: commands belong to the turn that wrote them."""
+
+    def __init__(self) -> None:
+        self.current = 1
+
+    def number_for(self, step: StepMessage) -> int:
+        if step.role == "assistant":
+            self.current += 1
+            return self.current - 1
+        return self.current - 1  # results answer the turn that just ended
+
+
+async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
+    """Run the plan to its end and return the exit code; raises CliError before the run."""
+    runner = make_runner(plan.runner)
+    workdir = plan.exec_options.resolved_workdir() or os.getcwd()
+    try:
+        writer = _open_trajectory(plan, model, workdir)
+        audit = AuditLog(
+            audit_log_path(plan.environ),
+            mode=plan.approval,
+            runner=plan.runner.kind,
+            cwd=workdir,
+            trajectory=str(writer.path),
+        )
+    except BaseException:
+        await _close_quietly(runner, model)
+        raise
+    with writer, audit:
+        writer.prompt(plan.prompt)
+
+        def on_decision(decision: ApprovalDecision) -> None:
+            audit.record(decision)
+            writer.approval(decision)
+            reporter.approval(decision)
+
+        gated = ApprovalRunner(runner, _approver_for(plan, reporter), on_decision)
+        return await _run_and_record(plan, model, reporter, gated, writer, workdir)
+
+
+async def _run_and_record(
+    plan: TaskPlan,
+    model: OpenModel,
+    reporter: Reporter,
+    runner: ApprovalRunner,
+    writer: TrajectoryWriter,
+    workdir: str,
+) -> int:
+    steps: list[StepMessage] = []
+    turns = _Turns()
+
+    def on_step_end(step: StepMessage) -> None:
+        steps.append(step)
+        writer.step(step)
+        reporter.step_end(turns.number_for(step), step)
+
+    def on_command_start(index: int, command: str) -> None:
+        reporter.command_start(turns.current, index, command)
+
+    def on_command_result(index: int, result: Result) -> None:
+        reporter.command_result(turns.current, index, result)
+
+    limits = plan.limits
+    config = Config(
+        provider=model.provider,
+        model=model.model,
+        system_prompt=plan.system_prompt,
+        runner=runner,
+        exec_options=plan.exec_options,
+        max_steps=limits.max_steps,
+        max_tokens=limits.max_tokens,
+        max_total_tokens=limits.max_total_tokens,
+        max_wall_s=limits.max_wall_s,
+        max_cost_usd=limits.max_cost_usd,
+    )
+    callbacks = Callbacks(
+        on_delta=reporter.delta,
+        on_reasoning_delta=reporter.reasoning_delta,
+        on_command_start=on_command_start,
+        on_command_result=on_command_result,
+        on_step_end=on_step_end,
+        on_retry=reporter.retry,
+    )
+    reporter.start(
+        RunInfo(
+            provider=model.kind,
+            model=model.model,
+            runner=plan.runner.kind,
+            approval=plan.approval,
+            cwd=workdir,
+            trajectory=str(writer.path),
+        )
+    )
+    cancel = anyio.Event()
+    signals: list[int] = []
+    result: RunResult | None = None
+    started = time.monotonic()
+    try:
+        with anyio.CancelScope() as hard_stop:
+            async with anyio.create_task_group() as watchers:
+                await watchers.start(_watch_signals, cancel, hard_stop, signals, reporter)
+                result = await run(config, plan.history, plan.prompt, callbacks, cancel=cancel)
+                watchers.cancel_scope.cancel()
+    finally:
+        await _close_quietly(runner, model)
+    if result is None:  # a second Ctrl-C: the loop was cancelled, the steps were recorded
+        usage, cost = _spent(steps, model.model)
+        result = RunResult("", tuple(steps), "canceled", usage=usage, cost_usd=cost)
+    wall_s = time.monotonic() - started
+    summary = RunSummary(
+        stop_reason=result.stop_reason,
+        error=result.error,
+        response=result.response,
+        usage=result.usage,
+        cost_usd=result.cost_usd,
+        turns=count_turns(result.steps),
+        wall_s=wall_s,
+        trajectory=str(writer.path),
+    )
+    writer.done(
+        DoneRecord(
+            stop_reason=summary.stop_reason,
+            error=summary.error,
+            usage=summary.usage,
+            cost_usd=summary.cost_usd,
+            steps=summary.turns,
+            wall_s=wall_s,
+            model=model.model,
+            time=utc_now(),
+        )
+    )
+    reporter.done(summary)
+    return exit_code_for(result.stop_reason, signals)
+
+
+async def _watch_signals(
+    cancel: anyio.Event,
+    hard_stop: anyio.CancelScope,
+    received: list[int],
+    reporter: Reporter,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signum)
+            if len(received) == 1:
+                reporter.notice(
+                    "stopping: the model is stopped and running commands are killed "
+                    "(press Ctrl-C again to quit at once)"
+                )
+                cancel.set()
+            else:
+                hard_stop.cancel()
+                return
+
+
+def _approver_for(plan: TaskPlan, reporter: Reporter) -> Approver:
+    if plan.approval == "never-run":
+        return NeverRunApprover()
+    if plan.approval == "confirm":
+        return ConfirmApprover(reporter, plan.input_fd, plan.environ)
+    return AutoApprover()
+
+
+def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> TrajectoryWriter:
+    target = plan.trajectory
+    if isinstance(target, Trajectory):
+        return TrajectoryWriter.append_to(target)
+    header = RunHeader(
+        logos_version=logos_version(),
+        provider=model.kind,
+        model=model.model,
+        base_url=model.base_url,
+        gguf=model.gguf,
+        runner="sandbox" if plan.runner.sandbox else "local",
+        cwd=workdir,
+        started_at=utc_now(),
+        system_prompt=plan.system_prompt,
+    )
+    if target.path is not None:
+        return TrajectoryWriter.create(Path(target.path).expanduser(), header)
+    return TrajectoryWriter.create_in(Path(target.directory), target.task, header)
+
+
+async def _close_quietly(runner: object, model: OpenModel) -> None:
+    """Close the runner (kill leftover jobs, end the sandbox session) and the provider."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+        aclose = getattr(runner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        await model.provider.aclose()
+
+
+def _spent(steps: Sequence[StepMessage], model: str) -> tuple[Usage, float | None]:
+    usage = Usage()
+    cost: float | None = 0.0
+    for step in steps:
+        if step.usage is None:
+            continue
+        usage = usage + step.usage
+        step_cost = estimate_cost(model, step.usage)
+        cost = None if cost is None or step_cost is None else cost + step_cost
+    return usage, cost

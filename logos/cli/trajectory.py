@@ -1,0 +1,341 @@
+"""Trajectories: every run written down as JSON lines while it happens, to read or resume.
+
+One record per line, each appended with a single write and no buffering, so a crash or
+Ctrl-C loses nothing but, at worst, a truncated last line (which reading skips with a
+warning and resuming cuts off). The format, version 1:
+
+    {"type": "run", "version": 1, "provider", "model", "base_url", "gguf", "runner",
+     "cwd", "started_at", "system_prompt", "logos_version"}        first line, once
+    {"type": "prompt", "content", "time"}                          the task / a follow-up
+    {"type": "step", ...a logos.StepMessage: role, content, reasoning, results, usage…}
+    {"type": "approval", "action", "command", "edited_command", "reason", "time"}
+    {"type": "done", "stop_reason", "error", "usage", "cost_usd", "steps", "wall_s", …}
+
+`logos resume` appends a new prompt and its steps to the same file; the conversation is the
+prompts and steps in file order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Annotated, Any, Literal, Self, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from logos.cli.approval import ApprovalAction, ApprovalDecision
+from logos.cli.errors import CliError
+from logos.cli.paths import open_private_append, write_line
+from logos.providers.base import Message, Usage
+from logos.steps import StepMessage, StopReason, steps_to_messages
+
+TRAJECTORY_VERSION = 1
+_SLUG_WORDS = re.compile(r"[a-z0-9]+")
+_SLUG_MAX = 40
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Record(BaseModel):
+    # WHY ignore unknown fields: a file written by a newer logos of the same version stays
+    # readable; a breaking change bumps `version` instead.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class RunHeader(_Record):
+    type: Literal["run"] = "run"
+    version: int = TRAJECTORY_VERSION
+    logos_version: str
+    provider: Literal["openai", "anthropic"]
+    model: str
+    base_url: str | None
+    """None for a `--gguf` run, whose server lived only as long as the run."""
+    gguf: str | None = None
+    runner: Literal["local", "sandbox"]
+    cwd: str
+    started_at: str
+    system_prompt: str
+
+
+class PromptRecord(_Record):
+    type: Literal["prompt"] = "prompt"
+    content: str
+    time: str
+
+
+class ApprovalRecord(_Record):
+    type: Literal["approval"] = "approval"
+    action: ApprovalAction
+    command: str
+    edited_command: str | None = None
+    reason: str | None = None
+    time: str
+
+
+class DoneRecord(_Record):
+    type: Literal["done"] = "done"
+    stop_reason: StopReason
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    steps: int = 0
+    """Model turns in this run."""
+    wall_s: float = 0.0
+    model: str | None = None
+    time: str
+
+
+_OTHER_RECORDS: TypeAdapter[Any] = TypeAdapter(
+    Annotated[PromptRecord | ApprovalRecord | DoneRecord, Field(discriminator="type")]
+)
+_STEP: TypeAdapter[StepMessage] = TypeAdapter(StepMessage)
+
+Entry: TypeAlias = PromptRecord | StepMessage | ApprovalRecord | DoneRecord
+
+
+def step_to_json(step: StepMessage) -> dict[str, Any]:
+    """A step as plain JSON data (the `--json` events use the same shape)."""
+    data: dict[str, Any] = _STEP.dump_python(step, mode="json")
+    return data
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A trajectory file, read and validated."""
+
+    path: Path
+    header: RunHeader
+    entries: tuple[Entry, ...]
+    warnings: tuple[str, ...] = ()
+    valid_bytes: int = 0
+    """Where the last valid line ends (a damaged tail starts here)."""
+    ends_with_newline: bool = True
+
+    @property
+    def steps(self) -> list[StepMessage]:
+        return [entry for entry in self.entries if isinstance(entry, StepMessage)]
+
+    @property
+    def last_done(self) -> DoneRecord | None:
+        dones = [entry for entry in self.entries if isinstance(entry, DoneRecord)]
+        return dones[-1] if dones else None
+
+    def history(self) -> list[Message]:
+        """The conversation to resume: prompts and steps in file order."""
+        messages: list[Message] = []
+        for entry in self.entries:
+            if isinstance(entry, PromptRecord):
+                messages.append(Message(role="user", content=entry.content))
+            elif isinstance(entry, StepMessage):
+                messages.extend(steps_to_messages([entry]))
+        return messages
+
+
+def load_trajectory(path: Path) -> Trajectory:
+    """Read `path`; a damaged last line is skipped with a warning, any other is an error."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CliError(f"no trajectory at {path}: give the path of a run's .jsonl file") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    lines = _lines_with_ends(data)
+    if not lines:
+        raise CliError(f"{path} is empty: it is not a logos trajectory")
+    header: RunHeader | None = None
+    entries: list[Entry] = []
+    warnings: list[str] = []
+    valid_bytes = 0
+    for number, (text, end) in enumerate(lines, start=1):
+        is_last = number == len(lines)
+        try:
+            record = _parse_line(text, first=number == 1)
+        except ValueError as exc:
+            if number == 1:
+                raise CliError(f"{path} is not a logos trajectory: {exc}") from None
+            if not is_last:
+                raise CliError(
+                    f"{path}, line {number}: {exc}: the file is damaged; fix or delete that "
+                    "line and try again"
+                ) from None
+            warnings.append(
+                f"{path}: skipped the last line ({len(text)} bytes): it is incomplete ({exc}), "
+                "probably cut off by a crash"
+            )
+            break
+        if isinstance(record, RunHeader):
+            header = record
+        else:
+            entries.append(record)
+        valid_bytes = end
+    assert header is not None  # the first line parsed as a header, or we raised
+    return Trajectory(
+        path=path,
+        header=header,
+        entries=tuple(entries),
+        warnings=tuple(warnings),
+        valid_bytes=valid_bytes,
+        ends_with_newline=data[valid_bytes - 1 : valid_bytes] == b"\n",
+    )
+
+
+def _lines_with_ends(data: bytes) -> list[tuple[bytes, int]]:
+    """Non-blank lines with the offset just past each (past its newline when it has one)."""
+    lines = []
+    start = 0
+    while start < len(data):
+        newline = data.find(b"\n", start)
+        end = len(data) if newline < 0 else newline + 1
+        text = data[start:end].rstrip(b"\r\n")
+        if text.strip():
+            lines.append((text, end))
+        start = end
+    return lines
+
+
+def _parse_line(text: bytes, *, first: bool) -> RunHeader | Entry:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    kind = raw.get("type")
+    try:
+        if first:
+            if kind != "run":
+                raise ValueError('the first line is not a {"type": "run"} header')
+            header = RunHeader.model_validate(raw)
+            if header.version > TRAJECTORY_VERSION:
+                raise ValueError(
+                    f"it has format version {header.version}, newer than this logos reads "
+                    f"({TRAJECTORY_VERSION}): upgrade logos"
+                )
+            return header
+        if kind == "step":
+            return _STEP.validate_python({k: v for k, v in raw.items() if k != "type"})
+        if kind == "run":
+            raise ValueError("a second run header")
+        entry: Entry = _OTHER_RECORDS.validate_python(raw)
+        return entry
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "record"
+        raise ValueError(
+            f"invalid {kind or 'untyped'} record ({where}: {problem['msg']})"
+        ) from None
+
+
+class TrajectoryWriter:
+    """Appends records to a trajectory file, one unbuffered write per line."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def create(cls, path: Path, header: RunHeader) -> Self:
+        """A new file at `path`; an existing file is never overwritten."""
+        try:
+            fd = open_private_append(path, exclusive=True)
+        except FileExistsError:
+            raise CliError(
+                f"{path} already exists: choose another --trajectory, or continue that run "
+                f"with `logos resume {path}`"
+            ) from None
+        writer = cls(path, fd)
+        writer._write(header.model_dump(mode="json"))
+        return writer
+
+    @classmethod
+    def create_in(cls, directory: Path, task: str, header: RunHeader) -> Self:
+        """A new file `<UTC timestamp>-<slug of the task>.jsonl` in `directory`."""
+        stem = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{task_slug(task)}"
+        for attempt in range(1, 1000):
+            path = directory / (f"{stem}.jsonl" if attempt == 1 else f"{stem}-{attempt}.jsonl")
+            try:
+                fd = open_private_append(path, exclusive=True)
+            except FileExistsError:
+                continue
+            writer = cls(path, fd)
+            writer._write(header.model_dump(mode="json"))
+            return writer
+        raise CliError(f"cannot find a free file name for {stem}.jsonl in {directory}")
+
+    @classmethod
+    def append_to(cls, trajectory: Trajectory) -> Self:
+        """Continue `trajectory`'s file, first cutting off a damaged last line."""
+        fd = open_private_append(trajectory.path)
+        try:
+            if os.fstat(fd).st_size > trajectory.valid_bytes:
+                os.ftruncate(fd, trajectory.valid_bytes)
+            if not trajectory.ends_with_newline:
+                write_line(fd, "")
+        except OSError as exc:
+            os.close(fd)
+            raise CliError(f"cannot append to {trajectory.path}: {exc.strerror}") from None
+        return cls(trajectory.path, fd)
+
+    def prompt(self, content: str) -> None:
+        self._write(PromptRecord(content=content, time=utc_now()).model_dump(mode="json"))
+
+    def step(self, step: StepMessage) -> None:
+        self._write({"type": "step", **step_to_json(step)})
+
+    def approval(self, decision: ApprovalDecision) -> None:
+        record = ApprovalRecord(
+            action=decision.action,
+            command=decision.command,
+            edited_command=decision.edited_command,
+            reason=decision.reason,
+            time=decision.time,
+        )
+        self._write(record.model_dump(mode="json"))
+
+    def done(self, record: DoneRecord) -> None:
+        self._write(record.model_dump(mode="json"))
+
+    def _write(self, data: dict[str, Any]) -> None:
+        write_line(self._fd, json.dumps(data, ensure_ascii=False))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def task_slug(task: str) -> str:
+    """A short file-name-safe summary of the task: its first words, lower-cased."""
+    slug = ""
+    for word in _SLUG_WORDS.findall(task.lower()):
+        candidate = f"{slug}-{word}" if slug else word
+        if len(candidate) > _SLUG_MAX:
+            break
+        slug = candidate
+    return slug or "task"
+
+
+def count_turns(steps: Sequence[StepMessage]) -> int:
+    """Model turns: the assistant steps."""
+    return sum(1 for step in steps if step.role == "assistant")
