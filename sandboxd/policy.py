@@ -323,8 +323,12 @@ class Policy:
         return str(resolved)
 
 
+@lru_cache(maxsize=256)
 def home_of(uid: int) -> Path | None:
-    """The home directory of `uid` from the user database (None for an unknown uid)."""
+    """The home directory of `uid` from the user database (None for an unknown uid).
+
+    Cached: the lookup may go to a directory service, and homes do not move while the
+    daemon runs."""
     try:
         return Path(pwd.getpwuid(uid).pw_dir)
     except KeyError:
