@@ -1,0 +1,167 @@
+"""`python -m bench`: run the benchmark families side by side, print one table, save the rest.
+
+Exit status: 0 when every family ran cleanly (missed targets are results, not failures),
+1 when a family could not run or recorded failures (the table says which), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+from bench import flood, loop_overhead, overlap, parser_speed, roundtrip, throughput
+from bench.daemon import BenchSetupError
+from bench.machine import machine_info
+from bench.plan import DEFAULT_IMAGE, Plan
+from bench.report import draw_chart, render_table, write_json
+from bench.results import Section
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+JSON_NAME = "results.json"
+CHART_NAME = "latency.png"
+TABLE_NAME = "table.txt"
+
+Family = Callable[[Plan], Awaitable[Section]]
+FAMILIES: dict[str, tuple[str, Family]] = {
+    roundtrip.FAMILY: (roundtrip.TITLE, roundtrip.run),
+    throughput.FAMILY: (throughput.TITLE, throughput.run),
+    loop_overhead.FAMILY: (loop_overhead.TITLE, loop_overhead.run),
+    parser_speed.FAMILY: (parser_speed.TITLE, parser_speed.run),
+    overlap.FAMILY: (overlap.TITLE, overlap.run),
+    flood.FAMILY: (flood.TITLE, flood.run),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    plan = Plan.quick(args.image) if args.quick else Plan(image=args.image)
+    if args.n is not None:
+        plan = plan.with_iterations(args.n)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
+    started = datetime.now(UTC)
+    sections = anyio.run(_run_families, plan, args.only)
+    table = render_table(sections, machine)
+    chart_problem = draw_chart(out / CHART_NAME, sections)
+    write_json(
+        out / JSON_NAME,
+        sections,
+        machine,
+        {
+            "started_at": started.isoformat(),
+            "duration_s": (datetime.now(UTC) - started).total_seconds(),
+            "argv": list(sys.argv[1:] if argv is None else argv),
+            "plan": dataclasses.asdict(plan),
+        },
+    )
+    (out / TABLE_NAME).write_text(table + "\n")
+    print(table)
+    print()
+    print(f"samples and machine info: {out / JSON_NAME}")
+    if chart_problem is None and any(s.groups for s in sections):
+        print(f"latency chart: {out / CHART_NAME}")
+    elif chart_problem is not None:
+        print(chart_problem)
+    return 1 if any(section.problems for section in sections) else 0
+
+
+async def _run_families(plan: Plan, only: Sequence[str]) -> list[Section]:
+    sections = []
+    for number, name in enumerate(only, 1):
+        title, family = FAMILIES[name]
+        _progress(f"[{number}/{len(only)}] {name}: {title} ...")
+        started = time.perf_counter()
+        try:
+            section = await family(plan)
+        except BenchSetupError as exc:
+            section = Section(name, title, (), (), problems=(f"{name} could not run: {exc}",))
+        except Exception as exc:  # a broken family must not hide the others' results
+            traceback.print_exc(file=sys.stderr)
+            section = Section(
+                name,
+                title,
+                (),
+                (),
+                problems=(
+                    f"{name} crashed ({type(exc).__name__}: {exc}); the traceback is on stderr",
+                ),
+            )
+        sections.append(section)
+        _progress(f"      done in {time.perf_counter() - started:.1f} s")
+    return sections
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _family_list(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown benchmark {', '.join(unknown) or '(none given)'}: "
+            f"choose from {','.join(FAMILIES)}"
+        )
+    return names
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"-n takes a whole number of at least 1, not {value!r}")
+    return number
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmark logos and sandboxd against docker exec, docker run --rm, "
+        "docker-py and mini-swe-agent; print a table, save JSON and a PNG chart.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small counts: proves the harness, not the numbers"
+    )
+    parser.add_argument(
+        "--only",
+        type=_family_list,
+        default=list(FAMILIES),
+        metavar="NAMES",
+        help=f"comma-separated subset, in order (default: all of {','.join(FAMILIES)})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"where {JSON_NAME}, {CHART_NAME} and {TABLE_NAME} go (default: bench/out)",
+    )
+    parser.add_argument(
+        "-n",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="interleaved round trips per method (cold methods take N/3); default 30, quick 5",
+    )
+    parser.add_argument(
+        "--image",
+        default=DEFAULT_IMAGE,
+        help=f"the sandbox image for every Docker method (default: {DEFAULT_IMAGE})",
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

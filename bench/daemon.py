@@ -1,0 +1,166 @@
+"""A real sandboxd daemon for one benchmark family, and the Docker bits around it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION, OwnerProcess
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+class BenchSetupError(Exception):
+    """A benchmark cannot run here; the message says what is missing and what to do."""
+
+
+@dataclass(frozen=True)
+class BenchDaemon:
+    """A running `python -m sandboxd serve` and where it keeps things."""
+
+    pid: int
+    socket: Path
+    log: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def docker_client() -> Any:
+    """A docker-py client for a live engine that has the sandbox image, or a clear error."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # any failure means the same thing here: no usable engine
+        raise BenchSetupError(
+            f"no Docker engine answers ({exc}): start it, e.g. with ./scripts/setup-docker"
+        ) from exc
+    return client
+
+
+def require_image(client: Any, image: str) -> None:
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise BenchSetupError(
+            f"image {image} is missing: build it with ./scripts/setup-docker "
+            "(or `sandboxd build-image`)"
+        ) from None
+
+
+@contextlib.contextmanager
+def running_daemon(image: str) -> Iterator[BenchDaemon]:
+    """Start a daemon on a private socket; stop it and remove its containers afterwards."""
+    # WHY /tmp and a short prefix: Unix socket paths must stay under 108 bytes, and the
+    # daemon's per-container sockets live under its state directory.
+    root = Path(os.path.realpath(tempfile.mkdtemp(prefix="lb", dir="/tmp")))
+    config = root / "sandboxd.toml"
+    config.write_text(
+        f'image = "{image}"\n'
+        f'state_dir = "{root / "state"}"\n'
+        f'audit_log = "{root / "audit.log"}"\n'
+        "shutdown_grace_s = 1\n"
+    )
+    sock = root / "sd.sock"
+    log = root / "daemon.log"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "sandboxd", "serve"),
+                *("--socket", str(sock), "--config", str(config), "--log-level", "WARNING"),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    daemon = BenchDaemon(proc.pid, sock, log)
+    try:
+        _wait_until_serving(proc, daemon)
+        yield daemon
+    finally:
+        _stop(proc, daemon)
+        _remove_leftovers(proc.pid)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def session_container(client: Any, session: str) -> Any:
+    """The container the daemon started for our `session` (it prefixes the caller's uid)."""
+    found = client.containers.list(
+        filters={"label": [LABEL_MANAGED, f"{LABEL_SESSION}=u{os.getuid()}-{session}"]}
+    )
+    if len(found) != 1:
+        raise BenchSetupError(
+            f"expected one running container for session {session}, found {len(found)}: "
+            "has the daemon's container labelling changed?"
+        )
+    return found[0]
+
+
+def supervisor_pid(container: Any) -> int:
+    """The host pid of the in-container supervisor (the process that captures output)."""
+    top = container.top(ps_args="-eo pid,comm,args")
+    for pid, name, args in top["Processes"]:
+        # The init process's arguments name supervisor.py too: match the python process.
+        if name.startswith("python") and "supervisor.py" in args:
+            return int(pid)
+    raise BenchSetupError(
+        f"no supervisor.py process in container {container.name}: the image has no python3, "
+        "so the daemon fell back to `docker exec`"
+    )
+
+
+def _wait_until_serving(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchSetupError(
+                f"sandboxd exited with status {proc.returncode} on start-up:\n{daemon.log_tail()}"
+            )
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(str(daemon.socket))
+            return
+        time.sleep(0.05)
+    raise BenchSetupError(
+        f"sandboxd did not listen within {START_TIMEOUT_S:g} s:\n{daemon.log_tail()}"
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise BenchSetupError(
+            f"sandboxd did not stop within {STOP_TIMEOUT_S:g} s of SIGTERM:\n{daemon.log_tail()}"
+        ) from None
+
+
+def _remove_leftovers(pid: int) -> None:
+    """Containers a daemon that died left behind (a clean stop removes them itself)."""
+    with contextlib.suppress(BenchSetupError):
+        client = docker_client()
+        for container in client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+            owner = OwnerProcess.parse(container.labels.get(LABEL_OWNER_PROCESS, ""))
+            if owner is not None and owner.pid == pid:
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        client.close()

@@ -1,0 +1,62 @@
+"""How much work each family does: the full run, `--quick`, and `-n`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+DEFAULT_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Iteration counts and sizes; the defaults fit a few minutes on a 2-core machine."""
+
+    image: str = DEFAULT_IMAGE
+    roundtrip_iterations: int = 30
+    """Interleaved round trips per warm method and command."""
+    cold_iterations: int = 10
+    """First commands of new sessions / `docker run --rm` per command."""
+    throughput_levels: tuple[int, ...] = (1, 8, 32, 64)
+    """Concurrent sessions through one daemon."""
+    throughput_duration_s: float = 3.0
+    loop_steps: int = 200
+    loop_runs: int = 3
+    parser_message_bytes: int = 1_000_000
+    parser_repeats: int = 7
+    overlap_repeats: int = 3
+    overlap_tokens: int = 150
+    """Length of the slow reply, in tokens (4 characters each)."""
+    overlap_tokens_per_s: float = 50.0
+    overlap_command: str = "sleep 1"
+    flood_bytes: int = 2**30
+
+    @classmethod
+    def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
+        """Every family, small: proves the harness works, not the numbers."""
+        return cls(
+            image=image,
+            roundtrip_iterations=5,
+            cold_iterations=2,
+            throughput_levels=(1, 4),
+            throughput_duration_s=0.5,
+            loop_steps=30,
+            loop_runs=1,
+            parser_message_bytes=200_000,
+            parser_repeats=2,
+            overlap_repeats=1,
+            overlap_tokens=50,
+            overlap_command="sleep 0.3",
+            flood_bytes=64 * 2**20,
+        )
+
+    def with_iterations(self, iterations: int) -> Plan:
+        """`-n`: round trips per method; cold samples are a third of that (at least one)."""
+        if iterations < 1:
+            raise ValueError(f"-n must be at least 1, got {iterations}")
+        return dataclasses.replace(
+            self,
+            roundtrip_iterations=iterations,
+            cold_iterations=max(1, round(iterations / 3)),
+        )
