@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.sse_server import ScriptedServer
+
 REPO = Path(__file__).resolve().parent.parent
 ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -200,3 +202,17 @@ def processes_matching(marker: str) -> list[int]:
         if marker.encode() in cmdline and state != b"Z":
             found.append(int(entry))
     return found
+
+
+def openai_env(home: Home, server: ScriptedServer, **extra: str) -> dict[str, str]:
+    return home.env(OPENAI_BASE_URL=server.base_url + "/v1", OPENAI_API_KEY="test-key", **extra)
+
+
+def anthropic_env(home: Home, server: ScriptedServer, **extra: str) -> dict[str, str]:
+    return home.env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test-key", **extra)
+
+
+def sent_messages(server: ScriptedServer, index: int) -> list[dict[str, Any]]:
+    """The conversation of the `index`-th model request (system prompt left out)."""
+    body = server.requests[index].json
+    return [m for m in body["messages"] if m["role"] != "system"]

@@ -230,7 +230,10 @@ def _parse_line(text: bytes, *, first: bool) -> RunHeader | Entry:
         return entry
     except ValidationError as exc:
         problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "record"
+        location = problem["loc"]
+        if location[:1] == (kind,):  # the discriminated union names the record type first
+            location = location[1:]
+        where = ".".join(str(part) for part in location) or "record"
         raise ValueError(
             f"invalid {kind or 'untyped'} record ({where}: {problem['msg']})"
         ) from None

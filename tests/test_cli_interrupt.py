@@ -1,0 +1,110 @@
+"""Ctrl-C and leftovers: no process survives the command, and the trajectory is complete."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_harness import Home, logos, make_home, openai_env, processes_matching, read_jsonl
+from tests.sse_server import ScriptedServer, openai_stream
+
+pytest_plugins = ["tests.sse_server"]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+def unique_sleep() -> str:
+    """A `sleep` whose command line no other process on the machine has."""
+    return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
+
+
+def wait_for(condition: object, timeout: float = 20.0) -> bool:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "wait for it"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert processes_matching(marker) == []
+    assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
+    assert stdout == ""
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    steps = [r for r in records if r["type"] == "step"]
+    assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "wait"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert processes_matching(marker) == []
+    assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
+
+
+@pytest.mark.timeout(60)
+def test_background_jobs_are_killed_when_the_run_ends(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(
+        openai_stream(f"<cmd>{marker} > /dev/null 2>&1 &\necho started</cmd>"),
+        openai_stream("The server is up."),
+    )
+    done = logos(["--model", "m", "--yes", "start a server"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    assert processes_matching(marker) == []

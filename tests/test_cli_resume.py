@@ -1,0 +1,149 @@
+"""`logos resume` continues a recorded conversation; `logos show` renders one for reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli_harness import (
+    ANSI_ESCAPE,
+    Home,
+    anthropic_env,
+    logos,
+    make_home,
+    openai_env,
+    read_jsonl,
+    sent_messages,
+)
+from tests.sse_server import ScriptedServer, anthropic_stream, openai_stream
+
+pytest_plugins = ["tests.sse_server"]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+def first_run(home: Home, server: ScriptedServer) -> Path:
+    server.enqueue(
+        openai_stream("Looking.\n<cmd>printf 'line %s\\n' 1 2 3 4 5 6 7 8</cmd>"),
+        openai_stream("There are 8 lines."),
+    )
+    done = logos(["--model", "first-model", "--yes", "count lines"], home, openai_env(home, server))
+    assert done.returncode == 0, done.stderr
+    return home.only_run()
+
+
+@pytest.mark.timeout(60)
+def test_resume_sends_the_earlier_conversation_and_appends(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    path = first_run(home, sse_server)
+    sse_server.enqueue(openai_stream("Half of 8 is 4."))
+    done = logos(["resume", str(path), "and half of that?", "--yes"], home, home.env())
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Half of 8 is 4.\n"
+    request = sse_server.requests[2]
+    assert request.json["model"] == "first-model"  # from the trajectory's header
+    messages = sent_messages(sse_server, 2)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert messages[0]["content"] == "count lines"
+    assert "<cmd>printf" in messages[1]["content"] and "line 8" in messages[2]["content"]
+    assert messages[3]["content"] == "There are 8 lines."
+    assert messages[4]["content"] == "and half of that?"
+    system = request.json["messages"][0]["content"]
+    assert system == read_jsonl(path)[0]["system_prompt"]
+    assert home.runs() == [path]  # appended, not a new file
+    types = [r["type"] for r in read_jsonl(path)]
+    assert types.count("run") == 1 and types.count("prompt") == 2 and types.count("done") == 2
+
+
+@pytest.mark.timeout(60)
+def test_resume_defaults_to_continue_and_flags_override_the_model(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    path = first_run(home, sse_server)
+    sse_server.enqueue(openai_stream("Continuing."))
+    done = logos(["resume", "--model", "other-model", "--yes", str(path)], home, home.env())
+    assert done.returncode == 0, done.stderr
+    assert sse_server.requests[2].json["model"] == "other-model"
+    assert sent_messages(sse_server, 2)[-1] == {"role": "user", "content": "Continue."}
+
+
+@pytest.mark.timeout(60)
+def test_resume_keeps_anthropic_reasoning_and_its_signature(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(anthropic_stream("Done thinking.", thinking="deep thought", signature="sig"))
+    env = anthropic_env(home, sse_server)
+    assert logos(["--model", "claude-x", "--yes", "think"], home, env).returncode == 0
+    sse_server.enqueue(anthropic_stream("Again."))
+    done = logos(["resume", str(home.only_run()), "more"], home, env | {"CI": ""}, stdin="")
+    assert done.returncode == 2 and "--yes" in done.stderr  # still no terminal to confirm on
+    done = logos(["resume", str(home.only_run()), "more", "--yes"], home, env)
+    assert done.returncode == 0, done.stderr
+    assistant = sent_messages(sse_server, 1)[1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "deep thought",
+        "signature": "sig",
+    }
+
+
+@pytest.mark.timeout(60)
+def test_a_line_cut_by_a_crash_is_skipped_and_cut_off_on_resume(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    path = first_run(home, sse_server)
+    with path.open("a") as damaged:
+        damaged.write('{"type": "step", "role": "assis')
+    shown = logos(["show", str(path)], home, home.env())
+    assert shown.returncode == 0 and "incomplete" in shown.stderr
+    sse_server.enqueue(openai_stream("Still here."))
+    done = logos(["resume", str(path), "still there?", "--yes"], home, home.env())
+    assert done.returncode == 0, done.stderr
+    assert "skipped the last line" in done.stderr
+    records = read_jsonl(path)  # every line parses again
+    assert records[-1]["type"] == "done" and records[-2]["content"] == "Still here."
+
+
+def test_a_damaged_line_inside_the_file_is_an_error_naming_it(home: Home) -> None:
+    path = home.root / "run.jsonl"
+    path.write_text(
+        '{"type": "run", "version": 1, "logos_version": "0", "provider": "openai", '
+        '"model": "m", "base_url": null, "runner": "local", "cwd": "/", '
+        '"started_at": "t", "system_prompt": "s"}\n'
+        '{"type": "prompt", "content": 3, "time": "t"}\n'
+        '{"type": "prompt", "content": "fine", "time": "t"}\n'
+    )
+    done = logos(["show", str(path)], home, home.env())
+    assert done.returncode == 2
+    assert f"{path}, line 2: invalid prompt record (content:" in done.stderr
+
+
+def test_show_of_something_else_says_so(home: Home) -> None:
+    path = home.root / "notes.jsonl"
+    path.write_text('{"hello": 1}\n')
+    done = logos(["show", str(path)], home, home.env())
+    assert done.returncode == 2 and "is not a logos trajectory" in done.stderr
+    missing = logos(["show", str(home.root / "nope.jsonl")], home, home.env())
+    assert missing.returncode == 2 and "no trajectory at" in missing.stderr
+
+
+@pytest.mark.timeout(60)
+def test_show_renders_a_run_for_reading(home: Home, sse_server: ScriptedServer) -> None:
+    path = first_run(home, sse_server)
+    done = logos(["show", str(path)], home, home.env())
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "openai first-model" in text
+    assert "> count lines" in text and "Looking." in text
+    assert "✓ printf 'line %s\\n' 1 2 3 4 5 6 7 8" in text
+    assert "  ⋮ 2 more lines" in text and "│ line 8" in text and "│ line 2" not in text
+    assert "There are 8 lines." in text
+    assert text.rstrip().splitlines()[-1].startswith("final answer · 2 turns")
+    assert not ANSI_ESCAPE.search(text)

@@ -1,0 +1,320 @@
+"""`logos "TASK"` end to end: the real command in a subprocess, a real local HTTP server
+streaming scripted replies in both wire formats, real bash."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logos.cli.events import EVENT_ADAPTER, EVENT_TYPES
+from tests.cli_harness import (
+    ANSI_ESCAPE,
+    Home,
+    anthropic_env,
+    logos,
+    make_home,
+    openai_env,
+    read_jsonl,
+    sent_messages,
+)
+from tests.sse_server import Reply, ScriptedServer, anthropic_stream, json_error, openai_stream
+
+pytest_plugins = ["tests.sse_server"]
+
+Stream = Callable[..., Reply]
+WIRES: dict[str, tuple[Stream, Callable[..., dict[str, str]]]] = {
+    "openai": (openai_stream, openai_env),
+    "anthropic": (anthropic_stream, anthropic_env),
+}
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+@pytest.fixture(params=sorted(WIRES))
+def wire(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.timeout(60)
+def test_a_task_runs_to_its_final_answer(wire: str, home: Home, sse_server: ScriptedServer) -> None:
+    stream, env_for = WIRES[wire]
+    sse_server.enqueue(
+        stream("Let me look.\n<cmd>echo hello from bash</cmd>\n"),
+        stream("The answer is 42."),
+    )
+    done = logos(
+        ["--model", "test-model", "--yes", "find the answer"], home, env_for(home, sse_server)
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The answer is 42.\n"  # stdout is the answer, exactly
+    assert "✓ echo hello from bash" in done.stderr
+    assert "Let me look." in done.stderr  # prose streams to stderr when stdout is a file
+    summary = done.stderr.strip().splitlines()[-1]
+    assert summary.startswith("final answer · 2 turns") and str(home.only_run()) in summary
+    assert len(sse_server.requests) == 2
+    envelope = sent_messages(sse_server, 1)[-1]["content"]
+    assert "$ echo hello from bash" in envelope and "hello from bash\n" in envelope
+
+
+@pytest.mark.timeout(60)
+def test_the_trajectory_and_audit_log_record_everything_privately(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("<cmd>echo one</cmd>"), openai_stream("Done."))
+    done = logos(["--model", "m", "--yes", "record me"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+
+    path = home.only_run()
+    assert path.name.endswith("-record-me.jsonl")
+    records = read_jsonl(path)
+    assert [r["type"] for r in records] == [
+        "run",
+        "prompt",
+        "approval",
+        "step",
+        "step",
+        "step",
+        "done",
+    ]
+    header = records[0]
+    assert header["version"] == 1 and header["provider"] == "openai" and header["model"] == "m"
+    assert (
+        header["cwd"] == str(home.work)
+        and "Working directory: " + str(home.work) in (header["system_prompt"])
+    )
+    assert records[1]["content"] == "record me"
+    assert records[4]["role"] == "result" and records[4]["results"][0]["stdout"] == "one\n"
+    assert records[3]["usage"]["output_tokens"] > 0
+    assert records[-1]["stop_reason"] == "final" and records[-1]["steps"] == 2
+    audit = home.audit()
+    assert [(a["action"], a["command"], a["runner"]) for a in audit] == [
+        ("auto", "echo one", "local")
+    ]
+    assert audit[0]["trajectory"] == str(path)
+    for private in (path, home.state / "audit.jsonl"):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    for directory in (path.parent, home.state):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+@pytest.mark.timeout(60)
+def test_json_prints_only_events_ending_with_done(
+    wire: str, home: Home, sse_server: ScriptedServer
+) -> None:
+    stream, env_for = WIRES[wire]
+    sse_server.enqueue(
+        stream("Checking.\n<cmd>echo out; echo err >&2; exit 3</cmd>"), stream("It failed with 3.")
+    )
+    done = logos(["--model", "m", "--yes", "--json", "go"], home, env_for(home, sse_server))
+
+    assert done.returncode == 0, done.stderr
+    events = [EVENT_ADAPTER.validate_json(line) for line in done.stdout.splitlines()]
+    raw = [json.loads(line) for line in done.stdout.splitlines()]
+    types = [event.type for event in events]
+    assert types[0] == "start" and types[-1] == "done" and types.count("done") == 1
+    assert set(types) <= set(EVENT_TYPES)
+    assert {"delta", "command_start", "command_result", "step_end", "approval"} <= set(types)
+    assert "".join(e.text for e in events if e.type == "delta") == "Checking.\nIt failed with 3."
+    result = next(r for r in raw if r["type"] == "command_result")
+    assert result["turn"] == 1 and result["index"] == 0
+    assert result["result"]["exit_code"] == 3 and result["result"]["stderr"] == "err\n"
+    step_ends = [r for r in raw if r["type"] == "step_end"]
+    assert [s["step"]["role"] for s in step_ends] == ["assistant", "result", "assistant"]
+    assert step_ends[0]["step"]["usage"]["input_tokens"] == 11
+    final = raw[-1]
+    assert final["stop_reason"] == "final" and final["response"] == "It failed with 3."
+    assert final["usage"]["input_tokens"] == 22 and final["turns"] == 2
+    assert "{" not in done.stderr  # no event leaks to stderr
+
+
+@pytest.mark.timeout(60)
+def test_json_reports_a_setup_error_as_error_then_done(home: Home) -> None:
+    done = logos(["--json", "--yes", "go"], home, home.env())
+    assert done.returncode == 2
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["error", "done"]
+    assert "ANTHROPIC_API_KEY" in events[0]["message"] and events[1]["stop_reason"] == "error"
+
+
+@pytest.mark.timeout(60)
+def test_max_steps_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(*(openai_stream(f"<cmd>echo {i}</cmd>") for i in range(3)))
+    done = logos(
+        ["--model", "m", "--yes", "--max-steps", "2", "loop forever"],
+        home,
+        openai_env(home, sse_server),
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert "stopped: step limit reached (--max-steps)" in done.stderr
+    assert len(sse_server.requests) == 2
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_steps"
+
+
+@pytest.mark.timeout(60)
+def test_max_cost_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedServer) -> None:
+    costly = {"prompt_tokens": 100_000, "completion_tokens": 10, "total_tokens": 100_010}
+    sse_server.enqueue(openai_stream("<cmd>true</cmd>", usage=costly), openai_stream("never"))
+    done = logos(
+        ["--model", "gpt-4o", "--yes", "--max-cost", "0.01", "spend"],
+        home,
+        openai_env(home, sse_server),
+    )
+    assert done.returncode == 1, done.stderr
+    assert "cost limit reached" in done.stderr and "$0.2501" in done.stderr
+    assert len(sse_server.requests) == 1
+
+
+@pytest.mark.timeout(60)
+def test_max_time_kills_a_slow_command_and_exits_1(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("<cmd>sleep 30</cmd>"))
+    done = logos(
+        ["--model", "m", "--yes", "--max-time", "1.5", "wait"], home, openai_env(home, sse_server)
+    )
+    assert done.returncode == 1, done.stderr
+    assert "time limit reached (--max-time)" in done.stderr
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_wall_time"
+
+
+@pytest.mark.timeout(60)
+def test_a_provider_error_ends_the_run_with_exit_2(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(json_error(401, "invalid api key", type="authentication_error"))
+    done = logos(["--model", "m", "--yes", "go"], home, openai_env(home, sse_server))
+    assert done.returncode == 2
+    assert "error:" in done.stderr and "401" in done.stderr and "OPENAI_API_KEY" in done.stderr
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "error"
+
+
+def test_without_a_provider_the_message_names_what_to_set(home: Home) -> None:
+    done = logos(["--yes", "go"], home, home.env())
+    assert done.returncode == 2
+    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--base-url", "--gguf"):
+        assert hint in done.stderr
+    assert home.runs() == []
+
+
+def test_a_chosen_provider_without_its_key_names_the_variable(home: Home) -> None:
+    done = logos(["--provider", "anthropic", "--yes", "go"], home, home.env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2
+    assert "ANTHROPIC_API_KEY is not set" in done.stderr
+
+
+def test_local_commands_without_a_terminal_need_yes(home: Home, sse_server: ScriptedServer) -> None:
+    done = logos(["--model", "m", "go"], home, openai_env(home, sse_server))
+    assert done.returncode == 2
+    assert "--yes" in done.stderr and "--sandbox" in done.stderr and "never-run" in done.stderr
+    assert sse_server.requests == []  # refused before the model was called
+
+
+def test_network_needs_the_sandbox(home: Home, sse_server: ScriptedServer) -> None:
+    done = logos(["--model", "m", "--yes", "--network", "go"], home, openai_env(home, sse_server))
+    assert done.returncode == 2 and "--network only applies to the sandbox" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_never_run_runs_nothing_and_tells_the_model(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("<cmd>touch created-by-model</cmd>"), openai_stream("ok"))
+    done = logos(
+        ["--model", "m", "--approve", "never-run", "dry run"], home, openai_env(home, sse_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (home.work / "created-by-model").exists()
+    envelope = sent_messages(sse_server, 1)[-1]["content"]
+    assert "error: not run: approval mode never-run" in envelope
+    assert [a["action"] for a in home.audit()] == ["never-run"]
+
+
+@pytest.mark.timeout(60)
+def test_the_task_can_come_from_stdin(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("Read it."))
+    task = "a task\nover two lines"
+    done = logos(["--model", "m", "--yes", "-"], home, openai_env(home, sse_server), stdin=task)
+    assert done.returncode == 0, done.stderr
+    assert sent_messages(sse_server, 0) == [{"role": "user", "content": task}]
+
+
+@pytest.mark.timeout(60)
+def test_output_off_a_terminal_has_no_escape_codes(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("<cmd>ls /nonexistent</cmd>"), openai_stream("Nothing there."))
+    done = logos(["--model", "m", "--yes", "look"], home, openai_env(home, sse_server))
+    assert done.returncode == 0
+    assert "✗ ls /nonexistent  exit 2" in done.stderr
+    assert not ANSI_ESCAPE.search(done.stdout + done.stderr)
+
+
+@pytest.mark.timeout(60)
+def test_the_config_file_gives_defaults_and_flags_win(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text('model = "from-config"\nmax_steps = 1\n')
+    sse_server.enqueue(openai_stream("<cmd>true</cmd>"), openai_stream("second"))
+    env = openai_env(home, sse_server)
+
+    first = logos(["--yes", "go"], home, env)
+    assert first.returncode == 1  # max_steps = 1 from the file
+    assert sse_server.requests[0].json["model"] == "from-config"
+    second = logos(["--yes", "--model", "from-flag", "--max-steps", "2", "go"], home, env)
+    assert second.returncode == 0, second.stderr
+    assert sse_server.requests[1].json["model"] == "from-flag"
+
+
+def test_an_unknown_config_key_is_named_with_its_file(home: Home) -> None:
+    config = home.root / "custom.toml"
+    config.write_text('modle = "typo"\n')
+    done = logos(["--config", str(config), "--yes", "go"], home, home.env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2
+    assert "unknown key 'modle'" in done.stderr and str(config) in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_local_server_without_model_is_asked_for_its_models(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    listing = {"object": "list", "data": [{"id": "local-a"}, {"id": "local-b"}]}
+    sse_server.enqueue(
+        Reply(
+            headers={"content-type": "application/json"},
+            body=[json.dumps(listing).encode()],
+            chunked=False,
+        ),
+        openai_stream("Hi."),
+    )
+    done = logos(["--base-url", sse_server.base_url + "/v1", "--yes", "hi"], home, home.env())
+    assert done.returncode == 0, done.stderr
+    first, chat = sse_server.requests
+    assert (first.method, first.path) == ("GET", "/v1/models")
+    assert "authorization" not in chat.headers  # a local server needs no key
+    assert chat.json["model"] == "local-a"
+    assert "using 'local-a', the first of the 2 models" in done.stderr
+
+
+def _only(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [record for record in records if record["type"] == kind]
+
+
+@pytest.mark.timeout(60)
+def test_an_explicit_trajectory_path_is_used_and_never_overwritten(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    target = home.root / "mine.jsonl"
+    sse_server.enqueue(openai_stream("First."))
+    env = openai_env(home, sse_server)
+    done = logos(["--model", "m", "--yes", "--trajectory", str(target), "go"], home, env)
+    assert done.returncode == 0 and _only(read_jsonl(target), "done")
+    again = logos(["--model", "m", "--yes", "--trajectory", str(target), "go"], home, env)
+    assert (
+        again.returncode == 2
+        and "already exists" in again.stderr
+        and "logos resume" in again.stderr
+    )
+    assert len(_only(read_jsonl(target), "prompt")) == 1
