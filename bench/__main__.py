@@ -46,7 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.n is not None:
         plan = plan.with_iterations(args.n)
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(
+            f"bench: cannot create the output directory {out} ({exc}): choose another --out",
+            file=sys.stderr,
+        )
+        return 2
     machine = machine_info()
     started = datetime.now(UTC)
     sections = anyio.run(_run_families, plan, args.only)

@@ -8,6 +8,7 @@ and on the in-container supervisor (through its host pid).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -171,8 +172,8 @@ async def run(plan: Plan) -> Section:
         problems=tuple(problems),
         raw={
             "bytes": size,
-            "local": {**local.__dict__, "seconds": local_s},
-            "sandbox": [m.__dict__ for m in sandbox],
+            "local": {**dataclasses.asdict(local), "seconds": local_s},
+            "sandbox": [dataclasses.asdict(m) for m in sandbox],
             "sandbox_seconds": sandbox_s,
         },
     )
