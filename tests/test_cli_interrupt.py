@@ -108,3 +108,33 @@ def test_background_jobs_are_killed_when_the_run_ends(
     done = logos(["--model", "m", "--yes", "start a server"], home, openai_env(home, sse_server))
     assert done.returncode == 0, done.stderr
     assert processes_matching(marker) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "stubborn"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"

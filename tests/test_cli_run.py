@@ -318,3 +318,24 @@ def test_an_explicit_trajectory_path_is_used_and_never_overwritten(
         and "logos resume" in again.stderr
     )
     assert len(_only(read_jsonl(target), "prompt")) == 1
+
+
+def test_version_help_and_no_arguments(home: Home) -> None:
+    version = logos(["--version"], home, home.env())
+    assert version.returncode == 0 and version.stdout.startswith("logos ")
+    for command in ("run", "resume", "show", "exec", "doctor"):
+        shown = logos([command, "--help"], home, home.env())
+        assert shown.returncode == 0 and shown.stdout.startswith(f"usage: logos {command}")
+    bare = logos([], home, home.env())
+    assert bare.returncode == 2 and 'logos [OPTIONS] "TASK"' in bare.stderr
+
+
+@pytest.mark.timeout(60)
+def test_max_tokens_limits_each_turn(wire: str, home: Home, sse_server: ScriptedServer) -> None:
+    stream, env_for = WIRES[wire]
+    sse_server.enqueue(stream("Short."))
+    done = logos(
+        ["--model", "m", "--yes", "--max-tokens", "77", "go"], home, env_for(home, sse_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert sse_server.requests[0].json["max_tokens"] == 77

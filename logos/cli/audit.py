@@ -46,7 +46,8 @@ class AuditLog:
         self._mode = mode
         self._runner = runner
         self._cwd = cwd
-        self._trajectory = trajectory
+        self.trajectory = trajectory
+        """The trajectory of the run being audited, once it has one."""
 
     def record(self, decision: ApprovalDecision) -> None:
         entry = AuditEntry(
@@ -58,7 +59,7 @@ class AuditLog:
             mode=self._mode,
             runner=self._runner,
             cwd=self._cwd,
-            trajectory=self._trajectory,
+            trajectory=self.trajectory,
             pid=os.getpid(),
         )
         write_line(self._fd, entry.model_dump_json())

@@ -121,7 +121,7 @@ def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
     recorded_sandbox = None if recorded is None else recorded.header.runner == "sandbox"
     sandbox = _first_or(False, args.sandbox, recorded_sandbox, settings.sandbox)
     spec = _runner_spec(args, settings, sandbox)
-    approval = _approval_mode(args.approve, args.yes, sandbox, sys.stdin.isatty())
+    approval = _approval_mode(args.approve, args.yes, sandbox, _stdin_is_terminal())
     default_dir = os.getcwd()
     if recorded is not None and not args.allow:
         default_dir = recorded.header.cwd
@@ -158,7 +158,7 @@ def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
         if recorded is not None
         else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=args.trajectory),
         environ=environ,
-        input_fd=sys.stdin.fileno(),
+        input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
     )
     if gguf is not None:
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
@@ -363,6 +363,13 @@ def _read_text_argument(value: str, what: str) -> str:
         source = "read from stdin " if value == "-" else ""
         raise CliError(f"the {what} {source}is empty: say what the model should do")
     return text.strip()
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # stdin was closed
+        return False
 
 
 def _first(*values: T | None) -> T | None:

@@ -104,7 +104,7 @@ class _RunningView:
         rows = list(self._running.values())
         table = Table.grid(padding=(0, 1))
         table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        table.add_column(no_wrap=True, overflow="ellipsis")
         table.add_column(no_wrap=True, justify="right")
         now = time.monotonic()
         for row in rows:
@@ -142,6 +142,7 @@ class HumanRenderer:
         self._aside = ""
         """The unfinished line on stderr's screen, erased while something else is drawn."""
         self._held: list[Callable[[], None]] | None = None
+        self._after_decoration = False
 
     # Reporter ------------------------------------------------------------------------
 
@@ -205,6 +206,7 @@ class HumanRenderer:
         try:
             yield self.err
         finally:
+            self._after_decoration = True
             held, self._held = self._held, None
             for show in held:
                 show()
@@ -225,6 +227,7 @@ class HumanRenderer:
         def show() -> None:
             self._set_aside()
             self.err.print(renderable)
+            self._after_decoration = True
             self._restore()
 
         self._output(show)
@@ -244,6 +247,14 @@ class HumanRenderer:
             if text.endswith("\n"):
                 self._line[target] = None
             return
+        if self._after_decoration and not (self._shown or self._aside):
+            # The newline that separated a block from the prose after it in the model's
+            # text would leave a blank line under the command's panel, which replaced it.
+            text = text.lstrip("\n")
+            if not text:
+                self._line[target] = None
+                return
+        self._after_decoration = False
         if self._live is not None:
             # Only whole lines can be printed above the live region.
             *lines, self._aside = (self._aside + text).split("\n")
@@ -312,6 +323,7 @@ class HumanRenderer:
         if not self._terminal or self._live is not None or not self._running:
             return
         self._set_aside()
+        self._after_decoration = True  # the command's panel will stand for its block
         self._live = Live(
             self._view,
             console=self.err,

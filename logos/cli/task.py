@@ -125,17 +125,23 @@ async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
     runner = make_runner(plan.runner)
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
     try:
-        writer = _open_trajectory(plan, model, workdir)
+        # The audit log first: a run that cannot be audited must not leave a trajectory.
         audit = AuditLog(
             audit_log_path(plan.environ),
             mode=plan.approval,
             runner=plan.runner.kind,
             cwd=workdir,
-            trajectory=str(writer.path),
+            trajectory=None,
         )
+        try:
+            writer = _open_trajectory(plan, model, workdir)
+        except BaseException:
+            audit.close()
+            raise
     except BaseException:
         await _close_quietly(runner, model)
         raise
+    audit.trajectory = str(writer.path)
     with writer, audit:
         writer.prompt(plan.prompt)
 
