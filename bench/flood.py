@@ -8,6 +8,7 @@ and on the in-container supervisor (through its host pid).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -82,6 +83,7 @@ async def _local_child(size: int) -> dict[str, Any]:
             started = time.perf_counter()
             result = await runner.run(flood_command(size), ExecOptions())
             elapsed = time.perf_counter() - started
+    _remove_saved_output(result)
     return {
         "baseline_bytes": rss.baseline_bytes,
         "peak_bytes": rss.peak_bytes,
@@ -89,6 +91,16 @@ async def _local_child(size: int) -> dict[str, Any]:
         "seconds": elapsed,
         "problem": _check(result, size, "LocalRunner"),
     }
+
+
+def _remove_saved_output(result: Result) -> None:
+    """The runner saved tens of MiB of zeros for a model that will never read them."""
+    for saved in (result.stdout_file, result.stderr_file):
+        if saved is not None:
+            with contextlib.suppress(OSError):
+                os.remove(saved)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(saved))  # only if nothing else is in it
 
 
 def measure_local(size: int) -> tuple[Measured, float, str | None]:
