@@ -1,24 +1,27 @@
 """Keep a long run inside the model's context window by eliding old command output.
 
-Only what is *sent* is shortened; the steps a run returns keep every byte. The envelope
+Only what is *sent* is shortened; the steps a run returns keep every byte. An envelope
 keeps its shape (every block, its command and status) so the model still knows what it
-ran; only the stdout/stderr of the oldest results is replaced by a short notice.
+ran; only the stdout/stderr bodies of the oldest envelopes are replaced by a short notice.
+Envelopes are recognised by their text, so the history of a resumed run is elided too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from logos.envelope import format_results
 from logos.providers.base import Message
-from logos.result import Result
 
 CHARS_PER_TOKEN = 3.5
 """A conservative average for code and logs; real tokenizers give 3.5 to 4.5."""
 
 HEADROOM = 0.8
 """Elide once the estimate passes this share of the window, leaving room for the reply."""
+
+_STREAM_BODY = re.compile(r"<(stdout|stderr)>\n(.*?)</\1>", re.DOTALL)
+_ENVELOPE_START = "<result>"
 
 
 def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
@@ -28,15 +31,11 @@ def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
 
 def fit_to_window(
     system: str,
-    messages: list[Message],
-    results_by_message: dict[int, Sequence[Result]],
+    messages: Sequence[Message],
     context_window: int | None,
     max_output_tokens: int | None,
 ) -> list[Message]:
-    """Return `messages`, with the oldest result envelopes elided until they fit.
-
-    `results_by_message` maps a message's index to the results its envelope renders.
-    """
+    """Return a copy of `messages` with the oldest envelopes elided until they fit."""
     fitted = list(messages)
     if not context_window:
         return fitted
@@ -44,28 +43,26 @@ def fit_to_window(
     if estimate_tokens(system, fitted) <= budget:
         return fitted
     # Oldest first: the latest results are what the model is working from.
-    for index in sorted(results_by_message):
-        results = results_by_message[index]
-        fitted[index] = replace(fitted[index], content=format_results(elide(results)))
+    for index, message in enumerate(fitted):
+        if message.role != "user" or not message.content.startswith(_ENVELOPE_START):
+            continue
+        fitted[index] = replace(message, content=elide_envelope(message.content))
         if estimate_tokens(system, fitted) <= budget:
             break
     return fitted
 
 
-def elide(results: Sequence[Result]) -> list[Result]:
-    """Results with their output replaced by a notice of how much there was."""
-    return [
-        replace(
-            result,
-            stdout=_notice(result.stdout) if result.stdout else "",
-            stderr=_notice(result.stderr) if result.stderr else "",
-            stdout_dropped_bytes=0,
-            stderr_dropped_bytes=0,
+def elide_envelope(envelope: str) -> str:
+    """The envelope with every stdout/stderr body replaced by how much there was."""
+
+    def notice(match: re.Match[str]) -> str:
+        body = match.group(2)
+        if body.startswith("[output elided"):
+            return match.group(0)
+        size = len(body.encode("utf-8", errors="replace"))
+        return (
+            f"<{match.group(1)}>\n[output elided to save context: {size} bytes; "
+            f"run the command again if needed]\n</{match.group(1)}>"
         )
-        for result in results
-    ]
 
-
-def _notice(text: str) -> str:
-    size = len(text.encode("utf-8", errors="replace"))
-    return f"[output elided to save context: {size} bytes; run the command again if needed]"
+    return _STREAM_BODY.sub(notice, envelope)

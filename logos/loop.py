@@ -130,7 +130,6 @@ class _Run:
         self.cost_usd = 0.0
         self.cost_known = True
         self.messages: list[Message] = []
-        self.results_by_message: dict[int, Sequence[Result]] = {}
         self.current: _Turn | None = None
         self.canceled = False
         self.system = config.system_prompt or build_system_prompt(
@@ -252,11 +251,7 @@ class _Run:
         request = ModelRequest(
             system=self.system,
             messages=fit_to_window(
-                self.system,
-                self.messages,
-                self.results_by_message,
-                self.context_window,
-                config.max_tokens,
+                self.system, self.messages, self.context_window, config.max_tokens
             ),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
@@ -362,8 +357,6 @@ class _Run:
         parts = [format_results(results)] if results else []
         parts += notices
         step = StepMessage(role="result", content="\n\n".join(parts), results=tuple(results))
-        if results:
-            self.results_by_message[len(self.messages)] = results
         self.messages.append(Message(role="user", content=step.content))
         await self._add_step(step)
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from logos import Callbacks, Config, ExecOptions, LocalRunner, Result, run, run_sync
+from logos import (
+    Callbacks,
+    Config,
+    ExecOptions,
+    LocalRunner,
+    Result,
+    format_results,
+    run,
+    run_sync,
+)
 from logos.errors import AuthenticationError
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, steps_to_messages
@@ -386,3 +395,17 @@ def _running(marker: str) -> bool:
             if marker.encode() in cmdline and state != "Z":
                 return True
     return False
+
+
+async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
+    old = format_results([Result(command="cat big.log", stdout="y\n" * 4000, exit_code=0)])
+    history = [
+        Message(role="user", content="first task"),
+        Message(role="assistant", content="<cmd>cat big.log</cmd>"),
+        Message(role="user", content=old),
+        Message(role="assistant", content="It is all y."),
+    ]
+    provider = ScriptedProvider([Reply("done")], context_window=2000)
+    await run(config_for(provider), history, "follow-up")
+    sent = provider.requests[0].messages[2].content
+    assert "elided" in sent and "$ cat big.log" in sent and "y\ny\n" not in sent
