@@ -268,6 +268,24 @@ def test_the_config_file_gives_defaults_and_flags_win(
     assert sse_server.requests[1].json["model"] == "from-flag"
 
 
+def test_model_options_and_prompt_extra_reach_every_request(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text(
+        'temperature = 0.5\nprompt_extra = "House rule: be terse."\n'
+        '[provider_options]\ngrammar = "root ::= [a-z]+"\nseed = 7\n'
+    )
+    sse_server.enqueue(openai_stream("<cmd>true</cmd>"), openai_stream("done"))
+    env = openai_env(home, sse_server)
+    done = logos(["--model", "m", "--yes", "--temperature", "0.2", "go"], home, env)
+    assert done.returncode == 0, done.stderr
+    for request in sse_server.requests:
+        body = request.json
+        assert (body["grammar"], body["seed"], body["temperature"]) == ("root ::= [a-z]+", 7, 0.2)
+        assert body["messages"][0]["content"].rstrip().endswith("House rule: be terse.")
+
+
 def test_an_unknown_config_key_is_named_with_its_file(home: Home) -> None:
     config = home.root / "custom.toml"
     config.write_text('modle = "typo"\n')

@@ -136,7 +136,7 @@ def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    system_prompt = system_prompt_for(spec, options)
+    system_prompt = system_prompt_for(spec, options, settings.prompt_extra or "")
     if recorded is not None and _same_place(recorded, spec, options):
         system_prompt = recorded.header.system_prompt  # the conversation's own, unchanged
     if sandbox:
@@ -159,6 +159,8 @@ def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
         else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=args.trajectory),
         environ=environ,
         input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
+        temperature=_first(args.temperature, settings.temperature),
+        provider_options=settings.provider_options or {},
     )
     if gguf is not None:
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
@@ -419,11 +421,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _float(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _non_negative_float(text: str) -> float:
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _float(text)
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
@@ -560,6 +573,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--threads", type=_positive_int, metavar="N", help="--gguf: CPU threads (default: auto)"
+    )
+    group.add_argument(
+        "--temperature", type=_non_negative_float, metavar="T", help="sampling temperature"
     )
     _config_option(parser)
 

@@ -108,11 +108,11 @@ def make_runner(spec: RunnerSpec) -> LocalRunner | SandboxRunner:
     return SandboxRunner(socket=sandbox_socket(spec), image=spec.image, network=spec.network)
 
 
-def system_prompt_for(spec: RunnerSpec, options: ExecOptions) -> str:
+def system_prompt_for(spec: RunnerSpec, options: ExecOptions, extra: str = "") -> str:
     """The system prompt, telling the model what the sandbox lets it see."""
     workdir = options.resolved_workdir() or os.getcwd()
     if not spec.sandbox:
-        return build_system_prompt(working_dir=workdir)
+        return build_system_prompt(working_dir=workdir, extra=extra)
     paths = ", ".join(
         f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in options.allowed_paths
     )
@@ -121,7 +121,7 @@ def system_prompt_for(spec: RunnerSpec, options: ExecOptions) -> str:
         working_dir=workdir,
         platform="Linux in a Docker sandbox, shell bash",
         extra=f"Commands run in a sandbox that sees only these host paths: {paths}. "
-        f"Network access is {network}.",
+        f"Network access is {network}.\n{extra}",
     )
 
 

@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -71,6 +71,11 @@ class FileSettings(BaseModel):
     max_time: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
     max_total_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    provider_options: dict[str, Any] | None = None
+    """Extra JSON fields for every model request (e.g. a llama.cpp `grammar`, a `seed`)."""
+    prompt_extra: str | None = None
+    """Text appended to the system prompt (house rules, project conventions)."""
 
 
 def default_config_path(environ: Mapping[str, str]) -> Path:

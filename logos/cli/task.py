@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -88,6 +89,8 @@ class TaskPlan:
     environ: Mapping[str, str] = field(default_factory=dict)
     input_fd: int = 0
     """Where the confirm prompt reads answers (a terminal)."""
+    temperature: float | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -188,6 +191,8 @@ async def _run_and_record(
         max_total_tokens=limits.max_total_tokens,
         max_wall_s=limits.max_wall_s,
         max_cost_usd=limits.max_cost_usd,
+        temperature=plan.temperature,
+        provider_options=plan.provider_options,
     )
     callbacks = Callbacks(
         on_delta=reporter.delta,
