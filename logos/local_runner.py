@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import signal
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -56,7 +58,7 @@ class LocalRunner:
     def __init__(self, shell: str = "bash") -> None:
         self._shell = shell
         self._process_groups: set[int] = set()
-        self._output_dir: str | None = None
+        self._output_prefix = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = itertools.count(1)
 
     async def run(self, command: str, options: ExecOptions) -> Result:
@@ -126,15 +128,41 @@ class LocalRunner:
         await self.aclose()
 
     def _capture(self, options: ExecOptions, stream: str) -> OutputCapture:
+        """A capture that saves the full output to a file only if it overflows."""
+        directory = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
         save_path = None
-        if options.max_saved_output_bytes > 0:
-            if self._output_dir is None:
-                self._output_dir = tempfile.mkdtemp(prefix="logos-output-")
-            save_path = os.path.join(self._output_dir, f"{next(self._counter):04d}-{stream}.txt")
+        if directory is not None:
+            name = f"{self._output_prefix}-{next(self._counter):04d}-{stream}.txt"
+            save_path = os.path.join(directory, name)
         return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
 
 
 _DEVNULL = -3  # subprocess.DEVNULL, spelled out to keep `subprocess` out of the signature
+
+
+def _saved_output_dir() -> str | None:
+    """The user's private directory for cut outputs, or None if it cannot be trusted.
+
+    WHY one fixed directory per user rather than a fresh `mkdtemp` per runner: runners are
+    cheap and many, and empty temporary directories would pile up. A fixed name in a shared
+    /tmp could be planted by someone else, so it is used only if it is a real directory,
+    ours, and closed to others.
+    """
+    path = os.path.join(tempfile.gettempdir(), f"logos-output-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    trusted = (
+        stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+    )
+    return path if trusted else None
 
 
 def _command_env(options: ExecOptions) -> dict[str, str]:

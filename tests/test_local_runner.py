@@ -173,3 +173,31 @@ async def test_binary_and_invalid_utf8_are_replaced_not_fatal() -> None:
     assert result.exit_code == 0
     assert result.stdout.startswith("ok") and "end" in result.stdout
     assert "\ufffd" in result.stdout
+
+
+async def test_saved_outputs_go_to_one_private_directory_only_when_cut() -> None:
+    runner = LocalRunner()
+    small = await runner.run("echo small", ExecOptions())
+    assert small.stdout_file is None
+    big = await runner.run("seq 1 100000", ExecOptions(max_output_bytes=1024))
+    assert big.stdout_file is not None
+    directory = Path(big.stdout_file).parent
+    assert directory.name == f"logos-output-{os.getuid()}"
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert Path(big.stdout_file).read_text().splitlines()[-1] == "100000"
+
+
+async def test_a_planted_output_directory_is_not_trusted(tmp_path: Path) -> None:
+    import tempfile
+
+    planted = tmp_path / f"logos-output-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    original = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path)
+    try:
+        result = await LocalRunner().run("seq 1 100000", ExecOptions(max_output_bytes=1024))
+    finally:
+        tempfile.tempdir = original
+    assert result.stdout_dropped_bytes > 0 and result.stdout_file is None
+    assert list(planted.iterdir()) == []
