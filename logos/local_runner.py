@@ -159,9 +159,7 @@ def _saved_output_dir() -> str | None:
         info = os.lstat(path)
     except OSError:
         return None
-    trusted = (
-        stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
-    )
+    trusted = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
     return path if trusted else None
 
 
