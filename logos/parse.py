@@ -15,7 +15,8 @@ Rules:
   `cat > doc.md <<'EOF'` … `Use <cmd>ls</cmd>` … `EOF`, must stay one command.
 * Recovery at the end of a message: if the text ends inside a block whose content holds a
   `</cmd>`, a nested `<cmd>` was never closed (typically `grep -rn '<cmd>' src`). The block
-  is then re-read as ending at its first `</cmd>` and the rest of the text is parsed again.
+  is then re-read as ending at its first `</cmd>` and the rest of the text is parsed again
+  (in one linear pass, however many such blocks the message holds).
   Nothing inside an open block has been emitted yet, so this stays identical in both modes;
   the price is that such commands are only reported by `close()`. A message cut off by the
   token limit must not have a half-written command run, so `close(truncated=True)` skips
@@ -175,23 +176,19 @@ class CmdStreamParser:
             raise RuntimeError("CmdStreamParser.close() called twice: use a new parser")
         self._closed = True
         events: list[Event] = []
-        while True:
-            held, self._held = self._held, ""
-            if held and self._depth:
-                self._block_parts.append(held)
-            elif held:
+        held, self._held = self._held, ""
+        if not self._depth:
+            if held:
                 self._emit_prose(held, events)
-            if not self._depth:
-                return events
-            content = "".join(self._block_parts)
-            cut = -1 if truncated else content.find(CLOSE_TAG)
-            if cut < 0:
-                events.append(UnclosedBlock(len(self._blocks), content.strip()))
-                return events
-            self._depth = 0
-            self._block_parts = []
-            self._finish_block(content[:cut], events)
-            self._scan(content[cut + len(CLOSE_TAG) :], events)
+            return events
+        self._block_parts.append(held)
+        content = "".join(self._block_parts)
+        self._block_parts = []
+        if truncated:
+            events.append(UnclosedBlock(len(self._blocks), content.strip()))
+        else:
+            self._recover(content, events)
+        return events
 
     def _scan(self, text: str, events: list[Event]) -> None:
         """Run the state machine over `text` (held-back text already prepended)."""
@@ -229,6 +226,68 @@ class CmdStreamParser:
                 self._block_parts.append(text[start:hold_from])
             else:
                 self._emit_prose(text[start:hold_from], events)
+
+    def _recover(self, content: str, events: list[Event]) -> None:
+        """End a message that stops inside a block, given the block's `content`.
+
+        The rule (module docstring): the block ends at its first `</cmd>` and the rest is
+        parsed again from depth zero, where another block that never closes may begin,
+        and so on. WHY not re-run the scan on the rest each time: with one such block per
+        kilobyte that is quadratic, seconds for a megabyte. Pairing every `<cmd>` with its
+        `</cmd>` up front (a stack) and walking the tags once gives the same in linear time.
+        """
+        starts: list[int] = []  # where each tag begins, in order
+        opens: list[bool] = []  # whether it is a `<cmd>`
+        partner: list[int] = []  # for a `<cmd>`: the index of the `</cmd>` closing it, or -1
+        unpaired: list[int] = []
+        for match in _TAG.finditer(content):
+            is_open = match.end() - match.start() == len(OPEN_TAG)
+            if is_open:
+                unpaired.append(len(starts))
+            elif unpaired:
+                partner[unpaired.pop()] = len(starts)
+            starts.append(match.start())
+            opens.append(is_open)
+            partner.append(-1)
+        count = len(starts)
+        tag = 0  # the next tag to look at: it only moves forward
+        block_start = 0  # where the text of the block that never closed begins
+        while True:
+            while tag < count and opens[tag]:
+                tag += 1
+            if tag == count:
+                events.append(UnclosedBlock(len(self._blocks), content[block_start:].strip()))
+                return
+            self._finish_block(content[block_start : starts[tag]], events)
+            prose_start = starts[tag] + len(CLOSE_TAG)
+            tag += 1
+            while True:  # at depth zero: a `</cmd>` is prose, a block that closes is a command
+                while tag < count and not opens[tag]:
+                    tag += 1
+                if tag == count:
+                    self._depth = 0
+                    self._flush_prose(content, prose_start, events)
+                    return
+                if starts[tag] > prose_start:
+                    self._emit_prose(content[prose_start : starts[tag]], events)
+                block_start = starts[tag] + len(OPEN_TAG)
+                closing = partner[tag]
+                if closing < 0:
+                    tag += 1
+                    break
+                self._finish_block(content[block_start : starts[closing]], events)
+                prose_start = starts[closing] + len(CLOSE_TAG)
+                tag = closing + 1
+
+    def _flush_prose(self, text: str, start: int, events: list[Event]) -> None:
+        """Emit `text[start:]` as the message's last prose, as a stream would have cut it."""
+        # WHY split off a trailing open-tag prefix: that is how the same prose arrives when
+        # no recovery is needed (the prefix is held back, then flushed by `close()`).
+        stop = self._partial_tag_start(text, start)
+        if stop > start:
+            self._emit_prose(text[start:stop], events)
+        if stop < len(text):
+            self._emit_prose(text[stop:], events)
 
     def _partial_tag_start(self, text: str, search_from: int) -> int:
         """Where a suffix that could still grow into a tag begins (len(text) if none)."""

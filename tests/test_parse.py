@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -39,6 +40,8 @@ TRICKY_MESSAGES = [
     "<CMD>ls</CMD> <cmd >x</cmd> <cmd>a</cmd>",
     "```\n<cmd>ls</cmd>\n```\n<cmd>cat <<EOF\n<cmd>\nEOF</cmd>",
     "<cmd><cmd></cmd></cmd><cmd>\n</cmd>tail</cmd>",
+    "<cmd>echo cmd> /cmd> < /cmd> <<cmd>>a</cmd>/cmd></cmd> out cmd> </cmd>",
+    "x <cmd>grep '<cmd>' a</cmd> y <cmd>ls</cmd> z <cmd>grep '<cmd>' b</cmd>\n<cm",
 ]
 
 
@@ -147,6 +150,48 @@ def test_unmatched_nested_open_is_recovered_at_the_end() -> None:
     text = "Search: <cmd>grep -rn '<cmd>' src</cmd>\nthen <cmd>ls</cmd> end"
     assert parse_cmd_blocks(text) == ["grep -rn '<cmd>' src", "ls"]
     assert strip_cmd_blocks(text) == "Search: \nthen  end"
+
+
+def test_every_unmatched_nested_open_is_recovered() -> None:
+    """After a recovered block the rest is parsed again, and may need recovering in turn."""
+    text = (
+        "a <cmd>grep -e '<cmd>' -e '<cmd>' 1</cmd> b </cmd> c <cmd>ls</cmd> d "
+        "<cmd>grep '<cmd>' 2</cmd> e <cmd>x <cmd>y</cmd> z</cmd> f <cmd>grep '<cmd>' 3"
+    )
+    assert parse_cmd_blocks(text) == [
+        "grep -e '<cmd>' -e '<cmd>' 1",
+        "ls",
+        "grep '<cmd>' 2",
+        "x <cmd>y</cmd> z",
+    ]
+    commands, raw_prose, unclosed, parser = run_stream([text])
+    assert raw_prose == "a  b </cmd> c  d  e  f "
+    assert unclosed == "grep '<cmd>' 3"
+    assert parser.in_block
+    assert (commands, raw_prose, unclosed) == reference_parse(text)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("delta_chars", [None, 20])
+def test_recovery_takes_linear_time(delta_chars: int | None) -> None:
+    """Many unmatched nested opens: each recovery must not re-scan the rest of the message.
+
+    Re-scanning took about 140 s for this message (quadratic); one pass takes about 0.1 s.
+    The bound is far from both, so the test neither flakes on a loaded machine nor passes
+    a quadratic parser.
+    """
+    units = 20_000
+    text = "Look: <cmd>grep -n '<cmd>' f.py</cmd> then\n" * units  # ~0.9 MB
+    size = delta_chars or len(text)
+    deltas = [text[i : i + size] for i in range(0, len(text), size)]
+    started = time.perf_counter()
+    commands, raw_prose, unclosed, parser = run_stream(deltas)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 10, f"{elapsed:.1f} s to parse {len(text)} characters: not linear"
+    assert commands == ["grep -n '<cmd>' f.py"] * units
+    assert raw_prose == "Look:  then\n" * units
+    assert unclosed is None
+    assert not parser.in_block
 
 
 def test_recovery_is_skipped_when_the_message_was_truncated() -> None:
@@ -371,7 +416,10 @@ def test_prose_is_held_back_only_while_it_may_start_a_tag(text: str) -> None:
 
 TAG_HEAVY = st.lists(
     st.sampled_from(
-        ["<", "c", "m", "d", "/", ">", "\n", " ", "a", "é", "🌍", "<cmd>", "</cmd>", "`", "EOF"]
+        [
+            *("<", "c", "m", "d", "/", ">", "\n", " ", "a", "é", "🌍"),
+            *("<cmd>", "</cmd>", "cmd>", "</", "`", "EOF"),
+        ]
     ),
     max_size=80,
 ).map("".join)
