@@ -43,12 +43,16 @@ OPEN_TAG = "<cmd>"
 CLOSE_TAG = "</cmd>"
 
 _TAG = re.compile(r"</?cmd>")
+# Both tags end with this, and a tag's only `<` is its first character: one `str.find`
+# for it, then a look at the one or two characters before, finds either tag.
+_TAG_END = "cmd>"
+_OPEN_TAG_LEN = len(OPEN_TAG)
+_TAG_END_LEN = len(_TAG_END)
 _BLANK_LINE_RUN = re.compile(r"\n(?:[^\S\n]*\n)+")
 # Proper prefixes of a tag that may end a chunk: held back until the next delta decides.
-_OPEN_PREFIXES = frozenset(OPEN_TAG[:n] for n in range(1, len(OPEN_TAG)))
-_ANY_TAG_PREFIXES = _OPEN_PREFIXES | frozenset(CLOSE_TAG[:n] for n in range(1, len(CLOSE_TAG)))
-_LONGEST_OPEN_PREFIX = len(OPEN_TAG) - 1
-_LONGEST_PREFIX = len(CLOSE_TAG) - 1
+# Outside a block only `<cmd>` matters: a `</cmd>` there is prose.
+_OPEN_PREFIXES = tuple(OPEN_TAG[:n] for n in range(1, len(OPEN_TAG)))
+_ANY_TAG_PREFIXES = _OPEN_PREFIXES + tuple(CLOSE_TAG[:n] for n in range(2, len(CLOSE_TAG)))
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -64,14 +68,24 @@ class ProseDelta:
 
 
 _set_prose_text = ProseDelta.__dict__["text"].__set__
+_new_instance = object.__new__
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, init=False)
 class CommandBlock:
     """A complete block: `index` counts commands in the message from 0; `command` is trimmed."""
 
     index: int
     command: str
+
+    def __init__(self, index: int, command: str) -> None:
+        # WHY: as for ProseDelta; with a block every kilobyte or so it is a few % of a stream.
+        _set_block_index(self, index)
+        _set_block_command(self, command)
+
+
+_set_block_index = CommandBlock.__dict__["index"].__set__
+_set_block_command = CommandBlock.__dict__["command"].__set__
 
 
 @dataclass(frozen=True)
@@ -93,8 +107,8 @@ def tidy_prose(raw_prose: str) -> str:
 class CmdStreamParser:
     """Incremental parser for one assistant message; see the module docstring for the rules.
 
-    Each delta is scanned once with `str.find`/regex searches; only a possible partial tag
-    (at most five characters) is carried over to the next delta.
+    Work per delta is proportional to its length: it is searched with `str.find` and only
+    a possible partial tag (at most five characters) is carried over to the next delta.
     """
 
     __slots__ = (
@@ -146,25 +160,41 @@ class CmdStreamParser:
             raise RuntimeError(
                 "CmdStreamParser.feed() after close(): use a new parser for each message"
             )
-        # WHY: most deltas hold no tag and cannot end in a partial one; taking them whole,
-        # without the general scan, keeps streaming cost near one method call per delta.
-        if not self._held:
-            if self._depth:
-                if "<" not in delta or (
-                    _TAG.search(delta) is None and "<" not in delta[-_LONGEST_PREFIX:]
-                ):
-                    self._block_parts.append(delta)
-                    return []
-            elif "<" not in delta or (
-                OPEN_TAG not in delta and "<" not in delta[-_LONGEST_OPEN_PREFIX:]
-            ):
-                if not delta:
-                    return []
-                self._prose_parts.append(delta)
-                return [ProseDelta(delta)]
-        events: list[Event] = []
-        self._scan(self._held + delta, events)
-        return events
+        if self._held:
+            delta = self._held + delta
+            self._held = ""
+        # WHY: most deltas, even most of those with a `<`, hold no complete tag. They are
+        # taken whole, less a partial tag at their end, after a substring test or two:
+        # the general scan costs several times more and is left to deltas that need it.
+        if self._depth:
+            if "<" in delta:
+                if _TAG_END in delta:
+                    events: list[Event] = []
+                    self._scan(delta, events)
+                    return events
+                if delta.endswith(_ANY_TAG_PREFIXES):
+                    cut = delta.rfind("<")
+                    self._held = delta[cut:]
+                    delta = delta[:cut]
+            self._block_parts.append(delta)
+            return []
+        if "<" in delta:
+            if OPEN_TAG in delta:
+                events = []
+                self._scan(delta, events)
+                return events
+            if delta.endswith(_OPEN_PREFIXES):
+                cut = delta.rfind("<")
+                self._held = delta[cut:]
+                delta = delta[:cut]
+        if not delta:
+            return []
+        self._prose_parts.append(delta)
+        # WHY not ProseDelta(delta): this is the commonest event, and skipping the Python
+        # __init__ call makes a prose delta about a tenth cheaper end to end.
+        event = _new_instance(ProseDelta)
+        _set_prose_text(event, delta)
+        return [event]
 
     def close(self, *, truncated: bool = False) -> list[Event]:
         """End the message: flush held-back text and report a block left open.
@@ -191,41 +221,55 @@ class CmdStreamParser:
         return events
 
     def _scan(self, text: str, events: list[Event]) -> None:
-        """Run the state machine over `text` (held-back text already prepended)."""
+        """Run the state machine over `text`: a delta that may hold a tag, or a whole message.
+
+        Held-back text is already prepended. Work is linear in `len(text)`: `str.find` from
+        tag to tag, and each character is handed to the prose or to the block at most once.
+        """
+        depth = self._depth
         start = 0  # first character not yet assigned to prose or to the open block
-        search = 0  # where to look for the next tag (after nested tags inside a block)
+        search = 0  # where the next tag may begin (past the nested tags inside a block)
         while True:
-            if not self._depth:
+            if not depth:
                 found = text.find(OPEN_TAG, search)
                 if found < 0:
                     break
                 if found > start:
-                    self._emit_prose(text[start:found], events)
-                self._depth = 1
-                start = search = found + len(OPEN_TAG)
+                    prose = text[start:found]
+                    self._prose_parts.append(prose)
+                    events.append(ProseDelta(prose))
+                depth = 1
+                start = search = found + _OPEN_TAG_LEN
                 continue
-            match = _TAG.search(text, search)
-            if match is None:
+            end = text.find(_TAG_END, search + 1)
+            if end < 0:
                 break
-            search = match.end()
-            if match.group() == OPEN_TAG:
-                self._depth += 1
-                continue
-            self._depth -= 1
-            if self._depth:
-                continue
-            self._block_parts.append(text[start : match.start()])
-            content = "".join(self._block_parts)
-            self._block_parts = []
-            self._finish_block(content, events)
-            start = search
-        hold_from = self._partial_tag_start(text, max(start, search))
-        self._held = text[hold_from:]
-        if hold_from > start:
-            if self._depth:
-                self._block_parts.append(text[start:hold_from])
+            search = end + _TAG_END_LEN
+            if text[end - 1] == "<":
+                depth += 1
+            # (`end >= 2`: at 1, text[end - 2] would wrap around to the last character)
+            elif text[end - 1] == "/" and end >= 2 and text[end - 2] == "<":
+                depth -= 1
+                if not depth:
+                    parts = self._block_parts
+                    parts.append(text[start : end - 2])
+                    self._finish_block("".join(parts), events)
+                    parts.clear()
+                    start = search
+        self._depth = depth
+        # Hold back a suffix that may still grow into a tag. It cannot overlap the last tag
+        # found: that ends with `>`, which no tag prefix holds.
+        stop = len(text)
+        if text.endswith(_ANY_TAG_PREFIXES if depth else _OPEN_PREFIXES):
+            stop = text.rfind("<")
+            self._held = text[stop:]
+        if stop > start:
+            if depth:
+                self._block_parts.append(text[start:stop])
             else:
-                self._emit_prose(text[start:hold_from], events)
+                prose = text[start:stop]
+                self._prose_parts.append(prose)
+                events.append(ProseDelta(prose))
 
     def _recover(self, content: str, events: list[Event]) -> None:
         """End a message that stops inside a block, given the block's `content`.
@@ -283,19 +327,13 @@ class CmdStreamParser:
         """Emit `text[start:]` as the message's last prose, as a stream would have cut it."""
         # WHY split off a trailing open-tag prefix: that is how the same prose arrives when
         # no recovery is needed (the prefix is held back, then flushed by `close()`).
-        stop = self._partial_tag_start(text, start)
+        stop = len(text)
+        if text.endswith(_OPEN_PREFIXES, start):
+            stop = text.rfind("<")
         if stop > start:
             self._emit_prose(text[start:stop], events)
         if stop < len(text):
             self._emit_prose(text[stop:], events)
-
-    def _partial_tag_start(self, text: str, search_from: int) -> int:
-        """Where a suffix that could still grow into a tag begins (len(text) if none)."""
-        lt = text.rfind("<", max(search_from, len(text) - _LONGEST_PREFIX))
-        if lt < 0:
-            return len(text)
-        prefixes = _ANY_TAG_PREFIXES if self._depth else _OPEN_PREFIXES
-        return lt if text[lt:] in prefixes else len(text)
 
     def _emit_prose(self, text: str, events: list[Event]) -> None:
         self._prose_parts.append(text)

@@ -270,8 +270,12 @@ def test_events_are_frozen() -> None:
     assert event == ProseDelta("x")
     assert hash(event) == hash(ProseDelta("x"))
     assert repr(event) == "ProseDelta(text='x')"
+    block = CommandBlock(0, "ls")
     with pytest.raises(FrozenInstanceError):
-        CommandBlock(0, "ls").command = "rm"  # type: ignore[misc]
+        block.command = "rm"  # type: ignore[misc]
+    assert block == CommandBlock(index=0, command="ls") != CommandBlock(1, "ls")
+    assert hash(block) == hash(CommandBlock(0, "ls"))
+    assert repr(block) == "CommandBlock(index=0, command='ls')"
 
 
 # --- the stream parser --------------------------------------------------------------------
