@@ -92,6 +92,8 @@ class _Turn:
 
     text: list[str] = field(default_factory=list)
     prose: list[str] = field(default_factory=list)
+    prose_tail: str = ""
+    """The last characters of the prose, to spot a `<result>` split across deltas."""
     reasoning: list[str] = field(default_factory=list)
     signature: list[str] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
@@ -313,7 +315,7 @@ class _Run:
         elif isinstance(parsed, ProseDelta):
             text = parsed.text
             if turn.blocks and not turn.fabricated_result:
-                seen = "".join(turn.prose)[-len(FABRICATED_RESULT_TAG) :] + text
+                seen = turn.prose_tail + text
                 at = seen.find(FABRICATED_RESULT_TAG)
                 if at >= 0:
                     # The model is writing its own results: stop reading and run the real ones.
@@ -321,6 +323,7 @@ class _Run:
                     text = text[: max(0, at - (len(seen) - len(text)))]
             if text:
                 turn.prose.append(text)
+                turn.prose_tail = (turn.prose_tail + text)[-len(FABRICATED_RESULT_TAG) :]
                 await _call(self.callbacks.on_delta, text)
         elif isinstance(parsed, UnclosedBlock):
             turn.unclosed_block = True
