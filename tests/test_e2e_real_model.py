@@ -5,7 +5,7 @@ output is constrained by a llama.cpp grammar to "one `<cmd>` block" or "an answe
 starting with Done" — sampling is still the model's. What is proven on every run: the
 real server's streamed tokens reach the parser, the block's command runs (local bash or
 sandboxd), and its `<result>` goes back to the model for another turn. How often the model
-also completes the task is measured over N tries and reported, not asserted.
+also completes the task is measured over the tries and reported, not asserted.
 """
 
 from __future__ import annotations
@@ -42,13 +42,23 @@ $ echo hi > a.txt
 (no output)
 </block>
 </result>
-Assistant: Done, a.txt contains hi."""
+Assistant: Done, a.txt contains hi.
+Your first reply must be a <cmd> block; say Done only after you have seen its result."""
 
 
 @dataclass(frozen=True)
 class Attempt:
     events: list[dict[str, Any]]
-    completed: bool
+    made_file: bool
+    """hello.txt exists and holds the word: the task's real work was done."""
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.events[-1]["stop_reason"] == "final")
+
+    @property
+    def completed(self) -> bool:
+        return self.made_file and self.answered
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [event for event in self.events if event["type"] == kind]
@@ -83,12 +93,22 @@ def attempt(tmp_path: Path, gguf: Path, seed: int, runner_args: list[str]) -> At
     assert events and events[-1]["type"] == "done", done.stderr
     assert done.returncode in (0, 1), done.stderr  # a normal ending, final or a limit
     made = home.work / "hello.txt"
-    completed = (
-        events[-1]["stop_reason"] == "final"
-        and made.is_file()
-        and "hello" in made.read_text().lower()
-    )
-    return Attempt(events, completed)
+    return Attempt(events, made.is_file() and "hello" in made.read_text().lower())
+
+
+def attempts_for(tmp_path: Path, gguf: Path, runner_args: list[str]) -> list[Attempt]:
+    """TRIES attempts, and more (up to twice as many) while none has run a command yet.
+
+    WHY: the tiny model writes a block first in roughly two tries out of three; extra
+    tries keep the proof of the full path from failing on an unlucky draw, and the rate
+    is reported over every try made.
+    """
+    attempts: list[Attempt] = []
+    while len(attempts) < TRIES or (
+        len(attempts) < 2 * TRIES + 2 and not any(one.of_type("command_result") for one in attempts)
+    ):
+        attempts.append(attempt(tmp_path, gguf, len(attempts), runner_args))
+    return attempts
 
 
 def check_full_path(attempts: list[Attempt]) -> None:
@@ -108,29 +128,32 @@ def check_full_path(attempts: list[Attempt]) -> None:
 
 
 def report(capsys: pytest.CaptureFixture[str], where: str, attempts: list[Attempt]) -> None:
+    tries = len(attempts)
     done = sum(one.completed for one in attempts)
+    made = sum(one.made_file for one in attempts)
     ran = sum(bool(one.of_type("command_result")) for one in attempts)
     commands = [event["command"] for one in attempts for event in one.of_type("command_start")]
     answers = [one.events[-1]["response"] for one in attempts if one.events[-1]["response"]]
     with capsys.disabled():
         print(
-            f"\n[e2e real model, {where}] task completed {done}/{len(attempts)} tries; "
-            f"a command ran and its result went back in {ran}/{len(attempts)}; "
+            f"\n[e2e real model, {where}] task completed (file made and final answer) in "
+            f"{done}/{tries} tries; file made in {made}/{tries}; a command ran and its result "
+            f"went back in {ran}/{tries}; "
             f"commands: {commands[:6]}; answers: {answers[:3]}"
         )
 
 
-@pytest.mark.timeout(300 * TRIES)
+@pytest.mark.timeout(300 * (2 * TRIES + 2))
 def test_real_model_with_local_bash(
     xllamacpp_installed: None, gguf: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    attempts = [attempt(tmp_path, gguf, seed, ["--yes"]) for seed in range(TRIES)]
+    attempts = attempts_for(tmp_path, gguf, ["--yes"])
     check_full_path(attempts)
     report(capsys, "local bash", attempts)
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(300 * TRIES)
+@pytest.mark.timeout(300 * (2 * TRIES + 2))
 def test_real_model_in_sandboxd(
     xllamacpp_installed: None,
     gguf: Path,
@@ -139,6 +162,6 @@ def test_real_model_in_sandboxd(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     sandbox = ["--sandbox", "--socket", str(daemon.socket)]
-    attempts = [attempt(tmp_path, gguf, seed, sandbox) for seed in range(TRIES)]
+    attempts = attempts_for(tmp_path, gguf, sandbox)
     check_full_path(attempts)
     report(capsys, "sandboxd", attempts)
