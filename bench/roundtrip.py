@@ -138,12 +138,23 @@ class SandboxColdMethod:
 # is taken, and handing the call to a worker thread would add a thread hop to the baseline.
 
 
-class DockerExecMethod:
-    label = DOCKER_EXEC
-    cold = False
+class DockerCliMethod:
+    """One `docker` CLI process per command: `docker exec` into a running container, or a
+    `docker run --rm` that pays a container per command."""
 
-    def __init__(self, docker: str, container_id: str) -> None:
-        self._prefix = [docker, "exec", container_id, "bash", "-c"]
+    def __init__(self, label: str, cold: bool, prefix: list[str]) -> None:
+        self.label = label
+        self.cold = cold
+        self._prefix = prefix
+
+    @classmethod
+    def exec_into(cls, docker: str, container_id: str) -> DockerCliMethod:
+        return cls(DOCKER_EXEC, False, [docker, "exec", container_id, "bash", "-c"])
+
+    @classmethod
+    def run_each(cls, docker: str, image: str) -> DockerCliMethod:
+        prefix = [docker, "run", "--rm", "--network", "none", "--label", BENCH_LABEL]
+        return cls(DOCKER_RUN, True, [*prefix, image, "bash", "-c"])
 
     async def once(self, command: str) -> float:
         return self._once(command)
@@ -175,28 +186,6 @@ class DockerPyMethod:
         elapsed = time.perf_counter() - started
         if exit_code != 0:
             raise CommandFailed(f"exit {exit_code}: {output[-300:]!r}")
-        return elapsed
-
-    async def close(self) -> None:
-        return None
-
-
-class DockerRunMethod:
-    label = DOCKER_RUN
-    cold = True
-
-    def __init__(self, docker: str, image: str) -> None:
-        self._prefix = [docker, "run", "--rm", "--network", "none", "--label", BENCH_LABEL]
-        self._prefix += [image, "bash", "-c"]
-
-    async def once(self, command: str) -> float:
-        return self._once(command)
-
-    def _once(self, command: str) -> float:
-        started = time.perf_counter()
-        completed = subprocess.run([*self._prefix, command], capture_output=True, check=False)
-        elapsed = time.perf_counter() - started
-        _check_process(completed)
         return elapsed
 
     async def close(self) -> None:
@@ -306,14 +295,14 @@ async def run(plan: Plan) -> Section:
                 LocalMethod(),
                 SandboxWarmMethod(daemon.socket),
                 SandboxColdMethod(daemon.socket),
-                DockerExecMethod(docker, container_id),
+                DockerCliMethod.exec_into(docker, container_id),
                 DockerPyMethod(client, container_id),
             ]
             try:
                 methods.append(MiniSweAgentMethod(docker, plan.image))
             except (BenchSetupError, subprocess.CalledProcessError) as exc:
                 problems.append(f"{MINI_SWE} left out: {exc}")
-            methods.append(DockerRunMethod(docker, plan.image))
+            methods.append(DockerCliMethod.run_each(docker, plan.image))
             try:
                 tallies = await sample_all(methods, plan.roundtrip_iterations, plan.cold_iterations)
             finally:
