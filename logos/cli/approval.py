@@ -17,7 +17,6 @@ What the model sees for each decision:
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import inspect
 import os
 import shlex
@@ -33,6 +32,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from logos.cli.paths import utc_now
 from logos.options import ExecOptions
 from logos.result import Result
 from logos.runner import Runner
@@ -47,10 +47,6 @@ EDITED_NOTE = "[logos: the user edited this command before it ran; the $ line sh
 _READ_CHUNK = 4096
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass(frozen=True)
 class ApprovalDecision:
     """One decision about one command, as the audit log and the trajectory record it."""
@@ -61,7 +57,7 @@ class ApprovalDecision:
     edited_command: str | None = None
     """What ran instead, after an `edit`."""
     reason: str | None = None
-    time: str = field(default_factory=_now)
+    time: str = field(default_factory=utc_now)
     """UTC, ISO 8601."""
 
 

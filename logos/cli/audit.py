@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from pydantic import BaseModel, ConfigDict
 
 from logos.cli.approval import ApprovalAction, ApprovalDecision
-from logos.cli.paths import open_private_append, write_line
+from logos.cli.paths import JsonLinesFile, open_private_append
 
 
 class AuditEntry(BaseModel):
@@ -37,12 +35,11 @@ class AuditEntry(BaseModel):
     pid: int
 
 
-class AuditLog:
+class AuditLog(JsonLinesFile):
     """Appends decisions to the audit log; open it before the run starts."""
 
     def __init__(self, path: Path, *, mode: str, runner: str, cwd: str, trajectory: str | None):
-        self.path = path
-        self._fd = open_private_append(path)
+        super().__init__(path, open_private_append(path))
         self._mode = mode
         self._runner = runner
         self._cwd = cwd
@@ -51,31 +48,11 @@ class AuditLog:
 
     def record(self, decision: ApprovalDecision) -> None:
         entry = AuditEntry(
-            time=decision.time,
-            action=decision.action,
-            command=decision.command,
-            edited_command=decision.edited_command,
-            reason=decision.reason,
+            **vars(decision),
             mode=self._mode,
             runner=self._runner,
             cwd=self._cwd,
             trajectory=self.trajectory,
             pid=os.getpid(),
         )
-        write_line(self._fd, entry.model_dump_json())
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+        self.write_line(entry.model_dump_json())

@@ -158,16 +158,7 @@ class JsonEvents:
         self._out.flush()
 
     def start(self, info: RunInfo) -> None:
-        self._emit(
-            StartEvent(
-                provider=info.provider,
-                model=info.model,
-                runner=info.runner,
-                approval=info.approval,
-                cwd=info.cwd,
-                trajectory=info.trajectory,
-            )
-        )
+        self._emit(StartEvent(**vars(info)))
 
     def delta(self, text: str) -> None:
         self._emit(DeltaEvent(text=text))
@@ -188,15 +179,7 @@ class JsonEvents:
         self._emit(RetryEvent(reason=reason, attempt=attempt))
 
     def approval(self, decision: ApprovalDecision) -> None:
-        self._emit(
-            ApprovalEvent(
-                action=decision.action,
-                command=decision.command,
-                edited_command=decision.edited_command,
-                reason=decision.reason,
-                time=decision.time,
-            )
-        )
+        self._emit(ApprovalEvent(**vars(decision)))
 
     def notice(self, text: str) -> None:
         self._err.print(f"logos: {text}")
@@ -206,18 +189,7 @@ class JsonEvents:
         self._err.print(f"logos: error: {message}")
 
     def done(self, summary: RunSummary) -> None:
-        self._emit(
-            DoneEvent(
-                stop_reason=summary.stop_reason,
-                error=summary.error,
-                response=summary.response,
-                usage=summary.usage,
-                cost_usd=summary.cost_usd,
-                turns=summary.turns,
-                wall_s=summary.wall_s,
-                trajectory=summary.trajectory,
-            )
-        )
+        self._emit(DoneEvent(**vars(summary)))
 
     @contextlib.contextmanager
     def prompting(self) -> Iterator[Console]:

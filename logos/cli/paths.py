@@ -6,9 +6,12 @@ so directories are created 0700 and files 0600.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 from logos.cli.errors import CliError
 
@@ -65,3 +68,35 @@ def write_line(fd: int, line: str) -> None:
     written = os.write(fd, data)
     while written < len(data):  # a short write only happens on a full disk or a signal
         written += os.write(fd, data[written:])
+
+
+class JsonLinesFile:
+    """An append-only JSON-lines file on a raw descriptor: one write() per record."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def write_line(self, line: str) -> None:
+        write_line(self._fd, line)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def utc_now() -> str:
+    """The records' timestamp: UTC, ISO 8601, milliseconds, `Z`."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

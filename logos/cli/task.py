@@ -32,7 +32,7 @@ from logos.cli.approval import (
 from logos.cli.audit import AuditLog
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
 from logos.cli.model import OpenModel
-from logos.cli.paths import audit_log_path
+from logos.cli.paths import audit_log_path, utc_now
 from logos.cli.report import Reporter, RunInfo, RunSummary
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.trajectory import (
@@ -41,7 +41,6 @@ from logos.cli.trajectory import (
     Trajectory,
     TrajectoryWriter,
     count_turns,
-    utc_now,
 )
 from logos.config import Callbacks, Config
 from logos.loop import run

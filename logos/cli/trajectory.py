@@ -24,24 +24,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Annotated, Any, Literal, Self, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from logos.cli.approval import ApprovalAction, ApprovalDecision
 from logos.cli.errors import CliError
-from logos.cli.paths import open_private_append, write_line
+from logos.cli.paths import JsonLinesFile, open_private_append, utc_now, write_line
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, StopReason, steps_to_messages
 
 TRAJECTORY_VERSION = 1
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
 _SLUG_MAX = 40
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class _Record(BaseModel):
@@ -239,12 +234,8 @@ def _parse_line(text: bytes, *, first: bool) -> RunHeader | Entry:
         ) from None
 
 
-class TrajectoryWriter:
+class TrajectoryWriter(JsonLinesFile):
     """Appends records to a trajectory file, one unbuffered write per line."""
-
-    def __init__(self, path: Path, fd: int) -> None:
-        self.path = path
-        self._fd = fd
 
     @classmethod
     def create(cls, path: Path, header: RunHeader) -> Self:
@@ -296,36 +287,13 @@ class TrajectoryWriter:
         self._write({"type": "step", **step_to_json(step)})
 
     def approval(self, decision: ApprovalDecision) -> None:
-        record = ApprovalRecord(
-            action=decision.action,
-            command=decision.command,
-            edited_command=decision.edited_command,
-            reason=decision.reason,
-            time=decision.time,
-        )
-        self._write(record.model_dump(mode="json"))
+        self._write(ApprovalRecord(**vars(decision)).model_dump(mode="json"))
 
     def done(self, record: DoneRecord) -> None:
         self._write(record.model_dump(mode="json"))
 
     def _write(self, data: dict[str, Any]) -> None:
-        write_line(self._fd, json.dumps(data, ensure_ascii=False))
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+        self.write_line(json.dumps(data, ensure_ascii=False))
 
 
 def task_slug(task: str) -> str:
