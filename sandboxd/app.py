@@ -86,7 +86,8 @@ class _Problem(Exception):
 
 @dataclass
 class _Note:
-    """What the audit line records about a request, filled in as the handler goes."""
+    """What the audit line records about a request, filled in as the handler goes; its
+    fields are the optional tail of `AuditRecord`."""
 
     session: str | None = None
     command: str | None = None
@@ -419,17 +420,7 @@ class App:
                 path=request.path,
                 status=status,
                 duration_s=round(time.monotonic() - started, 6),
-                session=note.session,
-                command=note.command,
-                image=note.image,
-                mounts=note.mounts,
-                network=note.network,
-                stripped_env_keys=note.stripped_env_keys,
-                sandbox=note.sandbox,
-                exit_code=note.exit_code,
-                signal=note.signal,
-                timed_out=note.timed_out,
-                error=note.error,
+                **vars(note),
             )
         )
 
