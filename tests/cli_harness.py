@@ -187,23 +187,6 @@ def strip_ansi(text: str) -> str:
     return ANSI_ESCAPE.sub("", text).replace("\r", "")
 
 
-def processes_matching(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 :].split()[0]
-        if marker.encode() in cmdline and state != b"Z":
-            found.append(int(entry))
-    return found
-
-
 def openai_env(home: Home, server: ScriptedServer, **extra: str) -> dict[str, str]:
     return home.env(OPENAI_BASE_URL=server.base_url + "/v1", OPENAI_API_KEY="test-key", **extra)
 

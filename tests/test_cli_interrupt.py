@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_harness import Home, logos, make_home, openai_env, processes_matching, read_jsonl
+from tests.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.processes import processes_matching
 from tests.sse_server import ScriptedServer, openai_stream
 
 pytest_plugins = ["tests.sse_server"]
@@ -37,30 +38,47 @@ def wait_for(condition: object, timeout: float = 20.0) -> bool:
     return False
 
 
+def interrupt_mid_command(
+    args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
+) -> tuple[int, str, str]:
+    """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        for number, sig in enumerate(signals):
+            if number:
+                time.sleep(0.3)
+            proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stdout, stderr
+
+
 @pytest.mark.timeout(60)
 def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "wait for it"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-        text=True,
+    returncode, stdout, stderr = interrupt_mid_command(
+        ["--model", "m", "--yes", "wait for it"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGINT,
     )
-    try:
-        assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    assert returncode == 130, stderr
     assert processes_matching(marker) == []
     assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
     assert stdout == ""
@@ -74,24 +92,14 @@ def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
 def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "wait"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-        text=True,
+    returncode, stdout, _ = interrupt_mid_command(
+        ["--model", "m", "--yes", "--json", "wait"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGTERM,
     )
-    try:
-        assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        proc.send_signal(signal.SIGTERM)
-        stdout, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert returncode == 128 + signal.SIGTERM
     assert processes_matching(marker) == []
     assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
 
@@ -116,25 +124,14 @@ def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
 ) -> None:
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "stubborn"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-        text=True,
+    returncode, _, stderr = interrupt_mid_command(
+        ["--model", "m", "--yes", "stubborn"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGINT,
+        signal.SIGINT,
     )
-    try:
-        assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    assert returncode == 130, stderr
     assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
     assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"

@@ -12,6 +12,7 @@ import pytest
 
 from logos import AllowedPath, ExecOptions
 from logos.local_runner import KILL_GRACE_S, LocalRunner
+from tests.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
 
@@ -19,22 +20,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def _live_processes_with(marker: str) -> list[str]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(f"{entry}: {cmdline}")
-    return found
 
 
 async def test_stdout_stderr_and_exit_code() -> None:
@@ -92,7 +77,7 @@ async def test_timeout_kills_the_whole_group_including_grandchildren() -> None:
     assert result.signal is not None
     assert elapsed < 1 + KILL_GRACE_S + 1
     await anyio.sleep(0.1)
-    assert _live_processes_with(marker) == []
+    assert processes_matching(marker) == []
 
 
 @pytest.mark.timeout(30)
@@ -102,7 +87,7 @@ async def test_timeout_escalates_to_sigkill_when_term_is_ignored() -> None:
     result = await LocalRunner().run(command, ExecOptions(timeout_s=0.5))
     assert result.timed_out
     await anyio.sleep(0.1)
-    assert _live_processes_with(marker) == []
+    assert processes_matching(marker) == []
 
 
 @pytest.mark.timeout(30)
@@ -114,10 +99,10 @@ async def test_background_grandchild_holding_stdout_does_not_block() -> None:
     assert result.stdout == "hi\n" and result.exit_code == 0 and not result.timed_out
     assert time.monotonic() - started < 5
     # Like a terminal, the background job lives on until the runner is closed.
-    assert _live_processes_with(marker)
+    assert processes_matching(marker)
     await runner.aclose()
     await anyio.sleep(0.1)
-    assert _live_processes_with(marker) == []
+    assert processes_matching(marker) == []
 
 
 @pytest.mark.timeout(30)
@@ -128,7 +113,7 @@ async def test_cancellation_kills_the_process_group() -> None:
         await runner.run(f"{marker} & {marker}", ExecOptions(timeout_s=60))
         pytest.fail("the run should have been cancelled")
     await anyio.sleep(0.1)
-    assert _live_processes_with(marker) == []
+    assert processes_matching(marker) == []
 
 
 async def test_killed_by_signal_is_reported() -> None:

@@ -15,13 +15,13 @@ from logos import (
     ExecOptions,
     LocalRunner,
     Result,
-    format_results,
     run,
     run_sync,
 )
 from logos.errors import AuthenticationError
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, steps_to_messages
+from tests.processes import processes_matching
 from tests.scripted import Reply, ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -289,7 +289,7 @@ async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
     assert result.stop_reason == "max_wall_time"
     assert time.monotonic() - began < 4
     assert result.steps and result.steps[0].role == "assistant"
-    assert not _running(marker)
+    assert not processes_matching(marker)
 
 
 @pytest.mark.timeout(30)
@@ -308,7 +308,7 @@ async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
     assert result.stop_reason == "canceled"
     assert result.steps and "<cmd>" in result.steps[0].content
     await anyio.sleep(0.1)
-    assert not _running(marker)
+    assert not processes_matching(marker)
 
 
 @pytest.mark.timeout(30)
@@ -319,7 +319,7 @@ async def test_outer_cancel_scope_kills_commands() -> None:
     with anyio.move_on_after(0.5):
         await run(config_for(provider), [], "go", Callbacks(on_step_end=saved.append))
     await anyio.sleep(0.1)
-    assert not _running(marker)
+    assert not processes_matching(marker)
     assert saved and saved[0].role == "assistant"
 
 
@@ -382,30 +382,3 @@ def test_run_sync() -> None:
 def test_bad_history_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="role 'system'"):
         run_sync(config_for(ScriptedProvider([])), [{"role": "system", "content": "x"}], "go")
-
-
-def _running(marker: str) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker.encode() in cmdline and state != "Z":
-                return True
-    return False
-
-
-async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
-    old = format_results([Result(command="cat big.log", stdout="y\n" * 4000, exit_code=0)])
-    history = [
-        Message(role="user", content="first task"),
-        Message(role="assistant", content="<cmd>cat big.log</cmd>"),
-        Message(role="user", content=old),
-        Message(role="assistant", content="It is all y."),
-    ]
-    provider = ScriptedProvider([Reply("done")], context_window=2000)
-    await run(config_for(provider), history, "follow-up")
-    sent = provider.requests[0].messages[2].content
-    assert "elided" in sent and "$ cat big.log" in sent and "y\ny\n" not in sent

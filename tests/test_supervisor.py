@@ -7,7 +7,6 @@ same supervisor inside containers).
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import signal
 import socket
@@ -29,6 +28,7 @@ from sandboxd.supervisor_client import (
     SupervisorChannel,
     SupervisorReply,
 )
+from tests.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
 
@@ -97,21 +97,6 @@ def marker() -> Iterator[str]:
     value = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(1000):03d}"
     yield value
     subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
-
-
-def processes_matching(text: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if text in cmdline and state != "Z":
-            found.append(cmdline)
-    return found
 
 
 async def test_reports_output_and_exit_status(running: Running) -> None:
