@@ -7,8 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -20,7 +19,6 @@ from logos.providers.base import (
     FinishReason,
     Message,
     ModelRequest,
-    OnRetry,
     ReasoningDelta,
     ReasoningSignature,
     RedactedReasoning,
@@ -29,18 +27,17 @@ from logos.providers.base import (
     Usage,
     UsageReport,
 )
-from logos.providers.retry import RetryPolicy, retrying
+from logos.providers.retry import RetryPolicy
 from logos.providers.sse import ServerSentEvent
 from logos.providers.transport import (
     DEFAULT_TIMEOUT,
     Endpoint,
-    HTTPClientOwner,
+    HTTPProvider,
     as_timeout,
     error_from_object,
     normalize_base_url,
     parse_event_json,
     stream_ended_early,
-    stream_turn,
     token_count,
 )
 
@@ -62,7 +59,7 @@ _STOP_REASONS: Mapping[str, FinishReason] = {
 }
 
 
-class AnthropicProvider(HTTPClientOwner):
+class AnthropicProvider(HTTPProvider):
     """Streams Anthropic Messages; `thinking_budget` turns on extended thinking.
 
     No API key (argument or `ANTHROPIC_API_KEY`) means no `x-api-key` header, for local
@@ -144,18 +141,8 @@ class AnthropicProvider(HTTPClientOwner):
         body.update(request.extra)
         return body
 
-    async def stream(
-        self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncGenerator[StreamEvent, None]:
-        body = self.request_body(request)
-
-        def attempt() -> AsyncGenerator[StreamEvent, None]:
-            turn = _Turn(self._endpoint)
-            return stream_turn(self._client, self._endpoint, self._headers, body, turn)
-
-        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
-            async for event in events:
-                yield event
+    def _new_turn(self) -> _Turn:
+        return _Turn(self._endpoint)
 
 
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

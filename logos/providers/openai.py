@@ -8,8 +8,7 @@ for OpenAI it is `https://api.openai.com/v1`, for a local llama.cpp server
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
@@ -19,25 +18,23 @@ from logos.providers.base import (
     Finish,
     FinishReason,
     ModelRequest,
-    OnRetry,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
     Usage,
     UsageReport,
 )
-from logos.providers.retry import RetryPolicy, retrying
+from logos.providers.retry import RetryPolicy
 from logos.providers.sse import ServerSentEvent
 from logos.providers.transport import (
     DEFAULT_TIMEOUT,
     Endpoint,
-    HTTPClientOwner,
+    HTTPProvider,
     as_timeout,
     error_from_object,
     normalize_base_url,
     parse_event_json,
     stream_ended_early,
-    stream_turn,
     token_count,
 )
 
@@ -58,7 +55,7 @@ _FINISH_REASONS: Mapping[str, FinishReason] = {
 }
 
 
-class OpenAIProvider(HTTPClientOwner):
+class OpenAIProvider(HTTPProvider):
     """Streams chat completions from any OpenAI-compatible server.
 
     No API key (argument or `OPENAI_API_KEY`) means no Authorization header, which is what
@@ -130,18 +127,8 @@ class OpenAIProvider(HTTPClientOwner):
         body.update(request.extra)
         return body
 
-    async def stream(
-        self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncGenerator[StreamEvent, None]:
-        body = self.request_body(request)
-
-        def attempt() -> AsyncGenerator[StreamEvent, None]:
-            turn = _Turn(self._endpoint)
-            return stream_turn(self._client, self._endpoint, self._headers, body, turn)
-
-        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
-            async for event in events:
-                yield event
+    def _new_turn(self) -> _Turn:
+        return _Turn(self._endpoint)
 
 
 class _Turn:

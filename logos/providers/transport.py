@@ -7,6 +7,7 @@ the server's own words, and says what to do; `retryable` marks the ones worth an
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from logos.errors import (
     RateLimitError,
     ServerError,
 )
-from logos.providers.base import StreamEvent
-from logos.providers.retry import parse_retry_after
+from logos.providers.base import ModelRequest, OnRetry, StreamEvent
+from logos.providers.retry import RetryPolicy, parse_retry_after, retrying
 from logos.providers.sse import ServerSentEvent, aiter_sse
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
@@ -70,12 +71,37 @@ class Endpoint:
     timeout: httpx.Timeout
 
 
-class HTTPClientOwner:
-    """The HTTP client lifecycle shared by providers: a client passed in is used and left
-    open; a client the provider made is closed by `aclose()` or `async with`."""
+class HTTPProvider(ABC):
+    """What the streaming HTTP providers share: one turn's retried stream, and the HTTP
+    client's lifecycle (a client passed in is used and left open; a client the provider
+    made is closed by `aclose()` or `async with`). A provider supplies its request body and
+    the parser of its wire format."""
 
     _client: httpx.AsyncClient
     _owns_client: bool
+    _endpoint: Endpoint
+    _headers: dict[str, str]
+    _retry: RetryPolicy
+
+    @abstractmethod
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of one request."""
+
+    @abstractmethod
+    def _new_turn(self) -> TurnParser:
+        """A parser for one streamed answer in this provider's wire format."""
+
+    async def stream(
+        self, request: ModelRequest, on_retry: OnRetry | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self.request_body(request)
+
+        def attempt() -> AsyncGenerator[StreamEvent, None]:
+            return stream_turn(self._client, self._endpoint, self._headers, body, self._new_turn())
+
+        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
+            async for event in events:
+                yield event
 
     def _init_client(self, client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
         self._owns_client = client is None
