@@ -74,30 +74,14 @@ def _check_process(completed: subprocess.CompletedProcess[bytes]) -> None:
         raise CommandFailed(f"exit {completed.returncode}: {completed.stderr[-300:]!r}")
 
 
-class LocalMethod:
-    label = LOCAL
+class WarmRunnerMethod:
+    """A logos runner kept across samples: the local runner, or one warm sandbox session."""
+
     cold = False
 
-    def __init__(self) -> None:
-        self._runner = LocalRunner()
-
-    async def once(self, command: str) -> float:
-        started = time.perf_counter()
-        result = await self._runner.run(command, ExecOptions())
-        elapsed = time.perf_counter() - started
-        _check_result(result)
-        return elapsed
-
-    async def close(self) -> None:
-        await self._runner.aclose()
-
-
-class SandboxWarmMethod:
-    label = SANDBOX_WARM
-    cold = False
-
-    def __init__(self, socket: os.PathLike[str]) -> None:
-        self._runner = SandboxRunner(socket, session=f"bench-warm-{uuid.uuid4().hex[:8]}")
+    def __init__(self, label: str, runner: LocalRunner | SandboxRunner) -> None:
+        self.label = label
+        self._runner = runner
 
     async def once(self, command: str) -> float:
         started = time.perf_counter()
@@ -292,8 +276,11 @@ async def run(plan: Plan) -> Section:
     try:
         with running_daemon(plan.image) as daemon:
             methods += [
-                LocalMethod(),
-                SandboxWarmMethod(daemon.socket),
+                WarmRunnerMethod(LOCAL, LocalRunner()),
+                WarmRunnerMethod(
+                    SANDBOX_WARM,
+                    SandboxRunner(daemon.socket, session=f"bench-warm-{uuid.uuid4().hex[:8]}"),
+                ),
                 SandboxColdMethod(daemon.socket),
                 DockerCliMethod.exec_into(docker, container_id),
                 DockerPyMethod(client, container_id),
