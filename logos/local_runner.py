@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -69,12 +70,13 @@ class LocalRunner:
                 command=command,
                 error=f"working directory {workdir!r} does not exist or is not a directory",
             )
-        stdout = self._capture(options, "stdout")
-        stderr = self._capture(options, "stderr")
+        save_dir = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
+        stdout = self._capture(options, save_dir, "stdout")
+        stderr = self._capture(options, save_dir, "stderr")
         try:
             process = await anyio.open_process(
                 [self._shell, "-c", command],
-                stdin=_DEVNULL,
+                stdin=subprocess.DEVNULL,
                 cwd=workdir,
                 env=_command_env(options),
                 start_new_session=True,
@@ -127,17 +129,13 @@ class LocalRunner:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _capture(self, options: ExecOptions, stream: str) -> OutputCapture:
+    def _capture(self, options: ExecOptions, save_dir: str | None, stream: str) -> OutputCapture:
         """A capture that saves the full output to a file only if it overflows."""
-        directory = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
         save_path = None
-        if directory is not None:
+        if save_dir is not None:
             name = f"{self._output_prefix}-{next(self._counter):04d}-{stream}.txt"
-            save_path = os.path.join(directory, name)
+            save_path = os.path.join(save_dir, name)
         return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
-
-
-_DEVNULL = -3  # subprocess.DEVNULL, spelled out to keep `subprocess` out of the signature
 
 
 def _saved_output_dir() -> str | None:
