@@ -7,6 +7,7 @@ ignore them (an older client keeps working against a newer daemon).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from typing import Annotated
@@ -101,40 +102,13 @@ class RunResponse(_Response):
     def from_result(
         cls, result: Result, *, sandbox: str, stripped_env_keys: list[str]
     ) -> RunResponse:
-        return cls(
-            command=result.command,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            exit_code=result.exit_code,
-            signal=result.signal,
-            timed_out=result.timed_out,
-            duration_s=result.duration_s,
-            stdout_dropped_bytes=result.stdout_dropped_bytes,
-            stderr_dropped_bytes=result.stderr_dropped_bytes,
-            error=result.error,
-            oom_killed=result.oom_killed,
-            stdout_file=result.stdout_file,
-            stderr_file=result.stderr_file,
-            sandbox=sandbox,
-            stripped_env_keys=stripped_env_keys,
-        )
+        return cls(**vars(result), sandbox=sandbox, stripped_env_keys=stripped_env_keys)
 
     def to_result(self) -> Result:
-        return Result(
-            command=self.command,
-            stdout=self.stdout,
-            stderr=self.stderr,
-            exit_code=self.exit_code,
-            signal=self.signal,
-            timed_out=self.timed_out,
-            duration_s=self.duration_s,
-            stdout_dropped_bytes=self.stdout_dropped_bytes,
-            stderr_dropped_bytes=self.stderr_dropped_bytes,
-            error=self.error,
-            oom_killed=self.oom_killed,
-            stdout_file=self.stdout_file,
-            stderr_file=self.stderr_file,
-        )
+        return Result(**self.model_dump(include=_RESULT_FIELDS))
+
+
+_RESULT_FIELDS = {field.name for field in dataclasses.fields(Result)}
 
 
 class ErrorDetail(_Response):
