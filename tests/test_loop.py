@@ -15,6 +15,7 @@ from logos import (
     ExecOptions,
     LocalRunner,
     Result,
+    format_results,
     run,
     run_sync,
 )
@@ -382,3 +383,17 @@ def test_run_sync() -> None:
 def test_bad_history_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="role 'system'"):
         run_sync(config_for(ScriptedProvider([])), [{"role": "system", "content": "x"}], "go")
+
+
+async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
+    old = format_results([Result(command="cat big.log", stdout="y\n" * 4000, exit_code=0)])
+    history = [
+        Message(role="user", content="first task"),
+        Message(role="assistant", content="<cmd>cat big.log</cmd>"),
+        Message(role="user", content=old),
+        Message(role="assistant", content="It is all y."),
+    ]
+    provider = ScriptedProvider([Reply("done")], context_window=2000)
+    await run(config_for(provider), history, "follow-up")
+    sent = provider.requests[0].messages[2].content
+    assert "elided" in sent and "$ cat big.log" in sent and "y\ny\n" not in sent
