@@ -288,6 +288,9 @@ class _Run:
                         turn.redacted.append(event.data)
                     elif isinstance(event, UsageReport):
                         turn.usage = event.usage
+                        # WHY now, not after the commands: a wall clock or a cancel that
+                        # stops them must not lose what the model has already spent.
+                        self._account(event.usage)
                     elif isinstance(event, Finish):
                         turn.finish = event.reason
             except StreamInterruptedError as exc:
@@ -304,8 +307,6 @@ class _Run:
         if failure is not None:
             raise failure
         turn.results = executor.results
-        if turn.usage is not None:
-            self._account(turn.usage)
         return turn
 
     async def _on_parsed(self, parsed: object, turn: _Turn, executor: BlockExecutor) -> None:

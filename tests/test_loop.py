@@ -284,13 +284,24 @@ async def test_token_budget() -> None:
 @pytest.mark.timeout(30)
 async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
     marker = f"sleep 5{os.getpid() % 1000:03d}1"
-    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>")])
+    usage = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>", usage=usage)])
     began = time.monotonic()
     result = await run(config_for(provider, max_wall_s=0.5), [], "go")
     assert result.stop_reason == "max_wall_time"
     assert time.monotonic() - began < 4
     assert result.steps and result.steps[0].role == "assistant"
     assert not processes_matching(marker)
+    # The model finished its reply before the clock ran out: what it spent is kept.
+    assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
+
+
+async def cancel_once_running(marker: str, cancel: anyio.Event) -> None:
+    """Sets `cancel` as soon as a process whose command line holds `marker` runs."""
+    with anyio.fail_after(20):
+        while not processes_matching(marker):
+            await anyio.sleep(0.02)
+    cancel.set()
 
 
 @pytest.mark.timeout(30)
@@ -298,17 +309,27 @@ async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
     marker = f"sleep 6{os.getpid() % 1000:03d}1"
     provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>" + " slow" * 100, delay_s=0.05)])
     cancel = anyio.Event()
-
-    async def cancel_soon(index: int, command: str) -> None:
-        await anyio.sleep(0.2)
-        cancel.set()
-
-    result = await run(
-        config_for(provider), [], "go", Callbacks(on_command_start=cancel_soon), cancel=cancel
-    )
+    async with anyio.create_task_group() as watcher:
+        watcher.start_soon(cancel_once_running, marker, cancel)
+        result = await run(config_for(provider), [], "go", cancel=cancel)
     assert result.stop_reason == "canceled"
     assert result.steps and "<cmd>" in result.steps[0].content
+    assert provider.stream_finished_at == []  # the stream was stopped part-way
     await anyio.sleep(0.1)
+    assert not processes_matching(marker)
+
+
+@pytest.mark.timeout(30)
+async def test_cancel_keeps_the_usage_of_a_finished_reply() -> None:
+    marker = f"sleep 8{os.getpid() % 1000:03d}1"
+    usage = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>", usage=usage)])
+    cancel = anyio.Event()
+    async with anyio.create_task_group() as watcher:
+        watcher.start_soon(cancel_once_running, marker, cancel)
+        result = await run(config_for(provider), [], "go", cancel=cancel)
+    assert result.stop_reason == "canceled"
+    assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
     assert not processes_matching(marker)
 
 
