@@ -193,19 +193,20 @@ class _Run:
                 return budget, None, ""
             turn = await self._model_turn()
             self.current = None
+            # WHY in a row: a long run over a flaky network may see a few drops; only a
+            # connection that keeps failing ends it.
+            interruptions = interruptions + 1 if turn.interrupted is not None else 0
             if turn.interrupted is not None and not turn.text and not turn.blocks:
-                interruptions += 1
                 if interruptions >= MAX_STREAM_INTERRUPTIONS:
-                    return "error", turn.interrupted.message, ""
+                    return "error", _interrupted_error(turn.interrupted, interruptions), ""
                 continue  # nothing was shown or run: ask again
             await self._add_assistant(turn)
 
             notices = []
             if turn.interrupted is not None:
-                interruptions += 1
                 if interruptions >= MAX_STREAM_INTERRUPTIONS:
                     await self._add_results(turn.results, [])
-                    return "error", turn.interrupted.message, ""
+                    return "error", _interrupted_error(turn.interrupted, interruptions), ""
                 notices.append(_interrupted_notice())
             if turn.unclosed_block:
                 notices.append(_unclosed_block_notice(turn.blocks))
@@ -411,6 +412,13 @@ def _interrupted_notice() -> str:
     return (
         "Your previous reply was interrupted by a connection error; the complete <cmd> "
         "blocks in it ran (results above, if any). Continue from where you stopped."
+    )
+
+
+def _interrupted_error(last: StreamInterruptedError, times: int) -> str:
+    return (
+        f"the model's answer broke off {times} times in a row; the last time: {last.message} "
+        "Check the network or the server, then resume the run from its steps."
     )
 
 

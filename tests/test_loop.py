@@ -234,6 +234,28 @@ async def test_stream_interrupted_mid_reply_continues_with_a_notice() -> None:
     assert "interrupted" in provider.requests[1].messages[-1].content
 
 
+async def test_three_interruptions_in_a_row_end_the_run() -> None:
+    cut = Reply("<cmd>true</cmd> and then", interrupt_after=20)
+    provider = ScriptedProvider([cut, cut, cut, Reply("never asked")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "error" and len(provider.requests) == 3
+    assert result.error is not None
+    assert "3 times in a row" in result.error and "connection reset" in result.error
+    assert [s.role for s in result.steps] == ["assistant", "result"] * 3
+
+
+async def test_interruptions_apart_do_not_end_the_run() -> None:
+    replies = []
+    for index in range(3):
+        replies += [
+            Reply(f"<cmd>echo {index}</cmd> then", interrupt_after=20),
+            Reply("<cmd>true</cmd>"),
+        ]
+    provider = ScriptedProvider([*replies, Reply("done")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final" and result.response == "done"
+
+
 async def test_fabricated_results_are_cut_and_the_model_is_told() -> None:
     provider = ScriptedProvider(
         [
