@@ -163,7 +163,7 @@ class _Run:
                     except LogosError as exc:
                         stop, error = "error", str(exc)
                     except Exception as exc:  # a bug must not lose the steps and usage
-                        stop, error = "error", f"{type(exc).__name__}: {exc}"
+                        stop, error = "error", _describe_bug(exc)
                 if wall.cancelled_caught:
                     stop, error = "max_wall_time", None
                 watchers.cancel_scope.cancel()
@@ -434,6 +434,14 @@ def _empty_reply_notice() -> str:
         "Your reply was empty. Run commands in <cmd> blocks, or reply with your final answer "
         "(a reply without any block)."
     )
+
+
+def _describe_bug(exc: BaseException) -> str:
+    """What failed, with the task group's wrapper opened: a callback that raised inside the
+    command executor must be named, not reported as "unhandled errors in a TaskGroup"."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe_bug(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _call(callback: object, *args: object) -> None:

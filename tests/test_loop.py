@@ -224,6 +224,17 @@ async def test_provider_error_ends_the_run_and_keeps_steps_and_usage() -> None:
     assert result.usage == Usage(input_tokens=10, output_tokens=5)
 
 
+@pytest.mark.parametrize("where", ["on_delta", "on_command_result"])
+async def test_a_failing_callback_ends_the_run_with_its_own_error(where: str) -> None:
+    def broken(*args: object) -> None:
+        raise ValueError(f"{where} broke")
+
+    provider = ScriptedProvider([Reply("Looking. <cmd>echo hi</cmd>"), Reply("ok")])
+    result = await run(config_for(provider), [], "go", Callbacks(**{where: broken}))
+    assert result.stop_reason == "error"
+    assert result.error == f"ValueError: {where} broke"
+
+
 async def test_stream_interrupted_mid_reply_continues_with_a_notice() -> None:
     provider = ScriptedProvider(
         [Reply("<cmd>echo ran</cmd> and then", interrupt_after=25), Reply("recovered")]
