@@ -134,8 +134,10 @@ class _Run:
         self.messages: list[Message] = []
         self.current: _Turn | None = None
         self.canceled = False
-        self.system = config.system_prompt or build_system_prompt(
-            working_dir=config.exec_options.resolved_workdir()
+        self.system = (
+            build_system_prompt(working_dir=config.exec_options.resolved_workdir())
+            if config.system_prompt is None
+            else config.system_prompt
         )
         self.context_window = (
             config.context_window

@@ -74,6 +74,17 @@ async def test_blocks_run_and_results_return_in_one_envelope() -> None:
     assert result.usage.input_tokens == 200
 
 
+async def test_the_system_prompt_defaults_to_this_machines_and_can_be_left_out(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider([Reply("ok"), Reply("ok")])
+    await run(Config(provider, exec_options=ExecOptions(workdir=str(tmp_path))), [], "go")
+    await run(config_for(provider, system_prompt=""), [], "go")
+    default, empty = (request.system for request in provider.requests)
+    assert str(tmp_path) in default
+    assert empty == ""
+
+
 async def test_history_is_sent_before_the_prompt() -> None:
     provider = ScriptedProvider([Reply("ok")])
     history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}]
