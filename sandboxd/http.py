@@ -57,6 +57,11 @@ class Request:
     body: bytes
     peer: PeerCredentials | None
 
+    @property
+    def head_only(self) -> bool:
+        """A HEAD request: its answer carries the headers of the body but not the body."""
+        return self.method == "HEAD"
+
 
 @dataclass(frozen=True)
 class Response:
@@ -214,7 +219,7 @@ class HttpServer:
                 refusal = error_response(
                     503, "shutting_down", "sandboxd is shutting down: retry once it is restarted"
                 )
-                await self._send(conn, stream, refusal, close=True)
+                await self._send(conn, stream, refusal, close=True, head_only=request.head_only)
                 return
             self._active_requests += 1
             if self._active_requests == 1:
@@ -223,7 +228,9 @@ class HttpServer:
                 response = await self._run_handler(conn, stream, request)
                 if response is None:
                     return
-                await self._send(conn, stream, response, close=self._closing)
+                await self._send(
+                    conn, stream, response, close=self._closing, head_only=request.head_only
+                )
             finally:
                 self._active_requests -= 1
                 if self._active_requests == 0:
@@ -351,6 +358,7 @@ class HttpServer:
         response: Response,
         *,
         close: bool,
+        head_only: bool = False,
     ) -> None:
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
@@ -367,7 +375,9 @@ class HttpServer:
                 headers=headers,
                 reason=_reason(response.status),
             )
-            data = conn.send(head) + (conn.send(h11.Data(data=response.body)) or b"")
+            data = conn.send(head) or b""
+            if not head_only:
+                data += conn.send(h11.Data(data=response.body)) or b""
             data += conn.send(h11.EndOfMessage()) or b""
         except h11.LocalProtocolError:
             logger.exception("cannot answer %s on this connection", response.status)

@@ -79,6 +79,8 @@ def test_unknown_routes_methods_and_fields_are_json_errors(client: httpx.Client)
     wrong_method = client.get("/v1/run")
     assert _error(wrong_method, 405)["code"] == "method_not_allowed"
     assert wrong_method.headers["allow"] == "POST"
+    head = client.head("/v1/health")
+    assert (head.status_code, head.headers["allow"], head.content) == (405, "GET", b"")
     unknown = _error(_run(client, "true", timeout=5), 422)
     assert "unknown field 'timeout'" in unknown["message"]
     missing = _error(client.post("/v1/run", json={}), 422)

@@ -131,6 +131,30 @@ async def test_keep_alive_serves_several_requests_on_one_connection(socket_dir: 
             assert (status, body["path"]) == (200, f"/n{index}")
 
 
+async def test_head_is_answered_with_headers_only_and_keeps_the_connection(
+    socket_dir: Path,
+) -> None:
+    async with (
+        _serving(socket_dir, _echo) as (path, _),
+        await anyio.connect_unix(path) as stream,
+    ):
+        await stream.send(b"HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        with anyio.fail_after(10):
+            while b"\r\n\r\n" not in received:
+                received += await stream.receive()
+        head, _, rest = received.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and rest == b""
+        assert int(_header(head, b"content-length") or 0) > 0
+        await stream.send(b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        with anyio.fail_after(10):
+            while b'"peer"' not in received:
+                received += await stream.receive()
+        status, body = _status_and_json(received)
+        assert (status, body["method"], body["path"]) == (200, "GET", "/after")
+
+
 async def test_malformed_http_is_answered_400_in_json(socket_dir: Path) -> None:
     async with _serving(socket_dir, _echo) as (path, _):
         raw = await _exchange(path, b"THIS IS NOT HTTP\r\n\r\n")
