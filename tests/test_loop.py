@@ -20,10 +20,12 @@ from logos import (
     run_sync,
 )
 from logos.errors import AuthenticationError
+from logos.providers import OpenAIProvider, RetryPolicy
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, steps_to_messages
 from tests.processes import processes_matching
 from tests.scripted import Reply, ScriptedProvider
+from tests.sse_server import ScriptedServer, json_error, openai_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -244,6 +246,28 @@ async def test_a_failing_callback_ends_the_run_with_its_own_error(where: str) ->
     result = await run(config_for(provider), [], "go", Callbacks(**{where: broken}))
     assert result.stop_reason == "error"
     assert result.error == f"ValueError: {where} broke"
+
+
+async def test_real_provider_retries_reach_on_retry_and_a_spent_run_keeps_its_usage(
+    sse_server: ScriptedServer,
+) -> None:
+    sse_server.enqueue(
+        json_error(429, "slow down", headers={"retry-after": "0.1"}),
+        openai_stream("<cmd>echo hi</cmd>", usage={"prompt_tokens": 50, "completion_tokens": 5}),
+        *[json_error(503, "down for maintenance")] * 2,
+    )
+    retries: list[tuple[str, int]] = []
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
+    async with OpenAIProvider("m", f"{sse_server.base_url}/v1", "k", retry=policy) as provider:
+        callbacks = Callbacks(on_retry=lambda reason, attempt: retries.append((reason, attempt)))
+        result = await run(config_for(provider), [], "go", callbacks)
+    assert [attempt for _, attempt in retries] == [1, 1]
+    assert "rate limited" in retries[0][0] and "unavailable" in retries[1][0]
+    assert result.stop_reason == "error"
+    assert result.error is not None
+    assert "gave up after 2 attempts" in result.error and "down for maintenance" in result.error
+    assert [s.role for s in result.steps] == ["assistant", "result"]
+    assert result.usage == Usage(input_tokens=50, output_tokens=5)
 
 
 async def test_stream_interrupted_mid_reply_continues_with_a_notice() -> None:
