@@ -20,7 +20,7 @@ from logos import (
     run_sync,
 )
 from logos.errors import AuthenticationError
-from logos.providers import OpenAIProvider, RetryPolicy
+from logos.providers import OpenAIProvider, Provider, RetryPolicy
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, steps_to_messages
 from tests.processes import processes_matching
@@ -35,7 +35,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def config_for(provider: ScriptedProvider, **overrides: object) -> Config:
+def config_for(provider: Provider, **overrides: object) -> Config:
     options = {"system_prompt": "test system prompt", "runner": LocalRunner()}
     options.update(overrides)
     return Config(provider=provider, **options)  # type: ignore[arg-type]
