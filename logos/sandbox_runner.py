@@ -16,6 +16,7 @@ from types import TracebackType
 
 import httpx
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 # WHY a module import: sandboxd.api imports logos, whose __init__ imports this module; the
 # names are looked up when used, so either package may be imported first.
@@ -97,12 +98,15 @@ class SandboxRunner:
                 session=self.session,
                 image=self.image,
             )
-        except ValidationError as exc:
-            return _failed(command, started, f"sandboxd cannot run this request: {exc}")
+            # WHY serialised here: text with a lone surrogate (e.g. from a model's JSON
+            # escapes) passes some validators but cannot be encoded as UTF-8.
+            content = body.model_dump_json()
+        except (ValidationError, PydanticSerializationError) as exc:
+            return _failed(command, started, f"sandboxd cannot run this request: {_invalid(exc)}")
         try:
             response = await self._client.post(
                 f"{wire.API_PREFIX}/run",
-                content=body.model_dump_json(),
+                content=content,
                 headers={"content-type": "application/json"},
                 timeout=httpx.Timeout(
                     options.timeout_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S
@@ -166,6 +170,19 @@ class SandboxRunner:
 
 def _failed(command: str, started: float, error: str) -> Result:
     return Result(command=command, error=error, duration_s=time.monotonic() - started)
+
+
+def _invalid(exc: ValidationError | PydanticSerializationError) -> str:
+    """What is wrong with a request, in one line, with what to do."""
+    if isinstance(exc, PydanticSerializationError):
+        return (
+            "the command, env or a path holds text that is not valid Unicode (a lone "
+            "surrogate): pass valid UTF-8 text"
+        )
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'request'}: {error['msg']}"
+        for error in exc.errors()
+    )
 
 
 def _refusal(response: httpx.Response) -> str:

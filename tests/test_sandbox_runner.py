@@ -186,3 +186,15 @@ async def test_an_answer_that_is_not_json_is_a_result_error(tmp_path: Path) -> N
             result = await runner.run("true", ExecOptions())
         await listener.aclose()
     assert result.error == "sandboxd answered HTTP 502: oops"
+
+
+async def test_text_that_cannot_be_sent_is_a_result_error() -> None:
+    # Lone surrogates reach the loop from JSON escapes in a model's output; never a crash.
+    nowhere = short_dir() / "absent.sock"
+    async with SandboxRunner(socket=nowhere) as runner:
+        in_env = await runner.run("echo $A", ExecOptions(env={"A": "\ud800"}))
+        in_command = await runner.run("echo \udcff", ExecOptions())
+    assert in_env.error is not None and "not valid Unicode" in in_env.error
+    assert in_command.error is not None and in_command.error.startswith(
+        "sandboxd cannot run this request: command: "
+    )
