@@ -406,9 +406,21 @@ class DockerBackend:
 
     def _prepare_control_dir(self, control_dir: Path) -> None:
         """The read-only /.sandboxd of one container: the supervisor, later its socket."""
-        control_dir.mkdir(mode=0o755)
-        control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
-        install_supervisor(control_dir)
+        try:
+            # WHY again here: a long-running daemon's state dir may be cleaned under it
+            # (e.g. by a /tmp cleaner); the next container must not fail for that.
+            self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            control_dir.mkdir(mode=0o755)
+            control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
+            install_supervisor(control_dir)
+        except OSError as exc:
+            shutil.rmtree(control_dir, ignore_errors=True)
+            raise BackendError(
+                f"cannot prepare the sandbox's control directory {control_dir}: "
+                f"{exc.strerror or exc}; make the daemon's state_dir writable (or choose "
+                "another one in its config) and retry",
+                code="state_dir_unusable",
+            ) from exc
 
     async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
         # WHY the backend listens and the supervisor connects (not the other way round): the

@@ -19,6 +19,7 @@ import pytest
 
 from logos.result import Result
 from sandboxd.backend import (
+    BackendError,
     DockerBackend,
     ExecRequest,
     ImageMissingError,
@@ -451,3 +452,16 @@ async def test_image_without_python_falls_back_to_docker_exec(
     assert "sleep 1041" not in listing.stdout and "sleep 60" not in listing.stdout
     missing = await run(backend, "true", sandbox=box, workdir="/no/such/dir")
     assert missing.error is not None and "does not exist" in missing.error
+
+
+async def test_a_state_dir_cleaned_under_the_daemon_is_recreated(
+    backend: DockerBackend, state_dir: Path
+) -> None:
+    shutil.rmtree(state_dir / "run")
+    result = await run(backend, "echo fresh", session="cleaned")
+    assert (result.stdout, result.error) == ("fresh\n", None)
+    shutil.rmtree(state_dir / "run")
+    (state_dir / "run").write_text("in the way")
+    with pytest.raises(BackendError, match="make the daemon's state_dir writable"):
+        await run(backend, "true", session="blocked")
+    (state_dir / "run").unlink()
