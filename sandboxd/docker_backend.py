@@ -529,7 +529,11 @@ class DockerBackend:
         tokens = {name.rsplit("-", 1)[-1] for name in container_names}
         live = {box.control_dir.name for box in self._all_sandboxes()}
         now = time.time()
-        for entry in self._control_root.iterdir():
+        try:
+            entries = list(self._control_root.iterdir())
+        except FileNotFoundError:
+            return  # cleaned away: recreated for the next container
+        for entry in entries:
             if entry.name in tokens or entry.name in live:
                 continue
             with contextlib.suppress(OSError):

@@ -458,6 +458,7 @@ async def test_a_state_dir_cleaned_under_the_daemon_is_recreated(
     backend: DockerBackend, state_dir: Path
 ) -> None:
     shutil.rmtree(state_dir / "run")
+    assert await backend.gc() == 0
     result = await run(backend, "echo fresh", session="cleaned")
     assert (result.stdout, result.error) == ("fresh\n", None)
     shutil.rmtree(state_dir / "run")
