@@ -5,10 +5,15 @@ Standard library only: the sandbox supervisor runs this same file inside contain
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
 OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
+SAVE_LIMIT_NOTE = (
+    "\n[… {unsaved} more bytes were not saved: this copy holds only the first {saved} bytes …]\n"
+)
+"""Ends a saved copy that the save limit cut short, where `tail` of the file will show it."""
 
 
 @dataclass(frozen=True)
@@ -78,19 +83,48 @@ class OutputCapture:
 
     def _save(self, data: bytes) -> None:
         assert self._save_fd is not None
-        room = self._save_limit - self._saved
-        if room <= 0:
-            return
-        chunk = data[:room]
+        chunk = memoryview(data)[: max(0, self._save_limit - self._saved)]
         try:
-            os.write(self._save_fd, chunk)
+            while chunk:
+                written = os.write(self._save_fd, chunk)
+                self._saved += written
+                chunk = chunk[written:]
         except OSError:
-            room = 0
-        self._saved += len(chunk)
+            self._abandon_save()
+
+    def _abandon_save(self) -> None:
+        """Stop saving after a failed write (e.g. a full disk); the copy is then not reported.
+
+        WHY truncate: a copy with a hole would claim to hold output it lost, and on a full
+        disk the space is better given back to the commands that follow.
+        """
+        assert self._save_fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._save_fd, 0)
+        os.close(self._save_fd)
+        self._save_fd = None
+        self._save_path = None
+        self._saved = 0
+
+    def discard(self) -> None:
+        """Close and delete the saved copy: for a command whose result nobody will read."""
+        if self._save_fd is not None:
+            os.close(self._save_fd)
+            self._save_fd = None
+            if self._save_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._save_path)
+        self._save_path = None
+        self._saved = 0
 
     def finish(self) -> CapturedOutput:
         """Close the saved file and decode what was kept."""
         if self._save_fd is not None:
+            unsaved = self._total - self._saved
+            if unsaved:
+                note = SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=self._saved)
+                with contextlib.suppress(OSError):
+                    os.write(self._save_fd, note.encode())
             os.close(self._save_fd)
             self._save_fd = None
         tail = self._tail[-self._tail_limit :] if self._tail_limit else bytearray()

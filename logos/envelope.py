@@ -79,7 +79,7 @@ def _stream(name: str, text: str, dropped: int, saved_file: str | None) -> list[
     lines = [f"<{name}>", body + f"</{name}>"]
     if dropped:
         where = (
-            f" The full {name} was saved to {saved_file}: read parts of it with a further "
+            f" The {name} was saved to {saved_file}: read parts of it with a further "
             "command (grep, head, tail, sed -n)."
             if saved_file
             else ""
