@@ -26,6 +26,7 @@ Standard library only, and Python 3.8 syntax: it runs on whatever python3 the im
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import selectors
@@ -57,6 +58,8 @@ OUT_OF_PROCESSES = (
     "the sandbox is out of processes (its pids limit is reached by running commands): "
     "wait for them or cancel them, then retry"
 )
+MAX_ARG_BYTES = 128 * 1024
+"""Linux's MAX_ARG_STRLEN: the most one argv or environment string may hold."""
 NO_PYTHON_EXIT = 3
 """Exit status that tells the backend to fall back to `docker exec` for this image."""
 NONINTERACTIVE_ENV = {
@@ -229,6 +232,8 @@ class Supervisor:
             except BlockingIOError:  # EAGAIN from fork: the pids limit
                 self._make_room(attempt)
             except OSError as exc:
+                if exc.errno == errno.E2BIG:
+                    return {"error": too_big(command_text, env)}, None
                 return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
         if proc is None:
             return {"error": OUT_OF_PROCESSES}, None
@@ -315,6 +320,16 @@ def finish_kill(command: Command) -> None:
     if due is not None:
         time.sleep(max(due - time.monotonic(), 0.0))
         command.escalate(time.monotonic())
+
+
+def too_big(command: str, env: dict[str, str]) -> str:
+    """Why Linux refused to start the shell (E2BIG), and what to do instead."""
+    longest = max([len(command.encode()), *(len(f"{k}={v}".encode()) for k, v in env.items())])
+    return (
+        f"the command is too large to start: Linux takes at most {MAX_ARG_BYTES // 1024} KiB "
+        f"in one argument or env entry (the largest here is {longest} bytes): write long "
+        "content to a file in several smaller commands, or pass it in a mounted file"
+    )
 
 
 def signal_session(leader: int, sig: int) -> None:

@@ -129,6 +129,13 @@ async def test_missing_workdir_is_an_error(running: Running) -> None:
     assert reply.error is not None and "/definitely/not/here does not exist" in reply.error
 
 
+async def test_a_command_too_large_to_start_says_what_to_do(running: Running) -> None:
+    reply = await running.run("echo " + "x" * 200_000 + " | wc -c")
+    assert reply.exit_code is None and reply.error is not None
+    assert "128 KiB" in reply.error and "200013 bytes" in reply.error
+    assert "smaller commands" in reply.error
+
+
 async def test_timeout_kills_the_whole_process_group(running: Running, marker: str) -> None:
     started = time.monotonic()
     reply = await running.run(f"sleep {marker} & sleep 60", timeout_s=1.0)
