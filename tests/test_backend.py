@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from logos.capture import SAVE_LIMIT_NOTE
 from logos.result import Result
 from sandboxd.backend import (
     BackendError,
@@ -224,8 +225,13 @@ async def test_output_flood_is_bounded_and_saved(backend: DockerBackend) -> None
     assert result.exit_code == 0 and result.stdout_dropped_bytes > total - 8192
     assert grown < 32 * 1024**2, f"the backend grew by {grown} bytes for a 100 MiB flood"
     assert result.stdout_file is not None and result.stdout_file.startswith("/tmp/logos-output/")
-    saved = await run(backend, f"wc -c < {result.stdout_file}")
-    assert saved.stdout.strip() == str(1024**2)
+    saved = await run(
+        backend, f"head -c {1024**2} {result.stdout_file} | wc -c; tail -n 1 {result.stdout_file}"
+    )
+    unsaved = total - 1024**2
+    assert (
+        saved.stdout == f"{1024**2}\n" + SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=1024**2)[1:]
+    )
     peak = await run(backend, "grep VmHWM /proc/$(pgrep -x python3)/status")
     supervisor_peak_kib = int(peak.stdout.split()[1])
     assert supervisor_peak_kib < 64 * 1024, peak.stdout

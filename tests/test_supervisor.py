@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from logos.capture import SAVE_LIMIT_NOTE
 from sandboxd.container import PYTHON_FLAGS, install_supervisor
 from sandboxd.supervisor_client import (
     ChannelLost,
@@ -169,7 +170,11 @@ async def test_flood_is_cut_and_saved(running: Running) -> None:
     assert reply.stdout_dropped_bytes > total - 2000
     assert reply.stdout.startswith("y\ny\n") and "bytes omitted" in reply.stdout
     assert reply.stdout_file == f"{running.output_dir}/cmd-1.stdout"
-    assert Path(reply.stdout_file).stat().st_size == 100_000
+    saved = Path(reply.stdout_file).read_bytes()
+    assert saved[:100_000] == b"y\n" * 50_000
+    assert saved[100_000:].decode() == SAVE_LIMIT_NOTE.format(
+        unsaved=total - 100_000, saved=100_000
+    )
     assert reply.stderr_file is None
 
 
