@@ -64,6 +64,12 @@ class LocalRunner:
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
+        if "\0" in command:
+            return Result(
+                command=command,
+                error="the command contains a NUL character, which no shell command can hold; "
+                "write it as an escape instead (printf '\\0')",
+            )
         workdir = options.resolved_workdir() or os.getcwd()
         if not os.path.isdir(workdir):
             return Result(
@@ -88,6 +94,11 @@ class LocalRunner:
         timed_out = False
         try:
             timed_out = await _supervise(process, stdout, stderr, options.timeout_s)
+        except BaseException:
+            # Cancelled (or failed): no result will point at the saved copies.
+            stdout.discard()
+            stderr.discard()
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 if timed_out or process.returncode is None:

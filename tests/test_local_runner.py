@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
@@ -177,8 +178,6 @@ async def test_saved_outputs_go_to_one_private_directory_only_when_cut() -> None
 
 
 async def test_a_planted_output_directory_is_not_trusted(tmp_path: Path) -> None:
-    import tempfile
-
     planted = tmp_path / f"logos-output-{os.getuid()}"
     planted.mkdir(mode=0o777)
     planted.chmod(0o777)
@@ -190,3 +189,21 @@ async def test_a_planted_output_directory_is_not_trusted(tmp_path: Path) -> None
         tempfile.tempdir = original
     assert result.stdout_dropped_bytes > 0 and result.stdout_file is None
     assert list(planted.iterdir()) == []
+
+
+@pytest.mark.timeout(30)
+async def test_cancellation_closes_and_removes_a_partly_saved_output() -> None:
+    runner = LocalRunner()
+    output_dir = Path(tempfile.gettempdir()) / f"logos-output-{os.getuid()}"
+    open_files = len(os.listdir("/proc/self/fd"))
+    with anyio.move_on_after(0.5):
+        await runner.run("yes", ExecOptions(max_output_bytes=1024, timeout_s=60))
+        pytest.fail("the run should have been cancelled")
+    assert len(os.listdir("/proc/self/fd")) == open_files
+    assert list(output_dir.glob(f"{runner._output_prefix}-*")) == []
+
+
+async def test_a_command_with_a_nul_byte_is_an_error_not_an_exception() -> None:
+    result = await LocalRunner().run("echo a\0b", ExecOptions())
+    assert result.exit_code is None
+    assert result.error is not None and "NUL" in result.error
