@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import field
 
@@ -46,8 +47,16 @@ class ExecOptions:
     """Per stream: how much of a truncated output is saved to a file the model can read."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
+        if not 0 < self.timeout_s < math.inf:
+            raise ValueError(
+                f"timeout_s must be a finite number of seconds > 0, got {self.timeout_s}"
+            )
+        for key, value in self.env.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise ValueError(
+                    f"env entry {key!r} cannot be passed to a process: a name must be "
+                    "non-empty without '=' or NUL, and a value must not hold NUL"
+                )
         if self.max_output_bytes < 64:
             raise ValueError(f"max_output_bytes must be at least 64, got {self.max_output_bytes}")
         if self.max_saved_output_bytes < 0:
