@@ -168,7 +168,10 @@ class DockerBackend:
                     removals.start_soon(
                         self._retire, box, "the sandbox daemon shut down while the command ran"
                     )
-        self._sessions.clear()
+            self._sessions.clear()
+            # Ours that no session tracks any more (a removal the engine failed) and orphans.
+            with contextlib.suppress(BackendError, docker.errors.APIError):
+                await self.gc()
         if self._tasks is not None:
             self._tasks.cancel_scope.cancel()
         try:

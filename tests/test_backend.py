@@ -28,7 +28,7 @@ from sandboxd.backend import (
     Mount,
     SandboxSpec,
 )
-from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
@@ -325,6 +325,23 @@ async def test_aclose_removes_every_container(state_dir: Path, docker_client: An
         await run(backend, "true", session="shutdown")
     assert container_names(docker_client, "shutdown") == []
     assert list((state_dir / "run").iterdir()) == []
+
+
+async def test_aclose_also_sweeps_its_untracked_containers(
+    state_dir: Path, docker_client: Any
+) -> None:
+    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as backend:
+        # One of ours that no session tracks (e.g. its removal failed while the engine hiccuped).
+        stray = docker_client.containers.create(
+            SANDBOX_IMAGE,
+            "true",
+            labels={
+                LABEL_MANAGED: "1",
+                LABEL_SESSION: "orphan-test-untracked",
+                LABEL_OWNER: backend.instance_id,
+            },
+        )
+    assert container_names(docker_client, "orphan-test-untracked") == [], stray.name
 
 
 async def test_supervisor_killed_by_a_command_gets_a_fresh_container(
