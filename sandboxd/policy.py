@@ -344,10 +344,16 @@ def _check_form(raw: str, *, what: str) -> None:
     if "\x00" in raw:
         raise PolicyError("invalid_path", f"{what} {raw!r} contains a NUL character", status=400)
     if not raw.startswith("/"):
+        # WHY a refusal for a mount and not for a workdir: the daemon's directory is not the
+        # caller's, so a relative mount could only ever name the wrong place.
+        mount = what == "path"
         raise PolicyError(
-            "invalid_path",
-            f"{what} {raw!r} is not absolute: pass a full path starting with /",
-            status=400,
+            "path_refused" if mount else "invalid_path",
+            f"refused {what} {raw!r}: only absolute paths are mountable; pass a full path "
+            "starting with /"
+            if mount
+            else f"{what} {raw!r} is not absolute: pass a full path starting with /",
+            status=403 if mount else 400,
         )
 
 

@@ -155,7 +155,7 @@ def test_every_path_escape_is_refused(daemon: Daemon, client: httpx.Client, tmp_
     (project / "passwd-link").symlink_to("/etc/passwd")
     (project / "socket-dir").symlink_to(daemon.socket.parent)
     attempts = {
-        "relative/path": 400,
+        "relative/path": 403,
         f"{project}/../../../../etc": 403,
         str(project / "etc-link"): 403,
         str(project / "passwd-link"): 403,
@@ -170,7 +170,7 @@ def test_every_path_escape_is_refused(daemon: Daemon, client: httpx.Client, tmp_
     for path, status in attempts.items():
         response = _run(client, "true", allowed_paths=[{"path": path}])
         detail = _error(response, status)
-        assert path.split("\x00")[0] in detail["message"] or "relative" in path, detail
+        assert path.split("\x00")[0] in detail["message"], detail
 
 
 def test_secret_looking_env_keys_are_withheld_and_reported(client: httpx.Client) -> None:

@@ -77,10 +77,10 @@ def test_project_paths_are_granted_resolved_and_in_order(world: dict[str, Path])
 
 
 @pytest.mark.parametrize("raw", ["relative/path", "./x", "", "~/project"])
-def test_relative_paths_are_malformed(world: dict[str, Path], raw: str) -> None:
+def test_relative_paths_are_refused_by_rule(world: dict[str, Path], raw: str) -> None:
     error = _refusal(_policy(world), raw, world["home"])
-    assert (error.status, error.code) == (400, "invalid_path")
-    assert "not absolute" in error.message
+    assert (error.status, error.code) == (403, "path_refused")
+    assert "only absolute paths are mountable" in error.message
 
 
 def test_nul_in_a_path_is_malformed(world: dict[str, Path]) -> None:
