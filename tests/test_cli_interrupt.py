@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.cli_harness import Home, PtySession, logos, make_home, openai_env, read_jsonl
 from tests.processes import processes_matching
 from tests.sse_server import ScriptedServer, openai_stream
 
@@ -135,3 +136,54 @@ def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     assert returncode == 130, stderr
     assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
     assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"Waiting.\n<cmd>{marker}</cmd>"))
+    terminal = PtySession(["--model", "m", "--yes", "wait"], home, openai_env(home, sse_server))
+    try:
+        terminal.expect(marker.split()[1])
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        # The terminal goes away: every later write to it fails (EIO), then SIGHUP arrives.
+        os.close(terminal.master)
+        terminal.proc.send_signal(signal.SIGHUP)
+        assert terminal.proc.wait(timeout=30) == 128 + signal.SIGHUP
+    finally:
+        if terminal.proc.poll() is None:
+            os.killpg(terminal.proc.pid, signal.SIGKILL)
+            terminal.proc.wait()
+    assert processes_matching(marker) == []
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_json_readers_that_leave_early_stop_the_run_cleanly(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("word " * 200, chunk_size=5, event_pause_s=0.05))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "talk"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert b'"type":"start"' in proc.stdout.readline()
+        proc.stdout.close()  # like `logos --json … | head -1`
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=30) == 128 + signal.SIGPIPE, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr and "stdout" in stderr
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"

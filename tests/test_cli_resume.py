@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,12 @@ from tests.cli_harness import (
 from tests.sse_server import ScriptedServer, anthropic_stream, openai_stream
 
 pytest_plugins = ["tests.sse_server"]
+
+HEADER = (
+    '{"type": "run", "version": 1, "logos_version": "0", "provider": "openai", '
+    '"model": "m", "base_url": null, "runner": "local", "cwd": "/", '
+    '"started_at": "t", "system_prompt": "s"}'
+)
 
 
 @pytest.fixture
@@ -114,9 +122,7 @@ def test_a_line_cut_by_a_crash_is_skipped_and_cut_off_on_resume(
 def test_a_damaged_line_inside_the_file_is_an_error_naming_it(home: Home) -> None:
     path = home.root / "run.jsonl"
     path.write_text(
-        '{"type": "run", "version": 1, "logos_version": "0", "provider": "openai", '
-        '"model": "m", "base_url": null, "runner": "local", "cwd": "/", '
-        '"started_at": "t", "system_prompt": "s"}\n'
+        HEADER + "\n"
         '{"type": "prompt", "content": 3, "time": "t"}\n'
         '{"type": "prompt", "content": "fine", "time": "t"}\n'
     )
@@ -147,3 +153,24 @@ def test_show_renders_a_run_for_reading(home: Home, sse_server: ScriptedServer) 
     assert "There are 8 lines." in text
     assert text.rstrip().splitlines()[-1].startswith("final answer · 2 turns")
     assert not ANSI_ESCAPE.search(text)
+
+
+def test_show_into_a_reader_that_stops_early_ends_quietly(home: Home) -> None:
+    path = home.root / "long.jsonl"
+    prompts = "".join(
+        f'{{"type": "prompt", "content": "prompt number {i}", "time": "t"}}\n' for i in range(4000)
+    )
+    path.write_text(HEADER + "\n" + prompts)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "show", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=home.env(),
+        cwd=home.work,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"run ")
+    proc.stdout.close()  # like `logos show FILE | head -1`
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=30) == 0, stderr
+    assert stderr == ""

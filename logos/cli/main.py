@@ -16,10 +16,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
 
 import anyio
+from rich.console import Console
 
 from logos.cli.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.doctor import Check, check_provider, check_runner, print_checks
@@ -48,6 +50,7 @@ from logos.cli.settings import (
     resolve_model,
 )
 from logos.cli.show import show_trajectory
+from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import Limits, NewTrajectory, TaskPlan, logos_version, run_task
 from logos.cli.trajectory import Trajectory, load_trajectory
 from logos.config import DEFAULT_MAX_STEPS
@@ -84,12 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    with _reserved_stdout() as out:
+    with _run_streams() as streams:
         reporter: Reporter = (
-            JsonEvents(out) if args.json else HumanRenderer(out, sys.stderr, os.environ)
+            JsonEvents(streams.out, streams.err)
+            if args.json
+            else HumanRenderer(streams.out, streams.err, os.environ)
         )
         try:
-            return _run_or_resume(args, reporter)
+            return _run_or_resume(args, reporter, streams.out_guard)
         except CliError as exc:
             reporter.error(exc.message)
             if args.json:
@@ -101,7 +106,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
 
 
-def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
+def _run_or_resume(
+    args: argparse.Namespace, reporter: Reporter, output: GuardedOutput | None = None
+) -> int:
     environ = os.environ
     settings = load_file_settings(args.config, environ)
     recorded: Trajectory | None = None
@@ -161,6 +168,7 @@ def _run_or_resume(args: argparse.Namespace, reporter: Reporter) -> int:
         input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
         temperature=_first(args.temperature, settings.temperature),
         provider_options=settings.provider_options or {},
+        output=output,
     )
     if gguf is not None:
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
@@ -172,7 +180,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     trajectory = load_trajectory(Path(args.file))
     for warning in trajectory.warnings:
         print(f"logos: {warning}", file=sys.stderr)
-    show_trajectory(trajectory, make_console(sys.stdout, os.environ))
+    with _guarded_stdout() as out:
+        show_trajectory(trajectory, make_console(out, os.environ))
     return EXIT_OK
 
 
@@ -205,13 +214,17 @@ def _cmd_exec(args: argparse.Namespace) -> int:
         environ=os.environ,
     )
     results = anyio.run(execute_message, plan)
-    sys.stdout.write(format_results(results) + "\n")
-    sys.stdout.flush()
+    with _guarded_stdout() as out:
+        out.write(format_results(results) + "\n")
     return EXIT_OK if all(result.ok for result in results) else EXIT_STOPPED
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    console = make_console(sys.stdout, os.environ)
+    with _guarded_stdout() as out:
+        return _doctor(args, make_console(out, os.environ))
+
+
+def _doctor(args: argparse.Namespace, console: Console) -> int:
     checks: list[Check] = []
     try:
         settings = load_file_settings(args.config, os.environ)
@@ -384,28 +397,48 @@ def _first_or(default: T, *values: T | None) -> T:
     return default if found is None else found
 
 
+@dataclass(frozen=True)
+class _RunStreams:
+    out: TextIO
+    err: TextIO
+    out_guard: GuardedOutput
+
+
 @contextlib.contextmanager
-def _reserved_stdout() -> Iterator[TextIO]:
-    """stdout for our output only, when a program reads it.
+def _run_streams() -> Iterator[_RunStreams]:
+    """stdout and stderr for a run: guarded (see logos.cli.streams), stdout ours alone.
 
     WHY: native code (llama.cpp) and stray prints write to file descriptor 1; when stdout is
     a pipe or a file (`--json`, `> answer.txt`), those bytes would corrupt it. So fd 1 is
     pointed at stderr for the duration and our output goes to a copy of the real stdout.
     """
-    if sys.stdout.isatty():
-        yield sys.stdout
-        return
     sys.stdout.flush()
-    real = os.dup(1)
-    os.dup2(2, 1)
-    out = open(real, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    reserved = not sys.stdout.isatty()
+    out_fd = os.dup(1) if reserved else 1
+    if reserved:
+        os.dup2(2, 1)
+    out, out_guard = guarded_text(sys.stdout, out_fd)
+    err, _ = guarded_text(sys.stderr)
+    try:
+        yield _RunStreams(out, err, out_guard)
+    finally:
+        for stream in (out, err, sys.stdout):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        if reserved:
+            os.dup2(out_fd, 1)
+            os.close(out_fd)
+
+
+@contextlib.contextmanager
+def _guarded_stdout() -> Iterator[TextIO]:
+    """stdout that a reader may close early (`logos show FILE | head`) without an error."""
+    sys.stdout.flush()
+    out, _ = guarded_text(sys.stdout)
     try:
         yield out
     finally:
         out.flush()
-        sys.stdout.flush()
-        os.dup2(real, 1)
-        os.close(real)
 
 
 # Parser --------------------------------------------------------------------------------------

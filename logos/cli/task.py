@@ -8,11 +8,13 @@ it recorded; a second Ctrl-C cancels at once (runners still kill what they start
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from logos.cli.model import OpenModel
 from logos.cli.paths import audit_log_path, utc_now
 from logos.cli.report import Reporter, RunInfo, RunSummary
 from logos.cli.runners import RunnerSpec, make_runner
+from logos.cli.streams import GuardedOutput
 from logos.cli.trajectory import (
     DoneRecord,
     RunHeader,
@@ -90,6 +93,8 @@ class TaskPlan:
     """Where the confirm prompt reads answers (a terminal)."""
     temperature: float | None = None
     provider_options: Mapping[str, Any] = field(default_factory=dict)
+    output: GuardedOutput | None = None
+    """Where the reporter's stdout goes: when its reader leaves, the run stops."""
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -213,6 +218,8 @@ async def _run_and_record(
     )
     cancel = anyio.Event()
     signals: list[int] = []
+    if plan.output is not None:
+        plan.output.on_lost = partial(_stop_for_lost_output, cancel, signals, reporter)
     result: RunResult | None = None
     started = time.monotonic()
     try:
@@ -274,6 +281,18 @@ async def _watch_signals(
             else:
                 hard_stop.cancel()
                 return
+
+
+def _stop_for_lost_output(
+    cancel: anyio.Event, received: list[int], reporter: Reporter, exc: OSError
+) -> None:
+    """stdout cannot be written any more: nobody sees the run, so it stops as on a signal."""
+    if cancel.is_set():
+        return
+    if exc.errno == errno.EPIPE:
+        received.append(signal.SIGPIPE)  # WHY: exit 141, as if the pipe had ended us
+    reporter.notice(f"stopping: stdout can no longer be written ({exc.strerror})")
+    cancel.set()
 
 
 def _approver_for(plan: TaskPlan, reporter: Reporter) -> Approver:
