@@ -187,3 +187,36 @@ def test_json_readers_that_leave_early_stop_the_run_cleanly(
     assert "Traceback" not in stderr and "stdout" in stderr
     records = read_jsonl(home.only_run())
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
+    env = openai_env(home, sse_server)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "first"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=home.work,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        path = home.only_run()
+        before = path.read_bytes()
+        second = logos(["resume", str(path), "meanwhile", "--yes"], home, env)
+        assert second.returncode == 2
+        assert "still going" in second.stderr and str(path) in second.stderr
+        assert path.read_bytes() == before  # nothing appended, nothing cut off
+        assert len(sse_server.requests) == 1  # refused before the model was called
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert read_jsonl(path)[-1]["stop_reason"] == "canceled"

@@ -12,12 +12,14 @@ warning and resuming cuts off). The format, version 1:
     {"type": "done", "stop_reason", "error", "usage", "cost_usd", "steps", "wall_s", …}
 
 `logos resume` appends a new prompt and its steps to the same file; the conversation is the
-prompts and steps in file order.
+prompts and steps in file order. A writer holds an exclusive `flock` on the file while it
+writes, so a run that is still going cannot be resumed at the same time.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import re
@@ -113,6 +115,8 @@ class Trajectory:
     valid_bytes: int = 0
     """Where the last valid line ends (a damaged tail starts here)."""
     ends_with_newline: bool = True
+    size: int = 0
+    """The file's size when it was read."""
 
     @property
     def steps(self) -> list[StepMessage]:
@@ -179,6 +183,7 @@ def load_trajectory(path: Path) -> Trajectory:
         warnings=tuple(warnings),
         valid_bytes=valid_bytes,
         ends_with_newline=data[valid_bytes - 1 : valid_bytes] == b"\n",
+        size=len(data),
     )
 
 
@@ -247,9 +252,7 @@ class TrajectoryWriter(JsonLinesFile):
                 f"{path} already exists: choose another --trajectory, or continue that run "
                 f"with `logos resume {path}`"
             ) from None
-        writer = cls(path, fd)
-        writer._write(header.model_dump(mode="json"))
-        return writer
+        return cls._started(path, fd, header)
 
     @classmethod
     def create_in(cls, directory: Path, task: str, header: RunHeader) -> Self:
@@ -261,24 +264,48 @@ class TrajectoryWriter(JsonLinesFile):
                 fd = open_private_append(path, exclusive=True)
             except FileExistsError:
                 continue
-            writer = cls(path, fd)
-            writer._write(header.model_dump(mode="json"))
-            return writer
+            return cls._started(path, fd, header)
         raise CliError(f"cannot find a free file name for {stem}.jsonl in {directory}")
 
     @classmethod
     def append_to(cls, trajectory: Trajectory) -> Self:
-        """Continue `trajectory`'s file, first cutting off a damaged last line."""
-        fd = open_private_append(trajectory.path)
+        """Continue `trajectory`'s file, first cutting off a damaged last line.
+
+        Refused while another run writes to the file, and when the file changed since it
+        was read (the history would be stale, and cutting it would lose records).
+        """
+        path = trajectory.path
+        fd = open_private_append(path)
         try:
-            if os.fstat(fd).st_size > trajectory.valid_bytes:
+            _lock(fd, path)
+            size = os.fstat(fd).st_size
+            if size != trajectory.size:
+                raise CliError(
+                    f"{path} changed while logos was reading it (a run wrote to it): "
+                    "run the command again"
+                )
+            if size > trajectory.valid_bytes:
                 os.ftruncate(fd, trajectory.valid_bytes)
             if not trajectory.ends_with_newline:
                 write_line(fd, "")
         except OSError as exc:
             os.close(fd)
-            raise CliError(f"cannot append to {trajectory.path}: {exc.strerror}") from None
-        return cls(trajectory.path, fd)
+            raise CliError(f"cannot append to {path}: {exc.strerror}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd)
+
+    @classmethod
+    def _started(cls, path: Path, fd: int, header: RunHeader) -> Self:
+        try:
+            _lock(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        writer = cls(path, fd)
+        writer._write(header.model_dump(mode="json"))
+        return writer
 
     def prompt(self, content: str) -> None:
         self._write(PromptRecord(content=content, time=utc_now()).model_dump(mode="json"))
@@ -294,6 +321,23 @@ class TrajectoryWriter(JsonLinesFile):
 
     def _write(self, data: dict[str, Any]) -> None:
         self.write_line(json.dumps(data, ensure_ascii=False))
+
+
+def _lock(fd: int, path: Path) -> None:
+    """Hold the file for this writer until the descriptor is closed.
+
+    WHY best effort: a file system without locks (some network mounts) must not stop a
+    run; it only loses the guard against resuming a run that is still going.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CliError(
+            f"{path} is in use: its run is still going. Wait for it to end (or stop it with "
+            "Ctrl-C), then resume it"
+        ) from None
+    except OSError:
+        return
 
 
 def task_slug(task: str) -> str:
