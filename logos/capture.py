@@ -82,15 +82,21 @@ class OutputCapture:
         self._save(bytes(self._head) + bytes(self._tail))
 
     def _save(self, data: bytes) -> None:
+        chunk = data[: max(0, self._save_limit - self._saved)]
+        if self._write_all(chunk):
+            self._saved += len(chunk)
+
+    def _write_all(self, data: bytes) -> bool:
+        """Append `data` to the copy; on failure the copy is abandoned and False returned."""
         assert self._save_fd is not None
-        chunk = memoryview(data)[: max(0, self._save_limit - self._saved)]
+        rest = memoryview(data)
         try:
-            while chunk:
-                written = os.write(self._save_fd, chunk)
-                self._saved += written
-                chunk = chunk[written:]
+            while rest:
+                rest = rest[os.write(self._save_fd, rest) :]
         except OSError:
             self._abandon_save()
+            return False
+        return True
 
     def _abandon_save(self) -> None:
         """Stop saving after a failed write (e.g. a full disk); the copy is then not reported.
@@ -122,9 +128,8 @@ class OutputCapture:
         if self._save_fd is not None:
             unsaved = self._total - self._saved
             if unsaved:
-                note = SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=self._saved)
-                with contextlib.suppress(OSError):
-                    os.write(self._save_fd, note.encode())
+                self._write_all(SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=self._saved).encode())
+        if self._save_fd is not None:
             os.close(self._save_fd)
             self._save_fd = None
         tail = self._tail[-self._tail_limit :] if self._tail_limit else bytearray()
