@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +14,7 @@ import pytest
 from logos.envelope import format_results
 from logos.result import Result
 from tests.cli_harness import Home, logos, make_home
+from tests.processes import processes_matching
 
 MESSAGE = """I will check two things.
 <cmd>echo alpha</cmd>
@@ -68,3 +74,50 @@ def test_a_message_without_blocks_prints_nothing(home: Home) -> None:
     done = logos(["exec", "--yes"], home, home.env(), stdin="All done, no commands.")
     assert done.returncode == 0 and done.stdout == ""
     assert "no <cmd> blocks" in done.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_kills_the_running_commands(home: Home, stop: signal.Signals) -> None:
+    marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "exec", "--yes"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=home.env(),
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(f"<cmd>{marker}</cmd>")
+        proc.stdin.close()
+        deadline = time.monotonic() + 20
+        while not processes_matching(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_matching(marker), "the command never started"
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == 128 + stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert processes_matching(marker) == []
+
+
+def test_an_unclosed_block_is_reported_not_dropped(home: Home) -> None:
+    done = logos(["exec", "--yes"], home, home.env(), stdin="<cmd>echo ran</cmd>\n<cmd>echo cut")
+    assert done.returncode == 1
+    assert "ran\n" in done.stdout and "echo cut" not in done.stdout
+    assert "unclosed <cmd> block" in done.stderr and "was not run" in done.stderr
+    alone = logos(["exec", "--yes"], home, home.env(), stdin="<cmd>echo cut")
+    assert alone.returncode == 1 and alone.stdout == ""
+    assert "unclosed <cmd> block" in alone.stderr
+
+
+def test_exec_help_offers_only_its_own_approval_modes(home: Home) -> None:
+    shown = logos(["exec", "--help"], home, home.env())
+    assert shown.returncode == 0
+    approval = shown.stdout[shown.stdout.index("\napproval:") :]
+    assert "confirm" not in approval

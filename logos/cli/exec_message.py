@@ -4,27 +4,49 @@ Library mode for other harnesses: they keep the conversation and call the model 
 logos parses the blocks, runs them concurrently (local bash or the sandbox, under the same
 policy and approval audit as a run) and formats what the model reads next. Exit status: 0
 when every block succeeded, 1 when any failed (non-zero exit, timeout, signal, refused or
-not run), 2 for a usage or setup error. A message without blocks prints nothing (exit 0):
-for the model, that was its final answer.
+not run, or the message ends in an unclosed block), 2 for a usage or setup error, 128 + the
+signal's number when Ctrl-C, SIGTERM or SIGHUP stopped it (the commands are killed). A
+message without blocks prints nothing (exit 0): for the model, that was its final answer.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
+from anyio.abc import TaskStatus
 
 from logos.cli.approval import ApprovalMode, ApprovalRunner, AutoApprover, NeverRunApprover
 from logos.cli.audit import AuditLog
+from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
 from logos.cli.runners import RunnerSpec, make_runner
+from logos.cli.task import STOP_SIGNALS
 from logos.execute import execute_blocks
 from logos.options import ExecOptions
+from logos.parse import CmdStreamParser, CommandBlock, UnclosedBlock
 from logos.result import Result
 
 CLOSE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class MessageBlocks:
+    commands: list[str]
+    unclosed: str | None
+    """The text of a block the message ends in without closing it (never run)."""
+
+
+def read_blocks(message: str) -> MessageBlocks:
+    """The message's complete blocks, and the one it ends in without closing, if any."""
+    parser = CmdStreamParser()
+    events = [*parser.feed(message), *parser.close()]
+    commands = [event.command for event in events if isinstance(event, CommandBlock)]
+    unclosed = next((e.partial_text for e in events if isinstance(e, UnclosedBlock)), None)
+    return MessageBlocks(commands, unclosed)
 
 
 @dataclass(frozen=True)
@@ -37,10 +59,15 @@ class ExecPlan:
 
 
 async def execute_message(plan: ExecPlan) -> list[Result]:
-    """Run the commands (audited like a run's), then close the runner whatever happens."""
+    """Run the commands (audited like a run's), then close the runner whatever happens.
+
+    A stop signal kills the commands and raises CliError with exit status 128 + its number.
+    """
     runner = make_runner(plan.runner)
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
     approver = NeverRunApprover() if plan.approval == "never-run" else AutoApprover()
+    received: list[int] = []
+    results: list[Result] = []
     try:
         with AuditLog(
             audit_log_path(plan.environ),
@@ -50,7 +77,28 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
             trajectory=None,
         ) as audit:
             gated = ApprovalRunner(runner, approver, audit.record)
-            return await execute_blocks(plan.commands, gated, plan.exec_options)
+            async with anyio.create_task_group() as group:
+                await group.start(_stop_on_signal, group.cancel_scope, received)
+                results = await execute_blocks(plan.commands, gated, plan.exec_options)
+                group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             await runner.aclose()
+    if received:
+        name = signal.Signals(received[0]).name
+        raise CliError(f"stopped by {name}: the commands were killed", 128 + received[0])
+    return results
+
+
+async def _stop_on_signal(
+    scope: anyio.CancelScope,
+    received: list[int],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signum)
+            scope.cancel()
+            return

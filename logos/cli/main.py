@@ -27,7 +27,7 @@ from logos.cli.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.events import JsonEvents
-from logos.cli.exec_message import ExecPlan, execute_message
+from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.model import DEFAULT_CONTEXT_SIZE, GgufSpec, open_model
 from logos.cli.paths import runs_dir
 from logos.cli.render import HumanRenderer, make_console
@@ -54,12 +54,12 @@ from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import Limits, NewTrajectory, TaskPlan, logos_version, run_task
 from logos.cli.trajectory import Trajectory, load_trajectory
 from logos.config import DEFAULT_MAX_STEPS
-from logos.envelope import format_results
+from logos.envelope import command_preview, format_results
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
-from logos.parse import parse_cmd_blocks
 from logos.providers import RetryPolicy
 
 COMMANDS = ("run", "resume", "show", "exec", "doctor")
+_RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 T = TypeVar("T")
 
@@ -199,15 +199,22 @@ def _cmd_exec(args: argparse.Namespace) -> int:
             "sandboxd, or --approve never-run for a dry run"
         )
     options = _exec_options(args, settings, os.getcwd())
-    message = sys.stdin.read()
-    commands = parse_cmd_blocks(message)
-    if not commands:
+    blocks = read_blocks(sys.stdin.read())
+    if blocks.unclosed is not None:
+        print(
+            "logos: the message ends in an unclosed <cmd> block (was it cut off?), which "
+            f"was not run: {command_preview(blocks.unclosed)}",
+            file=sys.stderr,
+        )
+    if not blocks.commands:
+        if blocks.unclosed is not None:
+            return EXIT_STOPPED
         print("logos: the message has no <cmd> blocks: nothing to run", file=sys.stderr)
         return EXIT_OK
     if sandbox:
         _require_sandboxd(spec)
     plan = ExecPlan(
-        commands=commands,
+        commands=blocks.commands,
         runner=spec,
         exec_options=options,
         approval=approval or "auto",
@@ -216,7 +223,8 @@ def _cmd_exec(args: argparse.Namespace) -> int:
     results = anyio.run(execute_message, plan)
     with _guarded_stdout() as out:
         out.write(format_results(results) + "\n")
-    return EXIT_OK if all(result.ok for result in results) else EXIT_STOPPED
+    succeeded = blocks.unclosed is None and all(result.ok for result in results)
+    return EXIT_OK if succeeded else EXIT_STOPPED
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -499,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("task", nargs="?", metavar="TASK", help="what to do; - reads it from stdin")
     _model_options(run)
     _runner_options(run)
-    _approval_options(run, APPROVAL_MODES)
+    _approval_options(run, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
     _limit_options(run)
     _output_options(run, trajectory=True)
     run.set_defaults(handler=_cmd_run)
@@ -521,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(resume)
     _runner_options(resume)
-    _approval_options(resume, APPROVAL_MODES)
+    _approval_options(resume, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
     _limit_options(resume)
     _output_options(resume, trajectory=False)
     resume.set_defaults(handler=_cmd_run)
@@ -547,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _config_option(exec_)
     _runner_options(exec_)
-    _approval_options(exec_, ("auto", "never-run"))
+    _approval_options(exec_, ("auto", "never-run"), "auto in the sandbox; local runs need --yes")
     exec_.set_defaults(handler=_cmd_exec)
 
     doctor = commands.add_parser(
@@ -646,14 +654,21 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image", help="sandbox image (one the daemon allows)")
 
 
-def _approval_options(parser: argparse.ArgumentParser, modes: Sequence[str]) -> None:
+_MODE_HELP = {
+    "auto": "auto: run every command",
+    "confirm": "confirm: ask for each (yes / no with a reason / always / edit)",
+    "never-run": "never-run: run nothing, a dry run",
+}
+
+
+def _approval_options(
+    parser: argparse.ArgumentParser, modes: Sequence[ApprovalMode], default: str
+) -> None:
     group = parser.add_argument_group("approval")
     group.add_argument(
         "--approve",
         choices=modes,
-        help="auto: run every command; confirm: ask for each (yes / no with a reason / "
-        "always / edit); never-run: run nothing, a dry run (default: confirm for local bash "
-        "on a terminal, auto in the sandbox)",
+        help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
     )
     group.add_argument("-y", "--yes", action="store_true", help="same as --approve auto")
 
