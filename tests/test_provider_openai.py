@@ -332,14 +332,18 @@ async def test_retry_after_ms_and_sync_callbacks(sse_server: ScriptedServer) -> 
         json_error(503, "busy", type="server_error", headers={"retry-after-ms": "300"}),
         openai_stream("ok"),
     )
-    retries: list[int] = []
+    retries: list[tuple[str, int]] = []
     policy = RetryPolicy(base_delay_s=50.0, max_delay_s=50.0)
     async with OpenAIProvider("m", base_url=sse_server.base_url, retry=policy) as provider:
         with anyio.fail_after(30):
-            await collect(provider, on_retry=lambda reason, attempt: retries.append(attempt))
+            await collect(
+                provider, on_retry=lambda reason, attempt: retries.append((reason, attempt))
+            )
     first, second = sse_server.requests
     assert second.received_at - first.received_at >= 0.25
-    assert retries == [1]
+    [(reason, attempt)] = retries
+    # The delay came from retry-after-ms, not from the policy's 50 s backoff.
+    assert attempt == 1 and "retrying in 0.3 s" in reason
 
 
 async def test_retry_after_is_capped_by_max_delay(sse_server: ScriptedServer) -> None:
