@@ -406,8 +406,19 @@ async def test_outer_cancel_scope_kills_commands() -> None:
     marker = f"sleep 7{os.getpid() % 1000:03d}1"
     provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>")])
     saved: list[StepMessage] = []
-    with anyio.move_on_after(0.5):
+    running = anyio.Event()
+    returned = False
+    async with anyio.create_task_group() as group:
+
+        async def cancel_the_caller() -> None:
+            await running.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(cancel_once_running, marker, running)
+        group.start_soon(cancel_the_caller)
         await run(config_for(provider), [], "go", Callbacks(on_step_end=saved.append))
+        returned = True
+    assert not returned  # the cancellation propagated, as anyio requires
     await anyio.sleep(0.1)
     assert not processes_matching(marker)
     assert saved and saved[0].role == "assistant"
