@@ -90,6 +90,7 @@ class LocalRunner:
         except OSError as exc:
             return Result(command=command, error=f"could not start {self._shell}: {exc}")
 
+        self._forget_ended_groups()
         self._process_groups.add(process.pid)
         timed_out = False
         try:
@@ -133,6 +134,20 @@ class LocalRunner:
         for pgid in self._process_groups:
             _signal_group(pgid, signal.SIGKILL)
         self._process_groups.clear()
+
+    def _forget_ended_groups(self) -> None:
+        """Drop background groups with no process left.
+
+        WHY: the id of an ended group may be given to an unrelated process group, which
+        `aclose()` would then kill; a group that still has a zombie keeps its id reserved.
+        """
+        for pgid in list(self._process_groups):
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                self._process_groups.discard(pgid)
+            except PermissionError:
+                pass
 
     async def __aenter__(self) -> LocalRunner:
         return self

@@ -223,3 +223,21 @@ async def test_a_command_with_a_nul_byte_is_an_error_not_an_exception() -> None:
     result = await LocalRunner().run("echo a\0b", ExecOptions())
     assert result.exit_code is None
     assert result.error is not None and "NUL" in result.error
+
+
+@pytest.mark.timeout(30)
+async def test_a_background_job_that_ended_is_forgotten_before_its_id_can_be_reused() -> None:
+    # WHY it matters: once a group is gone its id may be given to an unrelated process
+    # group, which `aclose()` must never signal.
+    runner = LocalRunner()
+    await runner.run("sleep 0.5 > /dev/null 2>&1 & echo started", ExecOptions())
+    (group,) = runner._process_groups
+    with anyio.fail_after(20):  # until the job has ended and its zombie has been reaped
+        while True:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break
+            await anyio.sleep(0.05)
+    await runner.run("true", ExecOptions())
+    assert runner._process_groups == set()
