@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -42,9 +43,25 @@ def _executable_by_others(path: Path) -> bool:
     return all(os.stat(parent).st_mode & 0o001 for parent in path.parents)
 
 
+_short_dirs: list[Path] = []
+
+
 def short_dir(prefix: str = "sd") -> Path:
-    """A fresh directory with a short path (Unix socket paths must stay under 108 bytes)."""
-    return Path(os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir="/tmp")))
+    """A fresh directory with a short path (Unix socket paths must stay under 108 bytes).
+
+    Removed when the test process exits, like pytest's own temporary directories are
+    eventually: a test that forgets it must not leave it in /tmp for good.
+    """
+    if not _short_dirs:
+        atexit.register(_remove_short_dirs)
+    path = Path(os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir="/tmp")))
+    _short_dirs.append(path)
+    return path
+
+
+def _remove_short_dirs() -> None:
+    for path in _short_dirs:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass

@@ -539,3 +539,16 @@ def test_wait_until_serving_reports_a_daemon_that_died(tmp_path: Path) -> None:
     broken = start_daemon(short_dir(), "limits = 5\n", wait=False)
     with pytest.raises(AssertionError, match="exited with 2"):
         wait_until_serving(broken)
+
+
+def test_short_dirs_are_removed_when_the_test_process_exits() -> None:
+    made = subprocess.run(
+        [sys.executable, "-c", "from sandboxd_harness import short_dir; print(short_dir())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent,
+        check=True,
+    )
+    path = Path(made.stdout.strip())
+    assert path.parent == Path("/tmp") and not path.exists()
