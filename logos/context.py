@@ -20,7 +20,14 @@ CHARS_PER_TOKEN = 3.5
 HEADROOM = 0.8
 """Elide once the estimate passes this share of the window, leaving room for the reply."""
 
-_STREAM_BODY = re.compile(r"<(stdout|stderr)>\n(.*?)</\1>", re.DOTALL)
+# WHY the anchors and the lookahead: an output may itself hold a line "</stdout>" (a file
+# about envelopes, an XML log). The real closing tag starts a line and is followed by what
+# the envelope puts after a stream: its cut note, the stderr stream, or the block's end.
+_STREAM_BODY = re.compile(
+    r"^<(stdout|stderr)>\n(.*?)^</\1>"
+    r"(?=\n(?:note: \1 was cut|<stderr>\n|</block>\n(?:<block index=\"\d+\">|</result>)))",
+    re.DOTALL | re.MULTILINE,
+)
 _ENVELOPE_START = "<result>"
 
 
