@@ -357,3 +357,24 @@ def test_max_tokens_limits_each_turn(wire: str, home: Home, sse_server: Scripted
     )
     assert done.returncode == 0, done.stderr
     assert sse_server.requests[0].json["max_tokens"] == 77
+
+
+@pytest.mark.parametrize(
+    ("args", "variables", "named"),
+    [
+        (["--base-url", "ftp://example.com/v1"], {}, "--base-url"),
+        ([], {"OPENAI_BASE_URL": "localhost:8080/v1"}, "OPENAI_BASE_URL"),
+        (["--base-url", "http://[::1"], {}, "--base-url"),
+    ],
+)
+def test_an_invalid_base_url_is_a_clear_error(
+    home: Home, args: list[str], variables: dict[str, str], named: str
+) -> None:
+    for model in ([], ["--model", "m"]):
+        done = logos([*args, *model, "--yes", "go"], home, home.env(**variables))
+        assert done.returncode == 2, done.stderr
+        assert "invalid base URL" in done.stderr and named in done.stderr
+        assert "Traceback" not in done.stderr
+    doctor = logos(["doctor", *args, "--model", "m"], home, home.env(**variables))
+    assert doctor.returncode == 1 and "FAIL  provider  invalid base URL" in doctor.stdout
+

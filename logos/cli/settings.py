@@ -21,6 +21,7 @@ from logos.cli.errors import CliError
 from logos.providers import AnthropicProvider, OpenAIProvider, Provider, RetryPolicy
 from logos.providers import anthropic as anthropic_wire
 from logos.providers import openai as openai_wire
+from logos.providers.transport import normalize_base_url
 
 ProviderKind: TypeAlias = Literal["openai", "anthropic"]
 PROVIDER_KINDS: tuple[ProviderKind, ...] = ("anthropic", "openai")
@@ -155,17 +156,23 @@ def choose_provider(
     if recorded is not None and flags.provider in (None, recorded.provider):
         kind = recorded.provider
         model = flags.model or recorded.model
-        base_url = flags.base_url or recorded.base_url
+        base_url, source = _first_set(
+            (flags.base_url, "--base-url"), (recorded.base_url, "the resumed run")
+        )
     else:
         kind = flags.provider or settings.provider or _detect_kind(flags, settings, environ)
         model = flags.model or settings.model
-        base_url = flags.base_url or settings.base_url or environ.get(BASE_URL_ENVS[kind])
+        base_url, source = _first_set(
+            (flags.base_url, "--base-url"),
+            (settings.base_url, "base_url in the config file"),
+            (environ.get(BASE_URL_ENVS[kind]), BASE_URL_ENVS[kind]),
+        )
     assert kind is not None
     key_env = settings.api_key_env or API_KEY_ENVS[kind]
     choice = ProviderChoice(
         kind=kind,
         model=model,
-        base_url=(base_url or DEFAULT_BASE_URLS[kind]).rstrip("/"),
+        base_url=_checked_base_url(base_url or DEFAULT_BASE_URLS[kind], source),
         api_key=environ.get(key_env) or None,
         api_key_env=key_env,
     )
@@ -176,6 +183,18 @@ def choose_provider(
             "--base-url at a server that needs no key"
         )
     return choice
+
+
+def _first_set(*candidates: tuple[str | None, str]) -> tuple[str | None, str]:
+    """The first value that is set, and where it came from."""
+    return next(((value, source) for value, source in candidates if value), (None, "default"))
+
+
+def _checked_base_url(url: str, source: str) -> str:
+    try:
+        return normalize_base_url(url)
+    except ValueError as exc:
+        raise CliError(f"{exc} (set by {source})") from None
 
 
 def _detect_kind(
