@@ -378,3 +378,16 @@ def test_an_invalid_base_url_is_a_clear_error(
     doctor = logos(["doctor", *args, "--model", "m"], home, home.env(**variables))
     assert doctor.returncode == 1 and "FAIL  provider  invalid base URL" in doctor.stdout
 
+
+@pytest.mark.timeout(60)
+def test_max_cost_warns_when_the_price_of_the_model_is_unknown(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("Done."), openai_stream("Done."))
+    env = openai_env(home, sse_server)
+    unknown = logos(["--model", "my-local-model", "--yes", "--max-cost", "1", "go"], home, env)
+    assert unknown.returncode == 0, unknown.stderr
+    assert "--max-cost" in unknown.stderr and "'my-local-model'" in unknown.stderr
+    known = logos(["--model", "gpt-4o", "--yes", "--max-cost", "1", "go"], home, env)
+    assert known.returncode == 0 and "--max-cost" not in known.stderr
+

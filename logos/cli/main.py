@@ -56,6 +56,7 @@ from logos.cli.trajectory import Trajectory, load_trajectory
 from logos.config import DEFAULT_MAX_STEPS
 from logos.envelope import command_preview, format_results
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
+from logos.pricing import price_for
 from logos.providers import RetryPolicy
 
 COMMANDS = ("run", "resume", "show", "exec", "doctor")
@@ -148,10 +149,16 @@ def _run_or_resume(
         system_prompt = recorded.header.system_prompt  # the conversation's own, unchanged
     if sandbox:
         _require_sandboxd(spec)
+    limits = _limits(args, settings)
     if choice is not None:
         choice, note = resolve_model(choice)
         if note:
             reporter.notice(note)
+        if limits.max_cost_usd is not None and price_for(choice.model or "") is None:
+            reporter.notice(
+                f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
+                "only applies if the server reports what each request cost"
+            )
 
     plan = TaskPlan(
         prompt=prompt,
@@ -160,7 +167,7 @@ def _run_or_resume(
         exec_options=options,
         system_prompt=system_prompt,
         approval=approval,
-        limits=_limits(args, settings),
+        limits=limits,
         trajectory=recorded
         if recorded is not None
         else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=args.trajectory),
