@@ -391,3 +391,22 @@ def test_max_cost_warns_when_the_price_of_the_model_is_unknown(
     known = logos(["--model", "gpt-4o", "--yes", "--max-cost", "1", "go"], home, env)
     assert known.returncode == 0 and "--max-cost" not in known.stderr
 
+
+@pytest.mark.timeout(60)
+def test_json_reports_an_error_during_the_run_as_an_error_event(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(json_error(401, "invalid api key", type="authentication_error"))
+    done = logos(["--model", "m", "--yes", "--json", "go"], home, openai_env(home, sse_server))
+    assert done.returncode == 2
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["start", "error", "done"]
+    assert "401" in events[1]["message"] and events[2]["error"] == events[1]["message"]
+    assert "401" in done.stderr  # people watching the terminal see it too
+
+
+def test_json_messages_on_stderr_are_not_cut_into_lines(home: Home) -> None:
+    done = logos(["--json", "--yes", "go"], home, home.env())
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("logos: error: no model provider") and line.endswith("--gguf PATH")

@@ -1,7 +1,8 @@
 """`--json`: the run as a stream of JSON events, one per line on stdout, and nothing else.
 
 Every line is one of the models below (parse them with `EVENT_ADAPTER`); the stream always
-ends with a `done` event, also when the run could not start (then an `error` comes first).
+ends with a `done` event, also when the run could not start. A run that fails (it could not
+start, or its `done` has an `error`) sends an `error` event first.
 Human messages (warnings, the confirm prompt) go to stderr.
 """
 
@@ -151,7 +152,11 @@ class JsonEvents:
 
     def __init__(self, out: TextIO, err: TextIO | None = None) -> None:
         self._out = out
-        self._err = Console(file=err or sys.stderr, highlight=False, markup=False)
+        # WHY soft_wrap: a message is one line however wide, like the events themselves.
+        self._err = Console(
+            file=err or sys.stderr, highlight=False, markup=False, emoji=False, soft_wrap=True
+        )
+        self._error_sent = False
 
     def _emit(self, event: _Event) -> None:
         self._out.write(event.model_dump_json() + "\n")
@@ -185,10 +190,13 @@ class JsonEvents:
         self._err.print(f"logos: {text}")
 
     def error(self, message: str) -> None:
+        self._error_sent = True
         self._emit(ErrorEvent(message=message))
         self._err.print(f"logos: error: {message}")
 
     def done(self, summary: RunSummary) -> None:
+        if summary.error and not self._error_sent:
+            self.error(summary.error)  # a run that failed says so before it ends
         self._emit(DoneEvent(**vars(summary)))
 
     @contextlib.contextmanager
