@@ -243,8 +243,8 @@ class _Run:
             if not answer.strip():
                 empty_replies += 1
                 if empty_replies >= MAX_EMPTY_REPLIES:
-                    return "error", f"the model sent {empty_replies} empty replies in a row", ""
-                await self._add_results([], [_empty_reply_notice()])
+                    return "error", _empty_replies_error(empty_replies, turn.finish), ""
+                await self._add_results([], [_empty_reply_notice(turn.finish)])
                 continue
             return "final", None, answer
         return "max_steps", None, ""
@@ -431,7 +431,12 @@ def _fabricated_result_notice() -> str:
     )
 
 
-def _empty_reply_notice() -> str:
+def _empty_reply_notice(finish: FinishReason | None) -> str:
+    if finish == "length":
+        return (
+            "Your reply was cut off at the output token limit before you wrote anything. "
+            "Think less before you act: run one command in a <cmd> block, or answer briefly."
+        )
     return (
         "Your reply was empty. Run commands in <cmd> blocks, or reply with your final answer "
         "(a reply without any block)."
@@ -444,6 +449,18 @@ def _describe_bug(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe_bug(inner) for inner in exc.exceptions)
     return f"{type(exc).__name__}: {exc}"
+
+
+def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
+    if finish == "length":
+        return (
+            f"the model's last {count} replies were cut off at the output token limit before "
+            "any text (its reasoning used them up): raise max_tokens"
+        )
+    return (
+        f"the model sent {count} empty replies in a row: check that the model and its chat "
+        "template can follow the system prompt, or try another model"
+    )
 
 
 async def _call(callback: object, *args: object) -> None:

@@ -205,6 +205,23 @@ async def test_empty_reply_is_not_a_final_answer() -> None:
     assert all(m.content.strip() for m in provider.requests[2].messages)
 
 
+async def test_empty_replies_cut_at_the_token_limit_say_to_raise_max_tokens() -> None:
+    cut = Reply("", finish="length", reasoning="Let me think about this at length")
+    provider = ScriptedProvider([cut, cut, cut])
+    result = await run(config_for(provider, max_tokens=64), [], "go")
+    assert result.stop_reason == "error"
+    assert result.error is not None and "raise max_tokens" in result.error
+    assert "output token limit" in provider.requests[1].messages[-1].content
+
+
+async def test_empty_replies_end_the_run_with_what_to_check() -> None:
+    provider = ScriptedProvider([Reply("")] * 3)
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "error"
+    assert result.error is not None
+    assert "3 empty replies in a row" in result.error and "chat template" in result.error
+
+
 async def test_runner_errors_and_timeouts_go_back_to_the_model(tmp_path: Path) -> None:
     provider = ScriptedProvider([Reply("<cmd>sleep 5</cmd>"), Reply("it timed out")])
     options = ExecOptions(timeout_s=0.3, workdir=str(tmp_path))
