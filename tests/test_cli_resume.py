@@ -174,3 +174,15 @@ def test_show_into_a_reader_that_stops_early_ends_quietly(home: Home) -> None:
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=30) == 0, stderr
     assert stderr == ""
+
+
+def test_show_says_what_to_give_for_a_directory_or_a_newer_format(home: Home) -> None:
+    directory = logos(["show", str(home.work)], home, home.env())
+    assert directory.returncode == 2
+    assert "Is a directory" in directory.stderr and ".jsonl" in directory.stderr
+    newer = home.root / "newer.jsonl"
+    newer.write_text(HEADER.replace('"version": 1', '"version": 2') + "\n")
+    done = logos(["show", str(newer)], home, home.env())
+    assert done.returncode == 2
+    assert "not a logos trajectory" not in done.stderr
+    assert "newer logos" in done.stderr and "upgrade logos" in done.stderr

@@ -410,3 +410,9 @@ def test_json_messages_on_stderr_are_not_cut_into_lines(home: Home) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith("logos: error: no model provider") and line.endswith("--gguf PATH")
+
+
+def test_an_allow_suffix_other_than_ro_or_rw_is_named(home: Home) -> None:
+    done = logos(["--yes", "--allow", ".:rx", "go"], home, home.env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2
+    assert "--allow '.:rx'" in done.stderr and ":ro or :rw" in done.stderr

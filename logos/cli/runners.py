@@ -50,7 +50,12 @@ def parse_allow(spec: str) -> AllowedPath:
         raise CliError(f"--allow {spec!r}: give a path, e.g. --allow ./src:rw")
     resolved = os.path.realpath(os.path.expanduser(path))
     if not os.path.isdir(resolved):
-        raise CliError(f"--allow {spec!r}: {resolved} is not a directory: give an existing one")
+        suffix = ""
+        if sep and tail not in ("ro", "rw") and "/" not in tail:
+            suffix = f" (if :{tail} was meant as a suffix: it is :ro or :rw)"
+        raise CliError(
+            f"--allow {spec!r}: {resolved} is not a directory{suffix}: give an existing one"
+        )
     return AllowedPath(path=resolved, read_only=read_only)
 
 

@@ -145,7 +145,9 @@ def load_trajectory(path: Path) -> Trajectory:
     except FileNotFoundError:
         raise CliError(f"no trajectory at {path}: give the path of a run's .jsonl file") from None
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+        raise CliError(
+            f"cannot read {path}: {exc.strerror}: give the path of a run's .jsonl file"
+        ) from None
     lines = _lines_with_ends(data)
     if not lines:
         raise CliError(f"{path} is empty: it is not a logos trajectory")
@@ -171,6 +173,11 @@ def load_trajectory(path: Path) -> Trajectory:
             )
             break
         if isinstance(record, RunHeader):
+            if record.version > TRAJECTORY_VERSION:
+                raise CliError(
+                    f"{path} was written by a newer logos (trajectory format version "
+                    f"{record.version}; this one reads up to {TRAJECTORY_VERSION}): upgrade logos"
+                )
             header = record
         else:
             entries.append(record)
@@ -215,13 +222,7 @@ def _parse_line(text: bytes, *, first: bool) -> RunHeader | Entry:
         if first:
             if kind != "run":
                 raise ValueError('the first line is not a {"type": "run"} header')
-            header = RunHeader.model_validate(raw)
-            if header.version > TRAJECTORY_VERSION:
-                raise ValueError(
-                    f"it has format version {header.version}, newer than this logos reads "
-                    f"({TRAJECTORY_VERSION}): upgrade logos"
-                )
-            return header
+            return RunHeader.model_validate(raw)
         if kind == "step":
             return _STEP.validate_python({k: v for k, v in raw.items() if k != "type"})
         if kind == "run":
