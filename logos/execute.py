@@ -86,7 +86,7 @@ class BlockExecutor:
         return [result for result in self._results if result is not None]
 
     async def _run_one(self, index: int, command: str) -> None:
-        refusal = self._policy(command)
+        refusal = _check_contained(self._policy, command)
         if refusal is not None:
             result = Result(command=command, error=refusal)
         else:
@@ -134,6 +134,17 @@ def execute_blocks_sync(
         )
 
     return anyio.run(main)
+
+
+def _check_contained(policy: CommandPolicy, command: str) -> str | None:
+    """A policy that fails refuses: a command nobody could check must not run."""
+    try:
+        return policy(command)
+    except Exception as exc:
+        return (
+            f"the command policy failed ({type(exc).__name__}: {exc}), so the command was "
+            "not run; try a simpler form of the command"
+        )
 
 
 async def _run_contained(runner: Runner, command: str, options: ExecOptions) -> Result:

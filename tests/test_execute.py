@@ -74,6 +74,24 @@ async def test_allow_all_policy_runs_everything(tmp_path: Path) -> None:
     assert result.exit_code == 0 and target.read_text() == "b\n"
 
 
+async def test_a_policy_that_raises_refuses_and_the_others_still_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    def fussy_policy(command: str) -> str | None:
+        if "touch" in command:
+            raise ValueError("cannot parse this")
+        return None
+
+    results = await execute_blocks(
+        [f"touch {marker}", "echo fine"], LocalRunner(), ExecOptions(), policy=fussy_policy
+    )
+    refused, fine = results
+    assert refused.error is not None
+    assert "policy failed" in refused.error and "cannot parse this" in refused.error
+    assert not marker.exists()
+    assert fine.stdout == "fine\n"
+
+
 async def test_a_runner_that_raises_becomes_a_result() -> None:
     class BrokenRunner:
         async def run(self, command: str, options: ExecOptions) -> Result:
