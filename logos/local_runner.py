@@ -45,6 +45,9 @@ KILL_GRACE_S = 2.0
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
 
+SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
+"""Saved copies of cut outputs older than this are deleted when a runner first saves one."""
+
 _READ_CHUNK = 64 * 1024
 
 
@@ -61,6 +64,7 @@ class LocalRunner:
         self._process_groups: set[int] = set()
         self._output_prefix = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = itertools.count(1)
+        self._swept_saved_outputs = False
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
@@ -77,6 +81,9 @@ class LocalRunner:
                 error=f"working directory {workdir!r} does not exist or is not a directory",
             )
         save_dir = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
+        if save_dir is not None and not self._swept_saved_outputs:
+            self._swept_saved_outputs = True
+            _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
         stdout = self._capture(options, save_dir, "stdout")
         stderr = self._capture(options, save_dir, "stderr")
         try:
@@ -185,6 +192,21 @@ def _saved_output_dir() -> str | None:
         return None
     trusted = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
     return path if trusted else None
+
+
+def _remove_old_saved_outputs(save_dir: str, cutoff: float) -> None:
+    """Delete our saved outputs last written before `cutoff` (epoch seconds).
+
+    WHY: nothing else ever deletes them, and a copy can be 64 MiB. They are kept for a
+    day rather than removed at `aclose()` because `logos exec` prints their paths for a
+    caller to read after the runner is gone.
+    """
+    with contextlib.suppress(OSError), os.scandir(save_dir) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                    os.unlink(entry.path)
 
 
 def _command_env(options: ExecOptions) -> dict[str, str]:

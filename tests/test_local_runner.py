@@ -193,6 +193,25 @@ async def test_saved_outputs_go_to_one_private_directory_only_when_cut() -> None
     assert Path(big.stdout_file).read_text().splitlines()[-1] == "100000"
 
 
+async def test_saved_outputs_older_than_a_day_are_deleted_newer_ones_kept(tmp_path: Path) -> None:
+    original = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path)
+    try:
+        directory = tmp_path / f"logos-output-{os.getuid()}"
+        directory.mkdir(mode=0o700)
+        stale, fresh = directory / "1-old-0001-stdout.txt", directory / "1-new-0001-stdout.txt"
+        stale.write_text("old")
+        fresh.write_text("new")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        os.utime(stale, (two_days_ago, two_days_ago))
+        result = await LocalRunner().run("seq 1 100000", ExecOptions(max_output_bytes=1024))
+    finally:
+        tempfile.tempdir = original
+    assert result.stdout_file is not None and Path(result.stdout_file).exists()
+    assert not stale.exists()
+    assert fresh.read_text() == "new"
+
+
 async def test_a_planted_output_directory_is_not_trusted(tmp_path: Path) -> None:
     planted = tmp_path / f"logos-output-{os.getuid()}"
     planted.mkdir(mode=0o777)
