@@ -184,6 +184,11 @@ class App:
         self._write_audit(request, note, response.status, arrived, started)
         return response
 
+    def refused(self, request: Request, status: int, why: str) -> None:
+        """Audit a request the HTTP layer answered itself (e.g. 413, malformed HTTP)."""
+        now = time.time()
+        self._write_audit(request, _Note(error=why), status, now, time.monotonic())
+
     async def _dispatch(self, request: Request, note: _Note) -> Response:
         route, allowed = self._find_route(request)
         if route is None:

@@ -201,7 +201,7 @@ async def _serve_bound(
             config=config,
             audit=audit,
         )
-        server = HttpServer(app)
+        server = HttpServer(app, on_refused=app.refused)
         listener = await anyio.abc.SocketListener.from_socket(bound.sock)
         async with anyio.create_task_group() as group:
 

@@ -82,6 +82,9 @@ def error_response(status: int, code: str, message: str) -> Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+Refused = Callable[[Request, int, str], None]
+"""Told of each request answered without reaching the handler: (request, status, why).
+The request has no body; an unparsable one has an empty method and path."""
 
 
 def peer_credentials(sock: socket.socket) -> PeerCredentials | None:
@@ -102,9 +105,12 @@ class _ClientGone(Exception):
 class _Reject(Exception):
     """Answer this error and close the connection."""
 
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status)
-        self.response = response
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.response = error_response(status, code, message)
+        self.message = message
+        self.request = _request(None, b"", None)
+        """What is known of the refused request (set where it is read)."""
 
 
 class HttpServer:
@@ -114,12 +120,14 @@ class HttpServer:
         self,
         handler: Handler,
         *,
+        on_refused: Refused | None = None,
         max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
         idle_timeout_s: float = 120.0,
         request_timeout_s: float = 30.0,
         max_connections: int = 1024,
     ) -> None:
         self._handler = handler
+        self._on_refused = on_refused
         self._max_body_bytes = max_body_bytes
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
@@ -211,14 +219,15 @@ class HttpServer:
             try:
                 request = await self._read_request(conn, stream, peer)
             except _Reject as reject:
+                self._refused(reject.request, reject.response.status, reject.message)
                 await self._send(conn, stream, reject.response, close=True)
                 return
             if request is None:
                 return
             if self._closing:
-                refusal = error_response(
-                    503, "shutting_down", "sandboxd is shutting down: retry once it is restarted"
-                )
+                why = "sandboxd is shutting down: retry once it is restarted"
+                self._refused(request, 503, why)
+                refusal = error_response(503, "shutting_down", why)
                 await self._send(conn, stream, refusal, close=True, head_only=request.head_only)
                 return
             self._active_requests += 1
@@ -243,52 +252,47 @@ class HttpServer:
         self, conn: h11.Connection, stream: anyio.abc.SocketStream, peer: PeerCredentials | None
     ) -> Request | None:
         """The next complete request; None when the client closed the connection cleanly."""
+        head: h11.Request | None = None
         try:
-            with anyio.move_on_after(self._idle_timeout_s) as idle:
-                head = await self._next_event(conn, stream)
-            if idle.cancelled_caught:
-                return None
-            if isinstance(head, h11.ConnectionClosed):
-                return None
-            if not isinstance(head, h11.Request):
-                raise _Reject(error_response(400, "bad_request", "expected an HTTP request"))
-            self._check_declared_length(head)
-            if conn.they_are_waiting_for_100_continue:
-                # curl sends large bodies only after this (or after waiting a second).
-                interim = h11.InformationalResponse(status_code=100, headers=[])
-                await stream.send(conn.send(interim) or b"")
-            with anyio.fail_after(self._request_timeout_s):
-                body = await self._read_body(conn, stream)
-        except h11.RemoteProtocolError as exc:
-            raise _Reject(
-                error_response(400, "bad_request", f"malformed HTTP request: {exc}")
-            ) from None
-        except TimeoutError:
-            raise _Reject(
-                error_response(
+            try:
+                with anyio.move_on_after(self._idle_timeout_s) as idle:
+                    event = await self._next_event(conn, stream)
+                if idle.cancelled_caught:
+                    return None
+                if isinstance(event, h11.ConnectionClosed):
+                    return None
+                if not isinstance(event, h11.Request):
+                    raise _Reject(400, "bad_request", "expected an HTTP request")
+                head = event
+                self._check_declared_length(head)
+                if conn.they_are_waiting_for_100_continue:
+                    # curl sends large bodies only after this (or after waiting a second).
+                    interim = h11.InformationalResponse(status_code=100, headers=[])
+                    await stream.send(conn.send(interim) or b"")
+                with anyio.fail_after(self._request_timeout_s):
+                    body = await self._read_body(conn, stream)
+            except h11.RemoteProtocolError as exc:
+                raise _Reject(400, "bad_request", f"malformed HTTP request: {exc}") from None
+            except TimeoutError:
+                raise _Reject(
                     408, "request_timeout", "the request body did not arrive in time: send it whole"
-                )
-            ) from None
-        target = head.target.decode("ascii", "replace")
-        path, _, query = target.partition("?")
-        return Request(
-            method=head.method.decode("ascii", "replace").upper(),
-            path=path,
-            query=query,
-            headers=tuple(
-                (name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers
-            ),
-            body=body,
-            peer=peer,
-        )
+                ) from None
+        except _Reject as reject:
+            reject.request = _request(head, b"", peer)
+            raise
+        return _request(head, body, peer)
+
+    def _refused(self, request: Request, status: int, why: str) -> None:
+        if self._on_refused is not None:
+            self._on_refused(request, status, why)
 
     def _check_declared_length(self, head: h11.Request) -> None:
         for name, value in head.headers:
             if name == b"content-length" and int(value) > self._max_body_bytes:
-                raise _Reject(self._too_large())
+                raise self._too_large()
 
-    def _too_large(self) -> Response:
-        return error_response(
+    def _too_large(self) -> _Reject:
+        return _Reject(
             413,
             "body_too_large",
             f"the request body is larger than {self._max_body_bytes} bytes: send a smaller one",
@@ -302,7 +306,7 @@ class HttpServer:
                 body += event.data
                 # WHY checked as it arrives: a chunked body declares no length up front.
                 if len(body) > self._max_body_bytes:
-                    raise _Reject(self._too_large())
+                    raise self._too_large()
             elif isinstance(event, h11.EndOfMessage):
                 return bytes(body)
             else:
@@ -386,6 +390,24 @@ class HttpServer:
             await stream.send(data)
         if sending.cancelled_caught:
             raise _ClientGone
+
+
+def _request(head: h11.Request | None, body: bytes, peer: PeerCredentials | None) -> Request:
+    """The request `head` announced (an empty method and path when there was none)."""
+    if head is None:
+        return Request(method="", path="", query="", headers=(), body=body, peer=peer)
+    target = head.target.decode("ascii", "replace")
+    path, _, query = target.partition("?")
+    return Request(
+        method=head.method.decode("ascii", "replace").upper(),
+        path=path,
+        query=query,
+        headers=tuple(
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in head.headers
+        ),
+        body=body,
+        peer=peer,
+    )
 
 
 async def _receive(stream: anyio.abc.SocketStream) -> bytes:

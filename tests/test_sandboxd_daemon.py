@@ -30,6 +30,8 @@ from sandboxd_harness import (
     wait_until_serving,
 )
 
+from sandboxd.api import MAX_REQUEST_BODY_BYTES
+
 pytestmark = pytest.mark.docker
 
 
@@ -305,6 +307,7 @@ def test_every_request_is_audited(daemon: Daemon, client: httpx.Client, tmp_path
     marker = f"audit-marker-{time.monotonic_ns()}"
     _ok(client, f"echo {marker}", allowed_paths=[{"path": str(tmp_path)}], session="audit")
     _run(client, f"echo {marker}-refused", allowed_paths=[{"path": "/etc"}])
+    client.post("/v1/run", content=b"x" * (MAX_REQUEST_BODY_BYTES + 1))
     assert stat.S_IMODE(daemon.audit_log.stat().st_mode) == 0o600
     records = [json.loads(line) for line in daemon.audit_log.read_text().splitlines()]
     ran = next(r for r in records if r["command"] == f"echo {marker}")
@@ -314,6 +317,9 @@ def test_every_request_is_audited(daemon: Daemon, client: httpx.Client, tmp_path
     assert ran["network"] is False and ran["sandbox"].startswith("sandboxd-")
     refused = next(r for r in records if r["command"] == f"echo {marker}-refused")
     assert refused["status"] == 403 and "/etc" in refused["error"]
+    too_large = [r for r in records if r["status"] == 413]
+    assert too_large and too_large[-1]["path"] == "/v1/run"
+    assert too_large[-1]["peer_uid"] == os.getuid() and "larger than" in too_large[-1]["error"]
 
 
 # --- the daemon's life -------------------------------------------------------------------

@@ -17,7 +17,7 @@ import anyio.abc
 import httpx
 import pytest
 
-from sandboxd.http import HttpServer, Request, Response
+from sandboxd.http import HttpServer, Refused, Request, Response
 
 pytestmark = pytest.mark.anyio
 
@@ -51,14 +51,17 @@ async def _echo(request: Request) -> Response:
 
 @asynccontextmanager
 async def _serving(
-    socket_dir: Path, handler: Callable[[Request], Awaitable[Response]], **options: float
+    socket_dir: Path,
+    handler: Callable[[Request], Awaitable[Response]],
+    on_refused: Refused | None = None,
+    **options: float,
 ) -> AsyncIterator[tuple[Path, HttpServer]]:
     path = socket_dir / "s.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(os.fspath(path))
     sock.listen(64)
     listener = await anyio.abc.SocketListener.from_socket(sock)
-    server = HttpServer(handler, **options)  # type: ignore[arg-type]
+    server = HttpServer(handler, on_refused=on_refused, **options)  # type: ignore[arg-type]
     async with anyio.create_task_group() as group:
         await group.start(server.serve, listener)
         yield path, server
@@ -175,6 +178,24 @@ async def test_a_declared_large_body_gets_413_without_being_sent(socket_dir: Pat
     assert status == 413
     assert body["error"]["code"] == "body_too_large"  # type: ignore[index]
     assert b"connection: close" in raw.lower()
+
+
+async def test_requests_answered_by_the_server_itself_are_reported(socket_dir: Path) -> None:
+    refused: list[tuple[str, str, int, str, int | None]] = []
+
+    def note(request: Request, status: int, why: str) -> None:
+        uid = request.peer.uid if request.peer else None
+        refused.append((request.method, request.path, status, why, uid))
+
+    async with _serving(socket_dir, _echo, note) as (path, _):
+        await _exchange(
+            path, b"POST /v1/run?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n"
+        )
+        await _exchange(path, b"THIS IS NOT HTTP\r\n\r\n")
+    assert refused[0][:3] == ("POST", "/v1/run", 413) and refused[0][4] == os.getuid()
+    assert "larger than" in refused[0][3]
+    assert refused[1][:3] == ("", "", 400) and "malformed" in refused[1][3]
+    assert len(refused) == 2
 
 
 async def test_httpx_sees_the_413_even_while_it_is_still_sending(socket_dir: Path) -> None:
