@@ -416,3 +416,15 @@ def test_an_allow_suffix_other_than_ro_or_rw_is_named(home: Home) -> None:
     done = logos(["--yes", "--allow", ".:rx", "go"], home, home.env(OPENAI_API_KEY="k"))
     assert done.returncode == 2
     assert "--allow '.:rx'" in done.stderr and ":ro or :rw" in done.stderr
+
+
+def test_json_reports_a_usage_error_as_error_then_done(home: Home) -> None:
+    done = logos(["--json", "--max-steps", "0", "go"], home, home.env())
+    assert done.returncode == 2
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["error", "done"]
+    assert "--max-steps: must be at least 1, got 0" in events[0]["message"]
+    assert events[1]["stop_reason"] == "error"
+    assert "usage: logos run" in done.stderr and "must be at least 1" in done.stderr
+    plain = logos(["--max-steps", "0", "go"], home, home.env())
+    assert plain.returncode == 2 and plain.stdout == "" and "must be at least 1" in plain.stderr

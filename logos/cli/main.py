@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import NoReturn, TextIO, TypeVar
 
 import anyio
 from rich.console import Console
@@ -26,7 +26,7 @@ from rich.console import Console
 from logos.cli.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
-from logos.cli.events import JsonEvents
+from logos.cli.events import DoneEvent, ErrorEvent, JsonEvents
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.model import DEFAULT_CONTEXT_SIZE, GgufSpec, open_model
 from logos.cli.paths import runs_dir
@@ -73,7 +73,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     if arguments[0] not in (*COMMANDS, "-h", "--help", "--version"):
         arguments = ["run", *arguments]  # `logos "TASK"` is `logos run "TASK"`
-    args = parser.parse_args(arguments)
+    try:
+        args = parser.parse_args(arguments)
+    except _UsageError as exc:
+        exc.parser.print_usage(sys.stderr)
+        print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
+        if arguments[0] in ("run", "resume") and "--json" in arguments:
+            error = ErrorEvent(message=exc.message)
+            for event in (error, DoneEvent(stop_reason="error", error=exc.message)):
+                print(event.model_dump_json())
+        return EXIT_ERROR
     try:
         code: int = args.handler(args)
     except CliError as exc:
@@ -490,8 +499,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+class _UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises on a usage error (argparse would exit), so that `--json` can report it too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="logos",
         usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,doctor} ...',
         description="Give a model a task; it works on it through shell commands, which logos "
