@@ -292,14 +292,18 @@ class DockerBackend:
         if existing is not None:
             return existing
         lock = self._start_locks.setdefault((session, spec), anyio.Lock())
-        async with lock:
-            existing = self._live_sandbox(session, spec)
-            if existing is not None:
-                return existing
-            started = await self._start_sandbox(session, spec)
-            if isinstance(started, _Sandbox):
-                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
-            return started
+        try:
+            async with lock:
+                existing = self._live_sandbox(session, spec)
+                if existing is not None:
+                    return existing
+                started = await self._start_sandbox(session, spec)
+                if isinstance(started, _Sandbox):
+                    self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
+                return started
+        finally:
+            if session not in self._sessions:  # the start failed: nothing will retire it
+                self._forget_start_locks(session)
 
     def _forget_start_locks(self, session: str) -> None:
         """Drop the session's idle start locks (one per spec it used) so they do not pile up."""
