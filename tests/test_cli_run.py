@@ -428,3 +428,28 @@ def test_json_reports_a_usage_error_as_error_then_done(home: Home) -> None:
     assert "usage: logos run" in done.stderr and "must be at least 1" in done.stderr
     plain = logos(["--max-steps", "0", "go"], home, home.env())
     assert plain.returncode == 2 and plain.stdout == "" and "must be at least 1" in plain.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_hallucination_limit_stops_the_run_with_exit_1(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    fake = '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    sse_server.enqueue(*(openai_stream(fake) for _ in range(3)))
+    done = logos(["--model", "m", "--yes", "list files"], home, openai_env(home, sse_server))
+    assert done.returncode == 1, done.stderr
+    assert "stopped: the model kept writing fake tool calls" in done.stderr
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "hallucination_limit"
+
+
+@pytest.mark.timeout(60)
+def test_json_reports_a_retry_as_a_retry_event(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(
+        json_error(429, "slow down", headers={"retry-after-ms": "50"}), openai_stream("Fine.")
+    )
+    done = logos(["--model", "m", "--yes", "--json", "go"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    (retry,) = [e for e in events if e["type"] == "retry"]
+    assert retry["attempt"] == 1 and "429" in retry["reason"]
+    assert events[-1]["type"] == "done" and events[-1]["response"] == "Fine."
