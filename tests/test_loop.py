@@ -392,7 +392,7 @@ async def cancel_once_running(marker: str, cancel: anyio.Event) -> None:
 @pytest.mark.timeout(30)
 async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
     marker = f"sleep 6{os.getpid() % 1000:03d}1"
-    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>" + " slow" * 100, delay_s=0.05)])
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>" + " slow" * 400, delay_s=0.05)])
     cancel = anyio.Event()
     async with anyio.create_task_group() as watcher:
         watcher.start_soon(cancel_once_running, marker, cancel)
