@@ -419,8 +419,9 @@ def _interrupted_notice() -> str:
 
 def _interrupted_error(last: StreamInterruptedError, times: int) -> str:
     return (
-        f"the model's answer broke off {times} times in a row; the last time: {last.message} "
-        "Check the network or the server, then resume the run from its steps."
+        f"the model's answer broke off {times} times in a row; the last time: "
+        f"{last.message.rstrip('.')}. Check the network or the server, then resume the run "
+        "from its steps."
     )
 
 
@@ -455,7 +456,7 @@ def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
     if finish == "length":
         return (
             f"the model's last {count} replies were cut off at the output token limit before "
-            "any text (its reasoning used them up): raise max_tokens"
+            "any text (reasoning can use them all up): raise max_tokens"
         )
     return (
         f"the model sent {count} empty replies in a row: check that the model and its chat "
