@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import stat
 from pathlib import Path
 
 import pytest
 
 from logos.cli.approval import EDITED_NOTE
-from tests.cli_harness import SGR, Home, PtySession, make_home, openai_env, sent_messages
+from tests.cli_harness import (
+    SGR,
+    Home,
+    PtySession,
+    make_home,
+    openai_env,
+    read_jsonl,
+    sent_messages,
+    strip_ansi,
+)
 from tests.sse_server import ScriptedServer, openai_stream
 
 pytest_plugins = ["tests.sse_server"]
@@ -152,3 +163,21 @@ def test_no_color_turns_every_colour_off(home: Home, sse_server: ScriptedServer)
         terminal.close()
     assert "✗ ls /nonexistent  exit 2" in terminal.output
     assert not SGR.search(terminal.output)  # …unless NO_COLOR is set
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_at_the_question_runs_nothing_and_ends_the_question_line(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("<cmd>touch never</cmd>"))
+    terminal = session(home, sse_server, "make a file")
+    try:
+        terminal.expect(QUESTION)
+        terminal.proc.send_signal(signal.SIGINT)
+        assert terminal.wait() == 130
+    finally:
+        terminal.close()
+    assert not (home.work / "never").exists()
+    assert re.search(r"\[e\]dit  > \n+stopping: ", strip_ansi(terminal.output))
+    assert home.audit() == []  # no decision was made
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"

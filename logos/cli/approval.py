@@ -194,7 +194,11 @@ class ConfirmApprover:
     async def _ask(self, console: Console, question: str, style: str = "") -> str | None:
         console.print(Text(question, style=style), end="")
         console.file.flush()
-        return await read_line(self._input_fd)
+        try:
+            return await read_line(self._input_fd)
+        except anyio.get_cancelled_exc_class():
+            console.print()  # Ctrl-C: what comes next starts on a line of its own
+            raise
 
     async def _edit(self, console: Console, command: str) -> str | None:
         if self._editor is None:
