@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -453,3 +455,31 @@ def test_json_reports_a_retry_as_a_retry_event(home: Home, sse_server: ScriptedS
     (retry,) = [e for e in events if e["type"] == "retry"]
     assert retry["attempt"] == 1 and "429" in retry["reason"]
     assert events[-1]["type"] == "done" and events[-1]["response"] == "Fine."
+
+
+@pytest.mark.timeout(60)
+def test_output_off_a_terminal_is_utf8_whatever_the_locale(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    answer = "Ünïcødé → 漢字 ✓"
+    sse_server.enqueue(openai_stream(answer), openai_stream(answer))
+    env = openai_env(home, sse_server, PYTHONIOENCODING="ascii")
+    done = subprocess.run(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "go"],
+        capture_output=True,
+        env=env,
+        cwd=home.work,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    assert events[-1]["response"] == answer
+    plain = subprocess.run(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "go"],
+        capture_output=True,
+        env=env,
+        cwd=home.work,
+        timeout=60,
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.decode("utf-8") == answer + "\n"

@@ -441,7 +441,8 @@ def _run_streams() -> Iterator[_RunStreams]:
     out_fd = os.dup(1) if reserved else 1
     if reserved:
         os.dup2(2, 1)
-    out, out_guard = guarded_text(sys.stdout, out_fd)
+    # WHY UTF-8 off a terminal: JSON lines and answers saved to files are read as UTF-8.
+    out, out_guard = guarded_text(sys.stdout, out_fd, "utf-8" if reserved else None)
     err, _ = guarded_text(sys.stderr)
     try:
         yield _RunStreams(out, err, out_guard)

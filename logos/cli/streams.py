@@ -63,13 +63,18 @@ class GuardedOutput(io.RawIOBase):
             self.on_lost(exc)
 
 
-def guarded_text(stream: TextIO, fd: int | None = None) -> tuple[TextIO, GuardedOutput]:
-    """A text stream writing to `fd` (default: `stream`'s) with `stream`'s encoding."""
+def guarded_text(
+    stream: TextIO, fd: int | None = None, encoding: str | None = None
+) -> tuple[TextIO, GuardedOutput]:
+    """A text stream writing to `fd` (default: `stream`'s), encoded as `stream` is unless
+    `encoding` says otherwise; a character the encoding lacks is replaced, never an error."""
     raw = GuardedOutput(stream.fileno() if fd is None else fd)
+    errors = stream.errors if stream.errors not in (None, "strict") else "replace"
     text = io.TextIOWrapper(
         io.BufferedWriter(raw),
-        encoding=stream.encoding or "utf-8",
-        errors=stream.errors or "replace",
+        encoding=encoding or stream.encoding or "utf-8",
+        errors=errors,
+        line_buffering=True,
         write_through=True,
     )
     return text, raw
