@@ -46,6 +46,7 @@ class BlockExecutor:
         self._on_start = on_start
         self._on_result = on_result
         self._limiter = anyio.CapacityLimiter(max_concurrency)
+        self._commands: list[str] = []
         self._results: list[Result | None] = []
         self._task_group: TaskGroup | None = None
 
@@ -68,6 +69,7 @@ class BlockExecutor:
         if self._task_group is None:
             raise RuntimeError("submit() needs the executor to be entered with `async with`")
         index = len(self._results)
+        self._commands.append(command)
         self._results.append(None)
         self._task_group.start_soon(self._run_one, index, command)
         return index
@@ -84,6 +86,17 @@ class BlockExecutor:
         if missing:
             raise RuntimeError(f"blocks {missing} have not finished")
         return [result for result in self._results if result is not None]
+
+    def results_so_far(self, unfinished: str) -> list[Result]:
+        """Every submitted block's result; a block that never finished gets `unfinished`.
+
+        WHY: a run stopped mid-command still records what each block came to, so a resumed
+        conversation never holds blocks without results.
+        """
+        return [
+            result if result is not None else Result(command=command, error=unfinished)
+            for command, result in zip(self._commands, self._results, strict=True)
+        ]
 
     async def _run_one(self, index: int, command: str) -> None:
         refusal = _check_contained(self._policy, command)

@@ -104,6 +104,7 @@ class _Turn:
     fabricated_result: bool = False
     interrupted: StreamInterruptedError | None = None
     results: list[Result] = field(default_factory=list)
+    executor: BlockExecutor | None = None
 
     @property
     def content(self) -> str:
@@ -172,7 +173,7 @@ class _Run:
             if self.canceled:
                 stop, error, response = "canceled", None, ""
         finally:
-            await self._keep_partial_turn()
+            await self._keep_partial_turn(_why_unfinished(stop, error, self.canceled))
         return RunResult(
             response=response,
             steps=tuple(self.steps),
@@ -271,6 +272,7 @@ class _Run:
             on_start=self.callbacks.on_command_start,
             on_result=self.callbacks.on_command_result,
         )
+        turn.executor = executor
         failure: ProviderError | None = None
         async with executor:
             stream = config.provider.stream(request, self.callbacks.on_retry)
@@ -371,12 +373,30 @@ class _Run:
         self.steps.append(step)
         await _call(self.callbacks.on_step_end, step)
 
-    async def _keep_partial_turn(self) -> None:
-        """A turn cut by cancellation or the wall clock still belongs to the history."""
+    async def _keep_partial_turn(self, why: str) -> None:
+        """A turn cut by cancellation or the wall clock still belongs to the history, and
+        so do its blocks' outcomes: those still running when it stopped were killed."""
         turn, self.current = self.current, None
-        if turn is not None and (turn.text or turn.reasoning):
-            with anyio.CancelScope(shield=True):
-                await self._add_step(turn.step())
+        if turn is None or not (turn.text or turn.reasoning):
+            return
+        with anyio.CancelScope(shield=True):
+            await self._add_step(turn.step())
+            if turn.executor is not None and turn.blocks:
+                results = turn.executor.results_so_far(
+                    f"not finished: {why}, so the command was killed"
+                )
+                step = StepMessage(
+                    role="result", content=format_results(results), results=tuple(results)
+                )
+                await self._add_step(step)
+
+
+def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:
+    if canceled or (stop == "error" and error is None):  # the cancel event or the caller's
+        return "the run was canceled"
+    if stop == "max_wall_time":
+        return "the run reached its wall-clock limit"
+    return "the run ended with an error"
 
 
 def _hallucination_notice(marker: str, repeat: int) -> str:

@@ -370,12 +370,19 @@ async def test_token_budget() -> None:
 async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
     marker = f"sleep 5{os.getpid() % 1000:03d}1"
     usage = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
-    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>", usage=usage)])
+    provider = ScriptedProvider([Reply(f"<cmd>echo early</cmd><cmd>{marker}</cmd>", usage=usage)])
     began = time.monotonic()
     result = await run(config_for(provider, max_wall_s=0.5), [], "go")
     assert result.stop_reason == "max_wall_time"
     assert time.monotonic() - began < 4
-    assert result.steps and result.steps[0].role == "assistant"
+    assert [step.role for step in result.steps] == ["assistant", "result"]
+    finished, killed = result.steps[1].results
+    assert finished.stdout == "early\n" and finished.exit_code == 0
+    assert (
+        killed.error
+        == "not finished: the run reached its wall-clock limit, so the command was killed"
+    )
+    assert killed.command == marker and "not finished" in result.steps[1].content
     assert not processes_matching(marker)
     # The model finished its reply before the clock ran out: what it spent is kept.
     assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
@@ -415,6 +422,10 @@ async def test_cancel_keeps_the_usage_of_a_finished_reply() -> None:
         result = await run(config_for(provider), [], "go", cancel=cancel)
     assert result.stop_reason == "canceled"
     assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
+    assert [step.role for step in result.steps] == ["assistant", "result"]
+    assert result.steps[1].results[0].error == (
+        "not finished: the run was canceled, so the command was killed"
+    )
     assert not processes_matching(marker)
 
 
@@ -438,7 +449,8 @@ async def test_outer_cancel_scope_kills_commands() -> None:
     assert not returned  # the cancellation propagated, as anyio requires
     await anyio.sleep(0.1)
     assert not processes_matching(marker)
-    assert saved and saved[0].role == "assistant"
+    assert [step.role for step in saved] == ["assistant", "result"]
+    assert saved[1].results[0].error is not None and "canceled" in saved[1].results[0].error
 
 
 async def test_old_outputs_are_elided_near_the_context_window() -> None:
