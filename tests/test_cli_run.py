@@ -483,3 +483,39 @@ def test_output_off_a_terminal_is_utf8_whatever_the_locale(
     )
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.decode("utf-8") == answer + "\n"
+
+
+@pytest.mark.timeout(60)
+def test_timeout_limits_each_command(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("<cmd>sleep 30</cmd>"), openai_stream("It hung."))
+    env = openai_env(home, sse_server)
+    done = logos(["--model", "m", "--yes", "--timeout", "0.5", "wait"], home, env)
+    assert done.returncode == 0, done.stderr
+    assert "✗ sleep 30  timed out after" in done.stderr
+    assert "timed out" in sent_messages(sse_server, 1)[-1]["content"]
+
+
+@pytest.mark.timeout(60)
+def test_max_total_tokens_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedServer) -> None:
+    used = {"prompt_tokens": 900, "completion_tokens": 200, "total_tokens": 1100}
+    sse_server.enqueue(openai_stream("<cmd>true</cmd>", usage=used), openai_stream("never"))
+    env = openai_env(home, sse_server)
+    done = logos(["--model", "m", "--yes", "--max-total-tokens", "1000", "go"], home, env)
+    assert done.returncode == 1, done.stderr
+    assert "token budget spent (--max-total-tokens)" in done.stderr
+    assert len(sse_server.requests) == 1
+
+
+@pytest.mark.timeout(60)
+def test_allow_without_the_sandbox_sets_the_working_directory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    project = home.root / "project"
+    project.mkdir()
+    sse_server.enqueue(openai_stream("<cmd>pwd</cmd>"), openai_stream("Here."))
+    env = openai_env(home, sse_server)
+    done = logos(["--model", "m", "--yes", "--allow", f"{project}:rw", "where"], home, env)
+    assert done.returncode == 0, done.stderr
+    assert "without --sandbox, commands can reach the whole machine" in done.stderr
+    assert f"<stdout>\n{project}\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
+    assert read_jsonl(home.only_run())[0]["cwd"] == str(project)
