@@ -6,7 +6,8 @@
     logos exec < message            run one message's <cmd> blocks, print the <result>
     logos doctor                    check the provider, the runner and the sandbox
 
-Exit codes: 0 final answer, 1 stopped by a limit, 2 error or bad usage, 130 Ctrl-C.
+Exit codes: 0 final answer, 1 stopped by a limit, 2 error or bad usage, 130 Ctrl-C; another
+stop signal N gives 128 + N (143 SIGTERM, 129 a closed terminal, 141 stdout's reader left).
 """
 
 from __future__ import annotations
@@ -522,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
         epilog="Exit codes: 0 the model answered, 1 a limit stopped the run, 2 an error or "
-        "bad usage, 130 interrupted (Ctrl-C). See `logos run --help` for the options.",
+        "bad usage, 130 interrupted (Ctrl-C), 128 + N stopped by signal N (143 SIGTERM, 129 "
+        "a closed terminal, 141 stdout's reader left). See `logos run --help` for the options.",
     )
     parser.add_argument("--version", action="version", version=f"logos {logos_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
