@@ -25,8 +25,9 @@ from logos.options import ExecOptions
 from logos.result import Result
 from sandboxd.paths import resolve_socket_path
 
-_HTTP_MARGIN_S = 30.0
-"""On top of the command's timeout: the container's first start and the kill grace."""
+_HTTP_MARGIN_S = 90.0
+"""On top of the command's timeout: the container's first start (the daemon gives it up
+to 60 s), the kill grace and the daemon's own reply margin."""
 _CONNECT_TIMEOUT_S = 5.0
 
 
@@ -87,10 +88,10 @@ class SandboxRunner:
                 command=command,
                 env=dict(options.env),
                 allowed_paths=tuple(
-                    wire.AllowedPathSpec(path=p.path, read_only=p.read_only)
+                    wire.AllowedPathSpec(path=_absolute(p.path), read_only=p.read_only)
                     for p in options.allowed_paths
                 ),
-                workdir=options.workdir,
+                workdir=None if options.workdir is None else _absolute(options.workdir),
                 timeout_s=options.timeout_s,
                 network=self.network,
                 max_output_bytes=options.max_output_bytes,
@@ -201,3 +202,9 @@ def _os_error(exc: BaseException) -> OSError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _absolute(path: str) -> str:
+    """A relative path means what it means to the caller (as with `LocalRunner`): the
+    daemon, which has another working directory, only takes absolute ones."""
+    return os.path.abspath(path)

@@ -73,6 +73,18 @@ async def test_options_map_to_the_request(daemon: Daemon, tmp_path: Path) -> Non
     assert (tmp_path / "out" / "o").read_text() == "[hello][][]\n"
 
 
+async def test_relative_paths_mean_the_callers_directory(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "data").write_text("here\n")
+    monkeypatch.chdir(tmp_path)
+    options = ExecOptions(allowed_paths=(AllowedPath("work"),), workdir="work")
+    async with SandboxRunner(socket=daemon.socket) as runner:
+        result = await runner.run("cat data; pwd", options)
+    assert (result.stdout, result.error) == (f"here\n{tmp_path / 'work'}\n", None), result
+
+
 async def test_truncated_output_is_saved_for_the_next_command(daemon: Daemon) -> None:
     async with SandboxRunner(socket=daemon.socket) as runner:
         big = await runner.run("seq 1 100000", ExecOptions(max_output_bytes=1000))
