@@ -230,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
         ("stderr", result.stderr_dropped_bytes, result.stderr_file),
     ):
         if dropped:
-            where = f"; the whole {stream} is in {saved} in the sandbox" if saved else ""
+            where = f"; the {stream} was saved to {saved} in the sandbox" if saved else ""
             print(f"sandboxd: {dropped} bytes of {stream} omitted{where}", file=sys.stderr)
     if result.error is not None:
         print(result.error, file=sys.stderr)
