@@ -3,6 +3,11 @@ checks that must fail before the model is called when the daemon is missing."""
 
 from __future__ import annotations
 
+import random
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli_harness import Home, logos, make_home, openai_env, read_jsonl, sent_messages
+from tests.processes import processes_matching
 from tests.sandboxd_harness import Daemon, running_daemon
 from tests.sse_server import ScriptedServer, json_error, openai_stream
 
@@ -130,3 +136,43 @@ def test_doctor_without_a_provider_fails_with_the_variables_to_set(home: Home) -
     assert done.returncode == 1
     assert "FAIL  provider" in done.stdout and "ANTHROPIC_API_KEY" in done.stdout
     assert "ok    runner" in done.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(120)
+def test_ctrl_c_mid_command_in_the_sandbox_leaves_nothing_running(
+    daemon: Daemon, home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
+    sse_server.enqueue(openai_stream(f"Waiting.\n<cmd>{marker}</cmd>"))
+    args = ["--model", "m", "--sandbox", "--socket", str(daemon.socket), "wait in the sandbox"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_matching(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_matching(marker), "the command never started in the sandbox"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 20
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_matching(marker) == []
+    with daemon.client() as http:
+        assert http.get("/v1/sessions").json()["sessions"] == []
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    assert marker in next(r for r in records if r["type"] == "step")["content"]
