@@ -13,7 +13,7 @@ import pytest
 
 from logos.envelope import format_results
 from logos.result import Result
-from tests.cli_harness import Home, logos, make_home
+from tests.cli_harness import Home, PtySession, logos, make_home
 from tests.processes import processes_matching
 
 MESSAGE = """I will check two things.
@@ -121,3 +121,15 @@ def test_exec_help_offers_only_its_own_approval_modes(home: Home) -> None:
     assert shown.returncode == 0
     approval = shown.stdout[shown.stdout.index("\napproval:") :]
     assert "confirm" not in approval
+
+
+@pytest.mark.timeout(60)
+def test_exec_on_a_terminal_says_how_to_end_the_message(home: Home) -> None:
+    terminal = PtySession(["exec", "--yes"], home, home.env())
+    try:
+        terminal.expect("Ctrl-D")
+        terminal.send("<cmd>echo typed</cmd>\n\x04")
+        terminal.expect(r"<stdout>\ntyped\n</stdout>")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()

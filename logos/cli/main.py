@@ -216,7 +216,7 @@ def _cmd_exec(args: argparse.Namespace) -> int:
             "sandboxd, or --approve never-run for a dry run"
         )
     options = _exec_options(args, settings, os.getcwd())
-    blocks = read_blocks(sys.stdin.read())
+    blocks = read_blocks(_read_stdin("the message"))
     if blocks.unclosed is not None:
         print(
             "logos: the message ends in an unclosed <cmd> block (was it cut off?), which "
@@ -398,11 +398,18 @@ def _same_place(recorded: Trajectory, spec: RunnerSpec, options: ExecOptions) ->
 
 def _read_text_argument(value: str, what: str) -> str:
     """The argument itself, or stdin when it is `-`."""
-    text = sys.stdin.read() if value == "-" else value
+    text = _read_stdin(f"the {what}") if value == "-" else value
     if not text.strip():
         source = "read from stdin " if value == "-" else ""
         raise CliError(f"the {what} {source}is empty: say what the model should do")
     return text.strip()
+
+
+def _read_stdin(what: str) -> str:
+    """All of stdin; on a terminal, first say how to end it (else it looks like a hang)."""
+    if _stdin_is_terminal():
+        print(f"logos: type {what}, then press Ctrl-D on a line of its own", file=sys.stderr)
+    return sys.stdin.read()
 
 
 def _stdin_is_terminal() -> bool:
