@@ -176,11 +176,20 @@ class PtySession:
                 break
         return self.proc.wait(max(0.1, deadline - time.monotonic()))
 
+    def hang_up(self) -> None:
+        """Close the terminal, as closing its window does: every later write to it fails
+        (EIO), and the program gets SIGHUP."""
+        os.close(self.master)
+        self.master = -1
+        self.proc.send_signal(signal.SIGHUP)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        os.close(self.master)
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
 
 
 def strip_ansi(text: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -148,14 +147,10 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     try:
         terminal.expect(marker.split()[1])
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        # The terminal goes away: every later write to it fails (EIO), then SIGHUP arrives.
-        os.close(terminal.master)
-        terminal.proc.send_signal(signal.SIGHUP)
+        terminal.hang_up()
         assert terminal.proc.wait(timeout=30) == 128 + signal.SIGHUP
     finally:
-        if terminal.proc.poll() is None:
-            os.killpg(terminal.proc.pid, signal.SIGKILL)
-            terminal.proc.wait()
+        terminal.close()
     assert processes_matching(marker) == []
     records = read_jsonl(home.only_run())
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
