@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -105,22 +106,26 @@ class LocalModelServer:
         params.cors_origins = ""
         params.ui = False
         params.endpoint_slots = False
+        # WHY: the start-up handshake asks the task loop for its metrics (see _serve); over
+        # HTTP, /metrics needs the API key like every other endpoint but /health.
+        params.endpoint_metrics = True
         params.offline = True
         params.verbosity = _VERBOSE_LOG_VERBOSITY if self.verbose else _QUIET_LOG_VERBOSITY
         if self.threads is not None:
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
         try:
-            server = xllamacpp.Server(params)
+            # WHY straight into the attribute: stop() frees the server by dropping the last
+            # reference; a local one would live on in the traceback of a failed start.
+            self._server = _serve(xllamacpp, params)
         except RuntimeError as exc:
             raise LocalModelError(
                 f"llama.cpp could not serve {self.gguf_path} ({exc}): check that the file is "
                 f"a GGUF model this llama.cpp supports, that n_ctx={self.n_ctx} fits in "
                 "memory, and that the port is free; llama.cpp's log above says more"
             ) from exc
-        self._server = server
-        self._base_url = str(server.listening_address).rstrip("/")
         try:
+            self._base_url = str(self._server.listening_address).rstrip("/")
             self._wait_until_healthy()
         except BaseException:
             self.stop()
@@ -164,6 +169,51 @@ class LocalModelServer:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _serve(xllamacpp: Any, params: Any) -> Any:
+    """A started `xllamacpp.Server` whose task loop is known to run, so freeing it stops it.
+
+    WHY the handshake: freeing the server asks its task loop to end, and a request that comes
+    before the loop has started is lost: freeing it then waits forever. The constructor
+    returns just before the loop starts, so the server is first asked for its metrics, which
+    only the running loop answers.
+
+    WHY a worker thread that owns the server until it is handed over: the model loads inside
+    the constructor, which is where Ctrl-C lands. Raised in the caller, KeyboardInterrupt
+    would free the fresh server before the handshake; instead the caller gives up its claim
+    and the worker frees the server itself, once the handshake is done.
+    """
+    lock = threading.Lock()
+    ready = threading.Event()
+    handed: list[Any] = []
+    """The server, or the constructor's error, for the caller."""
+    abandoned = False
+
+    def build() -> None:
+        try:
+            built: Any = xllamacpp.Server(params)
+            built.handle_metrics()
+        except Exception as exc:
+            built = exc
+        with lock:
+            if not abandoned:
+                handed.append(built)
+        ready.set()
+        # An abandoned server is freed as this function returns: after the handshake.
+
+    try:
+        threading.Thread(target=build, name="llama.cpp start", daemon=True).start()
+        ready.wait()
+    except BaseException:
+        with lock:
+            abandoned = True
+            handed.clear()
+        raise
+    outcome = handed.pop()
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def _import_xllamacpp() -> Any:
