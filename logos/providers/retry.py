@@ -132,8 +132,7 @@ async def retrying(
             if number >= policy.max_attempts:
                 raise RetriesExhaustedError(
                     f"gave up after {number} attempt{'s' if number > 1 else ''}; last error: "
-                    f"{exc.message}. Try again later, or allow more attempts "
-                    "(RetryPolicy.max_attempts).",
+                    f"{exc.message}. Check that the server is up and try again later.",
                     attempts=number,
                     last_error=exc,
                 ) from exc
