@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import logos.cli.main as cli_main
 from logos.cli.events import EVENT_ADAPTER, EVENT_TYPES
 from tests.cli_harness import (
     ANSI_ESCAPE,
@@ -519,3 +520,15 @@ def test_allow_without_the_sandbox_sets_the_working_directory(
     assert "without --sandbox, commands can reach the whole machine" in done.stderr
     assert f"<stdout>\n{project}\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
     assert read_jsonl(home.only_run())[0]["cwd"] == str(project)
+
+
+def test_a_bug_in_logos_exits_2_with_the_traceback_and_a_report_hint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken_show(args: object) -> int:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(cli_main, "_cmd_show", broken_show)
+    assert cli_main.main(["show", "anything.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError: a bug" in err and "internal error: this is a bug in logos" in err

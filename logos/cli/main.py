@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import os
 import sys
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception:  # a bug: exit 2 (an error), never 1, which would read "a limit stopped it"
+        traceback.print_exc()
+        print(
+            "logos: internal error: this is a bug in logos; please report it with the "
+            "traceback above",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return code
 
 
