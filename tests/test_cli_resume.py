@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +69,49 @@ def test_resume_sends_the_earlier_conversation_and_appends(
     assert home.runs() == [path]  # appended, not a new file
     types = [r["type"] for r in read_jsonl(path)]
     assert types.count("run") == 1 and types.count("prompt") == 2 and types.count("done") == 2
+
+
+@pytest.mark.timeout(60)
+def test_resume_keeps_the_recorded_prompt_when_only_the_day_changed(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    path = first_run(home, sse_server)
+    records = read_jsonl(path)
+    header = records[0]
+    today = dt.date.today().isoformat()
+    assert today in header["system_prompt"]
+    header["started_at"] = "2020-01-15T12:00:00.000Z"
+    header["system_prompt"] = header["system_prompt"].replace(today, "2020-01-15")
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+    sse_server.enqueue(openai_stream("Still 8."))
+    done = logos(["resume", str(path), "again?", "--yes"], home, home.env())
+    assert done.returncode == 0, done.stderr
+    assert sse_server.requests[2].json["messages"][0]["content"] == header["system_prompt"]
+
+
+@pytest.mark.timeout(60)
+def test_resume_sends_a_new_prompt_when_the_setup_changed(
+    home: Home, sse_server: ScriptedServer, tmp_path: Path
+) -> None:
+    path = first_run(home, sse_server)
+    recorded = read_jsonl(path)[0]["system_prompt"]
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text('prompt_extra = "House rule: be terse."\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    sse_server.enqueue(openai_stream("Noted."), openai_stream("Moved."))
+
+    same_place = logos(["resume", str(path), "again", "--yes"], home, home.env())
+    assert same_place.returncode == 0, same_place.stderr
+    system = sse_server.requests[2].json["messages"][0]["content"]
+    assert "House rule: be terse." in system and system != recorded
+
+    moved = logos(
+        ["resume", str(path), "here", "--yes", "--allow", f"{elsewhere}:rw"], home, home.env()
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert str(elsewhere) in sse_server.requests[3].json["messages"][0]["content"]
 
 
 @pytest.mark.timeout(60)

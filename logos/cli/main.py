@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import os
 import sys
 import traceback
@@ -163,9 +164,16 @@ def _run_or_resume(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    system_prompt = system_prompt_for(spec, options, settings.prompt_extra or "")
-    if recorded is not None and _same_place(recorded, spec, options):
-        system_prompt = recorded.header.system_prompt  # the conversation's own, unchanged
+    extra = settings.prompt_extra or ""
+    system_prompt = system_prompt_for(spec, options, extra)
+    if recorded is not None:
+        # WHY keep the recorded prompt when only its date differs: the conversation stays
+        # as the model (and a prompt cache) saw it. Any other change (runner, directory,
+        # sandbox paths, network) must reach the model.
+        started = _local_date(recorded.header.started_at)
+        as_recorded = system_prompt_for(spec, options, extra, started)
+        if started is not None and as_recorded == recorded.header.system_prompt:
+            system_prompt = recorded.header.system_prompt
     if sandbox:
         _require_sandboxd(spec)
     limits = _limits(args, settings)
@@ -400,9 +408,12 @@ def _require_sandboxd(spec: RunnerSpec) -> None:
         raise CliError(problem)
 
 
-def _same_place(recorded: Trajectory, spec: RunnerSpec, options: ExecOptions) -> bool:
-    header = recorded.header
-    return header.runner == spec.kind and header.cwd == options.resolved_workdir()
+def _local_date(timestamp: str) -> dt.date | None:
+    """The local calendar day of a record's UTC timestamp; None if it is not one."""
+    try:
+        return dt.datetime.fromisoformat(timestamp).astimezone().date()
+    except ValueError:
+        return None
 
 
 def _read_text_argument(value: str, what: str) -> str:

@@ -6,6 +6,7 @@ the model is called and money is spent.
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import os
 from collections.abc import Sequence
@@ -113,11 +114,14 @@ def make_runner(spec: RunnerSpec) -> LocalRunner | SandboxRunner:
     return SandboxRunner(socket=sandbox_socket(spec), image=spec.image, network=spec.network)
 
 
-def system_prompt_for(spec: RunnerSpec, options: ExecOptions, extra: str = "") -> str:
-    """The system prompt, telling the model what the sandbox lets it see."""
+def system_prompt_for(
+    spec: RunnerSpec, options: ExecOptions, extra: str = "", date: dt.date | None = None
+) -> str:
+    """The system prompt, telling the model what the sandbox lets it see (as of `date`,
+    by default today)."""
     workdir = options.resolved_workdir() or os.getcwd()
     if not spec.sandbox:
-        return build_system_prompt(working_dir=workdir, extra=extra)
+        return build_system_prompt(working_dir=workdir, date=date, extra=extra)
     paths = ", ".join(
         f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in options.allowed_paths
     )
@@ -125,6 +129,7 @@ def system_prompt_for(spec: RunnerSpec, options: ExecOptions, extra: str = "") -
     return build_system_prompt(
         working_dir=workdir,
         platform="Linux in a Docker sandbox, shell bash",
+        date=date,
         extra=f"Commands run in a sandbox that sees only these host paths: {paths}. "
         f"Network access is {network}.\n{extra}",
     )
