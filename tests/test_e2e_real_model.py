@@ -24,8 +24,6 @@ from tests.conftest import require
 from tests.llama import find_test_gguf
 from tests.sandboxd_harness import Daemon, running_daemon
 
-pytestmark = [pytest.mark.slow, pytest.mark.llama]
-
 TRIES = int(os.environ.get("LOGOS_E2E_TRIES", "3"))
 TASK = "Create a file named hello.txt that contains the word hello. Then say Done."
 GRAMMAR = r"""
@@ -62,6 +60,11 @@ class Attempt:
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [event for event in self.events if event["type"] == kind]
+
+    @property
+    def ran_a_command(self) -> bool:
+        """The runner executed a block (a result without `error`; any exit status)."""
+        return any(event["result"]["error"] is None for event in self.of_type("command_result"))
 
 
 @pytest.fixture(scope="module")
@@ -105,33 +108,43 @@ def attempts_for(tmp_path: Path, gguf: Path, runner_args: list[str]) -> list[Att
     """
     attempts: list[Attempt] = []
     while len(attempts) < TRIES or (
-        len(attempts) < 2 * TRIES + 2 and not any(one.of_type("command_result") for one in attempts)
+        len(attempts) < 2 * TRIES + 2 and not any(one.ran_a_command for one in attempts)
     ):
         attempts.append(attempt(tmp_path, gguf, len(attempts), runner_args))
     return attempts
 
 
 def check_full_path(attempts: list[Attempt]) -> None:
-    """The tokens streamed, a block ran, and its result was sent back for another turn."""
+    """The model's streamed block was parsed and run, and its result went back for a turn."""
     for one in attempts:
         streamed = one.of_type("delta") or one.of_type("command_start")
         assert streamed, "no streamed text reached the parser"
         assert one.events[-1]["usage"]["output_tokens"] > 0
-    ran = [one for one in attempts if one.of_type("command_result")]
-    assert ran, "the model never wrote a block in any try"
+    ran = [one for one in attempts if one.ran_a_command]
+    assert ran, "no block was run in any try (none written, or none could start)"
     for one in ran:
-        steps = [event["step"] for event in one.of_type("step_end")]
-        roles = [step["role"] for step in steps]
-        first_result = roles.index("result")
-        assert "<result>" in steps[first_result]["content"]
-        assert roles[first_result + 1 :].count("assistant") >= 1, "the result never went back"
+        executed = next(e for e in one.of_type("command_result") if e["result"]["error"] is None)
+        command = executed["result"]["command"]
+        steps = [(e["turn"], e["step"]) for e in one.of_type("step_end")]
+        [written] = [s for t, s in steps if t == executed["turn"] and s["role"] == "assistant"]
+        assert f"<cmd>{command}</cmd>" in written["content"], "the block is not the model's text"
+        reported = [
+            i
+            for i, (t, s) in enumerate(steps)
+            if t == executed["turn"]
+            and s["role"] == "result"
+            and f"\n$ {command}\n" in s["content"]
+        ]
+        assert reported, f"no <result> envelope reported {command!r}"
+        later = [s["role"] for _, s in steps[reported[0] + 1 :]]
+        assert "assistant" in later, "the result never went back to the model"
 
 
 def report(capsys: pytest.CaptureFixture[str], where: str, attempts: list[Attempt]) -> None:
     tries = len(attempts)
     done = sum(one.completed for one in attempts)
     made = sum(one.made_file for one in attempts)
-    ran = sum(bool(one.of_type("command_result")) for one in attempts)
+    ran = sum(one.ran_a_command for one in attempts)
     commands = [event["command"] for one in attempts for event in one.of_type("command_start")]
     answers = [one.events[-1]["response"] for one in attempts if one.events[-1]["response"]]
     with capsys.disabled():
@@ -143,6 +156,8 @@ def report(capsys: pytest.CaptureFixture[str], where: str, attempts: list[Attemp
         )
 
 
+@pytest.mark.slow
+@pytest.mark.llama
 @pytest.mark.timeout(300 * (2 * TRIES + 2))
 def test_real_model_with_local_bash(
     xllamacpp_installed: None, gguf: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -152,6 +167,8 @@ def test_real_model_with_local_bash(
     report(capsys, "local bash", attempts)
 
 
+@pytest.mark.slow
+@pytest.mark.llama
 @pytest.mark.docker
 @pytest.mark.timeout(300 * (2 * TRIES + 2))
 def test_real_model_in_sandboxd(
@@ -165,3 +182,37 @@ def test_real_model_in_sandboxd(
     attempts = attempts_for(tmp_path, gguf, sandbox)
     check_full_path(attempts)
     report(capsys, "sandboxd", attempts)
+
+
+def exchange(error: str | None) -> Attempt:
+    """A try whose block `error`ed or ran, its result sent back, then a final answer."""
+    command = "echo hi > hello.txt"
+    outcome = "error: " + error if error else "(no output)"
+    envelope = f'<result>\n<block index="1">\n$ {command}\n{outcome}\n</block>\n</result>'
+    result = {"command": command, "error": error, "exit_code": None if error else 0}
+    return Attempt(
+        [
+            {"type": "command_start", "turn": 1, "index": 1, "command": command},
+            {"type": "command_result", "turn": 1, "index": 1, "result": result},
+            {
+                "type": "step_end",
+                "turn": 1,
+                "step": {"role": "assistant", "content": f"<cmd>{command}</cmd>"},
+            },
+            {"type": "step_end", "turn": 1, "step": {"role": "result", "content": envelope}},
+            {"type": "step_end", "turn": 2, "step": {"role": "assistant", "content": "Done."}},
+            {
+                "type": "done",
+                "stop_reason": "final",
+                "usage": {"output_tokens": 9},
+                "response": "Done.",
+            },
+        ],
+        made_file=error is None,
+    )
+
+
+def test_the_path_check_counts_only_a_block_the_runner_ran() -> None:
+    check_full_path([exchange(None)])
+    with pytest.raises(AssertionError, match="no block was run"):
+        check_full_path([exchange("sandboxd is not running at /run/sandboxd.sock")])
