@@ -37,7 +37,7 @@ class LocalModelServer:
     Use it as a context manager, or call `start()` and `stop()`::
 
         with LocalModelServer("model.gguf") as local:
-            provider = OpenAIProvider(local.model_name, local.openai_base_url, local.api_key)
+            provider = OpenAIProvider(local.openai_base_url, local.api_key, model=local.model_name)
     """
 
     def __init__(

@@ -13,7 +13,7 @@ Usage::
             json_error(429, "slow down", headers={"retry-after": "0.2"}),
             anthropic_stream("Hi", thinking="hmm", signature="sig"),
         )
-        provider = OpenAIProvider("m", base_url=server.base_url + "/v1")
+        provider = OpenAIProvider(model="m", base_url=server.base_url + "/v1")
         ...
         server.requests[0].json["messages"]    # what the client sent
 

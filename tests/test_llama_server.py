@@ -35,11 +35,15 @@ ProviderFactory = Callable[[LocalModelServer], Provider]
 
 
 def openai_for(server: LocalModelServer) -> Provider:
-    return OpenAIProvider(server.model_name, server.openai_base_url, server.api_key, retry=NO_RETRY)
+    return OpenAIProvider(
+        server.openai_base_url, server.api_key, model=server.model_name, retry=NO_RETRY
+    )
 
 
 def anthropic_for(server: LocalModelServer) -> Provider:
-    return AnthropicProvider(server.model_name, server.api_key, server.base_url, retry=NO_RETRY)
+    return AnthropicProvider(
+        server.api_key, server.base_url, model=server.model_name, retry=NO_RETRY
+    )
 
 
 BOTH = pytest.mark.parametrize("make", [openai_for, anthropic_for], ids=["openai", "anthropic"])
@@ -130,7 +134,7 @@ async def test_the_server_refuses_requests_without_its_key(
     llama_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    provider = OpenAIProvider(llama_server.model_name, llama_server.openai_base_url)
+    provider = OpenAIProvider(llama_server.openai_base_url, model=llama_server.model_name)
     with pytest.raises(AuthenticationError, match="none was sent"):
         await run_turn(provider, ask("hi", max_tokens=2))
     assert llama_server.base_url.startswith("http://127.0.0.1:")

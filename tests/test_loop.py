@@ -275,7 +275,9 @@ async def test_real_provider_retries_reach_on_retry_and_a_spent_run_keeps_its_us
     )
     retries: list[tuple[str, int]] = []
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
-    async with OpenAIProvider("m", f"{sse_server.base_url}/v1", "k", retry=policy) as provider:
+    async with OpenAIProvider(
+        f"{sse_server.base_url}/v1", "k", model="m", retry=policy
+    ) as provider:
         callbacks = Callbacks(on_retry=lambda reason, attempt: retries.append((reason, attempt)))
         result = await run(config_for(provider), [], "go", callbacks)
     assert [attempt for _, attempt in retries] == [1, 1]

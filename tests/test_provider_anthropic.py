@@ -28,6 +28,7 @@ from logos.providers import (
     Usage,
     UsageReport,
 )
+from logos.providers.anthropic import DEFAULT_MODEL
 from tests.sse_server import (
     Reply,
     ScriptedServer,
@@ -51,7 +52,7 @@ def sse_server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 async def provider(sse_server: ScriptedServer) -> AsyncIterator[AnthropicProvider]:
     async with AnthropicProvider(
-        "claude-test", api_key="sk-ant-test", base_url=sse_server.base_url, retry=FAST_RETRY
+        model="claude-test", api_key="sk-ant-test", base_url=sse_server.base_url, retry=FAST_RETRY
     ) as p:
         yield p
 
@@ -127,7 +128,7 @@ async def test_thinking_and_signature_round_trip_into_the_next_request(
         anthropic_stream("Second answer."),
     )
     async with AnthropicProvider(
-        "claude-test", base_url=sse_server.base_url, max_tokens=4096, thinking_budget=2048
+        model="claude-test", base_url=sse_server.base_url, max_tokens=4096, thinking_budget=2048
     ) as provider:
         events = await collect(provider)
         reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
@@ -198,7 +199,7 @@ async def test_redacted_thinking_is_kept_and_sent_back(
 
 
 def test_messages_alternate_and_unsigned_reasoning_is_dropped() -> None:
-    provider = AnthropicProvider("claude-test", api_key="", base_url="http://127.0.0.1:9")
+    provider = AnthropicProvider(model="claude-test", api_key="", base_url="http://127.0.0.1:9")
     body = provider.request_body(
         ModelRequest(
             system="",
@@ -229,7 +230,7 @@ async def test_temperature_with_thinking_is_refused_before_sending(
     sse_server: ScriptedServer,
 ) -> None:
     async with AnthropicProvider(
-        "claude-test", base_url=sse_server.base_url, thinking_budget=1024
+        model="claude-test", base_url=sse_server.base_url, thinking_budget=1024
     ) as provider:
         request = ModelRequest(system="", messages=[Message("user", "x")], temperature=0.2)
         with pytest.raises(BadRequestError, match=r"temperature 0\.2 cannot be used"):
@@ -248,7 +249,7 @@ def test_thinking_budget_is_checked_at_construction(
     budget: int, max_tokens: int, words: str
 ) -> None:
     with pytest.raises(ValueError, match=words):
-        AnthropicProvider("m", max_tokens=max_tokens, thinking_budget=budget)
+        AnthropicProvider(model="m", max_tokens=max_tokens, thinking_budget=budget)
 
 
 @pytest.mark.parametrize(
@@ -328,7 +329,7 @@ async def test_529_status_is_retried(
 async def test_529_exhausted_names_overload(sse_server: ScriptedServer) -> None:
     sse_server.enqueue(*[anthropic_error(529, "Overloaded", type="overloaded_error")] * 2)
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
-    async with AnthropicProvider("m", base_url=sse_server.base_url, retry=policy) as provider:
+    async with AnthropicProvider(model="m", base_url=sse_server.base_url, retry=policy) as provider:
         with pytest.raises(
             RetriesExhaustedError, match=r"gave up after 2 attempts.*overloaded"
         ) as caught:
@@ -389,6 +390,14 @@ async def test_drop_before_any_content_is_retried(
 def test_defaults_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    provider = AnthropicProvider("claude-sonnet-4-5-20250929")
+    provider = AnthropicProvider(model="claude-sonnet-4-5-20250929")
     assert provider.base_url == "http://127.0.0.1:9"
     assert provider.context_window == 200_000
+
+
+async def test_positional_order_is_api_key_then_base_url(sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(anthropic_stream("hi"))
+    async with AnthropicProvider("sk-ant-positional", sse_server.base_url) as provider:
+        assert provider.model == DEFAULT_MODEL
+        assert text_of(await collect(provider)) == "hi"
+    assert sse_server.requests[0].headers["x-api-key"] == "sk-ant-positional"

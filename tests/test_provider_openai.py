@@ -37,6 +37,7 @@ from logos.providers import (
     Usage,
     UsageReport,
 )
+from logos.providers.openai import DEFAULT_MODEL
 from tests.sse_server import (
     Drop,
     Pause,
@@ -63,7 +64,10 @@ def sse_server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 async def provider(sse_server: ScriptedServer) -> AsyncIterator[OpenAIProvider]:
     async with OpenAIProvider(
-        "test-model", base_url=f"{sse_server.base_url}/v1", api_key="sk-test", retry=FAST_RETRY
+        model="test-model",
+        base_url=f"{sse_server.base_url}/v1",
+        api_key="sk-test",
+        retry=FAST_RETRY,
     ) as p:
         yield p
 
@@ -135,7 +139,7 @@ async def test_no_key_means_no_authorization_header(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", f"{sse_server.base_url}/v1/")
     sse_server.enqueue(openai_stream("ok"))
-    async with OpenAIProvider("local") as provider:
+    async with OpenAIProvider(model="local") as provider:
         assert text_of(await collect(provider)) == "ok"
     assert "authorization" not in sse_server.requests[0].headers
     assert sse_server.requests[0].path == "/v1/chat/completions"
@@ -152,7 +156,7 @@ async def test_no_key_means_no_authorization_header(
     ],
 )
 def test_token_limit_field_follows_the_model(model: str, field: str) -> None:
-    provider = OpenAIProvider(model, base_url="http://127.0.0.1:9/v1", api_key="")
+    provider = OpenAIProvider(model=model, base_url="http://127.0.0.1:9/v1", api_key="")
     body = provider.request_body(ModelRequest(system="", messages=[], max_tokens=9))
     assert body[field] == 9
     other = ({"max_tokens", "max_completion_tokens"} - {field}).pop()
@@ -161,7 +165,7 @@ def test_token_limit_field_follows_the_model(model: str, field: str) -> None:
 
 def test_token_limit_field_can_be_forced() -> None:
     provider = OpenAIProvider(
-        "o3", base_url="http://127.0.0.1:9/v1", token_limit_field="max_tokens"
+        model="o3", base_url="http://127.0.0.1:9/v1", token_limit_field="max_tokens"
     )
     assert provider.request_body(ModelRequest("", [], max_tokens=3))["max_tokens"] == 3
 
@@ -286,7 +290,7 @@ async def test_404_names_the_model_the_base_url_and_the_request(
 
 async def test_401_without_a_key_says_to_set_one(sse_server: ScriptedServer) -> None:
     sse_server.enqueue(json_error(401, "missing key"))
-    async with OpenAIProvider("m", base_url=sse_server.base_url, api_key="") as provider:
+    async with OpenAIProvider(model="m", base_url=sse_server.base_url, api_key="") as provider:
         with pytest.raises(AuthenticationError, match=r"none was sent.*set OPENAI_API_KEY"):
             await collect(provider)
 
@@ -315,7 +319,7 @@ async def test_429_honours_retry_after_and_reports_the_retry(
 
     # A huge backoff proves the wait came from Retry-After, not from the policy.
     policy = RetryPolicy(max_attempts=3, base_delay_s=50.0, max_delay_s=50.0)
-    async with OpenAIProvider("m", base_url=sse_server.base_url, retry=policy) as provider:
+    async with OpenAIProvider(model="m", base_url=sse_server.base_url, retry=policy) as provider:
         with anyio.fail_after(30):
             events = await collect(provider, on_retry=on_retry)
     assert text_of(events) == "after wait"
@@ -334,7 +338,7 @@ async def test_retry_after_ms_and_sync_callbacks(sse_server: ScriptedServer) -> 
     )
     retries: list[tuple[str, int]] = []
     policy = RetryPolicy(base_delay_s=50.0, max_delay_s=50.0)
-    async with OpenAIProvider("m", base_url=sse_server.base_url, retry=policy) as provider:
+    async with OpenAIProvider(model="m", base_url=sse_server.base_url, retry=policy) as provider:
         with anyio.fail_after(30):
             await collect(
                 provider, on_retry=lambda reason, attempt: retries.append((reason, attempt))
@@ -351,7 +355,7 @@ async def test_retry_after_is_capped_by_max_delay(sse_server: ScriptedServer) ->
         json_error(429, "later", headers={"retry-after": "3600"}), openai_stream("ok")
     )
     policy = RetryPolicy(base_delay_s=0.0, max_delay_s=0.2)
-    async with OpenAIProvider("m", base_url=sse_server.base_url, retry=policy) as provider:
+    async with OpenAIProvider(model="m", base_url=sse_server.base_url, retry=policy) as provider:
         with anyio.fail_after(30):
             assert text_of(await collect(provider)) == "ok"
 
@@ -493,7 +497,7 @@ async def test_read_timeout_before_headers_is_retried(sse_server: ScriptedServer
     sse_server.enqueue(Reply(headers_delay_s=5.0), openai_stream("patient"))
     timeout = httpx.Timeout(10.0, read=0.3)
     async with OpenAIProvider(
-        "m", base_url=sse_server.base_url, timeout=timeout, retry=FAST_RETRY
+        model="m", base_url=sse_server.base_url, timeout=timeout, retry=FAST_RETRY
     ) as provider:
         assert text_of(await collect(provider)) == "patient"
 
@@ -503,7 +507,7 @@ async def test_connection_refused_exhausts_retries_with_a_clear_message() -> Non
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
-    async with OpenAIProvider("m", base_url=f"http://127.0.0.1:{port}/v1", retry=policy) as p:
+    async with OpenAIProvider(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=policy) as p:
         with pytest.raises(RetriesExhaustedError) as caught:
             await collect(p)
     assert isinstance(caught.value.last_error, ProviderConnectionError)
@@ -547,7 +551,7 @@ async def test_a_callers_client_is_used_and_left_open(sse_server: ScriptedServer
     sse_server.enqueue(openai_stream("ok"))
     async with httpx.AsyncClient(headers={"x-from": "caller"}) as client:
         async with OpenAIProvider(
-            "m", base_url=sse_server.base_url, http_client=client, headers={"x-extra": "1"}
+            model="m", base_url=sse_server.base_url, http_client=client, headers={"x-extra": "1"}
         ) as provider:
             await collect(provider)
         assert not client.is_closed
@@ -558,10 +562,22 @@ async def test_a_callers_client_is_used_and_left_open(sse_server: ScriptedServer
 @pytest.mark.parametrize("url", ["api.openai.com/v1", "ftp://host/v1", "http://"])
 def test_invalid_base_url_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="base URL"):
-        OpenAIProvider("m", base_url=url)
+        OpenAIProvider(model="m", base_url=url)
 
 
 def test_context_window_from_the_table_or_the_caller() -> None:
-    assert OpenAIProvider("gpt-4o-2024-08-06", api_key="").context_window == 128_000
-    assert OpenAIProvider("local-gguf", api_key="").context_window is None
-    assert OpenAIProvider("local-gguf", api_key="", context_window=4096).context_window == 4096
+    assert OpenAIProvider(model="gpt-4o-2024-08-06", api_key="").context_window == 128_000
+    assert OpenAIProvider(model="local-gguf", api_key="").context_window is None
+    assert (
+        OpenAIProvider(model="local-gguf", api_key="", context_window=4096).context_window == 4096
+    )
+
+
+async def test_positional_order_is_base_url_then_api_key(sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("hi"))
+    async with OpenAIProvider(f"{sse_server.base_url}/v1", "sk-positional", "local-m") as provider:
+        assert text_of(await collect(provider)) == "hi"
+    request = sse_server.requests[0]
+    assert request.headers["authorization"] == "Bearer sk-positional"
+    assert request.json["model"] == "local-m"
+    assert OpenAIProvider(api_key="").model == DEFAULT_MODEL

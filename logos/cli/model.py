@@ -55,9 +55,9 @@ def open_model(
         raise CliError(str(exc)) from None
     try:
         provider = OpenAIProvider(
-            local.model_name,
             local.openai_base_url,
             local.api_key,
+            model=local.model_name,
             context_window=local.n_ctx,
             retry=retry,
         )

@@ -27,8 +27,8 @@ ProviderKind: TypeAlias = Literal["openai", "anthropic"]
 PROVIDER_KINDS: tuple[ProviderKind, ...] = ("anthropic", "openai")
 
 DEFAULT_MODELS: Mapping[ProviderKind, str] = {
-    "anthropic": "claude-sonnet-4-5",
-    "openai": "gpt-5",
+    "anthropic": anthropic_wire.DEFAULT_MODEL,
+    "openai": openai_wire.DEFAULT_MODEL,
 }
 DEFAULT_BASE_URLS: Mapping[ProviderKind, str] = {
     "anthropic": anthropic_wire.DEFAULT_BASE_URL,
@@ -285,10 +285,10 @@ def make_provider(
     key = choice.api_key or ""
     if choice.kind == "anthropic":
         return AnthropicProvider(
-            choice.model, key, choice.base_url, context_window=context_window, retry=retry
+            key, choice.base_url, model=choice.model, context_window=context_window, retry=retry
         )
     return OpenAIProvider(
-        choice.model, choice.base_url, key, context_window=context_window, retry=retry
+        choice.base_url, key, model=choice.model, context_window=context_window, retry=retry
     )
 
 

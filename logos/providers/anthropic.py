@@ -41,6 +41,8 @@ from logos.providers.transport import (
     token_count,
 )
 
+DEFAULT_MODEL = "claude-sonnet-4-5"
+"""The model asked for when none is named."""
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -71,9 +73,9 @@ class AnthropicProvider(HTTPProvider):
 
     def __init__(
         self,
-        model: str,
         api_key: str | None = None,
         base_url: str | None = None,
+        model: str = DEFAULT_MODEL,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,

@@ -38,6 +38,8 @@ from logos.providers.transport import (
     token_count,
 )
 
+DEFAULT_MODEL = "gpt-5"
+"""The model asked for when none is named (a local server serves its own; name it)."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -67,9 +69,9 @@ class OpenAIProvider(HTTPProvider):
 
     def __init__(
         self,
-        model: str,
         base_url: str | None = None,
         api_key: str | None = None,
+        model: str = DEFAULT_MODEL,
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
