@@ -1,7 +1,8 @@
 """`python -m bench`: run the benchmark families side by side, print one table, save the rest.
 
 Exit status: 0 when every family ran cleanly (missed targets are results, not failures),
-1 when a family could not run or recorded failures (the table says which), 2 on bad usage.
+1 when a family could not run or recorded failures (the table says which), 2 on bad usage,
+130 when stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "out"
 JSON_NAME = "results.json"
 CHART_NAME = "latency.png"
 TABLE_NAME = "table.txt"
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (128 + SIGINT)."""
 
 Family = Callable[[Plan], Awaitable[Section]]
 FAMILIES: dict[str, tuple[str, Family]] = {
@@ -56,7 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     machine = machine_info()
     started = datetime.now(UTC)
-    sections = anyio.run(_run_families, plan, args.only)
+    try:
+        sections = anyio.run(_run_families, plan, args.only)
+    except KeyboardInterrupt:
+        print(
+            "bench: interrupted; nothing was written (the daemons and containers it started "
+            "are removed)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     table = render_table(sections, machine)
     chart_problem = draw_chart(out / CHART_NAME, sections)
     write_json(

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +190,56 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def children_of(parent: int, marker: bytes) -> list[int]:
+    """Live processes whose parent is `parent` and whose command line holds `marker`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # it ended while we looked
+        state, ppid = stat[stat.rfind(")") + 2 :].split()[:2]
+        if int(ppid) == parent and state != "Z" and marker in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_ctrl_c_removes_the_daemon_and_containers_it_started(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    require_bench_extra("minisweagent")
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", "--only", "roundtrip", "-n", "200", "--out", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Wait until the family runs: its daemon serves and its containers exist.
+        deadline = time.monotonic() + 120
+        daemons: list[int] = []
+        while time.monotonic() < deadline and bench.poll() is None:
+            daemons = children_of(bench.pid, b"sandboxd")
+            labelled = docker_client.containers.list(filters={"label": "logos-bench"})
+            if daemons and len(labelled) >= 2:  # the docker exec target and mini-swe-agent's
+                break
+            time.sleep(0.2)
+        assert daemons, "the benchmark never started its daemon"
+        time.sleep(1)
+        bench.send_signal(signal.SIGINT)
+        _, stderr = bench.communicate(timeout=150)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+    assert bench.returncode == 130, stderr[-3000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
+    assert not (tmp_path / "results.json").exists()
+    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"
