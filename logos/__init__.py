@@ -10,6 +10,7 @@ from logos.envelope import format_results
 from logos.errors import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     LocalModelError,
     LogosError,
     NotFoundError,
@@ -64,6 +65,7 @@ __all__ = [
     "CommandBlock",
     "CommandPolicy",
     "Config",
+    "ContextWindowExceededError",
     "ExecOptions",
     "LocalModelError",
     "LocalModelServer",

@@ -49,6 +49,10 @@ class BadRequestError(ProviderError):
     """HTTP 400/413/422, or a request logos refuses to send: the request itself is wrong."""
 
 
+class ContextWindowExceededError(BadRequestError):
+    """The request is longer than the model's context window (a 400 or 413 that says so)."""
+
+
 class RateLimitError(ProviderError):
     """HTTP 429: too many requests or tokens for now (or no quota left, then not retryable)."""
 

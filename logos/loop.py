@@ -17,9 +17,14 @@ from dataclasses import dataclass, field
 import anyio
 
 from logos.config import Callbacks, Config
-from logos.context import fit_to_window
+from logos.context import HEADROOM, estimate_tokens, fit_to_window
 from logos.envelope import format_results
-from logos.errors import LogosError, ProviderError, StreamInterruptedError
+from logos.errors import (
+    ContextWindowExceededError,
+    LogosError,
+    ProviderError,
+    StreamInterruptedError,
+)
 from logos.execute import BlockExecutor
 from logos.hallucination import find_tool_call_hallucination
 from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
@@ -49,6 +54,9 @@ from logos.steps import (
 
 MAX_EMPTY_REPLIES = 3
 MAX_STREAM_INTERRUPTIONS = 3
+MAX_WINDOW_SHRINKS = 3
+WINDOW_SHRINK = 0.7
+"""After the server says the conversation is too long, aim at this share of what was sent."""
 FABRICATED_RESULT_TAG = "<result>"
 
 
@@ -194,7 +202,7 @@ class _Run:
             budget = self._budget_stop()
             if budget is not None:
                 return budget, None, ""
-            turn = await self._model_turn()
+            turn = await self._turn_within_window()
             self.current = None
             # WHY in a row: a long run over a flaky network may see a few drops; only a
             # connection that keeps failing ends it.
@@ -249,6 +257,37 @@ class _Run:
                 continue
             return "final", None, answer
         return "max_steps", None, ""
+
+    async def _turn_within_window(self) -> _Turn:
+        """A model turn. When the server says the conversation is longer than the model's
+        context window (unknown to us, or smaller than we were told), older command
+        outputs are elided further and the turn is asked again."""
+        shrinks = 0
+        while True:
+            try:
+                return await self._model_turn()
+            except ContextWindowExceededError:
+                shrinks += 1
+                if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
+                    raise
+                await _call(
+                    self.callbacks.on_retry,
+                    "the conversation is longer than the model's context window: "
+                    "eliding older command outputs",
+                    shrinks,
+                )
+
+    def _shrink_window(self) -> bool:
+        """Aim the elision below what was just sent; False when nothing is left to elide."""
+        max_tokens = self.config.max_tokens
+        sent = fit_to_window(self.system, self.messages, self.context_window, max_tokens)
+        sent_tokens = estimate_tokens(self.system, sent)
+        window = math.ceil((sent_tokens * WINDOW_SHRINK + (max_tokens or 0)) / HEADROOM)
+        shrunk = fit_to_window(self.system, self.messages, window, max_tokens)
+        if estimate_tokens(self.system, shrunk) >= sent_tokens:
+            return False
+        self.context_window = window
+        return True
 
     async def _model_turn(self) -> _Turn:
         turn = _Turn()

@@ -289,6 +289,49 @@ async def test_real_provider_retries_reach_on_retry_and_a_spent_run_keeps_its_us
     assert result.usage == Usage(input_tokens=50, output_tokens=5)
 
 
+async def test_a_context_window_error_elides_old_outputs_and_asks_again(
+    sse_server: ScriptedServer,
+) -> None:
+    # The model's window is unknown (a local server named "m"): only the server can say.
+    sse_server.enqueue(
+        openai_stream("<cmd>python3 -c \"print('x' * 20000)\"</cmd>"),
+        json_error(
+            400,
+            "This model's maximum context length is 4096 tokens. However, your messages "
+            "resulted in 7000 tokens.",
+            code="context_length_exceeded",
+        ),
+        openai_stream("done"),
+    )
+    retries: list[str] = []
+    options = ExecOptions(max_output_bytes=32_000)
+    async with OpenAIProvider(f"{sse_server.base_url}/v1", "k", model="m") as provider:
+        result = await run(
+            config_for(provider, exec_options=options),
+            [],
+            "go",
+            Callbacks(on_retry=lambda reason, attempt: retries.append(reason)),
+        )
+    assert (result.stop_reason, result.response) == ("final", "done"), result.error
+    assert len(retries) == 1 and "context window" in retries[0]
+    rejected, accepted = sse_server.requests[1].json, sse_server.requests[2].json
+    assert "x" * 20000 in rejected["messages"][-1]["content"]
+    assert "elided" in accepted["messages"][-1]["content"]
+    assert "x" * 20000 not in accepted["messages"][-1]["content"]
+    assert result.steps[1].results[0].stdout == "x" * 20000 + "\n"  # the steps keep it all
+
+
+async def test_a_context_window_error_with_nothing_to_elide_ends_the_run(
+    sse_server: ScriptedServer,
+) -> None:
+    sse_server.enqueue(json_error(400, "the request exceeds the available context size"))
+    async with OpenAIProvider(f"{sse_server.base_url}/v1", "k", model="m") as provider:
+        result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "error" and result.error is not None
+    assert "does not fit the model's context window" in result.error
+    assert len(sse_server.requests) == 1
+
+
 async def test_stream_interrupted_mid_reply_continues_with_a_notice() -> None:
     provider = ScriptedProvider(
         [Reply("<cmd>echo ran</cmd> and then", interrupt_after=25), Reply("recovered")]

@@ -9,6 +9,7 @@ import pytest
 from logos.errors import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     RetriesExhaustedError,
     ServerError,
@@ -364,6 +365,14 @@ async def test_400_quotes_the_server(
 ) -> None:
     sse_server.enqueue(anthropic_error(400, "messages: roles must alternate"))
     with pytest.raises(BadRequestError, match="roles must alternate"):
+        await collect(provider)
+
+
+async def test_a_prompt_too_long_is_a_context_window_error(
+    sse_server: ScriptedServer, provider: AnthropicProvider
+) -> None:
+    sse_server.enqueue(anthropic_error(400, "prompt is too long: 201234 tokens > 200000 maximum"))
+    with pytest.raises(ContextWindowExceededError, match="does not fit the model's context"):
         await collect(provider)
 
 

@@ -7,6 +7,7 @@ the server's own words, and says what to do; `retryable` marks the ones worth an
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -19,6 +20,7 @@ import httpx
 from logos.errors import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     PermissionDeniedError,
     ProviderConnectionError,
@@ -55,6 +57,16 @@ _STATUS_OF_ERROR_TYPE = {
     "overloaded_error": 529,
 }
 _NO_QUOTA_CODES = frozenset({"insufficient_quota", "billing_error"})
+_CONTEXT_EXCEEDED_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+# WHY also the text: servers that send no such code say it in words. OpenAI and vLLM:
+# "maximum context length is N tokens"; Anthropic: "prompt is too long: N tokens > M
+# maximum"; llama.cpp: "the request exceeds the available context size".
+_CONTEXT_EXCEEDED = re.compile(
+    r"maximum context length|exceeds? the (?:available |maximum )?context"
+    r"|context (?:length|size|window) (?:is )?exceeded|prompt is too long"
+    r"|too many (?:input )?tokens",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -360,6 +372,13 @@ def _classify(
             f"{': ' + message if message else ''}): check the model name and the base URL",
             status,
         )
+    if status in (400, 413, 422) and _says_context_exceeded(detail):
+        return ContextWindowExceededError(
+            f"the conversation does not fit the model's context window ({said}): start a "
+            "new conversation, or give the provider its context_window so that old command "
+            "outputs are elided in time",
+            status,
+        )
     if status == 413:
         return BadRequestError(
             f"the request is too large ({said}): shorten the conversation or lower max_tokens",
@@ -388,6 +407,12 @@ def _classify(
     if status >= 500:
         return ServerError(f"the server failed ({said})", status, retryable)
     return ProviderError(f"the server refused the request ({said})", status, retryable)
+
+
+def _says_context_exceeded(detail: _ServerDetail) -> bool:
+    return bool(detail.codes & _CONTEXT_EXCEEDED_CODES) or bool(
+        _CONTEXT_EXCEEDED.search(detail.message)
+    )
 
 
 def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> ProviderError:
