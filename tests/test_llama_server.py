@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from logos.errors import AuthenticationError, LocalModelError
+from logos.errors import AuthenticationError, ContextWindowExceededError, LocalModelError
 from logos.local_model import LocalModelServer
 from logos.providers import (
     AnthropicProvider,
@@ -101,6 +101,19 @@ async def test_max_tokens_ends_with_length(
     assert events[-1] == Finish("length", events[-1].raw)  # type: ignore[union-attr]
     [report] = [e for e in events if isinstance(e, UsageReport)]
     assert 0 < report.usage.output_tokens <= 5
+
+
+@pytest.mark.llama
+@pytest.mark.anyio
+@pytest.mark.timeout(300)
+@BOTH
+async def test_a_conversation_longer_than_the_window_is_a_context_window_error(
+    llama_server: LocalModelServer, make: ProviderFactory
+) -> None:
+    # About 3x the server's 4096-token window: the loop elides old outputs on this error.
+    long_prompt = "Summarize these numbers: " + " ".join(str(n) for n in range(6000))
+    with pytest.raises(ContextWindowExceededError):
+        await run_turn(make(llama_server), ask(long_prompt, max_tokens=8))
 
 
 @pytest.mark.llama
