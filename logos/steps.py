@@ -114,6 +114,17 @@ def normalize_history(history: Sequence[HistoryItem]) -> list[Message]:
                 content=content,
                 reasoning=item.get("reasoning"),
                 reasoning_signature=item.get("reasoning_signature"),
+                redacted_reasoning=_redacted_of(item.get("redacted_reasoning"), position),
             )
         )
     return messages
+
+
+def _redacted_of(value: object, position: int) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValueError(f"history[{position}]['redacted_reasoning'] must be a list of strings")
+    if not all(isinstance(data, str) for data in value):
+        raise ValueError(f"history[{position}]['redacted_reasoning'] must be a list of strings")
+    return tuple(value)

@@ -94,6 +94,28 @@ async def test_history_is_sent_before_the_prompt() -> None:
     assert [m.content for m in provider.requests[0].messages] == ["earlier", "reply", "now"]
 
 
+async def test_dict_history_keeps_reasoning_and_redacted_blocks() -> None:
+    provider = ScriptedProvider([Reply("ok")])
+    history = [
+        {"role": "user", "content": "earlier"},
+        {
+            "role": "assistant",
+            "content": "reply",
+            "reasoning": "think",
+            "reasoning_signature": "sig==",
+            "redacted_reasoning": ["opaque=="],
+        },
+    ]
+    await run(config_for(provider), history, "now")
+    sent = provider.requests[0].messages[1]
+    assert (sent.reasoning, sent.reasoning_signature) == ("think", "sig==")
+    assert sent.redacted_reasoning == ("opaque==",)
+    with pytest.raises(ValueError, match=r"history\[1\]\['redacted_reasoning'\] must be a list"):
+        await run(
+            config_for(provider), [history[0], {**history[1], "redacted_reasoning": "x"}], "now"
+        )
+
+
 @pytest.mark.timeout(30)
 async def test_blocks_start_while_the_model_is_still_streaming() -> None:
     text = "<cmd>sleep 1; echo done</cmd>" + " and more prose" * 10
