@@ -51,7 +51,8 @@ class Config:
     """Fake tool calls in a row before the run stops with `hallucination_limit`."""
     temperature: float | None = None
     provider_options: Mapping[str, Any] = field(default_factory=dict)
-    """Extra JSON fields for every request (merged into the provider's request body)."""
+    """Extra JSON fields for every request, merged into the provider's request body; a
+    None value removes a field logos would send (e.g. `stream_options`)."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Prices for models missing from the built-in table (model-name prefix → price)."""
     context_window: int | None = None

@@ -133,6 +133,18 @@ async def test_request_body_and_headers(
     }
 
 
+async def test_a_none_option_removes_a_field_logos_sends(
+    sse_server: ScriptedServer, provider: OpenAIProvider
+) -> None:
+    sse_server.enqueue(openai_stream("ok"))
+    request = ModelRequest(
+        system="", messages=[Message("user", "hi")], extra={"stream_options": None}
+    )
+    await collect(provider, request)
+    [sent] = sse_server.requests
+    assert "stream_options" not in sent.json and sent.json["stream"] is True
+
+
 async def test_no_key_means_no_authorization_header(
     sse_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

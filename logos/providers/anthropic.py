@@ -35,6 +35,7 @@ from logos.providers.transport import (
     HTTPProvider,
     as_timeout,
     error_from_object,
+    merge_extra,
     normalize_base_url,
     parse_event_json,
     stream_ended_early,
@@ -140,7 +141,7 @@ class AnthropicProvider(HTTPProvider):
                     "(the API accepts only 1): leave temperature unset or turn thinking off"
                 )
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        body.update(request.extra)
+        merge_extra(body, request.extra)
         return body
 
     def _new_turn(self) -> _Turn:

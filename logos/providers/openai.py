@@ -32,6 +32,7 @@ from logos.providers.transport import (
     HTTPProvider,
     as_timeout,
     error_from_object,
+    merge_extra,
     normalize_base_url,
     parse_event_json,
     stream_ended_early,
@@ -126,7 +127,7 @@ class OpenAIProvider(HTTPProvider):
             body["temperature"] = request.temperature
         if request.stop:
             body["stop"] = list(request.stop)
-        body.update(request.extra)
+        merge_extra(body, request.extra)
         return body
 
     def _new_turn(self) -> _Turn:

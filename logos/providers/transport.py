@@ -306,6 +306,16 @@ def _error_object_detail(error: Mapping[str, Any]) -> _ServerDetail:
     return _ServerDetail(_shorten(str(message)), codes)
 
 
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Caller's fields win over ours; a None value removes ours (for servers that refuse a
+    field logos sends, e.g. `stream_options`)."""
+    for key, value in extra.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+
+
 def error_from_status(
     endpoint: Endpoint, status: int, headers: Mapping[str, str], raw: bytes
 ) -> ProviderError:
