@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +128,8 @@ def check_full_path(attempts: list[Attempt]) -> None:
         command = executed["result"]["command"]
         steps = [(e["turn"], e["step"]) for e in one.of_type("step_end")]
         [written] = [s for t, s in steps if t == executed["turn"] and s["role"] == "assistant"]
-        assert f"<cmd>{command}</cmd>" in written["content"], "the block is not the model's text"
+        block = re.compile(rf"<cmd>\s*{re.escape(command)}\s*</cmd>")
+        assert block.search(written["content"]), "the block is not the model's text"
         reported = [
             i
             for i, (t, s) in enumerate(steps)
@@ -185,7 +187,8 @@ def test_real_model_in_sandboxd(
 
 
 def exchange(error: str | None) -> Attempt:
-    """A try whose block `error`ed or ran, its result sent back, then a final answer."""
+    """A try whose block (with the leading space the grammar allows) `error`ed or ran, its
+    result sent back, then a final answer."""
     command = "echo hi > hello.txt"
     outcome = "error: " + error if error else "(no output)"
     envelope = f'<result>\n<block index="1">\n$ {command}\n{outcome}\n</block>\n</result>'
@@ -197,7 +200,7 @@ def exchange(error: str | None) -> Attempt:
             {
                 "type": "step_end",
                 "turn": 1,
-                "step": {"role": "assistant", "content": f"<cmd>{command}</cmd>"},
+                "step": {"role": "assistant", "content": f"<cmd> {command}</cmd>"},
             },
             {"type": "step_end", "turn": 1, "step": {"role": "result", "content": envelope}},
             {"type": "step_end", "turn": 2, "step": {"role": "assistant", "content": "Done."}},
