@@ -55,7 +55,10 @@ def _wrapped(text: str) -> list[str]:
 
 def _verdict(targets: Sequence[Target], problems: int) -> str:
     missed = [t for t in targets if not t.passed]
-    verdict = f"{len(targets) - len(missed)} of {len(targets)} targets met"
+    if targets:
+        verdict = f"{len(targets) - len(missed)} of {len(targets)} targets met"
+    else:
+        verdict = "no targets in the parts that ran"
     if missed:
         verdict += f"; MISSED: {len(missed)}"
     if problems:
@@ -100,15 +103,23 @@ def write_json(
             for section in sections
         },
     }
-    path.write_text(json.dumps(document, indent=1, allow_nan=False, default=_jsonable) + "\n")
+    path.write_text(json.dumps(_jsonable(document), indent=1, allow_nan=False) + "\n")
 
 
 def _jsonable(value: object) -> object:
+    """`value` with NaN and infinities as null (JSON has neither) and paths as text.
+
+    WHY a walk rather than `json.dumps(default=...)`: `default` is never called for floats.
+    """
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    return value
 
 
 def draw_chart(path: Path, sections: Sequence[Section]) -> str | None:

@@ -197,12 +197,16 @@ class MiniSweAgentMethod:
                 "mini-swe-agent is not installed: install the bench extra "
                 "(`pip install -e '.[bench]'`, or run ./scripts/bench)"
             ) from None
-        self._env = DockerEnvironment(
-            image=image,
-            executable=docker,
-            run_args=["--rm", "--network", "none", "--label", BENCH_LABEL],
-            logger=logging.getLogger("bench.minisweagent"),
-        )
+        try:
+            self._env = DockerEnvironment(
+                image=image,
+                executable=docker,
+                run_args=["--rm", "--network", "none", "--label", BENCH_LABEL],
+                logger=logging.getLogger("bench.minisweagent"),
+            )
+        except BaseException:
+            shutil.rmtree(self._config_dir, ignore_errors=True)
+            raise
 
     async def once(self, command: str) -> float:
         return self._once(command)
@@ -287,7 +291,7 @@ async def run(plan: Plan) -> Section:
             ]
             try:
                 methods.append(MiniSweAgentMethod(docker, plan.image))
-            except (BenchSetupError, subprocess.CalledProcessError) as exc:
+            except (BenchSetupError, subprocess.SubprocessError) as exc:
                 problems.append(f"{MINI_SWE} left out: {exc}")
             methods.append(DockerCliMethod.run_each(docker, plan.image))
             try:

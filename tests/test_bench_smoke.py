@@ -6,8 +6,10 @@ flake); what is asserted is that every family runs, counts what it should, and r
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.plan import Plan
-from bench.report import render_table
+from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
 from bench.roundtrip import (
     COMMANDS,
@@ -94,6 +96,19 @@ def test_the_table_says_miss_plainly() -> None:
     table = render_table([section], machine)
     assert "MISS  demo <= 0.5 ms  1.00 ms" in table
     assert "0 of 1 targets met; MISSED: 1" in table
+    without_targets = render_table([dataclasses.replace(section, targets=())], machine)
+    assert "no targets in the parts that ran" in without_targets
+
+
+def test_the_json_file_holds_null_for_a_figure_that_is_not_a_number(tmp_path: Path) -> None:
+    section = Section(
+        "demo", "Demo", ("method",), (("m",),), raw={"p95_s": math.nan, "where": tmp_path}
+    )
+    path = tmp_path / "results.json"
+    write_json(path, [section], {"cpu_count": 2}, {"plan": {"spread": [math.inf, 1.0]}})
+    document = json.loads(path.read_text())
+    assert document["sections"]["demo"]["raw"] == {"p95_s": None, "where": str(tmp_path)}
+    assert document["plan"]["spread"] == [None, 1.0]
 
 
 def test_unknown_family_is_a_usage_error_that_lists_the_choices() -> None:
