@@ -20,7 +20,7 @@ import anyio
 
 from bench import flood, loop_overhead, overlap, parser_speed, roundtrip, throughput
 from bench.daemon import BenchSetupError
-from bench.machine import machine_info
+from bench.machine import QUIET_BUSY_SHARE, machine_info, wait_until_quiet
 from bench.plan import DEFAULT_IMAGE, Plan
 from bench.report import draw_chart, render_table, write_json
 from bench.results import Section
@@ -96,7 +96,9 @@ async def _run_families(plan: Plan, only: Sequence[str]) -> list[Section]:
     sections = []
     for number, name in enumerate(only, 1):
         title, family = FAMILIES[name]
-        _progress(f"[{number}/{len(only)}] {name}: {title} ...")
+        waited, busy = await anyio.to_thread.run_sync(wait_until_quiet)
+        settled = f" (waited {waited:.1f} s for the machine to settle)" if waited > 1 else ""
+        _progress(f"[{number}/{len(only)}] {name}: {title} ...{settled}")
         started = time.perf_counter()
         try:
             section = await family(plan)
@@ -111,6 +113,15 @@ async def _run_families(plan: Plan, only: Sequence[str]) -> list[Section]:
                 (),
                 problems=(
                     f"{name} crashed ({type(exc).__name__}: {exc}); the traceback is on stderr",
+                ),
+            )
+        if busy >= QUIET_BUSY_SHARE:
+            section = dataclasses.replace(
+                section,
+                notes=(
+                    *section.notes,
+                    f"the machine was still {busy:.0%} busy when this family started: "
+                    "its figures include that load",
                 ),
             )
         sections.append(section)

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,45 @@ def summary_line(info: dict[str, Any]) -> str:
         f"{info['cpu_count']} CPUs ({info['cpu_model']}), kernel {info['kernel']}, "
         f"Docker {docker}, Python {info['python']}, load {load} at start, {commit}"
     )
+
+
+QUIET_BUSY_SHARE = 0.15
+"""A machine whose CPUs are busy less than this share of the time counts as quiet."""
+
+
+def wait_until_quiet(max_wait_s: float = 30.0, window_s: float = 0.5) -> tuple[float, float]:
+    """Wait until the CPUs are quiet (at most `max_wait_s`); returns (waited s, busy share).
+
+    WHY: a family that ends with containers still being torn down (the throughput family
+    starts 64) leaves the engine busy for seconds, and the next family's figures (the loop
+    and the parser are pure CPU) would measure that instead. Without /proc/stat (not
+    Linux) there is nothing to wait on.
+    """
+    started = time.monotonic()
+    busy = 0.0
+    while True:
+        before = _cpu_times()
+        if before is None:
+            return 0.0, 0.0
+        time.sleep(window_s)
+        after = _cpu_times()
+        if after is None:
+            return 0.0, 0.0
+        total = after[0] - before[0]
+        busy = (total - (after[1] - before[1])) / total if total > 0 else 0.0
+        waited = time.monotonic() - started
+        if busy < QUIET_BUSY_SHARE or waited >= max_wait_s:
+            return waited, busy
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """All CPUs' (total, idle + iowait) jiffies from /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(fields), fields[3] + fields[4]
 
 
 def _cpu_model() -> str:
