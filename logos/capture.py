@@ -14,6 +14,8 @@ SAVE_LIMIT_NOTE = (
     "\n[… {unsaved} more bytes were not saved: this copy holds only the first {saved} bytes …]\n"
 )
 """Ends a saved copy that the save limit cut short, where `tail` of the file will show it."""
+_LINE_TRIM_DIVISOR = 4
+"""A cut moves to a line boundary only if that gives up at most 1/4 of the kept bytes."""
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,15 @@ class OutputCapture:
         if kept >= self._total:
             text = (bytes(self._head) + bytes(tail)).decode("utf-8", errors="replace")
             return CapturedOutput(text=text, total_bytes=self._total, dropped_bytes=0)
-        head = bytes(self._head[: _complete_prefix(self._head)])
-        tail_bytes = bytes(tail[_leading_continuations(tail) :])
+        head = bytes(self._head[: _back_to_line_end(self._head, _complete_prefix(self._head))])
+        tail_bytes = bytes(tail[_on_to_line_start(tail, _leading_continuations(tail)) :])
         dropped = self._total - len(head) - len(tail_bytes)
+        marker = OMISSION_MARKER.format(dropped=dropped)
+        if head.endswith(b"\n"):
+            marker = marker[1:]
         text = (
             head.decode("utf-8", errors="replace")
-            + OMISSION_MARKER.format(dropped=dropped)
+            + marker
             + tail_bytes.decode("utf-8", errors="replace")
         )
         return CapturedOutput(
@@ -152,6 +157,23 @@ class OutputCapture:
             saved_path=self._save_path if self._saved else None,
             saved_bytes=self._saved,
         )
+
+
+def _back_to_line_end(data: bytearray, end: int) -> int:
+    """Where the head should end: after its last whole line, unless that drops more than a
+    quarter of it. WHY: a line cut in two ("996" for "199996") reads as a real line."""
+    newline = data.rfind(b"\n", 0, end)
+    if newline >= 0 and end - (newline + 1) <= end // _LINE_TRIM_DIVISOR:
+        return newline + 1
+    return end
+
+
+def _on_to_line_start(data: bytearray, start: int) -> int:
+    """Where the tail should start: at its first whole line, within the same bound."""
+    newline = data.find(b"\n", start)
+    if newline >= 0 and newline + 1 - start <= (len(data) - start) // _LINE_TRIM_DIVISOR:
+        return newline + 1
+    return start
 
 
 def _complete_prefix(data: bytearray) -> int:

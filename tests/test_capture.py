@@ -1,4 +1,5 @@
-"""OutputCapture: the saved copy of a cut output never claims more than it holds."""
+"""OutputCapture: cuts fall between whole lines when they can, and the saved copy of a cut
+output never claims more than it holds."""
 
 from __future__ import annotations
 
@@ -10,6 +11,25 @@ import pytest
 from logos.capture import OutputCapture
 
 FLOOD = b"".join(b"line %06d\n" % number for number in range(10_000))
+
+
+def test_a_cut_falls_between_whole_lines() -> None:
+    capture = OutputCapture(64)
+    capture.write(FLOOD)
+    result = capture.finish()
+    head, _, tail = result.text.partition("[… ")
+    assert head == "line 000000\nline 000001\n"  # not "line 0000" of the third line
+    assert tail.split("\n", 1)[1] == "line 009998\nline 009999\n"  # not "009997\n"
+    assert result.dropped_bytes == len(FLOOD) - len(head) - len("line 009997\n") * 2
+    assert f"[… {result.dropped_bytes} bytes omitted …]\n" in result.text
+
+
+def test_one_long_line_is_cut_where_the_limit_falls() -> None:
+    capture = OutputCapture(64)
+    capture.write(b"a" * 1000 + b"\n" + b"b" * 1000)
+    result = capture.finish()
+    assert result.text == "a" * 32 + "\n[… 1937 bytes omitted …]\n" + "b" * 32
+    assert result.dropped_bytes == 1937
 
 
 def test_a_cut_output_is_saved_whole_within_the_save_limit(tmp_path: Path) -> None:
