@@ -6,14 +6,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from logos.errors import BadRequestError
-from logos.pricing import context_window_for
 from logos.providers.base import (
     Finish,
     FinishReason,
@@ -33,10 +31,9 @@ from logos.providers.transport import (
     DEFAULT_TIMEOUT,
     Endpoint,
     HTTPProvider,
-    as_timeout,
+    WireFormat,
     error_from_object,
     merge_extra,
-    normalize_base_url,
     parse_event_json,
     stream_ended_early,
     token_count,
@@ -52,6 +49,16 @@ DEFAULT_MAX_TOKENS = 8192
 """Anthropic requires `max_tokens` on every request; this is used when a request has none."""
 MIN_THINKING_BUDGET = 1024
 """The smallest thinking budget the API accepts."""
+
+_WIRE = WireFormat(
+    api="Anthropic Messages",
+    path="/v1/messages",
+    default_base_url=DEFAULT_BASE_URL,
+    base_url_env=BASE_URL_ENV,
+    api_key_env=API_KEY_ENV,
+    auth_headers=lambda key: {"x-api-key": key},
+    fixed_headers={"anthropic-version": API_VERSION},
+)
 
 _STOP_REASONS: Mapping[str, FinishReason] = {
     "end_turn": "stop",
@@ -90,32 +97,19 @@ class AnthropicProvider(HTTPProvider):
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, max_tokens, error=ValueError)
-        self.model = model
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
-        self.context_window = context_window or context_window_for(model)
-        self.base_url = normalize_base_url(
-            base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        )
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        self._headers: dict[str, str] = {
-            "accept": "text/event-stream",
-            "anthropic-version": API_VERSION,
-        }
-        if key:
-            self._headers["x-api-key"] = key
-        self._headers.update(headers or {})
-        self._endpoint = Endpoint(
-            api="Anthropic Messages",
+        self._connect(
+            _WIRE,
             model=model,
-            base_url=self.base_url,
-            url=f"{self.base_url}/v1/messages",
-            api_key_env=API_KEY_ENV,
-            key_sent=bool(key),
-            timeout=as_timeout(timeout),
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            http_client=http_client,
+            headers=headers,
+            context_window=context_window,
         )
-        self._retry = retry or RetryPolicy()
-        self._init_client(http_client, self._endpoint.timeout)
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for `request`; raises BadRequestError for a request the API

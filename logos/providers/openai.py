@@ -7,13 +7,11 @@ for OpenAI it is `https://api.openai.com/v1`, for a local llama.cpp server
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
 
-from logos.pricing import context_window_for
 from logos.providers.base import (
     Finish,
     FinishReason,
@@ -30,10 +28,9 @@ from logos.providers.transport import (
     DEFAULT_TIMEOUT,
     Endpoint,
     HTTPProvider,
-    as_timeout,
+    WireFormat,
     error_from_object,
     merge_extra,
-    normalize_base_url,
     parse_event_json,
     stream_ended_early,
     token_count,
@@ -44,6 +41,15 @@ DEFAULT_MODEL = "gpt-5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
+
+_WIRE = WireFormat(
+    api="OpenAI-compatible chat completions",
+    path="/chat/completions",
+    default_base_url=DEFAULT_BASE_URL,
+    base_url_env=BASE_URL_ENV,
+    api_key_env=API_KEY_ENV,
+    auth_headers=lambda key: {"authorization": f"Bearer {key}"},
+)
 
 TokenLimitField = Literal["max_tokens", "max_completion_tokens"]
 
@@ -84,27 +90,17 @@ class OpenAIProvider(HTTPProvider):
         """`token_limit_field` names the body field for `max_tokens`; by default
         `max_completion_tokens` for OpenAI reasoning models (o1, o3, o4, gpt-5) and
         `max_tokens` for everything else."""
-        self.model = model
-        self.context_window = context_window or context_window_for(model)
-        self.base_url = normalize_base_url(
-            base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        )
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        self._headers: dict[str, str] = {"accept": "text/event-stream"}
-        if key:
-            self._headers["authorization"] = f"Bearer {key}"
-        self._headers.update(headers or {})
-        self._endpoint = Endpoint(
-            api="OpenAI-compatible chat completions",
+        self._connect(
+            _WIRE,
             model=model,
-            base_url=self.base_url,
-            url=f"{self.base_url}/chat/completions",
-            api_key_env=API_KEY_ENV,
-            key_sent=bool(key),
-            timeout=as_timeout(timeout),
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            http_client=http_client,
+            headers=headers,
+            context_window=context_window,
         )
-        self._retry = retry or RetryPolicy()
-        self._init_client(http_client, self._endpoint.timeout)
         self._token_limit_field: TokenLimitField = token_limit_field or (
             "max_completion_tokens" if _is_reasoning_family(model) else "max_tokens"
         )

@@ -7,11 +7,12 @@ the server's own words, and says what to do; `retryable` marks the ones worth an
 from __future__ import annotations
 
 import json
+import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -28,6 +29,7 @@ from logos.errors import (
     RateLimitError,
     ServerError,
 )
+from logos.pricing import context_window_for
 from logos.providers.base import ModelRequest, OnRetry, StreamEvent
 from logos.providers.retry import RetryPolicy, parse_retry_after, retrying
 from logos.providers.sse import ServerSentEvent, aiter_sse
@@ -83,17 +85,75 @@ class Endpoint:
     timeout: httpx.Timeout
 
 
+@dataclass(frozen=True)
+class WireFormat:
+    """What tells one HTTP API apart when a provider is set up: where it lives, which
+    variables configure it, and how a key is sent."""
+
+    api: str
+    """A human name of the wire format, for error messages."""
+    path: str
+    """Appended to the base URL for the streaming endpoint."""
+    default_base_url: str
+    base_url_env: str
+    api_key_env: str
+    auth_headers: Callable[[str], dict[str, str]]
+    fixed_headers: Mapping[str, str] = field(default_factory=dict)
+
+
 class HTTPProvider(ABC):
     """What the streaming HTTP providers share: one turn's retried stream, and the HTTP
     client's lifecycle (a client passed in is used and left open; a client the provider
     made is closed by `aclose()` or `async with`). A provider supplies its request body and
     the parser of its wire format."""
 
+    model: str
+    base_url: str
+    context_window: int | None
     _client: httpx.AsyncClient
     _owns_client: bool
     _endpoint: Endpoint
     _headers: dict[str, str]
     _retry: RetryPolicy
+
+    def _connect(
+        self,
+        wire: WireFormat,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | httpx.Timeout,
+        retry: RetryPolicy | None,
+        http_client: httpx.AsyncClient | None,
+        headers: Mapping[str, str] | None,
+        context_window: int | None,
+    ) -> None:
+        """Set up where requests go and how: arguments first, then the environment, then
+        the API's defaults. No key (argument or environment) sends no key header, which is
+        what local servers expect."""
+        self.model = model
+        self.context_window = context_window or context_window_for(model)
+        self.base_url = normalize_base_url(
+            base_url or os.environ.get(wire.base_url_env) or wire.default_base_url
+        )
+        key = api_key if api_key is not None else os.environ.get(wire.api_key_env)
+        self._headers = {"accept": "text/event-stream", **wire.fixed_headers}
+        if key:
+            self._headers.update(wire.auth_headers(key))
+        self._headers.update(headers or {})
+        self._endpoint = Endpoint(
+            api=wire.api,
+            model=model,
+            base_url=self.base_url,
+            url=f"{self.base_url}{wire.path}",
+            api_key_env=wire.api_key_env,
+            key_sent=bool(key),
+            timeout=as_timeout(timeout),
+        )
+        self._retry = retry or RetryPolicy()
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(timeout=self._endpoint.timeout)
 
     @abstractmethod
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -114,10 +174,6 @@ class HTTPProvider(ABC):
         async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
             async for event in events:
                 yield event
-
-    def _init_client(self, client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout)
 
     async def aclose(self) -> None:
         if self._owns_client:
