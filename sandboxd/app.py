@@ -37,7 +37,7 @@ from sandboxd.api import (
     TemenosRunResponse,
     is_valid_session_id,
 )
-from sandboxd.audit import AuditLog, AuditMount, AuditRecord, timestamp
+from sandboxd.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timestamp
 from sandboxd.backend import (
     BackendError,
     EngineUnavailableError,
@@ -84,24 +84,6 @@ class _Problem(Exception):
         self.message = message
 
 
-@dataclass
-class _Note:
-    """What the audit line records about a request, filled in as the handler goes; its
-    fields are the optional tail of `AuditRecord`."""
-
-    session: str | None = None
-    command: str | None = None
-    image: str | None = None
-    mounts: list[AuditMount] | None = None
-    network: bool | None = None
-    stripped_env_keys: list[str] | None = None
-    sandbox: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool | None = None
-    error: str | None = None
-
-
 @dataclass(frozen=True)
 class _Order:
     """One command to run, whichever wire shape (ours or temenos's) asked for it."""
@@ -125,7 +107,7 @@ class _Ran:
     timeout_s: float
 
 
-_Route = Callable[[Request, _Note], Awaitable[Response]]
+_Route = Callable[[Request, AuditNote], Awaitable[Response]]
 
 
 def sandboxd_version() -> str:
@@ -171,7 +153,7 @@ class App:
     async def __call__(self, request: Request) -> Response:
         arrived = time.time()
         started = time.monotonic()
-        note = _Note()
+        note = AuditNote()
         try:
             response = await self._dispatch(request, note)
         except anyio.get_cancelled_exc_class():
@@ -187,9 +169,9 @@ class App:
     def refused(self, request: Request, status: int, why: str) -> None:
         """Audit a request the HTTP layer answered itself (e.g. 413, malformed HTTP)."""
         now = time.time()
-        self._write_audit(request, _Note(error=why), status, now, time.monotonic())
+        self._write_audit(request, AuditNote(error=why), status, now, time.monotonic())
 
-    async def _dispatch(self, request: Request, note: _Note) -> Response:
+    async def _dispatch(self, request: Request, note: AuditNote) -> Response:
         route, allowed = self._find_route(request)
         if route is None:
             if allowed:
@@ -224,7 +206,7 @@ class App:
             return None, []
         return methods.get(request.method), sorted(methods)
 
-    async def _run(self, request: Request, note: _Note) -> Response:
+    async def _run(self, request: Request, note: AuditNote) -> Response:
         body = _parse(RunRequest, request.body)
         order = _Order(
             command=body.command,
@@ -246,7 +228,7 @@ class App:
         )
         return Response.json(200, answer)
 
-    async def _temenos_run(self, request: Request, note: _Note) -> Response:
+    async def _temenos_run(self, request: Request, note: AuditNote) -> Response:
         body = _parse(TemenosRunRequest, request.body)
         paths = body.allowed_paths or ()
         for entry in paths:
@@ -282,7 +264,7 @@ class App:
         )
         return Response.json(200, answer.model_dump(exclude_none=True))
 
-    async def _execute(self, order: _Order, peer: PeerCredentials | None, note: _Note) -> _Ran:
+    async def _execute(self, order: _Order, peer: PeerCredentials | None, note: AuditNote) -> _Ran:
         note.session = order.session
         note.command = order.command
         note.network = order.network
@@ -333,7 +315,7 @@ class App:
         note.error = result.error
         return _Ran(outcome=outcome, stripped_env_keys=stripped, timeout_s=timeout_s)
 
-    async def _health(self, request: Request, note: _Note) -> Response:
+    async def _health(self, request: Request, note: AuditNote) -> Response:
         report = await self._health_report()
         if not report.ok:
             note.error = "; ".join(report.problems)
@@ -347,7 +329,7 @@ class App:
         )
         return Response.json(200 if report.ok else 503, answer)
 
-    async def _temenos_health(self, request: Request, note: _Note) -> Response:
+    async def _temenos_health(self, request: Request, note: AuditNote) -> Response:
         report = await self._health_report()
         if not report.ok:
             note.error = "; ".join(report.problems)
@@ -360,7 +342,7 @@ class App:
         except BackendError as exc:
             raise _backend_problem(exc) from None
 
-    async def _sessions(self, request: Request, note: _Note) -> Response:
+    async def _sessions(self, request: Request, note: AuditNote) -> Response:
         prefix = _backend_session(_identity(request.peer)[0], "")
         try:
             infos = await self._backend.list_sessions()
@@ -379,7 +361,7 @@ class App:
         ]
         return Response.json(200, SessionsResponse(sessions=sessions))
 
-    async def _close_session(self, request: Request, note: _Note) -> Response:
+    async def _close_session(self, request: Request, note: AuditNote) -> Response:
         session = request.path.removeprefix(_SESSIONS_PREFIX)
         note.session = session
         if not is_valid_session_id(session):
@@ -402,7 +384,7 @@ class App:
             )
         return Response.json(200, CloseSessionResponse(session=session, closed=True))
 
-    async def _gc(self, request: Request, note: _Note) -> Response:
+    async def _gc(self, request: Request, note: AuditNote) -> Response:
         try:
             removed = await self._backend.gc()
         except BackendError as exc:
@@ -410,7 +392,7 @@ class App:
         return Response.json(200, GcResponse(removed=removed))
 
     def _write_audit(
-        self, request: Request, note: _Note, status: int, arrived: float, started: float
+        self, request: Request, note: AuditNote, status: int, arrived: float, started: float
     ) -> None:
         if self._audit is None:
             return
@@ -425,7 +407,7 @@ class App:
                 path=request.path,
                 status=status,
                 duration_s=round(time.monotonic() - started, 6),
-                **vars(note),
+                **dict(note),
             )
         )
 

@@ -23,22 +23,11 @@ class AuditMount(BaseModel):
     read_only: bool
 
 
-class AuditRecord(BaseModel):
-    """One request. Fields that do not apply to a request (e.g. `command` for a health
-    check) are null."""
+class AuditNote(BaseModel):
+    """What a request's handler learns about it, filled in as it goes: the optional tail
+    of its `AuditRecord`. Fields that do not apply (e.g. `command` for a health check)
+    stay null."""
 
-    model_config = ConfigDict(frozen=True)
-
-    time: str
-    """When the request arrived (ISO 8601, UTC)."""
-    peer_uid: int | None
-    peer_gid: int | None
-    peer_pid: int | None
-    method: str
-    path: str
-    status: int
-    """The HTTP status answered."""
-    duration_s: float
     session: str | None = None
     command: str | None = None
     image: str | None = None
@@ -51,6 +40,27 @@ class AuditRecord(BaseModel):
     timed_out: bool | None = None
     error: str | None = None
     """Why the request was refused or the command failed to run."""
+
+
+class _RequestFacts(BaseModel):
+    time: str
+    """When the request arrived (ISO 8601, UTC)."""
+    peer_uid: int | None
+    peer_gid: int | None
+    peer_pid: int | None
+    method: str
+    path: str
+    status: int
+    """The HTTP status answered."""
+    duration_s: float
+
+
+# WHY the base order: pydantic lays fields out from the last base to the first, so the
+# facts every request has lead each JSON line and the handler's note follows.
+class AuditRecord(AuditNote, _RequestFacts):
+    """One request: when, who, what was asked and answered, and what its handler noted."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 def timestamp(unix_time: float | None = None) -> str:
