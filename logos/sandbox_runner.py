@@ -38,7 +38,9 @@ class SandboxRunner:
     ~/.sandboxd/daemon.sock). `session`: the daemon keeps one warm container per session
     (default: a random id per runner). `image`: one of the daemon's allowed images (default:
     its configured image). `network`: ask for network access (the daemon's config must allow
-    it). `close_session`: remove the session's containers on `aclose()`.
+    it). `unix_sockets`: let commands create Unix sockets, e.g. for a test database (the
+    daemon's config must allow it; they could then reach host sockets under the allowed
+    paths). `close_session`: remove the session's containers on `aclose()`.
 
     Only `options.env` is sent: the sandbox never inherits the caller's environment.
     """
@@ -50,6 +52,7 @@ class SandboxRunner:
         image: str | None = None,
         network: bool = False,
         *,
+        unix_sockets: bool = False,
         close_session: bool = True,
     ) -> None:
         self.socket_path: Path = resolve_socket_path(socket)
@@ -62,6 +65,7 @@ class SandboxRunner:
         self.session = session
         self.image = image
         self.network = network
+        self.unix_sockets = unix_sockets
         self._close_session = close_session
         self._used = False
         self._client = httpx.AsyncClient(
@@ -94,6 +98,7 @@ class SandboxRunner:
                 workdir=None if options.workdir is None else _absolute(options.workdir),
                 timeout_s=options.timeout_s,
                 network=self.network,
+                unix_sockets=self.unix_sockets,
                 max_output_bytes=options.max_output_bytes,
                 max_saved_output_bytes=options.max_saved_output_bytes,
                 session=self.session,

@@ -66,6 +66,9 @@ class RunRequest(_Request):
     timeout_s: float | None = Field(default=None, gt=0)
     """None: the daemon's default_timeout_s. Larger than max_timeout_s: capped to it."""
     network: bool = False
+    unix_sockets: bool = False
+    """Let commands create Unix sockets (the daemon's config must allow it): they could then
+    connect to host sockets under the allowed paths."""
     max_output_bytes: int = Field(
         default=DEFAULT_MAX_OUTPUT_BYTES, ge=64, le=MAX_OUTPUT_BYTES_LIMIT
     )

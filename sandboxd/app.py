@@ -47,6 +47,7 @@ from sandboxd.backend import (
     ImageMissingError,
     Limits,
     Mount,
+    MountChangedError,
     SandboxSpec,
     SessionInfo,
 )
@@ -62,6 +63,8 @@ class Backend(Protocol):
     """The part of sandboxd.backend.DockerBackend the routes use."""
 
     async def health(self) -> HealthReport: ...
+
+    async def start(self, session: str, sandbox: SandboxSpec) -> str | None: ...
 
     async def run(
         self, session: str, sandbox: SandboxSpec, request: ExecRequest
@@ -94,6 +97,7 @@ class _Order:
     workdir: str | None
     timeout_s: float | None
     network: bool
+    unix_sockets: bool
     max_output_bytes: int
     max_saved_output_bytes: int
     session: str
@@ -215,6 +219,7 @@ class App:
             workdir=body.workdir,
             timeout_s=body.timeout_s,
             network=body.network,
+            unix_sockets=body.unix_sockets,
             max_output_bytes=body.max_output_bytes,
             max_saved_output_bytes=body.max_saved_output_bytes,
             session=body.session,
@@ -246,6 +251,7 @@ class App:
             workdir=None,
             timeout_s=body.timeout or None,
             network=bool(body.network),
+            unix_sockets=False,
             max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
             max_saved_output_bytes=DEFAULT_MAX_SAVED_OUTPUT_BYTES,
             session=body.session_id(),
@@ -273,26 +279,58 @@ class App:
             image = self._policy.check_image(order.image)
             note.image = image
             self._policy.check_network(order.network)
-            granted = self._policy.grant_paths(
+            self._policy.check_unix_sockets(order.unix_sockets)
+            grant = self._policy.grant_paths(
                 order.allowed_paths, caller_home=self._caller_home(uid)
             )
-            note.mounts = [AuditMount(path=g.path, read_only=g.read_only) for g in granted]
-            workdir = self._policy.check_workdir(order.workdir, granted)
-            env, stripped = self._policy.filter_env(order.env)
         except PolicyError as refusal:
             raise _Problem(refusal.status, refusal.code, refusal.message) from None
-        note.stripped_env_keys = stripped
-        timeout_s = min(
-            order.timeout_s or self._config.default_timeout_s, self._config.max_timeout_s
-        )
-        spec = SandboxSpec(
-            image=image,
-            mounts=tuple(Mount(path=g.path, read_only=g.read_only) for g in granted),
-            network=order.network,
-            uid=uid,
-            gid=gid,
-            limits=self._limits,
-        )
+        with grant:
+            granted = grant.paths
+            note.mounts = [
+                AuditMount(
+                    path=g.path,
+                    read_only=g.read_only,
+                    device=g.identity.device,
+                    inode=g.identity.inode,
+                    kind=g.identity.kind,
+                )
+                for g in granted
+            ]
+            try:
+                workdir = self._policy.check_workdir(order.workdir, granted)
+                env, stripped = self._policy.filter_env(order.env)
+            except PolicyError as refusal:
+                raise _Problem(refusal.status, refusal.code, refusal.message) from None
+            note.stripped_env_keys = stripped
+            timeout_s = min(
+                order.timeout_s or self._config.default_timeout_s, self._config.max_timeout_s
+            )
+            spec = SandboxSpec(
+                image=image,
+                mounts=tuple(
+                    Mount(path=g.path, read_only=g.read_only, identity=g.identity) for g in granted
+                ),
+                network=order.network,
+                uid=uid,
+                gid=gid,
+                limits=self._limits,
+                unix_sockets=order.unix_sockets,
+            )
+            session = _backend_session(uid, order.session)
+            started = time.monotonic()
+            try:
+                # WHY in two steps: the paths stay pinned while the sandbox starts and its
+                # mounts are checked, and not for the whole (maybe hour-long) command.
+                unstarted = await self._backend.start(session, spec)
+            except BackendError as exc:
+                raise _backend_problem(exc) from None
+        if unstarted is not None:
+            failed = Result(
+                command=order.command, error=unstarted, duration_s=time.monotonic() - started
+            )
+            note.error = unstarted
+            return _Ran(ExecOutcome(failed, sandbox=""), stripped, timeout_s)
         exec_request = ExecRequest(
             command=order.command,
             env=env,
@@ -302,9 +340,7 @@ class App:
             max_saved_output_bytes=order.max_saved_output_bytes,
         )
         try:
-            outcome = await self._backend.run(
-                _backend_session(uid, order.session), spec, exec_request
-            )
+            outcome = await self._backend.run(session, spec, exec_request)
         except BackendError as exc:
             raise _backend_problem(exc) from None
         result = outcome.result
@@ -453,7 +489,12 @@ def _backend_session(uid: int, session: str) -> str:
 
 
 def _backend_problem(exc: BackendError) -> _Problem:
-    status = 503 if isinstance(exc, EngineUnavailableError | ImageMissingError) else 502
+    if isinstance(exc, MountChangedError):
+        status = 409
+    elif isinstance(exc, EngineUnavailableError | ImageMissingError):
+        status = 503
+    else:
+        status = 502
     return _Problem(status, exc.code, str(exc))
 
 

@@ -17,10 +17,15 @@ logger = logging.getLogger(__name__)
 
 
 class AuditMount(BaseModel):
+    """A path the policy granted, and the identity the container was verified to mount."""
+
     model_config = ConfigDict(frozen=True)
 
     path: str
     read_only: bool
+    device: int
+    inode: int
+    kind: str
 
 
 class AuditNote(BaseModel):

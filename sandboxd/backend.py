@@ -7,6 +7,7 @@ module never imports docker: `DockerBackend` is loaded on first use.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from logos.options import (
     DEFAULT_TIMEOUT_S,
 )
 from logos.result import Result
+from sandboxd.pinned import FileIdentity, identify
 
 if TYPE_CHECKING:
     from sandboxd.docker_backend import DockerBackend
@@ -31,6 +33,7 @@ __all__ = [
     "ImageMissingError",
     "Limits",
     "Mount",
+    "MountChangedError",
     "SandboxSpec",
     "SessionInfo",
 ]
@@ -42,17 +45,25 @@ MIN_MEMORY_BYTES = 16 * 1024**2
 class Mount:
     """A host path the container sees at the same absolute path.
 
-    The daemon's policy has already resolved (realpath) and checked it.
+    The daemon's policy has already resolved (realpath) and checked it; `identity` is what the
+    path named then, and what the container must show at that path before any command runs.
     """
 
     path: str
-    read_only: bool = True
+    read_only: bool
+    identity: FileIdentity
 
     def __post_init__(self) -> None:
         if not self.path.startswith("/") or "\0" in self.path:
             raise ValueError(
                 f"mount path must be absolute and free of NUL bytes, got {self.path!r}"
             )
+
+    @classmethod
+    def of(cls, path: str, *, read_only: bool = True) -> Mount:
+        """A mount of `path` as it is now (resolved), for callers without a policy check."""
+        resolved = os.path.realpath(path, strict=True)
+        return cls(resolved, read_only, identify(resolved))
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,8 @@ class SandboxSpec:
     """The caller's uid (from SO_PEERCRED): commands run as it."""
     gid: int
     limits: Limits = field(default_factory=Limits)
+    unix_sockets: bool = False
+    """Whether commands may create Unix sockets (connect to host sockets under the mounts)."""
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -181,6 +194,14 @@ class EngineUnavailableError(BackendError):
     """The Docker engine cannot be reached (the daemon answers 503)."""
 
     code = "engine_unavailable"
+
+
+class MountChangedError(BackendError):
+    """The container did not see what the policy checked at a mount (the daemon answers 409):
+    a path was swapped between the check and the mount. The container was destroyed before
+    any command ran."""
+
+    code = "mount_changed"
 
 
 class ImageMissingError(BackendError):

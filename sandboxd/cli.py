@@ -23,7 +23,13 @@ from sandboxd.api import (
     HealthResponse,
     SessionsResponse,
 )
-from sandboxd.config import DEFAULT_IMAGE, ConfigError, DaemonConfig, load_config
+from sandboxd.config import (
+    DEFAULT_IMAGE,
+    ConfigError,
+    DaemonConfig,
+    config_file_in_use,
+    load_config,
+)
 from sandboxd.paths import SocketPathError, resolve_socket_path
 
 EXIT_USAGE = 2
@@ -149,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         level=args.log_level, stream=sys.stderr, format="sandboxd: %(levelname)s %(message)s"
     )
     try:
-        anyio.run(serve, config, socket_path)
+        anyio.run(serve, config, socket_path, config_file_in_use(args.config))
     except DaemonError as exc:
         raise CliError(str(exc)) from None
     return 0

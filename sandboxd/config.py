@@ -107,6 +107,9 @@ class DaemonConfig(BaseModel):
     """Paths never mounted, nor anything inside them, nor any directory containing them."""
     allow_network: StrictBool = False
     """Whether a request may ask for network access (network=true)."""
+    allow_unix_sockets: StrictBool = False
+    """Whether a request may ask for Unix sockets (unix_sockets=true): its commands could then
+    connect to host sockets found under its mounts (an ssh agent, a tmux server, an engine)."""
     allow_env_keys: tuple[str, ...] = ()
     """Env names or fnmatch patterns passed through even though they look like secrets."""
     limits: LimitsConfig = LimitsConfig()
@@ -149,13 +152,21 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(config_home) / "sandboxd" / "config.toml"
 
 
-def load_config(path: Path | None = None) -> DaemonConfig:
-    """Read the config file: `path` must exist; without it the default file is read if present."""
+def config_file_in_use(path: Path | None = None) -> Path | None:
+    """The file `load_config(path)` reads, absolute; None when it reads none."""
     if path is None:
         candidate = default_config_path()
         if not candidate.is_file():
-            return DaemonConfig()
+            return None
         path = candidate
+    return path.absolute()
+
+
+def load_config(path: Path | None = None) -> DaemonConfig:
+    """Read the config file: `path` must exist; without it the default file is read if present."""
+    path = config_file_in_use(path)
+    if path is None:
+        return DaemonConfig()
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -8,10 +8,11 @@ tmpfs /tmp and $HOME plus the read-write mounts.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,31 @@ exec python3 {" ".join(PYTHON_FLAGS)} {CONTROL_DIR}/supervisor.py {CONTROL_DIR}/
 EXEC_MODE_LAUNCHER = """mkdir -p "$HOME" 2>/dev/null
 exec sleep 2147483647
 """
+
+MASKED_PATHS = (
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/sys/devices/virtual/powercap",
+    "/sys/firmware",
+)
+"""Hidden in every sandbox (covered with /dev/null or an empty directory). WHY set here rather
+than left to the engine's defaults: those vary between engine versions, and a client that sends
+an empty list gets none; /proc/keys shows the host's keyrings, /proc/timer_list and
+/proc/sched_debug its processes, /sys/devices/virtual/powercap its energy counters."""
+READONLY_PATHS = (
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+)
 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -72,8 +98,12 @@ def plan_layout(spec: SandboxSpec) -> Layout | str:
     return Layout(home=HOME_DIR, home_tmpfs=HOME_DIR not in targets, tmp_tmpfs=tmp_tmpfs)
 
 
-def install_supervisor(directory: Path) -> Path:
-    """Copy the supervisor and its capture module into `directory`; returns the script.
+def install_supervisor(
+    directory: Path, *, mounts: Sequence[str] = (), deny_unix_sockets: bool = True
+) -> Path:
+    """Copy the supervisor and its capture module into `directory`, with the settings it
+    needs before any command runs (the mount roots to report, whether to deny Unix sockets);
+    returns the script.
 
     Copies, so that an upgrade on disk never mixes versions in a running container.
     """
@@ -81,6 +111,16 @@ def install_supervisor(directory: Path) -> Path:
         target = directory / source.name
         shutil.copyfile(source, target)
         target.chmod(0o644)
+    settings = directory / supervisor.SETTINGS_FILE
+    settings.write_text(
+        json.dumps(
+            {
+                "mounts": list(mounts),
+                "deny_unix_sockets": deny_unix_sockets,
+            }
+        )
+    )
+    settings.chmod(0o644)
     return directory / Path(supervisor.__file__).name
 
 
@@ -130,6 +170,9 @@ def create_container(
         ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
         auto_remove=False,
     )
+    # docker-py has no arguments for these; the engine API takes them (API 1.30+).
+    host_config["MaskedPaths"] = list(MASKED_PATHS)
+    host_config["ReadonlyPaths"] = list(READONLY_PATHS)
     launcher = SUPERVISED_LAUNCHER if supervised else EXEC_MODE_LAUNCHER
     created = api.create_container(
         spec.image,

@@ -33,7 +33,7 @@ from sandboxd.audit import AuditLog
 from sandboxd.backend import DockerBackend
 from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
-from sandboxd.paths import check_socket_path_length
+from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy
 
 logger = logging.getLogger(__name__)
@@ -93,12 +93,12 @@ def bind_socket(path: Path) -> BoundSocket:
 
 
 def _lock(path: Path) -> int:
-    lock_path = path.with_name(path.name + ".lock")
+    lock = lock_path(path)
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise DaemonError(
-            f"cannot create the lock file {lock_path}: {exc.strerror or exc}; choose a socket "
+            f"cannot create the lock file {lock}: {exc.strerror or exc}; choose a socket "
             "path in a directory you own with --socket"
         ) from exc
     try:
@@ -112,7 +112,7 @@ def _lock(path: Path) -> int:
                 + (f" (pid {holder})" if holder else "")
                 + ": stop it first, or start this one with another --socket"
             ) from None
-        raise DaemonError(f"cannot lock {lock_path}: {exc.strerror or exc}") from exc
+        raise DaemonError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
@@ -148,8 +148,9 @@ def _clear_stale(path: Path) -> None:
     )
 
 
-async def serve(config: DaemonConfig, socket_path: Path) -> None:
-    """Serve on `socket_path` until SIGTERM/SIGINT, then shut down cleanly."""
+async def serve(config: DaemonConfig, socket_path: Path, config_path: Path | None = None) -> None:
+    """Serve on `socket_path` until SIGTERM/SIGINT, then shut down cleanly; `config_path` is
+    the file `config` came from (never mountable)."""
     # WHY first: a signal that arrives between binding and serving must not kill the
     # process with its default action, leaving the socket and containers behind.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -157,7 +158,7 @@ async def serve(config: DaemonConfig, socket_path: Path) -> None:
         try:
             audit = _open_state(config)
             try:
-                await _serve_bound(config, bound, audit, signals)
+                await _serve_bound(config, config_path, bound, audit, signals)
             finally:
                 audit.close()
         finally:
@@ -181,6 +182,7 @@ def _open_state(config: DaemonConfig) -> AuditLog:
 
 async def _serve_bound(
     config: DaemonConfig,
+    config_path: Path | None,
     bound: BoundSocket,
     audit: AuditLog,
     signals: AsyncIterator[signal.Signals],
@@ -197,7 +199,7 @@ async def _serve_bound(
     async with backend:
         app = App(
             backend=backend,
-            policy=Policy.from_config(config, socket_path=bound.path),
+            policy=Policy.from_config(config, socket_path=bound.path, config_path=config_path),
             config=config,
             audit=audit,
         )

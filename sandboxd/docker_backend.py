@@ -51,6 +51,7 @@ from sandboxd.container import (
 )
 from sandboxd.docker_exec import ExecCall, SandboxGoneError, run_exec
 from sandboxd.engine import Engine, api_error_text
+from sandboxd.mount_check import check_mounts, exec_report, parse_exec_report
 from sandboxd.ownership import (
     LABEL_CREATED,
     LABEL_MANAGED,
@@ -60,7 +61,12 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
-from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel
+from sandboxd.supervisor_client import (
+    ChannelLost,
+    RunMessage,
+    SupervisorChannel,
+    SupervisorHello,
+)
 
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not connected by then is given up."""
@@ -205,6 +211,17 @@ class DockerBackend:
             problems=tuple(problems),
         )
 
+    async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
+        """Start the session's container for `sandbox` unless it runs already, its mounts
+        checked; None, or why it could not start (a message for Result.error).
+
+        Raises BackendError (MountChangedError when a mount is not what was checked)."""
+        box = await self._sandbox_for(session, sandbox)
+        if isinstance(box, str):
+            return box
+        box.last_used_at = time.time()
+        return None
+
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
         """Run one command in the session's container for `sandbox`, starting it if needed.
 
@@ -327,10 +344,12 @@ class DockerBackend:
             return layout
         image_id = await self._image_id(spec.image)
         supervised = image_id not in self._exec_mode_images
+        if not supervised and not spec.unix_sockets:
+            raise _unix_sockets_not_deniable(spec.image)
         token = secrets.token_hex(4)
         name = container_name(session, token)
         control_dir = self._control_root / token
-        self._prepare_control_dir(control_dir)
+        self._prepare_control_dir(control_dir, spec)
         listener: anyio.abc.SocketListener | None = None
         container_id: str | None = None
         handed_over = False
@@ -373,7 +392,23 @@ class DockerBackend:
                     # No python3 in this image: remember, and start it in exec mode.
                     self._exec_mode_images.add(image_id)
                     return await self._start_sandbox(session, spec)
-                channel = waited
+                channel, hello = waited
+                try:
+                    check_mounts(spec.mounts, hello.mounts)
+                    _check_unix_sockets(spec, hello.unix_sockets)
+                except BackendError:
+                    await channel.aclose()
+                    raise
+            else:
+                report = await self._engine.call(
+                    functools.partial(
+                        exec_report,
+                        container_id=container_id,
+                        user=f"{spec.uid}:{spec.gid}",
+                        paths=[mount.path for mount in spec.mounts],
+                    )
+                )
+                check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
             if self._closing:  # aclose() ran while this container started
                 if channel is not None:
                     await channel.aclose()
@@ -411,15 +446,20 @@ class DockerBackend:
         fix = BUILD_HINT if image == self.image else f"build or pull it (`docker pull {image}`)"
         return ImageMissingError(f"image {image} missing: {fix}")
 
-    def _prepare_control_dir(self, control_dir: Path) -> None:
-        """The read-only /.sandboxd of one container: the supervisor, later its socket."""
+    def _prepare_control_dir(self, control_dir: Path, spec: SandboxSpec) -> None:
+        """The read-only /.sandboxd of one container: the supervisor and its settings, later
+        its socket."""
         try:
             # WHY again here: a long-running daemon's state dir may be cleaned under it
             # (e.g. by a /tmp cleaner); the next container must not fail for that.
             self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
             control_dir.mkdir(mode=0o755)
             control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
-            install_supervisor(control_dir)
+            install_supervisor(
+                control_dir,
+                mounts=[mount.path for mount in spec.mounts],
+                deny_unix_sockets=not spec.unix_sockets,
+            )
         except OSError as exc:
             shutil.rmtree(control_dir, ignore_errors=True)
             raise BackendError(
@@ -446,9 +486,10 @@ class DockerBackend:
 
     async def _await_supervisor(
         self, listener: anyio.abc.SocketListener, container_id: str
-    ) -> SupervisorChannel | str | None:
-        """The supervisor's channel; None if the image has no python3; else why it failed."""
-        outcome: SupervisorChannel | str | None = (
+    ) -> tuple[SupervisorChannel, SupervisorHello] | str | None:
+        """The supervisor's channel and hello; None if the image has no python3; else why it
+        failed."""
+        outcome: tuple[SupervisorChannel, SupervisorHello] | str | None = (
             f"the sandbox supervisor did not connect within {START_TIMEOUT_S:.0f} s"
         )
         with anyio.move_on_after(START_TIMEOUT_S):
@@ -578,8 +619,9 @@ class DockerBackend:
     def _workdir(self, box: _Sandbox, request: ExecRequest) -> str:
         if request.workdir:
             return request.workdir
-        if box.spec.mounts:
-            return box.spec.mounts[0].path
+        for mount in box.spec.mounts:
+            if mount.identity.kind == "directory":
+                return mount.path
         return box.layout.home
 
     async def _run_supervised(
@@ -662,6 +704,29 @@ class DockerBackend:
             )
             await self._retire(box, reason)
             return Result(command=request.command, error=reason)
+
+
+def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:
+    """The supervisor must have denied Unix sockets unless the spec allows them."""
+    if spec.unix_sockets or reported == "denied":
+        return
+    raise BackendError(
+        f"the sandbox could not deny Unix sockets to its commands ({reported}), so it was not "
+        "used: sandboxed commands could reach host sockets under their mounts. Run sandboxd "
+        "on a Linux kernel with seccomp (x86_64 or aarch64), or allow Unix sockets (see "
+        "allow_unix_sockets in the README) if you accept that risk",
+        code="unix_sockets_not_denied",
+    )
+
+
+def _unix_sockets_not_deniable(image: str) -> BackendError:
+    return BackendError(
+        f"image {image} has no python3, so sandboxd runs its commands with `docker exec` and "
+        "cannot deny them Unix sockets (host sockets under the mounts would be reachable): use "
+        "an image with python3, or set allow_unix_sockets = true in the daemon's config and "
+        "ask for unix_sockets in the request if you accept that risk",
+        code="unix_sockets_not_denied",
+    )
 
 
 def _shutting_down() -> BackendError:

@@ -93,7 +93,7 @@ async def _container_checks(backend: DockerBackend, image: str, report: _Report)
     uid, gid = os.getuid(), os.getgid()
     spec = SandboxSpec(
         image=image,
-        mounts=(Mount(str(read_only), read_only=True), Mount(str(writable), read_only=False)),
+        mounts=(Mount.of(str(read_only)), Mount.of(str(writable), read_only=False)),
         network=False,
         uid=uid,
         gid=gid,
@@ -121,10 +121,22 @@ async def _container_checks(backend: DockerBackend, image: str, report: _Report)
                 f"interfaces {interfaces} exist with network off",
                 "check the engine's network drivers; sandboxes must get network mode none",
             )
+        output, code, _ = await run(_UNIX_SOCKET_PROBE)
+        if code == 0:
+            report.fail(
+                "unix sockets",
+                "a sandboxed command could create a Unix socket",
+                "run sandboxd on a Linux kernel with seccomp (x86_64 or aarch64)",
+            )
+        else:
+            report.ok("unix sockets", "denied to commands (host sockets under mounts unreachable)")
         await _check_limits(run, report)
     finally:
         await backend.close_session(session)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+_UNIX_SOCKET_PROBE = "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null"
 
 
 async def _check_mounts(

@@ -55,6 +55,11 @@ def check_socket_path_length(path: Path) -> None:
         )
 
 
+def lock_path(socket_path: Path) -> Path:
+    """The lock file next to a daemon's socket (held for the daemon's life)."""
+    return socket_path.with_name(socket_path.name + ".lock")
+
+
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_STATE_HOME/sandboxd` when XDG_STATE_HOME is set, else `~/.sandboxd`."""
     env = os.environ if environ is None else environ

@@ -2,6 +2,8 @@
 
 Every requested path is resolved with all its symlinks before any check, and the resolved
 path is what gets mounted, so a symlink cannot smuggle a refused place in under another name.
+The resolved path is then pinned (sandboxd.pinned): its identity is what the container must
+show, so a symlink swapped in after the check is caught before any command runs.
 
 A refused place is refused as itself, for anything inside it, and for any directory that
 contains it (mounting /home/u would expose /home/u/.ssh; mounting /var/run would expose the
@@ -18,16 +20,19 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import importlib.util
 import os
 import pwd
 import re
-import stat
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from sandboxd.config import DaemonConfig
+from sandboxd.paths import lock_path
+from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
 ENGINE_SOCKETS: tuple[Path, ...] = (
     Path("/var/run/docker.sock"),
@@ -40,6 +45,9 @@ ENGINE_SOCKETS: tuple[Path, ...] = (
 
 SYSTEM_DIRS: tuple[str, ...] = ("/proc", "/sys", "/dev", "/etc", "/boot", "/run", "/var/run")
 ENGINE_STORAGE: tuple[str, ...] = ("/var/lib/docker", "/var/lib/containerd")
+SHARED_SOCKET_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp")
+"""Never mount roots: other programs keep their sockets there (X11, tmux, ssh agents, IDEs).
+A directory inside them stays mountable. (/dev/shm and /run/user/* are under /dev and /run.)"""
 
 CREDENTIAL_DIRS: tuple[str, ...] = (
     ".ssh",
@@ -106,12 +114,40 @@ class PolicyError(Exception):
         self.status = status
 
 
+PIN_ATTEMPTS = 3
+"""A path that keeps changing while it is checked is refused after this many tries."""
+
+
 @dataclass(frozen=True)
 class GrantedPath:
-    """A mount the policy accepted: `path` is fully resolved."""
+    """A mount the policy accepted: `path` is fully resolved, `identity` is what it named."""
 
     path: str
     read_only: bool
+    identity: FileIdentity
+
+
+class PathGrant:
+    """The paths one request may mount, each pinned (held open) until `close()`.
+
+    WHY hold them: while a descriptor is open, the inode it names cannot be freed and its
+    number reused, so the identity the container must show stays unique until it is checked.
+    """
+
+    def __init__(self, paths: tuple[GrantedPath, ...], pins: Sequence[PinnedPath]) -> None:
+        self.paths = paths
+        self._pins = list(pins)
+
+    def close(self) -> None:
+        for pinned in self._pins:
+            pinned.close()
+        self._pins.clear()
+
+    def __enter__(self) -> PathGrant:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -140,6 +176,7 @@ class Policy:
         allowed_roots: Iterable[Path] = (),
         extra_denies: Iterable[Path] = (),
         allow_network: bool = False,
+        allow_unix_sockets: bool = False,
         allow_env_keys: Iterable[str] = (),
         daemon_home: Path | None = None,
         daemon_paths: Iterable[tuple[Path, str]] = (),
@@ -149,11 +186,21 @@ class Policy:
         self._allowed_images = frozenset((image, *allowed_images))
         self._allowed_roots = tuple(_resolved_forms_unique(allowed_roots))
         self._allow_network = allow_network
+        self._allow_unix_sockets = allow_unix_sockets
         self._allow_env_keys = tuple(allow_env_keys)
         refused = [_Refused(Path("/"), "the root directory", inside=False, contains=False)]
         refused += [_Refused(Path(p), f"the system directory {p}") for p in SYSTEM_DIRS]
         refused += [
             _Refused(Path(p), f"the container engine's storage {p}") for p in ENGINE_STORAGE
+        ]
+        refused += [
+            _Refused(
+                Path(p),
+                f"the shared directory {p} (other programs' sockets live there; mount a "
+                "directory inside it)",
+                inside=False,
+            )
+            for p in SHARED_SOCKET_DIRS
         ]
         refused += [_Refused(p, f"the container engine socket {p}") for p in engine_sockets]
         refused += [_Refused(p, label) for p, label in daemon_paths]
@@ -163,8 +210,20 @@ class Policy:
         self._refused = tuple(_with_resolved_forms(refused))
 
     @classmethod
-    def from_config(cls, config: DaemonConfig, *, socket_path: Path) -> Policy:
-        """The policy of a daemon serving `socket_path` with `config`, as the current user."""
+    def from_config(
+        cls, config: DaemonConfig, *, socket_path: Path, config_path: Path | None = None
+    ) -> Policy:
+        """The policy of a daemon serving `socket_path` with `config` (read from
+        `config_path`), as the current user."""
+        own: list[tuple[Path, str]] = [
+            (socket_path, f"the daemon's own socket {socket_path}"),
+            (lock_path(socket_path), f"the daemon's lock file {lock_path(socket_path)}"),
+            (config.state_dir, f"the daemon's state directory {config.state_dir}"),
+            (config.audit_log_path, f"the daemon's audit log {config.audit_log_path}"),
+            *_installation(),
+        ]
+        if config_path is not None:
+            own.append((config_path, f"the daemon's config file {config_path}"))
         return cls(
             image=config.image,
             allowed_images=config.allowed_images,
@@ -172,34 +231,38 @@ class Policy:
             extra_denies=config.extra_denies,
             allow_network=config.allow_network,
             allow_env_keys=config.allow_env_keys,
+            allow_unix_sockets=config.allow_unix_sockets,
             daemon_home=Path.home(),
-            daemon_paths=(
-                (socket_path, f"the daemon's own socket {socket_path}"),
-                (config.state_dir, f"the daemon's state directory {config.state_dir}"),
-                (config.audit_log_path, f"the daemon's audit log {config.audit_log_path}"),
-            ),
+            daemon_paths=own,
             engine_sockets=(*ENGINE_SOCKETS, *_engine_sockets_from_env(os.environ)),
         )
 
     def grant_paths(
         self, requested: Sequence[tuple[str, bool]], *, caller_home: Path | None
-    ) -> tuple[GrantedPath, ...]:
-        """Resolve and check each (path, read_only); the order is kept (the first is the
+    ) -> PathGrant:
+        """Resolve, pin and check each (path, read_only); the order is kept (the first is the
         default workdir). Raises PolicyError naming the rule that refused a path."""
         extra = _home_rules_cached(caller_home) if caller_home is not None else ()
         granted: dict[str, GrantedPath] = {}
-        for raw, read_only in requested:
-            resolved = self._check_path(raw, extra)
-            earlier = granted.get(resolved)
-            if earlier is not None and earlier.read_only != read_only:
-                raise PolicyError(
-                    "conflicting_mounts",
-                    f"{raw} is requested both read-only and read-write (as {resolved}): "
-                    "ask for it once",
-                    status=400,
-                )
-            granted[resolved] = GrantedPath(resolved, read_only)
-        return tuple(granted.values())
+        pins: list[PinnedPath] = []
+        try:
+            for raw, read_only in requested:
+                pinned = self._check_path(raw, extra)
+                pins.append(pinned)
+                earlier = granted.get(pinned.path)
+                if earlier is not None and earlier.read_only != read_only:
+                    raise PolicyError(
+                        "conflicting_mounts",
+                        f"{raw} is requested both read-only and read-write (as {pinned.path}): "
+                        "ask for it once",
+                        status=400,
+                    )
+                granted[pinned.path] = GrantedPath(pinned.path, read_only, pinned.identity)
+        except BaseException:
+            for pinned in pins:
+                pinned.close()
+            raise
+        return PathGrant(tuple(granted.values()), pins)
 
     def check_workdir(self, workdir: str | None, mounts: Sequence[GrantedPath]) -> str | None:
         """The resolved workdir, which must be a directory inside one of the mounts."""
@@ -259,6 +322,15 @@ class Policy:
                 "daemon's config to let requests ask for it",
             )
 
+    def check_unix_sockets(self, unix_sockets: bool) -> None:
+        if unix_sockets and not self._allow_unix_sockets:
+            raise PolicyError(
+                "unix_sockets_refused",
+                "Unix sockets are denied in every sandbox (its commands could reach host "
+                "sockets under their mounts): set allow_unix_sockets = true in the daemon's "
+                "config to let requests ask for them",
+            )
+
     def check_image(self, image: str | None) -> str:
         """The image to use: the default when None; others only from allowed_images."""
         if image is None or image == self.image:
@@ -277,7 +349,8 @@ class Policy:
         upper = name.upper()
         return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
 
-    def _check_path(self, raw: str, extra: Sequence[_Refused]) -> str:
+    def _check_path(self, raw: str, extra: Sequence[_Refused]) -> PinnedPath:
+        """The resolved path, pinned, once it passed every rule; PolicyError otherwise."""
         _check_form(raw, what="path")
         lexical = "/" + os.path.normpath(raw).lstrip("/")
         if lexical == "/proc" or lexical.startswith("/proc/"):
@@ -288,27 +361,48 @@ class Policy:
                 f"refused {raw}: paths under /proc are never mountable (its magic links escape "
                 "symlink resolution)",
             )
+        pinned = self._pin(raw)
         try:
-            resolved = _realpath(raw)
-            target = os.stat(resolved)
-            named = os.stat(raw)
-        except OSError as exc:
-            raise PolicyError(
-                "path_unusable",
-                f"refused {raw}: {_os_reason(exc)}; pass an existing file or directory",
-            ) from None
+            self._check_pinned(raw, pinned, extra)
+        except BaseException:
+            pinned.close()
+            raise
+        return pinned
+
+    def _pin(self, raw: str) -> PinnedPath:
+        """Resolve `raw` and pin the result, trying again when it changes underfoot."""
+        changed = ""
+        for _ in range(PIN_ATTEMPTS):
+            try:
+                named = os.stat(raw)
+                pinned = pin(str(_realpath(raw)))
+            except PathChangedError as exc:
+                changed = str(exc)
+                continue
+            except OSError as exc:
+                raise PolicyError(
+                    "path_unusable",
+                    f"refused {raw}: {_os_reason(exc)}; pass an existing file or directory",
+                ) from None
+            if (named.st_dev, named.st_ino) == (pinned.identity.device, pinned.identity.inode):
+                return pinned
+            pinned.close()
+            changed = "it does not lead to the same file as its resolved path (a magic link?)"
+        raise PolicyError(
+            "path_changed",
+            f"refused {raw}: what it names changed while it was checked ({changed}): pass the "
+            "real path, and retry once nothing renames it or its parent directories",
+            status=409,
+        )
+
+    def _check_pinned(self, raw: str, pinned: PinnedPath, extra: Sequence[_Refused]) -> None:
+        resolved = Path(pinned.path)
         shown = _shown(raw, resolved)
-        if (named.st_dev, named.st_ino) != (target.st_dev, target.st_ino):
-            raise PolicyError(
-                "path_refused",
-                f"refused {raw}: it does not lead to the same file as its resolved path "
-                f"{resolved} (a magic link?): pass the real path",
-            )
         for rule in (*self._refused, *extra):
             reason = _refusal(resolved, rule)
             if reason is not None:
                 raise PolicyError("path_refused", f"refused {shown}: {reason}")
-        if not (stat.S_ISDIR(target.st_mode) or stat.S_ISREG(target.st_mode)):
+        if pinned.identity.kind == "other":
             raise PolicyError(
                 "path_refused",
                 f"refused {shown}: only regular files and directories are mountable "
@@ -320,7 +414,6 @@ class Policy:
                 "path_refused",
                 f"refused {shown}: it is outside the config's allowed_roots ({roots})",
             )
-        return str(resolved)
 
 
 @lru_cache(maxsize=256)
@@ -409,6 +502,33 @@ def _resolved_forms_unique(paths: Iterable[Path]) -> Iterable[Path]:
         if resolved not in seen:
             seen.add(resolved)
             yield resolved
+
+
+def _installation() -> list[tuple[Path, str]]:
+    """The daemon's own code (its packages, and its virtualenv when it runs in one).
+
+    WHY: a sandbox that could write them would change what the daemon runs next; one that
+    could read the lock file could flock it and keep the daemon from restarting."""
+    found = []
+    for package in ("sandboxd", "logos"):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            found.append(
+                (
+                    Path(location),
+                    f"the daemon's installation ({package} at {location}; install sandboxd "
+                    "outside your projects, e.g. with pipx)",
+                )
+            )
+    if sys.prefix != sys.base_prefix:
+        found.append(
+            (
+                Path(sys.prefix),
+                f"the daemon's virtualenv {sys.prefix} (install sandboxd outside your projects, "
+                "e.g. with pipx)",
+            )
+        )
+    return found
 
 
 def _engine_sockets_from_env(environ: Mapping[str, str]) -> list[Path]:

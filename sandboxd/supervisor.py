@@ -1,13 +1,20 @@
 """The in-container supervisor: runs one sandbox's commands without a `docker exec` each.
 
 It is the container's main process (under tini). It connects ONCE to a Unix socket that the
-backend listens on (bind-mounted read-only into the container), says hello, and then serves
-JSON lines on that single connection until the backend hangs up:
+backend listens on (bind-mounted read-only into the container). Before any command can run, it
+reports what it sees at each mount root (device, inode, type: the backend destroys the container
+if that is not what its policy checked) and, unless the sandbox allows them, installs a seccomp
+filter that denies Unix sockets to itself and so to every command (they inherit it). Then it
+says hello and serves requests on that single connection until the backend hangs up:
 
+    <- {"hello": "sandboxd-supervisor", "protocol": 2, "mounts": [...], ...}
     -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
         "max_output_bytes": 32768, "max_saved_output_bytes": 67108864}
     -> {"op": "cancel", "id": 7}
-    <- {"id": 7, "stdout": "...", "exit_code": 0, ...}     one reply per run, as they finish
+    <- {"id": 7, "exit_code": 0, "stdout_bytes": 3, "stderr_bytes": 0, ...}\n + b"hi\n"
+
+A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
+line): output full of control characters would grow up to six times as JSON strings.
 
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, a
 non-interactive environment, output captured head+tail with bounded memory and saved under
@@ -32,6 +39,7 @@ import os
 import selectors
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -43,8 +51,10 @@ try:
 except ImportError:  # inside the container capture.py is mounted next to this file
     from capture import OutputCapture  # type: ignore[import-not-found,no-redef]
 
-PROTOCOL = 1
+PROTOCOL = 2
 HELLO = "sandboxd-supervisor"
+SETTINGS_FILE = "sandbox.json"
+"""Next to this script: the mount roots to report and whether to deny Unix sockets."""
 KILL_GRACE_S = 1.0
 """Between SIGTERM and SIGKILL when a command times out or is cancelled."""
 LINGER_S = 0.02
@@ -120,9 +130,12 @@ class Supervisor:
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
 
-    def serve(self) -> None:
-        """Serve requests until the backend hangs up, then kill everything still running."""
-        self.send({"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": self._shell})
+    def serve(self, report: dict[str, Any]) -> None:
+        """Say hello with `report`, serve requests until the backend hangs up, then kill
+        everything still running."""
+        hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": self._shell}
+        hello.update(report)
+        self.send(hello)
         with self._conn.makefile("rb") as lines:
             for line in lines:
                 self.dispatch(line)
@@ -150,7 +163,7 @@ class Supervisor:
                     return
                 except RuntimeError:  # no thread: the container is at its pids limit
                     self._make_room(attempt)
-            self.send({"id": request_id, "error": OUT_OF_PROCESSES})
+            self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
         elif op == "cancel":
             with self._running_lock:
                 command = self._running.get(request_id)
@@ -171,11 +184,20 @@ class Supervisor:
             signal_session(group, signal.SIGKILL)
         time.sleep(0.05 * (attempt + 1))  # tini reaps them, which frees their pids
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *payload: bytes) -> None:
         data = json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
         # A failed send means the backend is gone: serve() sees EOF and cleans up.
         with self._send_lock, contextlib.suppress(OSError):
             self._conn.sendall(data)
+            for part in payload:
+                self._conn.sendall(part)
+
+    def send_reply(self, reply: dict[str, Any]) -> None:
+        """A command's reply: its JSON line, then stdout and stderr as raw UTF-8."""
+        out = str(reply.pop("stdout", "")).encode("utf-8", "replace")
+        err = str(reply.pop("stderr", "")).encode("utf-8", "replace")
+        reply["stdout_bytes"], reply["stderr_bytes"] = len(out), len(err)
+        self.send(reply, out, err)
 
     def _run(self, request_id: int, request: dict[str, Any]) -> None:
         stopped: Command | None = None
@@ -184,7 +206,7 @@ class Supervisor:
         except Exception as exc:  # a reply must come back whatever happens
             reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
         reply["id"] = request_id
-        self.send(reply)
+        self.send_reply(reply)
         if stopped is not None:
             # The shell died of SIGTERM; background processes that ignore it get SIGKILL
             # after the grace, without holding the reply back.
@@ -402,6 +424,161 @@ def read_oom_kills() -> int:
     return 0
 
 
+def report_mounts(paths: list[str]) -> list[dict[str, Any]]:
+    """What this container sees at each mount root, in order: device, inode and type of the
+    path itself (never following a symlink), and whether reaching it followed one."""
+    seen: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            info = os.lstat(path)
+            direct = os.path.realpath(path) == path
+        except OSError as exc:
+            seen.append({"error": f"{type(exc).__name__}: {exc.strerror or exc}"})
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            kind = "directory"
+        elif stat.S_ISREG(info.st_mode):
+            kind = "file"
+        else:
+            kind = "other"
+        seen.append({"device": info.st_dev, "inode": info.st_ino, "kind": kind, "direct": direct})
+    return seen
+
+
+# Classic BPF for seccomp: (code, jump-if-true, jump-if-false, constant).
+_LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
+_RETURN = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000
+_FAIL_EPERM = 0x00050000 | errno.EPERM
+_AF_UNIX = 1
+_SOCK_DGRAM = 2
+_SOCK_TYPE_MASK = 0xF
+_IO_URING = (425, 426, 427)
+"""io_uring_setup/enter/register: same numbers on every ABI below. io_uring can create and
+connect sockets without the socket() system call, so it is denied with them."""
+_X32_BIT = 0x40000000
+# (audit arch, socket, socketpair, socketcall or None) for each ABI a process may use.
+_ABIS = {
+    "x86_64": ((0xC000003E, 41, 53, None), (0x40000003, 359, 360, 102)),
+    "aarch64": ((0xC00000B7, 198, 199, None), (0x40000028, 281, 288, None)),
+}
+
+
+def unix_socket_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """A seccomp program that fails socket(AF_UNIX, ...) and socketpair(AF_UNIX, SOCK_DGRAM,
+    ...) with EPERM, and io_uring; None on an architecture it does not know.
+
+    socketpair(AF_UNIX, SOCK_STREAM) stays allowed: pipes between processes and Python's
+    asyncio need it, and such a pair cannot be connected anywhere else (a datagram one can).
+    A 32-bit process's socketcall() is refused outright (its arguments are behind a pointer
+    a filter cannot read); x32 system calls are refused.
+    """
+    abis = _ABIS.get(machine)
+    if abis is None:
+        return None
+    program: list[Any] = [(_LOAD_WORD, 0, 0, 4)]  # seccomp_data.arch (labels are strings)
+    for position, (arch, socket_nr, pair_nr, socketcall_nr) in enumerate(abis):
+        program.append((_JUMP_EQUAL, 0, f"abi{position + 1}", arch))
+        program.append((_LOAD_WORD, 0, 0, 0))  # seccomp_data.nr
+        if position == 0 and machine == "x86_64":
+            program.append((_JUMP_AT_LEAST, "deny", 0, _X32_BIT))
+        program.append((_JUMP_EQUAL, "socket", 0, socket_nr))
+        program.append((_JUMP_EQUAL, "socketpair", 0, pair_nr))
+        for number in (*_IO_URING, *([socketcall_nr] if socketcall_nr else [])):
+            program.append((_JUMP_EQUAL, "deny", 0, number))
+        program.append((_RETURN, 0, 0, _ALLOW))
+        program.append(f"abi{position + 1}")
+    program.append((_RETURN, 0, 0, _FAIL_EPERM))  # an ABI not listed above
+    program += [
+        "socket",
+        (_LOAD_WORD, 0, 0, 16),  # low word of args[0]: the family
+        (_JUMP_EQUAL, "deny", "allow", _AF_UNIX),
+        "socketpair",
+        (_LOAD_WORD, 0, 0, 16),
+        (_JUMP_EQUAL, 0, "allow", _AF_UNIX),
+        (_LOAD_WORD, 0, 0, 24),  # low word of args[1]: the type and its flags
+        (_AND, 0, 0, _SOCK_TYPE_MASK),
+        (_JUMP_EQUAL, "deny", "allow", _SOCK_DGRAM),
+        "deny",
+        (_RETURN, 0, 0, _FAIL_EPERM),
+        "allow",
+        (_RETURN, 0, 0, _ALLOW),
+    ]
+    return _assemble(program)
+
+
+def _assemble(program: list[Any]) -> list[tuple[int, int, int, int]]:
+    """Resolve label names (strings in the program, and as jump targets) to relative jumps."""
+    labels: dict[str, int] = {}
+    instructions: list[tuple[Any, ...]] = []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(instructions)
+        else:
+            instructions.append(item)
+
+    def offset(target: Any, here: int) -> int:
+        if not isinstance(target, str):
+            return int(target)
+        jump = labels[target] - here - 1
+        if not 0 <= jump < 256:
+            raise ValueError(f"seccomp jump to {target} out of range")
+        return jump
+
+    return [
+        (code, offset(true, here), offset(false, here), constant)
+        for here, (code, true, false, constant) in enumerate(instructions)
+    ]
+
+
+def deny_unix_sockets() -> str | None:
+    """Install the filter on this process (commands inherit it); None, or why it failed."""
+    machine = os.uname().machine
+    program = unix_socket_filter(machine)
+    if program is None:
+        return f"no seccomp filter for the {machine} architecture"
+    try:
+        import ctypes
+
+        class Instruction(ctypes.Structure):
+            _fields_ = [
+                ("code", ctypes.c_uint16),
+                ("jt", ctypes.c_uint8),
+                ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32),
+            ]
+
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+        instructions = (Instruction * len(program))(*(Instruction(*i) for i in program))
+        compiled = Program(len(program), instructions)
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+        prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+        pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            return f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
+        if prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(compiled), 0, 0) != 0:
+            return f"prctl(PR_SET_SECCOMP) failed: {os.strerror(ctypes.get_errno())}"
+    except (ImportError, OSError, AttributeError) as exc:
+        return f"cannot install a seccomp filter: {exc}"
+    return None
+
+
+def read_settings(script: str) -> dict[str, Any]:
+    """The sandbox's settings file next to `script` ({} when there is none)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(script)), SETTINGS_FILE)) as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        return {}
+    return dict(settings)
+
+
 def make_undumpable() -> None:
     """Refuse ptrace and /proc/<pid>/fd access to the commands, which run as the same uid.
 
@@ -434,7 +611,16 @@ def main(argv: list[str]) -> int:
         print(f"sandboxd supervisor: cannot connect to {argv[1]}: {exc}", file=sys.stderr)
         return 4
     output_dir = argv[2] if len(argv) == 3 else SAVED_OUTPUT_DIR
-    Supervisor(conn, pick_shell(), output_dir).serve()
+    settings = read_settings(__file__)
+    # WHY this order: the mounts are looked at before any command exists, and the filter is
+    # installed after our own connection is made and before any thread or command starts.
+    report: dict[str, Any] = {"mounts": report_mounts(list(settings.get("mounts", [])))}
+    if settings.get("deny_unix_sockets", True):
+        problem = deny_unix_sockets()
+        report["unix_sockets"] = "denied" if problem is None else f"not denied: {problem}"
+    else:
+        report["unix_sockets"] = "allowed"
+    Supervisor(conn, pick_shell(), output_dir).serve(report)
     return 0
 
 

@@ -1,15 +1,16 @@
 """The backend's end of one supervisor connection: many commands multiplexed on one socket.
 
 The warm path of every sandboxed command goes through here, so it uses no thread and no
-Docker API call: a JSON line out, a JSON line back. Replies come from inside the sandbox,
-so they are validated and size-bounded like any untrusted input.
+Docker API call: a JSON line out, a JSON line and the raw output back. Replies come from
+inside the sandbox, so they are validated and size-bounded like any untrusted input: each
+reply's output may not exceed what its own request allows.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -20,11 +21,28 @@ from sandboxd.supervisor import HELLO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
 CANCEL_SEND_TIMEOUT_S = 1.0
-MIN_REPLY_BYTES = 1024**2
-JSON_EXPANSION = 6
-"""Worst case bytes of JSON per byte of output (a control character becomes \\u00XX)."""
+MAX_HELLO_BYTES = 64 * 1024
+MAX_REPLY_HEAD_BYTES = 64 * 1024
+"""A reply's JSON line (its output follows it, counted separately)."""
+UTF8_EXPANSION = 3
+"""Worst case bytes of UTF-8 per byte of captured output (an invalid byte becomes U+FFFD)."""
+MARKER_BYTES = 256
+"""Room for the omission marker a cut output carries."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class MountSeen(BaseModel):
+    """What the supervisor found at one mount root: its identity, or why it could not look."""
+
+    model_config = _STRICT
+
+    device: int | None = None
+    inode: int | None = None
+    kind: Literal["directory", "file", "other"] | None = None
+    direct: bool = False
+    """Reaching the path followed no symlink (inside the container)."""
+    error: str | None = None
 
 
 class SupervisorHello(BaseModel):
@@ -34,6 +52,10 @@ class SupervisorHello(BaseModel):
     protocol: int
     pid: int
     shell: str
+    mounts: list[MountSeen]
+    """One per mount root the backend asked about, in its order."""
+    unix_sockets: str
+    """"denied", "allowed", or "not denied: <why>" when the filter could not be installed."""
 
 
 class RunMessage(BaseModel):
@@ -49,12 +71,14 @@ class RunMessage(BaseModel):
     max_saved_output_bytes: int
 
 
-class SupervisorReply(BaseModel):
+class ReplyHead(BaseModel):
+    """A reply's JSON line; `stdout_bytes` + `stderr_bytes` of raw UTF-8 follow it."""
+
     model_config = _STRICT
 
     id: int
-    stdout: str = ""
-    stderr: str = ""
+    stdout_bytes: int = Field(default=0, ge=0)
+    stderr_bytes: int = Field(default=0, ge=0)
     exit_code: int | None = None
     signal: int | None = None
     timed_out: bool = False
@@ -67,6 +91,18 @@ class SupervisorReply(BaseModel):
     error: str | None = None
 
 
+class SupervisorReply(ReplyHead):
+    """A whole reply: its line's fields and the output that followed it."""
+
+    stdout: str = ""
+    stderr: str = ""
+
+
+def output_bound(max_output_bytes: int) -> int:
+    """The most bytes one stream of a reply may carry for a request with this limit."""
+    return UTF8_EXPANSION * max_output_bytes + MARKER_BYTES
+
+
 @dataclass(frozen=True)
 class ChannelLost:
     """No reply will come: the supervisor is gone or stopped answering."""
@@ -74,6 +110,10 @@ class ChannelLost:
     reason: str
     by_backend: bool
     """True when the backend closed the channel on purpose (then `reason` is a sentence)."""
+
+
+class _BadReply(Exception):
+    """The supervisor broke the protocol; the message says how."""
 
 
 @dataclass
@@ -94,14 +134,18 @@ class SupervisorChannel:
         """The supervisor's pid inside the container."""
         self._ids = itertools.count(1)
         self._pending: dict[int, _Waiter] = {}
+        self._bounds: dict[int, int] = {}
+        """Per command sent and not yet answered: the most output bytes a stream may carry.
+        Kept after a cancel, whose reply still comes."""
         self._send_lock = anyio.Lock()
-        self._max_reply_bytes = MIN_REPLY_BYTES
         self._serve_scope: anyio.CancelScope | None = None
         self.lost_reason: str | None = None
         self._lost_by_backend = False
 
     @classmethod
-    async def accept(cls, listener: anyio.abc.SocketListener) -> SupervisorChannel:
+    async def accept(
+        cls, listener: anyio.abc.SocketListener
+    ) -> tuple[SupervisorChannel, SupervisorHello]:
         """Take the supervisor's connection and its hello.
 
         Raises OSError, anyio stream errors or ValueError when the peer is not a supervisor
@@ -111,7 +155,7 @@ class SupervisorChannel:
         try:
             receive = BufferedByteReceiveStream(stream)
             with anyio.fail_after(HELLO_TIMEOUT_S):
-                line = await receive.receive_until(b"\n", 4096)
+                line = await receive.receive_until(b"\n", MAX_HELLO_BYTES)
             hello = SupervisorHello.model_validate_json(line)
             if hello.protocol != PROTOCOL or hello.hello != HELLO:
                 raise ValueError(
@@ -120,7 +164,7 @@ class SupervisorChannel:
         except BaseException:
             await stream.aclose()
             raise
-        return cls(stream, receive, hello.pid)
+        return cls(stream, receive, hello.pid), hello
 
     async def serve(self) -> None:
         """Hand replies to their waiters until the connection ends, then fail the rest."""
@@ -128,8 +172,7 @@ class SupervisorChannel:
         try:
             with anyio.CancelScope() as self._serve_scope:
                 while True:
-                    line = await self._receive.receive_until(b"\n", self._max_reply_bytes)
-                    reply = SupervisorReply.model_validate_json(line)
+                    reply = await self._receive_reply()
                     waiter = self._pending.pop(reply.id, None)
                     if waiter is not None:
                         waiter.reply = reply
@@ -137,7 +180,9 @@ class SupervisorChannel:
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
         except anyio.DelimiterNotFound:
-            reason = f"it sent a reply over {self._max_reply_bytes} bytes"
+            reason = f"it sent a reply line over {MAX_REPLY_HEAD_BYTES} bytes"
+        except _BadReply as exc:
+            reason = str(exc)
         except ValidationError as exc:
             reason = f"it sent a malformed reply ({exc.errors()[0]['msg']})"
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -145,6 +190,26 @@ class SupervisorChannel:
         finally:
             self._lose(reason)
             await self.aclose()
+
+    async def _receive_reply(self) -> SupervisorReply:
+        line = await self._receive.receive_until(b"\n", MAX_REPLY_HEAD_BYTES)
+        head = ReplyHead.model_validate_json(line)
+        bound = self._bounds.pop(head.id, None)
+        if bound is None:
+            raise _BadReply(f"it answered command {head.id}, which was never sent")
+        for name, size in (("stdout", head.stdout_bytes), ("stderr", head.stderr_bytes)):
+            if size > bound:
+                raise _BadReply(
+                    f"it sent {size} bytes of {name} for command {head.id}, more than the "
+                    f"{bound} its request allows"
+                )
+        out = await self._receive.receive_exactly(head.stdout_bytes) if head.stdout_bytes else b""
+        err = await self._receive.receive_exactly(head.stderr_bytes) if head.stderr_bytes else b""
+        fields: dict[str, Any] = dict(head)
+        fields["stdout"] = out.decode("utf-8", "replace")
+        fields["stderr"] = err.decode("utf-8", "replace")
+        # WHY construct: the head was validated, and the output is text by construction.
+        return SupervisorReply.model_construct(**fields)
 
     async def run(
         self, message: RunMessage, reply_deadline_s: float
@@ -154,9 +219,8 @@ class SupervisorChannel:
             return self._lost()
         waiter = _Waiter()
         self._pending[message.id] = waiter
-        # Output is bounded by the supervisor's capture; the reply line is bounded accordingly.
-        bound = 2 * JSON_EXPANSION * (message.max_output_bytes + 256) + MIN_REPLY_BYTES
-        self._max_reply_bytes = max(self._max_reply_bytes, bound)
+        # WHY set before sending: the reply may arrive before this task runs again.
+        self._bounds[message.id] = output_bound(message.max_output_bytes)
         try:
             sent = await self._send(message.model_dump_json().encode() + b"\n")
             if sent:
@@ -189,10 +253,6 @@ class SupervisorChannel:
         self._lose("the backend closed the connection")
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
 
     async def _send(self, data: bytes) -> bool:
         try:

@@ -31,7 +31,6 @@ from sandboxd.backend import (
 from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
-BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
 UID = GID = 1000
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -82,9 +81,16 @@ def spec(
     network: bool = False,
     limits: Limits | None = None,
     image: str = SANDBOX_IMAGE,
+    unix_sockets: bool = False,
 ) -> SandboxSpec:
     return SandboxSpec(
-        image=image, mounts=mounts, network=network, uid=UID, gid=GID, limits=limits or Limits()
+        image=image,
+        mounts=mounts,
+        network=network,
+        uid=UID,
+        gid=GID,
+        limits=limits or Limits(),
+        unix_sockets=unix_sockets,
     )
 
 
@@ -114,7 +120,7 @@ async def test_read_only_mount_refuses_writes(backend: DockerBackend, host_dir: 
     result = await run(
         backend,
         f"cat given.txt && touch {host_dir}/new.txt",
-        sandbox=spec(Mount(str(host_dir), read_only=True)),
+        sandbox=spec(Mount.of(str(host_dir), read_only=True)),
     )
     assert result.stdout == "from the host\n"
     assert result.exit_code != 0 and "Read-only file system" in result.stderr
@@ -125,7 +131,7 @@ async def test_read_write_mount_writes_as_the_caller(
     backend: DockerBackend, host_dir: Path
 ) -> None:
     result = await run(
-        backend, "echo written > out.txt", sandbox=spec(Mount(str(host_dir), read_only=False))
+        backend, "echo written > out.txt", sandbox=spec(Mount.of(str(host_dir), read_only=False))
     )
     assert result.ok, result
     written = host_dir / "out.txt"
@@ -373,7 +379,8 @@ async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> N
     )
     result = await run(backend, probe)
     assert result.stdout == (
-        "capture.py\nsupervisor.py\nRead-only file system\nPermission denied\nFileNotFoundError\n"
+        "capture.py\nsandbox.json\nsupervisor.py\nRead-only file system\nPermission denied\n"
+        "PermissionError\n"
     ), result
 
 
@@ -436,34 +443,14 @@ async def test_health_of_a_good_setup(backend: DockerBackend) -> None:
     assert report.ok and report.image_present and report.problems == ()
 
 
-@pytest.fixture(scope="module")
-def busybox_image(docker_client: Any) -> str:
-    """A python-less image built offline from the host's static busybox (idempotent)."""
-    try:
-        docker_client.images.get(BUSYBOX_IMAGE)
-        return BUSYBOX_IMAGE
-    except Exception:
-        pass
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        pytest.fail(
-            "busybox is needed to build the fallback test image: apt-get install busybox-static"
-        )
-    with tempfile.TemporaryDirectory() as context:
-        shutil.copy(busybox, Path(context) / "busybox")
-        (Path(context) / "Dockerfile").write_text(
-            "FROM scratch\n"
-            "COPY busybox /bin/busybox\n"
-            'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
-        )
-        docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
-    return BUSYBOX_IMAGE
-
-
 async def test_image_without_python_falls_back_to_docker_exec(
     backend: DockerBackend, busybox_image: str, host_dir: Path
 ) -> None:
-    box = spec(Mount(str(host_dir), read_only=False), image=busybox_image)
+    mount = Mount.of(str(host_dir), read_only=False)
+    with pytest.raises(BackendError, match="cannot deny them Unix sockets") as refused:
+        await run(backend, "true", sandbox=spec(mount, image=busybox_image))
+    assert refused.value.code == "unix_sockets_not_denied"
+    box = spec(mount, image=busybox_image, unix_sockets=True)
     result = await run(backend, "echo hi > out; cat out; echo err >&2; exit 4", sandbox=box)
     assert (result.stdout, result.stderr, result.exit_code) == ("hi\n", "err\n", 4)
     assert (host_dir / "out").stat().st_uid == UID

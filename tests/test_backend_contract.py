@@ -30,8 +30,10 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.pinned import FileIdentity
 
 IMAGE = "logos-sandbox:latest"
+SOME_DIRECTORY = FileIdentity(device=1, inode=2, kind="directory")
 
 
 @pytest.fixture
@@ -54,13 +56,19 @@ def test_importing_the_contract_does_not_import_docker() -> None:
 
 def test_contract_types_validate_their_inputs() -> None:
     with pytest.raises(ValueError, match="absolute"):
-        Mount("relative/path")
+        Mount("relative/path", True, SOME_DIRECTORY)
     with pytest.raises(ValueError, match="timeout_s"):
         ExecRequest("true", timeout_s=0)
     with pytest.raises(ValueError, match="memory_bytes"):
         Limits(memory_bytes=1024)
     with pytest.raises(ValueError, match="mounted once"):
-        SandboxSpec(IMAGE, (Mount("/a"), Mount("/a", read_only=False)), False, 1, 1)
+        SandboxSpec(
+            IMAGE,
+            (Mount("/a", True, SOME_DIRECTORY), Mount("/a", False, SOME_DIRECTORY)),
+            False,
+            1,
+            1,
+        )
 
 
 def test_a_state_dir_too_long_for_sockets_is_refused() -> None:
@@ -85,7 +93,7 @@ async def test_mounts_over_reserved_paths_are_result_errors(state_dir: Path) -> 
     url = f"unix://{state_dir}/no-docker.sock"
     async with DockerBackend(image=IMAGE, state_dir=state_dir, docker_base_url=url) as backend:
         for path in ("/", "/.sandboxd", "/.sandboxd/inner"):
-            spec = SandboxSpec(IMAGE, (Mount(path),), False, 1000, 1000)
+            spec = SandboxSpec(IMAGE, (Mount(path, True, SOME_DIRECTORY),), False, 1000, 1000)
             outcome = await backend.run("s", spec, ExecRequest("true"))
             assert outcome.result.error is not None and "reserves" in outcome.result.error
 

@@ -313,7 +313,16 @@ def test_every_request_is_audited(daemon: Daemon, client: httpx.Client, tmp_path
     ran = next(r for r in records if r["command"] == f"echo {marker}")
     assert ran["peer_uid"] == os.getuid() and ran["peer_pid"] == os.getpid()
     assert ran["status"] == 200 and ran["exit_code"] == 0 and ran["session"] == "audit"
-    assert ran["mounts"] == [{"path": str(tmp_path), "read_only": True}]
+    mounted = tmp_path.stat()
+    assert ran["mounts"] == [
+        {
+            "path": str(tmp_path),
+            "read_only": True,
+            "device": mounted.st_dev,
+            "inode": mounted.st_ino,
+            "kind": "directory",
+        }
+    ]
     assert ran["network"] is False and ran["sandbox"].startswith("sandboxd-")
     refused = next(r for r in records if r["command"] == f"echo {marker}-refused")
     assert refused["status"] == 403 and "/etc" in refused["error"]

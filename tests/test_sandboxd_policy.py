@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandboxd.config import config_from_mapping
+from sandboxd.pinned import identify
 from sandboxd.policy import GrantedPath, Policy, PolicyError
 
 
@@ -70,10 +71,12 @@ def test_project_paths_are_granted_resolved_and_in_order(world: dict[str, Path])
         [(str(link / "src"), False), (str(world["project"] / "README"), True)],
         caller_home=world["home"],
     )
-    assert granted == (
-        GrantedPath(str(world["project"] / "src"), read_only=False),
-        GrantedPath(str(world["project"] / "README"), read_only=True),
+    src, readme = str(world["project"] / "src"), str(world["project"] / "README")
+    assert granted.paths == (
+        GrantedPath(src, read_only=False, identity=identify(src)),
+        GrantedPath(readme, read_only=True, identity=identify(readme)),
     )
+    granted.close()
 
 
 @pytest.mark.parametrize("raw", ["relative/path", "./x", "", "~/project"])
@@ -218,7 +221,7 @@ def test_duplicate_mounts_merge_and_conflicts_are_malformed(world: dict[str, Pat
     policy = _policy(world)
     same = str(world["project"])
     granted = policy.grant_paths([(same, True), (same + "/", True)], caller_home=world["home"])
-    assert granted == (GrantedPath(same, read_only=True),)
+    assert granted.paths == (GrantedPath(same, read_only=True, identity=identify(same)),)
     with pytest.raises(PolicyError) as caught:
         policy.grant_paths([(same, True), (same, False)], caller_home=world["home"])
     assert (caught.value.status, caught.value.code) == (400, "conflicting_mounts")
@@ -226,7 +229,7 @@ def test_duplicate_mounts_merge_and_conflicts_are_malformed(world: dict[str, Pat
 
 def test_workdir_must_be_an_existing_directory_inside_a_mount(world: dict[str, Path]) -> None:
     policy = _policy(world)
-    mounts = policy.grant_paths([(str(world["project"]), True)], caller_home=world["home"])
+    mounts = policy.grant_paths([(str(world["project"]), True)], caller_home=world["home"]).paths
     assert policy.check_workdir(None, mounts) is None
     link = world["tmp"] / "src-link"
     link.symlink_to(world["project"] / "src")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -80,7 +81,7 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
     )
     try:
         with anyio.fail_after(20):
-            channel = await SupervisorChannel.accept(listener)
+            channel, _ = await SupervisorChannel.accept(listener)
         await listener.aclose()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(channel.serve)
@@ -227,8 +228,18 @@ async def test_supervisor_death_fails_commands_in_flight(running: Running) -> No
     assert isinstance(await running.run_or_lost("true"), ChannelLost)
 
 
-async def test_oversized_reply_is_refused(tmp_path: Path) -> None:
-    """A compromised supervisor cannot make the backend buffer without bound."""
+HOSTILE_REPLIES = {
+    "a reply line without an end": b'{"id": 1, "stdout": "' + b"x" * (64 * 1024**2),
+    "more output than the request allows": (
+        b'{"id": 1, "stdout_bytes": 50000000, "stderr_bytes": 0}\n' + b"x" * 4 * 1024**2
+    ),
+    "a reply to a command never sent": b'{"id": 99, "stdout_bytes": 0, "stderr_bytes": 0}\n',
+}
+
+
+@pytest.mark.parametrize("reply", list(HOSTILE_REPLIES), ids=list(HOSTILE_REPLIES))
+async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
+    """A compromised supervisor cannot make the backend buffer without bound, or confuse it."""
     socket_path = tmp_path / "s"
     listener = await anyio.create_unix_listener(socket_path)
 
@@ -236,15 +247,17 @@ async def test_oversized_reply_is_refused(tmp_path: Path) -> None:
         with socket.socket(socket.AF_UNIX) as peer:
             peer.connect(str(socket_path))
             peer.sendall(
-                b'{"hello": "sandboxd-supervisor", "protocol": 1, "pid": 1, "shell": "x"}\n'
+                b'{"hello": "sandboxd-supervisor", "protocol": 2, "pid": 1, "shell": "x", '
+                b'"mounts": [], "unix_sockets": "denied"}\n'
             )
             peer.recv(4096)
             with contextlib.suppress(OSError):
-                peer.sendall(b'{"id": 1, "stdout": "' + b"x" * (64 * 1024**2))
+                peer.sendall(HOSTILE_REPLIES[reply])
+                peer.recv(1)  # until the backend hangs up
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(anyio.to_thread.run_sync, hostile_supervisor)
-        channel = await SupervisorChannel.accept(listener)
+        channel, _ = await SupervisorChannel.accept(listener)
         tasks.start_soon(channel.serve)
         message = RunMessage(
             id=channel.next_id(),
@@ -257,8 +270,37 @@ async def test_oversized_reply_is_refused(tmp_path: Path) -> None:
         )
         with anyio.fail_after(20):
             lost = await channel.run(message, reply_deadline_s=15)
-        assert isinstance(lost, ChannelLost) and "over" in lost.reason
+        assert isinstance(lost, ChannelLost), lost
+        assert (
+            "reply line over" in lost.reason
+            or "never sent" in lost.reason
+            or ("more than the" in lost.reason)
+        ), lost.reason
     await listener.aclose()
+
+
+async def test_the_first_reply_may_be_as_large_as_its_request_allows(running: Running) -> None:
+    """The reply limit comes from the request it answers, never from an earlier one."""
+    reply = await running.run(
+        "head -c 3000000 /dev/zero | tr '\\0' '\\1'", max_output_bytes=4 * 1024**2
+    )
+    assert reply.error is None and reply.exit_code == 0
+    assert reply.stdout == "\x01" * 3_000_000
+
+
+async def test_unix_sockets_are_denied_to_commands_and_pairs_stay_usable(running: Running) -> None:
+    probe = (
+        "import errno, socket\n"
+        "for family, kind, pair in ((1, 1, False), (1, 2, False), (1, 2, True), (1, 1, True),"
+        " (2, 1, False)):\n"
+        "    try:\n"
+        "        socket.socketpair(family, kind) if pair else socket.socket(family, kind)\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print(errno.errorcode[exc.errno])\n"
+    )
+    reply = await running.run(f"{sys.executable} -c {shlex.quote(probe)}")
+    assert reply.stdout.split() == ["EPERM", "EPERM", "EPERM", "allowed", "allowed"], reply
 
 
 async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
