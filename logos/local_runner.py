@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from logos.capture import OutputCapture
+from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, private_output_dir
 from logos.options import ExecOptions
 from logos.result import Result
 
@@ -80,10 +80,12 @@ class LocalRunner:
                 command=command,
                 error=f"working directory {workdir!r} does not exist or is not a directory",
             )
-        save_dir = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
-        if save_dir is not None and not self._swept_saved_outputs:
-            self._swept_saved_outputs = True
-            _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
+        save_dir = None
+        if options.max_saved_output_bytes > 0:
+            save_dir = private_output_dir(tempfile.gettempdir())
+            if not self._swept_saved_outputs:
+                self._swept_saved_outputs = True
+                _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
         stdout = self._capture(options, save_dir, "stdout")
         stderr = self._capture(options, save_dir, "stderr")
         try:
@@ -171,42 +173,27 @@ class LocalRunner:
         return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
 
 
-def _saved_output_dir() -> str | None:
-    """The user's private directory for cut outputs, or None if it cannot be trusted.
-
-    WHY one fixed directory per user rather than a fresh `mkdtemp` per runner: runners are
-    cheap and many, and empty temporary directories would pile up. A fixed name in a shared
-    /tmp could be planted by someone else, so it is used only if it is a real directory,
-    ours, and closed to others.
-    """
-    path = os.path.join(tempfile.gettempdir(), f"logos-output-{os.getuid()}")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return None
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    trusted = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
-    return path if trusted else None
-
-
 def _remove_old_saved_outputs(save_dir: str, cutoff: float) -> None:
     """Delete our saved outputs last written before `cutoff` (epoch seconds).
 
     WHY: nothing else ever deletes them, and a copy can be 64 MiB. They are kept for a
     day rather than removed at `aclose()` because `logos exec` prints their paths for a
-    caller to read after the runner is gone.
+    caller to read after the runner is gone. The directory is checked and used through one
+    descriptor, like the captures do, so a planted name cannot point the deletions elsewhere.
     """
-    with contextlib.suppress(OSError), os.scandir(save_dir) as entries:
-        for entry in entries:
-            with contextlib.suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
-                    os.unlink(entry.path)
+    try:
+        dir_fd = open_private_dir(save_dir)
+    except UntrustedDirectory:
+        return  # each capture that needs the directory says why it cannot save
+    try:
+        with contextlib.suppress(OSError), os.scandir(dir_fd) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                        os.unlink(entry.name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _command_env(options: ExecOptions) -> dict[str, str]:
