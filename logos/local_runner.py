@@ -11,12 +11,14 @@ import stat
 import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Mapping
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, private_output_dir
+from logos.group_reaper import KILL_GRACE_S, BackgroundGroups, group_alive, signal_group
 from logos.options import ExecOptions
 from logos.result import Result
 
@@ -39,9 +41,6 @@ NONINTERACTIVE_ENV: Mapping[str, str] = {
 }
 """Set for every command: nothing may wait for a human, open a pager or an editor."""
 
-KILL_GRACE_S = 2.0
-"""Between SIGTERM and SIGKILL when a command times out or is cancelled."""
-
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
 
@@ -55,13 +54,16 @@ class LocalRunner:
     """Runs each command as `bash -c` in its own session and process group.
 
     Backgrounded processes (`server &`) outlive the command, as in a terminal, so that a
-    later command can talk to them; `aclose()` kills whatever is still running. On timeout
-    or cancellation the whole process group is killed: nothing survives it.
+    later command can talk to them, but never the runner: `close()`/`aclose()` (or leaving
+    `with`/`async with`) kills whatever is still running, and so does dropping the runner,
+    the interpreter exiting, or the program dying by a signal (see `logos.group_reaper`).
+    On timeout or cancellation the whole process group is killed: nothing survives it.
     """
 
     def __init__(self, shell: str = "bash") -> None:
         self._shell = shell
-        self._process_groups: set[int] = set()
+        self._background = BackgroundGroups()
+        weakref.finalize(self, self._background.abandon)
         self._output_prefix = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = itertools.count(1)
         self._swept_saved_outputs = False
@@ -99,8 +101,8 @@ class LocalRunner:
         except OSError as exc:
             return Result(command=command, error=f"could not start {self._shell}: {exc}")
 
-        self._forget_ended_groups()
-        self._process_groups.add(process.pid)
+        self._background.forget_ended()
+        self._background.started(process.pid)
         timed_out = False
         try:
             timed_out = await _supervise(process, stdout, stderr, options.timeout_s)
@@ -114,8 +116,7 @@ class LocalRunner:
                 if timed_out or process.returncode is None:
                     await _kill_group(process)
                 await process.aclose()
-            if not _group_alive(process.pid):
-                self._process_groups.discard(process.pid)
+            self._background.settled(process.pid)
 
         out, err = stdout.finish(), stderr.finish()
         returncode = process.returncode
@@ -133,30 +134,20 @@ class LocalRunner:
             stderr_file=err.saved_path,
         )
 
+    def close(self) -> None:
+        """Kill what commands left running in the background (`server &`); blocks for up
+        to the kill grace. The runner stays usable."""
+        self._background.close()
+
     async def aclose(self) -> None:
-        """Kill what commands left running in the background (`server &`)."""
-        for pgid in list(self._process_groups):
-            _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < deadline and any(map(_group_alive, self._process_groups)):
-            await anyio.sleep(0.02)
-        for pgid in self._process_groups:
-            _signal_group(pgid, signal.SIGKILL)
-        self._process_groups.clear()
+        """`close()` for async callers (in a worker thread: the event loop keeps running)."""
+        await anyio.to_thread.run_sync(self._background.close)
 
-    def _forget_ended_groups(self) -> None:
-        """Drop background groups with no process left.
+    def __enter__(self) -> LocalRunner:
+        return self
 
-        WHY: the id of an ended group may be given to an unrelated process group, which
-        `aclose()` would then kill; a group that still has a zombie keeps its id reserved.
-        """
-        for pgid in list(self._process_groups):
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                self._process_groups.discard(pgid)
-            except PermissionError:
-                pass
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     async def __aenter__(self) -> LocalRunner:
         return self
@@ -242,44 +233,10 @@ async def _pump(stream: ByteReceiveStream, capture: OutputCapture, done: anyio.E
 async def _kill_group(process: Process) -> None:
     """SIGTERM the process group, SIGKILL it after a grace; returns once bash is reaped."""
     pgid = process.pid
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     with anyio.move_on_after(KILL_GRACE_S):
         await process.wait()
-        while _group_alive(pgid):
+        while group_alive(pgid):
             await anyio.sleep(0.02)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     await process.wait()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a live (non-zombie) process remains in the group.
-
-    WHY not just `killpg(pgid, 0)`: it also succeeds for zombies that an init which does
-    not reap promptly leaves behind, which would turn every kill into a full grace wait.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
