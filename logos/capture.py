@@ -6,16 +6,83 @@ Standard library only: the sandbox supervisor runs this same file inside contain
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from dataclasses import dataclass
 
 OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
+UNSAVED_MARKER = "\n[… {dropped} bytes omitted; no copy was saved: {reason} …]\n"
+"""The omission marker when a copy was wanted but could not be saved (and why)."""
 SAVE_LIMIT_NOTE = (
     "\n[… {unsaved} more bytes were not saved: this copy holds only the first {saved} bytes …]\n"
 )
 """Ends a saved copy that the save limit cut short, where `tail` of the file will show it."""
 _LINE_TRIM_DIVISOR = 4
 """A cut moves to a line boundary only if that gives up at most 1/4 of the kept bytes."""
+
+
+class UntrustedDirectory(Exception):
+    """The saved-output directory cannot be trusted with a command's output; says why."""
+
+
+def private_output_dir(parent: str) -> str:
+    """This user's directory for saved outputs under `parent` (a temp dir shared with others).
+
+    WHY one fixed directory per user rather than a fresh `mkdtemp` per runner: runners are
+    cheap and many, and empty temporary directories would pile up. The fixed name can be
+    planted by someone else, which `open_private_dir` refuses.
+    """
+    return os.path.join(parent, f"logos-output-{os.geteuid()}")
+
+
+def open_private_dir(path: str) -> int:
+    """Open `path`, creating it 0700 if missing, as a directory only this user can enter.
+
+    Returns a descriptor to create files relative to (`dir_fd=`): a rename of the directory
+    after the checks cannot redirect them. Raises UntrustedDirectory when `path` is a symlink,
+    not a directory, someone else's, open to group or others, or a mount point (in a sandbox:
+    a host directory mounted over the name).
+
+    WHY each step: the name lives in a shared temp dir where anyone may plant it first. mkdir
+    never follows a symlink; O_NOFOLLOW refuses one planted in its place; fstat checks the
+    very directory that was opened, not whatever the name leads to a moment later.
+    """
+    parent, name = os.path.split(path)
+    try:
+        parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise UntrustedDirectory(f"cannot open {parent}: {exc.strerror}") from None
+    try:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UntrustedDirectory(f"cannot create {path}: {exc.strerror}") from None
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UntrustedDirectory(f"{path} is not a directory (a symlink?)") from None
+            raise UntrustedDirectory(f"cannot open {path}: {exc.strerror}") from None
+        problem = _untrusted_because(path, os.fstat(fd), os.fstat(parent_fd))
+        if problem is not None:
+            os.close(fd)
+            raise UntrustedDirectory(problem)
+        return fd
+    finally:
+        os.close(parent_fd)
+
+
+def _untrusted_because(path: str, info: os.stat_result, parent: os.stat_result) -> str | None:
+    if info.st_uid != os.geteuid():
+        return f"{path} belongs to uid {info.st_uid}, not to uid {os.geteuid()}"
+    if info.st_mode & 0o077:
+        return f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if info.st_dev != parent.st_dev:
+        return f"{path} is a mount point (a directory from elsewhere)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -34,7 +101,9 @@ class OutputCapture:
 
     The first half of `limit` is the head, the rest the tail. When the output outgrows
     `limit` and `save_path` is given, everything (up to `save_limit` bytes) is written to
-    that file so that the model can read the full output with a further command.
+    that new file so that the model can read the full output with a further command. The
+    file's directory must be a private directory of this user (see `open_private_dir`);
+    when it is not, nothing is saved and the omission marker says why.
     """
 
     def __init__(self, limit: int, save_path: str | None = None, save_limit: int = 0) -> None:
@@ -45,8 +114,10 @@ class OutputCapture:
         self._total = 0
         self._save_path = save_path if save_limit > 0 else None
         self._save_limit = save_limit
+        self._dir_fd: int | None = None
         self._save_fd: int | None = None
         self._saved = 0
+        self._unsaved_reason: str | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -74,12 +145,20 @@ class OutputCapture:
     def _start_saving(self) -> None:
         """Called once, when the output first outgrows the limit: nothing was dropped yet."""
         assert self._save_path is not None
+        directory, name = os.path.split(self._save_path)
         try:
+            self._dir_fd = open_private_dir(directory)
             self._save_fd = os.open(
-                self._save_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                0o600,
+                dir_fd=self._dir_fd,
             )
-        except OSError:
-            self._save_path = None
+        except UntrustedDirectory as refusal:
+            self._stop_saving(str(refusal))
+            return
+        except OSError as exc:
+            self._stop_saving(f"cannot create {self._save_path}: {exc.strerror}")
             return
         self._save(bytes(self._head) + bytes(self._tail))
 
@@ -95,12 +174,12 @@ class OutputCapture:
         try:
             while rest:
                 rest = rest[os.write(self._save_fd, rest) :]
-        except OSError:
-            self._abandon_save()
+        except OSError as exc:
+            self._abandon_save(f"writing {self._save_path} failed: {exc.strerror}")
             return False
         return True
 
-    def _abandon_save(self) -> None:
+    def _abandon_save(self, reason: str) -> None:
         """Stop saving after a failed write (e.g. a full disk); the copy is then not reported.
 
         WHY truncate: a copy with a hole would claim to hold output it lost, and on a full
@@ -109,21 +188,24 @@ class OutputCapture:
         assert self._save_fd is not None
         with contextlib.suppress(OSError):
             os.ftruncate(self._save_fd, 0)
-        os.close(self._save_fd)
-        self._save_fd = None
+        self._stop_saving(reason)
+
+    def _stop_saving(self, reason: str | None) -> None:
+        """Close what saving opened; `reason` (if any) is why no copy is reported."""
+        for fd in (self._save_fd, self._dir_fd):
+            if fd is not None:
+                os.close(fd)
+        self._save_fd = self._dir_fd = None
         self._save_path = None
         self._saved = 0
+        self._unsaved_reason = reason
 
     def discard(self) -> None:
         """Close and delete the saved copy: for a command whose result nobody will read."""
-        if self._save_fd is not None:
-            os.close(self._save_fd)
-            self._save_fd = None
-            if self._save_path is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._save_path)
-        self._save_path = None
-        self._saved = 0
+        if self._save_fd is not None and self._save_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.basename(self._save_path), dir_fd=self._dir_fd)
+        self._stop_saving(None)
 
     def finish(self) -> CapturedOutput:
         """Close the saved file and decode what was kept."""
@@ -131,9 +213,9 @@ class OutputCapture:
             unsaved = self._total - self._saved
             if unsaved:
                 self._write_all(SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=self._saved).encode())
+        saved_path, saved_bytes, unsaved_reason = self._save_path, self._saved, self._unsaved_reason
         if self._save_fd is not None:
-            os.close(self._save_fd)
-            self._save_fd = None
+            self._stop_saving(None)
         tail = self._tail[-self._tail_limit :] if self._tail_limit else bytearray()
         kept = len(self._head) + len(tail)
         if kept >= self._total:
@@ -142,7 +224,10 @@ class OutputCapture:
         head = bytes(self._head[: _back_to_line_end(self._head, _complete_prefix(self._head))])
         tail_bytes = bytes(tail[_on_to_line_start(tail, _leading_continuations(tail)) :])
         dropped = self._total - len(head) - len(tail_bytes)
-        marker = OMISSION_MARKER.format(dropped=dropped)
+        if unsaved_reason is None:
+            marker = OMISSION_MARKER.format(dropped=dropped)
+        else:
+            marker = UNSAVED_MARKER.format(dropped=dropped, reason=unsaved_reason)
         if head.endswith(b"\n"):
             marker = marker[1:]
         text = (
@@ -154,8 +239,8 @@ class OutputCapture:
             text=text,
             total_bytes=self._total,
             dropped_bytes=dropped,
-            saved_path=self._save_path if self._saved else None,
-            saved_bytes=self._saved,
+            saved_path=saved_path if saved_bytes else None,
+            saved_bytes=saved_bytes,
         )
 
 

@@ -11,12 +11,14 @@ import stat
 import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Mapping
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from logos.capture import OutputCapture
+from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, private_output_dir
+from logos.group_reaper import KILL_GRACE_S, BackgroundGroups, group_alive, signal_group
 from logos.options import ExecOptions
 from logos.result import Result
 
@@ -39,9 +41,6 @@ NONINTERACTIVE_ENV: Mapping[str, str] = {
 }
 """Set for every command: nothing may wait for a human, open a pager or an editor."""
 
-KILL_GRACE_S = 2.0
-"""Between SIGTERM and SIGKILL when a command times out or is cancelled."""
-
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
 
@@ -55,13 +54,16 @@ class LocalRunner:
     """Runs each command as `bash -c` in its own session and process group.
 
     Backgrounded processes (`server &`) outlive the command, as in a terminal, so that a
-    later command can talk to them; `aclose()` kills whatever is still running. On timeout
-    or cancellation the whole process group is killed: nothing survives it.
+    later command can talk to them, but never the runner: `close()`/`aclose()` (or leaving
+    `with`/`async with`) kills whatever is still running, and so does dropping the runner,
+    the interpreter exiting, or the program dying by a signal (see `logos.group_reaper`).
+    On timeout or cancellation the whole process group is killed: nothing survives it.
     """
 
     def __init__(self, shell: str = "bash") -> None:
         self._shell = shell
-        self._process_groups: set[int] = set()
+        self._background = BackgroundGroups()
+        weakref.finalize(self, self._background.abandon)
         self._output_prefix = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = itertools.count(1)
         self._swept_saved_outputs = False
@@ -80,10 +82,12 @@ class LocalRunner:
                 command=command,
                 error=f"working directory {workdir!r} does not exist or is not a directory",
             )
-        save_dir = _saved_output_dir() if options.max_saved_output_bytes > 0 else None
-        if save_dir is not None and not self._swept_saved_outputs:
-            self._swept_saved_outputs = True
-            _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
+        save_dir = None
+        if options.max_saved_output_bytes > 0:
+            save_dir = private_output_dir(tempfile.gettempdir())
+            if not self._swept_saved_outputs:
+                self._swept_saved_outputs = True
+                _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
         stdout = self._capture(options, save_dir, "stdout")
         stderr = self._capture(options, save_dir, "stderr")
         try:
@@ -97,8 +101,8 @@ class LocalRunner:
         except OSError as exc:
             return Result(command=command, error=f"could not start {self._shell}: {exc}")
 
-        self._forget_ended_groups()
-        self._process_groups.add(process.pid)
+        self._background.forget_ended()
+        self._background.started(process.pid)
         timed_out = False
         try:
             timed_out = await _supervise(process, stdout, stderr, options.timeout_s)
@@ -112,8 +116,7 @@ class LocalRunner:
                 if timed_out or process.returncode is None:
                     await _kill_group(process)
                 await process.aclose()
-            if not _group_alive(process.pid):
-                self._process_groups.discard(process.pid)
+            self._background.settled(process.pid)
 
         out, err = stdout.finish(), stderr.finish()
         returncode = process.returncode
@@ -131,30 +134,20 @@ class LocalRunner:
             stderr_file=err.saved_path,
         )
 
+    def close(self) -> None:
+        """Kill what commands left running in the background (`server &`); blocks for up
+        to the kill grace. The runner stays usable."""
+        self._background.close()
+
     async def aclose(self) -> None:
-        """Kill what commands left running in the background (`server &`)."""
-        for pgid in list(self._process_groups):
-            _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < deadline and any(map(_group_alive, self._process_groups)):
-            await anyio.sleep(0.02)
-        for pgid in self._process_groups:
-            _signal_group(pgid, signal.SIGKILL)
-        self._process_groups.clear()
+        """`close()` for async callers (in a worker thread: the event loop keeps running)."""
+        await anyio.to_thread.run_sync(self._background.close)
 
-    def _forget_ended_groups(self) -> None:
-        """Drop background groups with no process left.
+    def __enter__(self) -> LocalRunner:
+        return self
 
-        WHY: the id of an ended group may be given to an unrelated process group, which
-        `aclose()` would then kill; a group that still has a zombie keeps its id reserved.
-        """
-        for pgid in list(self._process_groups):
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                self._process_groups.discard(pgid)
-            except PermissionError:
-                pass
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     async def __aenter__(self) -> LocalRunner:
         return self
@@ -171,42 +164,27 @@ class LocalRunner:
         return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
 
 
-def _saved_output_dir() -> str | None:
-    """The user's private directory for cut outputs, or None if it cannot be trusted.
-
-    WHY one fixed directory per user rather than a fresh `mkdtemp` per runner: runners are
-    cheap and many, and empty temporary directories would pile up. A fixed name in a shared
-    /tmp could be planted by someone else, so it is used only if it is a real directory,
-    ours, and closed to others.
-    """
-    path = os.path.join(tempfile.gettempdir(), f"logos-output-{os.getuid()}")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return None
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    trusted = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
-    return path if trusted else None
-
-
 def _remove_old_saved_outputs(save_dir: str, cutoff: float) -> None:
     """Delete our saved outputs last written before `cutoff` (epoch seconds).
 
     WHY: nothing else ever deletes them, and a copy can be 64 MiB. They are kept for a
     day rather than removed at `aclose()` because `logos exec` prints their paths for a
-    caller to read after the runner is gone.
+    caller to read after the runner is gone. The directory is checked and used through one
+    descriptor, like the captures do, so a planted name cannot point the deletions elsewhere.
     """
-    with contextlib.suppress(OSError), os.scandir(save_dir) as entries:
-        for entry in entries:
-            with contextlib.suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
-                    os.unlink(entry.path)
+    try:
+        dir_fd = open_private_dir(save_dir)
+    except UntrustedDirectory:
+        return  # each capture that needs the directory says why it cannot save
+    try:
+        with contextlib.suppress(OSError), os.scandir(dir_fd) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                        os.unlink(entry.name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _command_env(options: ExecOptions) -> dict[str, str]:
@@ -255,44 +233,10 @@ async def _pump(stream: ByteReceiveStream, capture: OutputCapture, done: anyio.E
 async def _kill_group(process: Process) -> None:
     """SIGTERM the process group, SIGKILL it after a grace; returns once bash is reaped."""
     pgid = process.pid
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     with anyio.move_on_after(KILL_GRACE_S):
         await process.wait()
-        while _group_alive(pgid):
+        while group_alive(pgid):
             await anyio.sleep(0.02)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     await process.wait()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a live (non-zombie) process remains in the group.
-
-    WHY not just `killpg(pgid, 0)`: it also succeeds for zombies that an init which does
-    not reap promptly leaves behind, which would turn every kill into a full grace wait.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False

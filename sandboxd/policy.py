@@ -76,30 +76,83 @@ CREDENTIAL_DIRS: tuple[str, ...] = (
 )
 """Relative to a home directory: never mountable, nor anything in them."""
 
-SECRET_ENV_PATTERNS: tuple[str, ...] = (
-    "*TOKEN",
-    "*_KEY",
-    "*_KEYS",
-    "*_KEY_ID",
-    "*APIKEY*",
-    "*PRIVATE_KEY*",
-    "*SECRET*",
-    "*PASSWORD*",
-    "*PASSWD*",
-    "*_PASS",
-    "*PASSPHRASE*",
-    "*CREDENTIAL*",
-    "*_PAT",
-    "*_AUTH",
-    "*COOKIE*",
-    "*_DSN",
-    "*DATABASE_URL*",
+SECRET_ENV_WORDS: frozenset[str] = frozenset(
+    {
+        "TOKEN",
+        "TOKENS",
+        "AUTH",
+        "AUTHORIZATION",
+        "BEARER",
+        "JWT",
+        "KEY",
+        "KEYS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWORDS",
+        "PASSWD",
+        "PASS",
+        "PWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "COOKIE",
+        "COOKIES",
+        "DSN",
+        "PAT",
+        "APIKEY",
+    }
 )
-"""Env names (matched upper-cased) withheld unless the config's allow_env_keys lets them pass.
+"""An env name holding one of these words (see `env_name_words`) is withheld.
 
-WHY no `AWS_*`: AWS_REGION and friends are harmless; the secret ones (AWS_SECRET_ACCESS_KEY,
-AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID) are caught by the patterns above.
+WHY whole words: `KEY` must catch `KEY` and `AWS_ACCESS_KEY_ID` but not `KEYBOARD` or
+`MONKEY_LEVEL`; `PASS` catches `SMTP_PASS` but not `PASSTHROUGH` or `BYPASS_CACHE`; `AUTH`
+catches `AUTH_HEADER` but not `GIT_AUTHOR_NAME`.
 """
+
+SECRET_ENV_FRAGMENTS: tuple[str, ...] = (
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "APIKEY",
+    "PRIVATEKEY",
+    "ACCESSKEY",
+    "CREDENTIAL",
+    "DATABASE_URL",
+)
+"""Withheld wherever they appear in the upper-cased name, even inside a word (`PGPASSWORD`,
+`CLIENTSECRET`): none of them is part of a harmless word. `DATABASE_URL` holds a password."""
+
+SHELL_ENV_NAMES: frozenset[str] = frozenset({"PWD"})
+"""Names the shell sets itself: `PWD` alone is the working directory (`MYSQL_PWD` is a password)."""
+
+_ENV_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""One word of a name part: an upper-case run (`API` in `APIKey`), a capitalised or
+lower-case word (`Token` in `accessToken`), or digits."""
+_ENV_SEPARATOR_RE = re.compile(r"[_.-]+")
+
+
+def env_name_words(name: str) -> list[str]:
+    """The upper-cased words of an env name: split on `_`, `-`, `.` and camelCase
+    boundaries (`npm_config__authToken` is NPM, CONFIG, AUTH, TOKEN)."""
+    return [
+        word.upper()
+        for part in _ENV_SEPARATOR_RE.split(name)
+        for word in _ENV_WORD_RE.findall(part)
+    ]
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an env name looks like it holds a secret (a token, key, password, …)."""
+    if name in SHELL_ENV_NAMES:
+        return False
+    upper = name.upper()
+    if any(fragment in upper for fragment in SECRET_ENV_FRAGMENTS):
+        return True
+    return any(word in SECRET_ENV_WORDS or word.endswith("TOKEN") for word in env_name_words(name))
+
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -346,8 +399,7 @@ class Policy:
     def _is_secret(self, name: str) -> bool:
         if any(fnmatch.fnmatchcase(name, allowed) for allowed in self._allow_env_keys):
             return False
-        upper = name.upper()
-        return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
+        return looks_secret(name)
 
     def _check_path(self, raw: str, extra: Sequence[_Refused]) -> PinnedPath:
         """The resolved path, pinned, once it passed every rule; PolicyError otherwise."""

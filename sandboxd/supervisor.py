@@ -18,7 +18,7 @@ line): output full of control characters would grow up to six times as JSON stri
 
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, a
 non-interactive environment, output captured head+tail with bounded memory and saved under
-/tmp/logos-output/ when cut. A timeout or a cancel sends SIGTERM to the whole group, then
+/tmp/logos-output-<uid>/ when cut. A timeout or a cancel sends SIGTERM to the whole group, then
 SIGKILL after a short grace. When the backend hangs up, every command is killed and the
 supervisor exits, which stops the container.
 
@@ -47,9 +47,12 @@ import time
 from typing import Any
 
 try:
-    from logos.capture import OutputCapture
+    from logos.capture import OutputCapture, private_output_dir
 except ImportError:  # inside the container capture.py is mounted next to this file
-    from capture import OutputCapture  # type: ignore[import-not-found,no-redef]
+    from capture import (  # type: ignore[import-not-found,no-redef]
+        OutputCapture,
+        private_output_dir,
+    )
 
 PROTOCOL = 2
 HELLO = "sandboxd-supervisor"
@@ -62,7 +65,8 @@ LINGER_S = 0.02
 pipes (`sleep 1000 & echo hi`): what the shell wrote is already in the pipe by then."""
 MAX_WAIT_S = 0.25
 """Longest sleep of a command's read loop, so that a cancel's SIGKILL escalation is timely."""
-SAVED_OUTPUT_DIR = "/tmp/logos-output"
+SAVED_OUTPUT_DIR = private_output_dir("/tmp")
+"""The caller's private directory in the container's own /tmp; the captures create and check it."""
 SPAWN_ATTEMPTS = 5
 OUT_OF_PROCESSES = (
     "the sandbox is out of processes (its pids limit is reached by running commands): "
@@ -229,11 +233,6 @@ class Supervisor:
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)
-        if save_limit > 0:
-            try:
-                os.makedirs(self._output_dir, mode=0o700, exist_ok=True)
-            except OSError:
-                save_limit = 0
         saved = f"{self._output_dir}/cmd-{request_id}"
         stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from logos import AllowedPath, ExecOptions
-from logos.local_runner import KILL_GRACE_S, LocalRunner
+from logos.group_reaper import KILL_GRACE_S
+from logos.local_runner import LocalRunner
 from tests.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
@@ -251,7 +252,7 @@ async def test_a_background_job_that_ended_is_forgotten_before_its_id_can_be_reu
     # group, which `aclose()` must never signal.
     runner = LocalRunner()
     await runner.run("sleep 0.5 > /dev/null 2>&1 & echo started", ExecOptions())
-    (group,) = runner._process_groups
+    (group,) = runner._background.pgids
     with anyio.fail_after(20):  # until the job has ended and its zombie has been reaped
         while True:
             try:
@@ -260,4 +261,4 @@ async def test_a_background_job_that_ended_is_forgotten_before_its_id_can_be_reu
                 break
             await anyio.sleep(0.05)
     await runner.run("true", ExecOptions())
-    assert runner._process_groups == set()
+    assert runner._background.pgids == set()
