@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ pytest_plugins = ["tests.sse_server", "tests.llama"]
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
 
 
 def require(condition: bool, reason: str) -> None:
@@ -40,3 +44,30 @@ def docker_client() -> Iterator[Any]:
         require(False, f"image {SANDBOX_IMAGE} missing; run ./scripts/setup-docker")
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_client: Any) -> str:
+    """A python-less image built offline from the host's static busybox (idempotent): it makes
+    the daemon fall back to `docker exec`."""
+    try:
+        docker_client.images.get(BUSYBOX_IMAGE)
+        return BUSYBOX_IMAGE
+    except Exception:
+        pass
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        pytest.fail(
+            "busybox is needed to build the fallback test image: run ./scripts/setup-docker "
+            "(or apt-get install busybox-static)"
+        )
+    with tempfile.TemporaryDirectory() as context:
+        shutil.copy(busybox, Path(context) / "busybox")
+        (Path(context) / "Dockerfile").write_text(
+            "FROM scratch\n"
+            "COPY busybox /bin/busybox\n"
+            'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+        )
+        docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
+    return BUSYBOX_IMAGE
+

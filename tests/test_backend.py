@@ -31,7 +31,6 @@ from sandboxd.backend import (
 from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
-BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
 UID = GID = 1000
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -434,30 +433,6 @@ async def test_health_reports_a_missing_image_with_its_fix(state_dir: Path) -> N
 async def test_health_of_a_good_setup(backend: DockerBackend) -> None:
     report = await backend.health()
     assert report.ok and report.image_present and report.problems == ()
-
-
-@pytest.fixture(scope="module")
-def busybox_image(docker_client: Any) -> str:
-    """A python-less image built offline from the host's static busybox (idempotent)."""
-    try:
-        docker_client.images.get(BUSYBOX_IMAGE)
-        return BUSYBOX_IMAGE
-    except Exception:
-        pass
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        pytest.fail(
-            "busybox is needed to build the fallback test image: apt-get install busybox-static"
-        )
-    with tempfile.TemporaryDirectory() as context:
-        shutil.copy(busybox, Path(context) / "busybox")
-        (Path(context) / "Dockerfile").write_text(
-            "FROM scratch\n"
-            "COPY busybox /bin/busybox\n"
-            'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
-        )
-        docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
-    return BUSYBOX_IMAGE
 
 
 async def test_image_without_python_falls_back_to_docker_exec(
