@@ -120,7 +120,8 @@ class DaemonConfig(BaseModel):
     idle_ttl_s: Seconds = 600.0
     """A session's containers are removed after this long without a command."""
     max_workers: int = Field(default=32, ge=1, le=1024)
-    """Threads for blocking Docker API calls (container start, removal, ...)."""
+    """Threads for blocking Docker API calls (container start, removal, ...); as many again
+    for `docker exec` fallback commands, which hold theirs while they run."""
     state_dir: HostPath = Field(default_factory=default_state_dir)
     """Daemon state: per-container control directories (and the audit log by default)."""
     audit_log: HostPath | None = None

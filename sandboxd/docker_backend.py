@@ -50,7 +50,7 @@ from sandboxd.container import (
     plan_layout,
 )
 from sandboxd.docker_exec import ExecCall, SandboxGoneError, run_exec
-from sandboxd.engine import Engine, api_error_text
+from sandboxd.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.ownership import (
     LABEL_CREATED,
     LABEL_MANAGED,
@@ -127,6 +127,10 @@ class DockerBackend:
         self.image = image
         self._idle_ttl_s = idle_ttl_s
         self._engine = Engine(docker_base_url, max_workers)
+        """Container starts, removals, inspections: quick calls."""
+        self._exec_engine = Engine(docker_base_url, max_workers)
+        """`docker exec` fallback commands, each holding a worker while it runs."""
+        self._health_engine = Engine(docker_base_url, PROBE_WORKERS, timeout_s=PROBE_TIMEOUT_S)
         self.instance_id = secrets.token_hex(8)
         """Recorded on every container this backend creates (label sandboxd.owner)."""
         self._owner = OwnerProcess.current()
@@ -177,21 +181,23 @@ class DockerBackend:
         try:
             await self._exit_stack.aclose()
         finally:
-            self._engine.close()
+            for engine in (self._engine, self._exec_engine, self._health_engine):
+                engine.close()
 
     async def health(self) -> HealthReport:
         problems: list[str] = []
         version: str | None = None
         image_present = False
+        engine = self._health_engine
         try:
-            version = str(await self._engine.call(lambda api: api.version()["Version"]))
+            version = str(await engine.call(lambda api: api.version()["Version"]))
         except EngineUnavailableError as exc:
             problems.append(str(exc))
         except docker.errors.APIError as exc:
-            problems.append(f"Docker engine at {self._engine.url} failed: {api_error_text(exc)}")
+            problems.append(f"Docker engine at {engine.url} failed: {api_error_text(exc)}")
         if version is not None:
             try:
-                await self._engine.call(lambda api: api.inspect_image(self.image))
+                await engine.call(lambda api: api.inspect_image(self.image))
                 image_present = True
             except docker.errors.ImageNotFound:
                 problems.append(f"image {self.image} missing: {BUILD_HINT}")
@@ -642,10 +648,10 @@ class DockerBackend:
         cancelled = threading.Event()
         try:
             return await anyio.to_thread.run_sync(
-                self._engine.call_blocking,
+                self._exec_engine.call_blocking,
                 functools.partial(run_exec, call=call, cancelled=cancelled),
                 abandon_on_cancel=True,
-                limiter=self._engine.limiter,
+                limiter=self._exec_engine.limiter,
             )
         except anyio.get_cancelled_exc_class():
             cancelled.set()  # the worker kills the command within a poll interval

@@ -6,6 +6,9 @@ wrapped to kill its own process group at the deadline inside the container, and 
 keeps a backstop: past the deadline it kills the exec's processes through /proc (works when
 the daemon sees the host's pids and may signal them), else the caller removes the container.
 
+Each exec holds a worker thread for as long as its command runs: the backend gives them an
+engine client and threads of their own (sandboxd.engine), apart from container starts.
+
 Differences from the supervisor, by design of a fallback: the timeout is a SIGKILL without
 a SIGTERM grace, a cut output is not saved inside the container, OOM kills are not told apart
 from other SIGKILLs.
