@@ -641,7 +641,7 @@ class DockerBackend:
             command=request.command,
             user=f"{box.spec.uid}:{box.spec.gid}",
             cwd=self._workdir(box, request),
-            env={**supervisor.NONINTERACTIVE_ENV, **request.env},
+            env=request.env,
             timeout_s=request.timeout_s,
             max_output_bytes=request.max_output_bytes,
         )

@@ -71,3 +71,16 @@ def busybox_image(docker_client: Any) -> str:
         docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
     return BUSYBOX_IMAGE
 
+
+@pytest.fixture(scope="session")
+def dash_exec_image(docker_client: Any) -> str:
+    """The sandbox image without python3: the daemon falls back to `docker exec`, with dash as
+    /bin/sh and coreutils' `setsid` and `sleep` found through PATH (busybox's shell runs its
+    own applets whatever PATH says). Built offline on top of the sandbox image; cached."""
+    tag = "sandboxd-test-dash:latest"
+    with tempfile.TemporaryDirectory() as context:
+        (Path(context) / "Dockerfile").write_text(
+            f"FROM {SANDBOX_IMAGE}\nUSER root\nRUN rm /usr/bin/python3\nUSER sandbox\n"
+        )
+        docker_client.images.build(path=context, tag=tag, rm=True)
+    return tag

@@ -3,6 +3,8 @@
 - Long exec commands must not starve the engine calls everything else needs: with as many
   `sleep 15` as the daemon has engine workers, health and a new container's start must
   still answer while they run.
+- A request's env must not reach the wrapper that enforces the timeout: a PATH pointing at
+  planted `setsid`/`sleep`/`kill` must neither run them nor disarm the watchdog.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from sandboxd_harness import Daemon, running_daemon
+
+from sandboxd.docker_exec import BACKSTOP_MARGIN_S
 
 pytestmark = pytest.mark.docker
 
@@ -23,8 +28,8 @@ HOLD_S = 15
 
 
 @pytest.fixture(scope="module")
-def daemon(docker_client: Any, busybox_image: str) -> Iterator[Daemon]:
-    config = f'allowed_images = ["{busybox_image}"]\nmax_workers = {WORKERS}\n'
+def daemon(docker_client: Any, busybox_image: str, dash_exec_image: str) -> Iterator[Daemon]:
+    config = f'allowed_images = ["{busybox_image}", "{dash_exec_image}"]\nmax_workers = {WORKERS}\n'
     with running_daemon(docker_client, config) as serving:
         yield serving
 
@@ -72,3 +77,55 @@ def test_exec_commands_do_not_hold_up_health_or_new_containers(
     assert fresh.status_code == 200 and fresh.json()["stdout"] == "fresh\n", fresh.text
     assert still_running == WORKERS, "the new container started only after the sleeps ended"
     assert all(r.status_code == 200 and r.json()["exit_code"] == 0 for r in results)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("image_fixture", ["dash_exec_image", "busybox_image"])
+def test_a_request_path_cannot_hijack_the_timeout_watchdog(
+    daemon: Daemon, image_fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    image = request.getfixturevalue(image_fixture)
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    for tool in ("setsid", "sleep", "kill"):
+        fake = evil / tool
+        # Each fake leaves a mark, then neuters the watchdog: no new session for setsid,
+        # an endless wait for sleep, nothing at all for kill.
+        action = {
+            "setsid": 'exec "$@"',
+            "sleep": "exec /bin/sleep 1000",
+            "kill": "exit 0",
+        }[tool]
+        fake.write_text(f'#!/bin/sh\necho "$$ $*" >> {ran}/{tool}\n{action}\n')
+        fake.chmod(0o755)
+    client = daemon.client()
+    greeting = "it's a 'quoted' $value"
+    fields = {
+        "image": image,
+        "session": "hijack",
+        "allowed_paths": [
+            {"path": str(evil), "read_only": True},
+            {"path": str(ran), "read_only": False},
+        ],
+        "env": {"PATH": str(evil), "GREETING": greeting},
+    }
+    # The request's env still reaches the command itself, values intact (this also starts
+    # the container, so that the timing below is the command's alone).
+    echoed = client.post("/v1/run", json={"command": 'echo "$PATH|$GREETING"', **fields})
+    assert echoed.json()["stdout"] == f"{evil}|{greeting}\n", echoed.text
+
+    timeout_s = 2.0
+    started = time.monotonic()
+    response = client.post(
+        "/v1/run", json={"command": "/bin/sleep 30", "timeout_s": timeout_s, **fields}
+    )
+    elapsed = time.monotonic() - started
+    body = response.json()
+    assert response.status_code == 200, response.text
+    print(f"sleep 30 with a {timeout_s:g} s timeout and a hijacked PATH: {elapsed:.2f} s")
+    assert sorted(path.name for path in ran.iterdir()) == [], "a planted tool ran"
+    assert body["timed_out"], body
+    # The host's backstop steps in only after BACKSTOP_MARGIN_S: the watchdog must be first.
+    assert elapsed < timeout_s + BACKSTOP_MARGIN_S, f"took {elapsed:.1f} s"
