@@ -45,7 +45,10 @@ def anyio_backend() -> str:
 def remove_our_containers(docker_client: Any) -> Iterator[None]:
     """Whatever a failing test leaves behind: containers created by this test process."""
     yield
-    for container in docker_client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+    listed = docker_client.containers.list(
+        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+    )
+    for container in listed:
         owner = container.labels.get(LABEL_OWNER_PROCESS, "")
         if owner.split("/")[2:3] == [str(os.getpid())] or container.labels.get(
             LABEL_SESSION, ""
