@@ -49,6 +49,7 @@ from sandboxd.backend import (
     Mount,
     SandboxSpec,
     SessionInfo,
+    TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
 from sandboxd.http import PeerCredentials, Request, Response, error_response
@@ -326,6 +327,9 @@ class App:
             image=report.image,
             image_present=report.image_present,
             problems=list(report.problems),
+            containers=report.containers,
+            max_sessions=report.max_sessions,
+            max_sessions_per_caller=report.max_sessions_per_caller,
         )
         return Response.json(200 if report.ok else 503, answer)
 
@@ -453,7 +457,12 @@ def _backend_session(uid: int, session: str) -> str:
 
 
 def _backend_problem(exc: BackendError) -> _Problem:
-    status = 503 if isinstance(exc, EngineUnavailableError | ImageMissingError) else 502
+    if isinstance(exc, TooManySessionsError):
+        status = 429
+    elif isinstance(exc, EngineUnavailableError | ImageMissingError):
+        status = 503
+    else:
+        status = 502
     return _Problem(status, exc.code, str(exc))
 
 

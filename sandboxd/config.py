@@ -126,6 +126,10 @@ class DaemonConfig(BaseModel):
     """Daemon state: per-container control directories (and the audit log by default)."""
     audit_log: HostPath | None = None
     """Append-only JSON-lines audit log, one line per request (default: state_dir/audit.log)."""
+    max_sessions: int | None = Field(default=None, ge=1)
+    """Sandbox containers running or starting at once (unset: from the host's pids and memory)."""
+    max_sessions_per_caller: int | None = Field(default=None, ge=1)
+    """Containers one caller (uid) may have running or starting (unset: 3/4 of max_sessions)."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:
@@ -133,6 +137,16 @@ class DaemonConfig(BaseModel):
             raise ValueError(
                 f"default_timeout_s ({self.default_timeout_s}) is larger than max_timeout_s "
                 f"({self.max_timeout_s}): lower the default or raise the maximum"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _session_caps_agree(self) -> DaemonConfig:
+        total, per_caller = self.max_sessions, self.max_sessions_per_caller
+        if total is not None and per_caller is not None and per_caller > total:
+            raise ValueError(
+                f"max_sessions_per_caller ({per_caller}) is larger than max_sessions ({total}): "
+                "lower it, or raise max_sessions"
             )
         return self
 

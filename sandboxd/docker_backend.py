@@ -38,6 +38,7 @@ from sandboxd.backend import (
     ExecRequest,
     HealthReport,
     ImageMissingError,
+    Limits,
     SandboxSpec,
     SessionInfo,
 )
@@ -60,6 +61,7 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
 from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel
 
 START_TIMEOUT_S = 60.0
@@ -92,6 +94,8 @@ class _Sandbox:
     running: int = 0
     retired: str | None = None
     """Why it may no longer run commands (set once)."""
+    slot: SessionSlot | None = None
+    """Its place under the session caps, given back once it is removed (set once started)."""
 
 
 @dataclass(eq=False)
@@ -112,7 +116,9 @@ class DockerBackend:
         max_workers: int = 32,
         state_dir: Path,
         docker_base_url: str | None = None,
+        session_caps: SessionCaps | None = None,
     ) -> None:
+        """`session_caps`: by default derived from the host for the default Limits."""
         if not idle_ttl_s > 0:
             raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         if max_workers < 1:
@@ -135,6 +141,10 @@ class DockerBackend:
         """Recorded on every container this backend creates (label sandboxd.owner)."""
         self._owner = OwnerProcess.current()
         self._sessions: dict[str, _Session] = {}
+        if session_caps is None:
+            limits = Limits()
+            session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory_bytes)
+        self._slots = SessionSlots(session_caps)
         self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
@@ -146,6 +156,8 @@ class DockerBackend:
 
     async def __aenter__(self) -> DockerBackend:
         self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        caps = self._slots.caps
+        logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
         self._tasks.start_soon(self._reap_idle)
         # The engine may be down: health() reports it and run() raises until it is back.
@@ -209,6 +221,9 @@ class DockerBackend:
             image=self.image,
             image_present=image_present,
             problems=tuple(problems),
+            containers=self._slots.in_use,
+            max_sessions=self._slots.caps.total,
+            max_sessions_per_caller=self._slots.caps.per_caller,
         )
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
@@ -303,9 +318,17 @@ class DockerBackend:
                 existing = self._live_sandbox(session, spec)
                 if existing is not None:
                     return existing
-                started = await self._start_sandbox(session, spec)
-                if isinstance(started, _Sandbox):
-                    self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
+                slot = self._slots.claim(spec.uid)  # before any await: concurrent starts count
+                try:
+                    started = await self._start_sandbox(session, spec)
+                except BaseException:
+                    slot.release()
+                    raise
+                if isinstance(started, str):
+                    slot.release()
+                    return started
+                started.slot = slot
+                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
                 return started
         finally:
             if session not in self._sessions:  # the start failed: nothing will retire it
@@ -518,8 +541,12 @@ class DockerBackend:
                 self._forget_start_locks(box.session)
         if box.channel is not None:
             box.channel.close(reason)
-        with anyio.CancelScope(shield=True):
-            await self._remove_container(box.container_id)
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._remove_container(box.container_id)
+        finally:
+            if box.slot is not None:
+                box.slot.release()
         shutil.rmtree(box.control_dir, ignore_errors=True)
 
     async def _last_logs(self, container_id: str) -> str:
