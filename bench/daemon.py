@@ -66,8 +66,11 @@ def require_image(client: Any, image: str) -> None:
 
 
 @contextlib.contextmanager
-def running_daemon(image: str) -> Iterator[BenchDaemon]:
-    """Start a daemon on a private socket; stop it and remove its containers afterwards."""
+def running_daemon(image: str, config_extra: str = "") -> Iterator[BenchDaemon]:
+    """Start a daemon on a private socket; stop it and remove its containers afterwards.
+
+    `config_extra`: TOML appended to the daemon's config (after its top-level keys).
+    """
     # WHY /tmp and a short prefix: Unix socket paths must stay under 108 bytes, and the
     # daemon's per-container sockets live under its state directory.
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="lb", dir="/tmp")))
@@ -76,7 +79,7 @@ def running_daemon(image: str) -> Iterator[BenchDaemon]:
         f'image = "{image}"\n'
         f'state_dir = "{root / "state"}"\n'
         f'audit_log = "{root / "audit.log"}"\n'
-        "shutdown_grace_s = 1\n"
+        "shutdown_grace_s = 1\n" + config_extra
     )
     sock = root / "sd.sock"
     log = root / "daemon.log"

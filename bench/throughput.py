@@ -21,6 +21,8 @@ from logos.options import ExecOptions
 from logos.sandbox_runner import SandboxRunner
 
 FAMILY = "throughput"
+PIDS_PER_CONTAINER = 128
+MEMORY_PER_CONTAINER = "512m"
 TITLE = "Throughput: concurrent sessions through one daemon (`true`)"
 COMMAND = "true"
 
@@ -92,6 +94,20 @@ async def measure_level(socket: str, pid: int, sessions: int, duration_s: float)
     return level
 
 
+def daemon_config(levels: tuple[int, ...]) -> str:
+    """The daemon's caps and limits for the largest level.
+
+    WHY: at the default 512 pids and 2 GiB per container, 64 containers could use every pid
+    of a host with pid_max 32768, and the daemon's caps derived from the host refuse them.
+    `true` needs neither: smaller containers, and caps that fit the largest level exactly.
+    """
+    most = max(levels)
+    return (
+        f"max_sessions = {most}\nmax_sessions_per_caller = {most}\n"
+        f'[limits]\npids = {PIDS_PER_CONTAINER}\nmemory = "{MEMORY_PER_CONTAINER}"\n'
+    )
+
+
 async def run(plan: Plan) -> Section:
     client = docker_client()
     try:
@@ -99,7 +115,7 @@ async def run(plan: Plan) -> Section:
     finally:
         client.close()
     levels: list[Level] = []
-    with running_daemon(plan.image) as daemon:
+    with running_daemon(plan.image, daemon_config(plan.throughput_levels)) as daemon:
         for sessions in plan.throughput_levels:
             levels.append(
                 await measure_level(
@@ -151,6 +167,8 @@ async def run(plan: Plan) -> Section:
         ),
         notes=(
             f"each level runs {plan.throughput_duration_s:g} s after its sessions have started; "
+            f"containers have {PIDS_PER_CONTAINER} pids and {MEMORY_PER_CONTAINER} of memory, "
+            f"the daemon's max_sessions is {max(plan.throughput_levels)}; "
             "start-up is the wall time to start all of a level's containers at once; the "
             "clients share this machine's cores with the daemon and the containers",
         ),

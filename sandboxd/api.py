@@ -136,6 +136,12 @@ class HealthResponse(_Response):
     image: str
     image_present: bool
     problems: list[str] = Field(default_factory=list)
+    containers: int | None = None
+    """Sandbox containers of all callers, starting and closing ones included (None: an older
+    daemon)."""
+    max_sessions: int | None = None
+    """The daemon's cap on them (over it, a new session is answered 429)."""
+    max_sessions_per_caller: int | None = None
 
 
 class SessionModel(_Response):

@@ -50,6 +50,7 @@ from sandboxd.backend import (
     MountChangedError,
     SandboxSpec,
     SessionInfo,
+    TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
 from sandboxd.http import PeerCredentials, Request, Response, error_response
@@ -362,6 +363,9 @@ class App:
             image=report.image,
             image_present=report.image_present,
             problems=list(report.problems),
+            containers=report.containers,
+            max_sessions=report.max_sessions,
+            max_sessions_per_caller=report.max_sessions_per_caller,
         )
         return Response.json(200 if report.ok else 503, answer)
 
@@ -491,6 +495,8 @@ def _backend_session(uid: int, session: str) -> str:
 def _backend_problem(exc: BackendError) -> _Problem:
     if isinstance(exc, MountChangedError):
         status = 409
+    elif isinstance(exc, TooManySessionsError):
+        status = 429
     elif isinstance(exc, EngineUnavailableError | ImageMissingError):
         status = 503
     else:

@@ -36,6 +36,7 @@ __all__ = [
     "MountChangedError",
     "SandboxSpec",
     "SessionInfo",
+    "TooManySessionsError",
 ]
 
 MIN_MEMORY_BYTES = 16 * 1024**2
@@ -173,6 +174,10 @@ class HealthReport:
     image_present: bool
     problems: tuple[str, ...]
     """Each says what is wrong and how to fix it."""
+    containers: int
+    """Sandbox containers of all callers, starting and closing ones included."""
+    max_sessions: int
+    max_sessions_per_caller: int
 
 
 class BackendError(Exception):
@@ -208,6 +213,12 @@ class ImageMissingError(BackendError):
     """The sandbox image is not present in the engine (the daemon answers 503)."""
 
     code = "image_missing"
+
+
+class TooManySessionsError(BackendError):
+    """A new container would exceed max_sessions or max_sessions_per_caller (429)."""
+
+    code = "too_many_sessions"
 
 
 def __getattr__(name: str) -> Any:

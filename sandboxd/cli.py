@@ -184,6 +184,11 @@ def _status(args: argparse.Namespace) -> int:
         else:
             image = "MISSING" if health.engine_version else "unknown (engine unreachable)"
         print(f"engine: {engine}; image {health.image}: {image}")
+        if health.containers is not None:
+            print(
+                f"containers: {health.containers} of at most {health.max_sessions} "
+                f"({health.max_sessions_per_caller} per caller)"
+            )
         for problem in health.problems:
             print(f"problem: {problem}")
         sessions = SessionsResponse.model_validate_json(

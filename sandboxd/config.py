@@ -123,11 +123,16 @@ class DaemonConfig(BaseModel):
     idle_ttl_s: Seconds = 600.0
     """A session's containers are removed after this long without a command."""
     max_workers: int = Field(default=32, ge=1, le=1024)
-    """Threads for blocking Docker API calls (container start, removal, ...)."""
+    """Threads for blocking Docker API calls (container start, removal, ...); as many again
+    for `docker exec` fallback commands, which hold theirs while they run."""
     state_dir: HostPath = Field(default_factory=default_state_dir)
     """Daemon state: per-container control directories (and the audit log by default)."""
     audit_log: HostPath | None = None
     """Append-only JSON-lines audit log, one line per request (default: state_dir/audit.log)."""
+    max_sessions: int | None = Field(default=None, ge=1)
+    """Sandbox containers running or starting at once (unset: from the host's pids and memory)."""
+    max_sessions_per_caller: int | None = Field(default=None, ge=1)
+    """Containers one caller (uid) may have running or starting (unset: 3/4 of max_sessions)."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:
@@ -135,6 +140,16 @@ class DaemonConfig(BaseModel):
             raise ValueError(
                 f"default_timeout_s ({self.default_timeout_s}) is larger than max_timeout_s "
                 f"({self.max_timeout_s}): lower the default or raise the maximum"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _session_caps_agree(self) -> DaemonConfig:
+        total, per_caller = self.max_sessions, self.max_sessions_per_caller
+        if total is not None and per_caller is not None and per_caller > total:
+            raise ValueError(
+                f"max_sessions_per_caller ({per_caller}) is larger than max_sessions ({total}): "
+                "lower it, or raise max_sessions"
             )
         return self
 

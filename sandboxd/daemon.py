@@ -35,6 +35,7 @@ from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy
+from sandboxd.session_caps import SessionCaps
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ async def _serve_bound(
             idle_ttl_s=config.idle_ttl_s,
             max_workers=config.max_workers,
             state_dir=config.state_dir,
+            session_caps=SessionCaps.from_config(config),
         )
     except ValueError as exc:
         raise DaemonError(str(exc)) from exc

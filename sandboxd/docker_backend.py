@@ -38,6 +38,7 @@ from sandboxd.backend import (
     ExecRequest,
     HealthReport,
     ImageMissingError,
+    Limits,
     SandboxSpec,
     SessionInfo,
 )
@@ -50,7 +51,7 @@ from sandboxd.container import (
     plan_layout,
 )
 from sandboxd.docker_exec import ExecCall, SandboxGoneError, run_exec
-from sandboxd.engine import Engine, api_error_text
+from sandboxd.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.mount_check import check_mounts, exec_report, parse_exec_report
 from sandboxd.ownership import (
     LABEL_CREATED,
@@ -61,6 +62,7 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
 from sandboxd.supervisor_client import (
     ChannelLost,
     RunMessage,
@@ -98,6 +100,8 @@ class _Sandbox:
     running: int = 0
     retired: str | None = None
     """Why it may no longer run commands (set once)."""
+    slot: SessionSlot | None = None
+    """Its place under the session caps, given back once it is removed (set once started)."""
 
 
 @dataclass(eq=False)
@@ -118,7 +122,9 @@ class DockerBackend:
         max_workers: int = 32,
         state_dir: Path,
         docker_base_url: str | None = None,
+        session_caps: SessionCaps | None = None,
     ) -> None:
+        """`session_caps`: by default derived from the host for the default Limits."""
         if not idle_ttl_s > 0:
             raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         if max_workers < 1:
@@ -133,10 +139,18 @@ class DockerBackend:
         self.image = image
         self._idle_ttl_s = idle_ttl_s
         self._engine = Engine(docker_base_url, max_workers)
+        """Container starts, removals, inspections: quick calls."""
+        self._exec_engine = Engine(docker_base_url, max_workers)
+        """`docker exec` fallback commands, each holding a worker while it runs."""
+        self._health_engine = Engine(docker_base_url, PROBE_WORKERS, timeout_s=PROBE_TIMEOUT_S)
         self.instance_id = secrets.token_hex(8)
         """Recorded on every container this backend creates (label sandboxd.owner)."""
         self._owner = OwnerProcess.current()
         self._sessions: dict[str, _Session] = {}
+        if session_caps is None:
+            limits = Limits()
+            session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory_bytes)
+        self._slots = SessionSlots(session_caps)
         self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
@@ -148,6 +162,8 @@ class DockerBackend:
 
     async def __aenter__(self) -> DockerBackend:
         self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        caps = self._slots.caps
+        logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
         self._tasks.start_soon(self._reap_idle)
         # The engine may be down: health() reports it and run() raises until it is back.
@@ -183,21 +199,23 @@ class DockerBackend:
         try:
             await self._exit_stack.aclose()
         finally:
-            self._engine.close()
+            for engine in (self._engine, self._exec_engine, self._health_engine):
+                engine.close()
 
     async def health(self) -> HealthReport:
         problems: list[str] = []
         version: str | None = None
         image_present = False
+        engine = self._health_engine
         try:
-            version = str(await self._engine.call(lambda api: api.version()["Version"]))
+            version = str(await engine.call(lambda api: api.version()["Version"]))
         except EngineUnavailableError as exc:
             problems.append(str(exc))
         except docker.errors.APIError as exc:
-            problems.append(f"Docker engine at {self._engine.url} failed: {api_error_text(exc)}")
+            problems.append(f"Docker engine at {engine.url} failed: {api_error_text(exc)}")
         if version is not None:
             try:
-                await self._engine.call(lambda api: api.inspect_image(self.image))
+                await engine.call(lambda api: api.inspect_image(self.image))
                 image_present = True
             except docker.errors.ImageNotFound:
                 problems.append(f"image {self.image} missing: {BUILD_HINT}")
@@ -209,6 +227,9 @@ class DockerBackend:
             image=self.image,
             image_present=image_present,
             problems=tuple(problems),
+            containers=self._slots.in_use,
+            max_sessions=self._slots.caps.total,
+            max_sessions_per_caller=self._slots.caps.per_caller,
         )
 
     async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
@@ -314,9 +335,17 @@ class DockerBackend:
                 existing = self._live_sandbox(session, spec)
                 if existing is not None:
                     return existing
-                started = await self._start_sandbox(session, spec)
-                if isinstance(started, _Sandbox):
-                    self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
+                slot = self._slots.claim(spec.uid)  # before any await: concurrent starts count
+                try:
+                    started = await self._start_sandbox(session, spec)
+                except BaseException:
+                    slot.release()
+                    raise
+                if isinstance(started, str):
+                    slot.release()
+                    return started
+                started.slot = slot
+                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
                 return started
         finally:
             if session not in self._sessions:  # the start failed: nothing will retire it
@@ -339,6 +368,15 @@ class DockerBackend:
         return box
 
     async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
+        started = await self._start_container(session, spec)
+        if isinstance(started, _NoPython):
+            # WHY here and not where it was found: that container is removed first, so two
+            # never hold one session slot at once.
+            started = await self._start_container(session, spec)
+        assert not isinstance(started, _NoPython), "an image without python3 starts in exec mode"
+        return started
+
+    async def _start_container(self, session: str, spec: SandboxSpec) -> _Sandbox | str | _NoPython:
         layout = plan_layout(spec)
         if isinstance(layout, str):
             return layout
@@ -391,7 +429,7 @@ class DockerBackend:
                 if waited is None:
                     # No python3 in this image: remember, and start it in exec mode.
                     self._exec_mode_images.add(image_id)
-                    return await self._start_sandbox(session, spec)
+                    return _NO_PYTHON
                 channel, hello = waited
                 try:
                     check_mounts(spec.mounts, hello.mounts)
@@ -553,8 +591,12 @@ class DockerBackend:
                 self._forget_start_locks(box.session)
         if box.channel is not None:
             box.channel.close(reason)
-        with anyio.CancelScope(shield=True):
-            await self._remove_container(box.container_id)
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._remove_container(box.container_id)
+        finally:
+            if box.slot is not None:
+                box.slot.release()
         shutil.rmtree(box.control_dir, ignore_errors=True)
 
     async def _last_logs(self, container_id: str) -> str:
@@ -677,17 +719,17 @@ class DockerBackend:
             command=request.command,
             user=f"{box.spec.uid}:{box.spec.gid}",
             cwd=self._workdir(box, request),
-            env={**supervisor.NONINTERACTIVE_ENV, **request.env},
+            env=request.env,
             timeout_s=request.timeout_s,
             max_output_bytes=request.max_output_bytes,
         )
         cancelled = threading.Event()
         try:
             return await anyio.to_thread.run_sync(
-                self._engine.call_blocking,
+                self._exec_engine.call_blocking,
                 functools.partial(run_exec, call=call, cancelled=cancelled),
                 abandon_on_cancel=True,
-                limiter=self._engine.limiter,
+                limiter=self._exec_engine.limiter,
             )
         except anyio.get_cancelled_exc_class():
             cancelled.set()  # the worker kills the command within a poll interval
@@ -704,6 +746,13 @@ class DockerBackend:
             )
             await self._retire(box, reason)
             return Result(command=request.command, error=reason)
+
+
+class _NoPython:
+    """The image has no python3: its container must be started again in exec mode."""
+
+
+_NO_PYTHON = _NoPython()
 
 
 def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:

@@ -1,10 +1,15 @@
 """The fallback for images without python3: one `docker exec` per command.
 
-Slower than the supervisor (an exec costs ~60 ms) but needs only /bin/sh and setsid in the
-image (busybox has both). docker-py's exec has no timeout and no kill, so the command is
-wrapped to kill its own process group at the deadline inside the container, and the host
+Slower than the supervisor (an exec costs ~60 ms) but needs only /bin/sh, setsid and sleep
+in the image (busybox has them). docker-py's exec has no timeout and no kill, so the command
+is wrapped to kill its own process group at the deadline inside the container, and the host
 keeps a backstop: past the deadline it kills the exec's processes through /proc (works when
 the daemon sees the host's pids and may signal them), else the caller removes the container.
+The wrapper runs in an environment the daemon chose, with tools found in a fixed PATH; the
+request's env is set in the command's own shell only.
+
+Each exec holds a worker thread for as long as its command runs: the backend gives them an
+engine client and threads of their own (sandboxd.engine), apart from container starts.
 
 Differences from the supervisor, by design of a fallback: the timeout is a SIGKILL without
 a SIGTERM grace, a cut output is not saved inside the container, OOM kills are not told apart
@@ -28,17 +33,31 @@ from docker.utils.socket import read as read_socket
 from logos.capture import OutputCapture
 from logos.result import Result
 from sandboxd.engine import api_error_text
+from sandboxd.supervisor import NONINTERACTIVE_ENV
 
 NO_WORKDIR_MARKER = "sandboxd: no such working directory"
 NO_WORKDIR_STATUS = 127
-# Arguments: $1 working directory, $2 seconds until SIGKILL, $3 the command. The watchdog is
-# killed by pid first (it may not have called setsid yet), then by group (its sleep).
-WRAPPER = f"""cd -- "$1" 2>/dev/null \
+TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+"""Where the wrapper looks for `setsid` and `sleep`: never a PATH the request chose."""
+# WHY the request's env reaches only the command: the exec's environment is the wrapper's
+# too, and a request's PATH would choose the `setsid` and `sleep` that enforce its timeout.
+# Arguments: $1 working directory, $2 seconds until SIGKILL, $3 the command, then the
+# request's env as NAME=VALUE, exported in the command's own shell right before it runs.
+# The watchdog is killed by pid first (it may not have called setsid yet), then by group
+# (its sleep).
+WRAPPER = f"""setsid=$(PATH={TOOL_PATH}; command -v setsid) \
+  && sleep=$(PATH={TOOL_PATH}; command -v sleep) \
+  || {{ echo "sandboxd: the image has no setsid or sleep in {TOOL_PATH}" >&2; exit 127; }}
+cd -- "$1" 2>/dev/null \
   || {{ echo "{NO_WORKDIR_MARKER}" >&2; exit {NO_WORKDIR_STATUS}; }}
-setsid /bin/sh -c "$3" </dev/null &
+seconds=$2
+script=$3
+shift 3
+"$setsid" /bin/sh -c 'if [ "$#" -gt 0 ]; then export "$@"; fi; exec /bin/sh -c "$0"' \
+  "$script" "$@" </dev/null &
 command=$!
-setsid /bin/sh -c 'sleep "$1" && kill -s KILL -- "-$2"' watchdog "$2" "$command" \
-  </dev/null >/dev/null 2>&1 &
+"$setsid" /bin/sh -c '"$1" "$2" && kill -s KILL -- "-$3"' watchdog "$sleep" "$seconds" \
+  "$command" </dev/null >/dev/null 2>&1 &
 watchdog=$!
 wait "$command"
 status=$?
@@ -65,6 +84,7 @@ class ExecCall:
     user: str
     cwd: str
     env: Mapping[str, str]
+    """The request's env: set for the command only, on top of NONINTERACTIVE_ENV."""
     timeout_s: float
     max_output_bytes: int
 
@@ -87,9 +107,11 @@ def run_exec(api: Any, call: ExecCall, cancelled: threading.Event) -> Result:
                 call.cwd,
                 f"{call.timeout_s:.3f}",
                 call.command,
+                *(f"{name}={value}" for name, value in call.env.items()),
             ],
             user=call.user,
-            environment=dict(call.env),
+            # The wrapper's environment, which the command inherits: the daemon's alone.
+            environment=dict(NONINTERACTIVE_ENV),
             workdir="/",
         )["Id"]
         sock = api.exec_start(exec_id, socket=True)

@@ -3,6 +3,11 @@
 Every call runs in a worker thread (one slow engine call never blocks the event loop or the
 other sessions) and an unreachable engine becomes EngineUnavailableError with the fix in its
 message. The client is created on first use, so a backend starts while the engine is down.
+
+One Engine is one lane of traffic: its own client (so its own connection pool), threads and
+timeout. A backend keeps separate lanes for calls that may block for long (`docker exec`
+streams, held for a whole command) and calls that must not wait behind them (container
+starts and removals; health, with a short timeout).
 """
 
 from __future__ import annotations
@@ -24,15 +29,21 @@ T = TypeVar("T")
 
 DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
 API_TIMEOUT_S = 60
+PROBE_TIMEOUT_S = 5
+"""A health check says the engine is slow within this, rather than hang with it."""
+PROBE_WORKERS = 2
 START_ENGINE_HINT = "start it (e.g. `sudo dockerd &` or `systemctl start docker`)"
 
 
 class Engine:
-    def __init__(self, base_url: str | None, max_workers: int) -> None:
+    def __init__(
+        self, base_url: str | None, max_workers: int, timeout_s: float = API_TIMEOUT_S
+    ) -> None:
         self._base_url = base_url
         self._max_workers = max_workers
+        self._timeout_s = timeout_s
         self.limiter = anyio.CapacityLimiter(max_workers)
-        """Shared by every blocking engine call, including exec streams."""
+        """Shared by every blocking call of this lane."""
         self._client: Any = None
         self._client_lock = threading.Lock()
 
@@ -71,7 +82,7 @@ class Engine:
                     self._client = docker.APIClient(
                         **options,
                         version="auto",
-                        timeout=API_TIMEOUT_S,
+                        timeout=self._timeout_s,
                         max_pool_size=self._max_workers,
                     )
                 except docker.errors.DockerException as exc:

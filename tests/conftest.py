@@ -14,8 +14,8 @@ import pytest
 pytest_plugins = ["tests.sse_server", "tests.llama"]
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
-BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
 
 
 def require(condition: bool, reason: str) -> None:
@@ -48,7 +48,8 @@ def docker_client() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def busybox_image(docker_client: Any) -> str:
-    """A python-less image built offline from the host's static busybox (idempotent)."""
+    """A python-less image built offline from the host's static busybox (idempotent): it makes
+    the daemon fall back to `docker exec`."""
     try:
         docker_client.images.get(BUSYBOX_IMAGE)
         return BUSYBOX_IMAGE
@@ -57,7 +58,8 @@ def busybox_image(docker_client: Any) -> str:
     busybox = shutil.which("busybox")
     if busybox is None:
         pytest.fail(
-            "busybox is needed to build the fallback test image: apt-get install busybox-static"
+            "busybox is needed to build the fallback test image: run ./scripts/setup-docker "
+            "(or apt-get install busybox-static)"
         )
     with tempfile.TemporaryDirectory() as context:
         shutil.copy(busybox, Path(context) / "busybox")
@@ -68,3 +70,17 @@ def busybox_image(docker_client: Any) -> str:
         )
         docker_client.images.build(path=context, tag=BUSYBOX_IMAGE, rm=True)
     return BUSYBOX_IMAGE
+
+
+@pytest.fixture(scope="session")
+def dash_exec_image(docker_client: Any) -> str:
+    """The sandbox image without python3: the daemon falls back to `docker exec`, with dash as
+    /bin/sh and coreutils' `setsid` and `sleep` found through PATH (busybox's shell runs its
+    own applets whatever PATH says). Built offline on top of the sandbox image; cached."""
+    tag = "sandboxd-test-dash:latest"
+    with tempfile.TemporaryDirectory() as context:
+        (Path(context) / "Dockerfile").write_text(
+            f"FROM {SANDBOX_IMAGE}\nUSER root\nRUN rm /usr/bin/python3\nUSER sandbox\n"
+        )
+        docker_client.images.build(path=context, tag=tag, rm=True)
+    return tag

@@ -22,6 +22,7 @@ import httpx
 from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_MAX_SESSIONS = 64
 
 
 def python_for_others() -> tuple[str, dict[str, str]] | None:
@@ -125,6 +126,10 @@ def start_daemon(
         "state_dir": f'"{state_dir}"',
         "audit_log": f'"{audit_log}"',
         "shutdown_grace_s": "1",
+        # WHY set: a module's daemon keeps its tests' sessions until they idle out, and the
+        # caps derived from a small host (as few as 4) are not what those tests are about.
+        "max_sessions": str(TEST_MAX_SESSIONS),
+        "max_sessions_per_caller": str(TEST_MAX_SESSIONS),
     }
     given = {line.split("=")[0].strip() for line in config.splitlines() if "=" in line}
     lines = [f"{key} = {value}" for key, value in defaults.items() if key not in given]
@@ -175,7 +180,11 @@ def wait_until_serving(daemon: Daemon, timeout: float = 60.0) -> None:
 def containers_of(docker_client: Any, pid: int) -> list[Any]:
     """Managed containers created by the daemon process `pid`."""
     found = []
-    for container in docker_client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+    # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
+    listed = docker_client.containers.list(
+        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+    )
+    for container in listed:
         owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
         if len(owner) == 4 and owner[2] == str(pid):
             found.append(container)

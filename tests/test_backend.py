@@ -29,6 +29,7 @@ from sandboxd.backend import (
     SandboxSpec,
 )
 from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.session_caps import SessionCaps
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 UID = GID = 1000
@@ -45,7 +46,10 @@ def anyio_backend() -> str:
 def remove_our_containers(docker_client: Any) -> Iterator[None]:
     """Whatever a failing test leaves behind: containers created by this test process."""
     yield
-    for container in docker_client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+    listed = docker_client.containers.list(
+        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+    )
+    for container in listed:
         owner = container.labels.get(LABEL_OWNER_PROCESS, "")
         if owner.split("/")[2:3] == [str(os.getpid())] or container.labels.get(
             LABEL_SESSION, ""
@@ -72,7 +76,11 @@ def host_dir() -> Iterator[Path]:
 
 @pytest.fixture
 async def backend(state_dir: Path) -> AsyncIterator[DockerBackend]:
-    async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as started:
+    # Caps set, not derived: a small host's (as few as 4) are not what these tests are about.
+    caps = SessionCaps(total=64, per_caller=64, basis="set by the tests")
+    async with DockerBackend(
+        image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps
+    ) as started:
         yield started
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -88,6 +89,7 @@ def test_status_shows_health_and_sessions(daemon: Daemon) -> None:
     assert f"is up on {daemon.socket}" in status.stdout
     assert "image logos-sandbox:latest: present" in status.stdout
     assert "status-demo: 1 container(s), 0 running" in status.stdout
+    assert re.search(r"containers: [1-9]\d* of at most \d+ \(\d+ per caller\)", status.stdout)
     down = sandboxd("status", "--socket", str(short_dir() / "absent.sock"))
     assert down.returncode == 1 and "start it with `sandboxd serve`" in down.stderr
 
