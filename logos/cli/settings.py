@@ -21,7 +21,7 @@ from logos.cli.errors import CliError
 from logos.providers import AnthropicProvider, OpenAIProvider, Provider, RetryPolicy
 from logos.providers import anthropic as anthropic_wire
 from logos.providers import openai as openai_wire
-from logos.providers.transport import normalize_base_url
+from logos.providers.http_provider import normalize_base_url
 
 ProviderKind: TypeAlias = Literal["openai", "anthropic"]
 PROVIDER_KINDS: tuple[ProviderKind, ...] = ("anthropic", "openai")

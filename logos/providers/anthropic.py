@@ -25,19 +25,21 @@ from logos.providers.base import (
     Usage,
     UsageReport,
 )
-from logos.providers.retry import RetryPolicy
-from logos.providers.sse import ServerSentEvent
-from logos.providers.transport import (
-    DEFAULT_TIMEOUT,
+from logos.providers.http_errors import (
     Endpoint,
-    HTTPProvider,
-    WireFormat,
     error_from_object,
-    merge_extra,
     parse_event_json,
     stream_ended_early,
+)
+from logos.providers.http_provider import (
+    DEFAULT_TIMEOUT,
+    HTTPProvider,
+    WireFormat,
+    merge_extra,
     token_count,
 )
+from logos.providers.retry import RetryPolicy
+from logos.providers.sse import ServerSentEvent
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 """The model asked for when none is named."""

@@ -1,4 +1,5 @@
-"""The HTTP side shared by providers: POST a request, stream its events, explain failures.
+"""What an HTTP model API's failures mean: each answer, error object or broken connection
+classified into a `ProviderError`.
 
 Every failure leaves here as a `ProviderError` whose message says what went wrong, quotes
 the server's own words, and says what to do; `retryable` marks the ones worth another try.
@@ -7,14 +8,10 @@ the server's own words, and says what to do; `retryable` marks the ones worth an
 from __future__ import annotations
 
 import json
-import os
 import re
-from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import aclosing
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Protocol, Self
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -29,14 +26,8 @@ from logos.errors import (
     RateLimitError,
     ServerError,
 )
-from logos.pricing import context_window_for
-from logos.providers.base import ModelRequest, OnRetry, StreamEvent
-from logos.providers.retry import RetryPolicy, parse_retry_after, retrying
-from logos.providers.sse import ServerSentEvent, aiter_sse
-
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
-"""10 s to connect; 600 s for everything else, since a local model on a CPU can think for
-minutes before its first token (read timeouts apply between received bytes)."""
+from logos.providers.retry import parse_retry_after
+from logos.providers.sse import ServerSentEvent
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 
@@ -85,190 +76,9 @@ class Endpoint:
     timeout: httpx.Timeout
 
 
-@dataclass(frozen=True)
-class WireFormat:
-    """What tells one HTTP API apart when a provider is set up: where it lives, which
-    variables configure it, and how a key is sent."""
-
-    api: str
-    """A human name of the wire format, for error messages."""
-    path: str
-    """Appended to the base URL for the streaming endpoint."""
-    default_base_url: str
-    base_url_env: str
-    api_key_env: str
-    auth_headers: Callable[[str], dict[str, str]]
-    fixed_headers: Mapping[str, str] = field(default_factory=dict)
-
-
-class HTTPProvider(ABC):
-    """What the streaming HTTP providers share: one turn's retried stream, and the HTTP
-    client's lifecycle (a client passed in is used and left open; a client the provider
-    made is closed by `aclose()` or `async with`). A provider supplies its request body and
-    the parser of its wire format."""
-
-    model: str
-    base_url: str
-    context_window: int | None
-    _client: httpx.AsyncClient
-    _owns_client: bool
-    _endpoint: Endpoint
-    _headers: dict[str, str]
-    _retry: RetryPolicy
-
-    def _connect(
-        self,
-        wire: WireFormat,
-        *,
-        model: str,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float | httpx.Timeout,
-        retry: RetryPolicy | None,
-        http_client: httpx.AsyncClient | None,
-        headers: Mapping[str, str] | None,
-        context_window: int | None,
-    ) -> None:
-        """Set up where requests go and how: arguments first, then the environment, then
-        the API's defaults. No key (argument or environment) sends no key header, which is
-        what local servers expect."""
-        self.model = model
-        self.context_window = context_window or context_window_for(model)
-        self.base_url = normalize_base_url(
-            base_url or os.environ.get(wire.base_url_env) or wire.default_base_url
-        )
-        key = api_key if api_key is not None else os.environ.get(wire.api_key_env)
-        self._headers = {"accept": "text/event-stream", **wire.fixed_headers}
-        if key:
-            self._headers.update(wire.auth_headers(key))
-        self._headers.update(headers or {})
-        self._endpoint = Endpoint(
-            api=wire.api,
-            model=model,
-            base_url=self.base_url,
-            url=f"{self.base_url}{wire.path}",
-            api_key_env=wire.api_key_env,
-            key_sent=bool(key),
-            timeout=as_timeout(timeout),
-        )
-        self._retry = retry or RetryPolicy()
-        self._owns_client = http_client is None
-        self._client = http_client or httpx.AsyncClient(timeout=self._endpoint.timeout)
-
-    @abstractmethod
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body of one request."""
-
-    @abstractmethod
-    def _new_turn(self) -> TurnParser:
-        """A parser for one streamed answer in this provider's wire format."""
-
-    async def stream(
-        self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncGenerator[StreamEvent, None]:
-        body = self.request_body(request)
-
-        def attempt() -> AsyncGenerator[StreamEvent, None]:
-            return stream_turn(self._client, self._endpoint, self._headers, body, self._new_turn())
-
-        async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
-            async for event in events:
-                yield event
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-def normalize_base_url(base_url: str) -> str:
-    """The base URL without trailing slashes; refuses anything but http(s) with a host."""
-    stripped = base_url.strip().rstrip("/")
-    try:
-        url = httpx.URL(stripped)
-    except httpx.InvalidURL as exc:
-        raise ValueError(
-            f"invalid base URL {base_url!r} ({exc}): give e.g. http://127.0.0.1:8080/v1"
-        ) from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError(
-            f"invalid base URL {base_url!r}: it must start with http:// or https:// and "
-            "name a host, e.g. http://127.0.0.1:8080/v1"
-        )
-    return stripped
-
-
-def as_timeout(timeout: float | httpx.Timeout) -> httpx.Timeout:
-    return timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
-
-
-async def post_sse(
-    client: httpx.AsyncClient,
-    endpoint: Endpoint,
-    *,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-) -> AsyncGenerator[ServerSentEvent, None]:
-    """POSTs `body` as JSON and yields the server-sent events of the answer.
-
-    Closing or cancelling the iteration closes the response and its connection at once.
-    """
-    try:
-        async with client.stream(
-            "POST", endpoint.url, json=body, headers=headers, timeout=endpoint.timeout
-        ) as response:
-            await _raise_for_answer(endpoint, response)
-            async with aclosing(aiter_sse(response.aiter_bytes())) as events:
-                async for event in events:
-                    yield event
-    except httpx.RequestError as exc:
-        raise error_from_transport(endpoint, exc) from exc
-
-
-class TurnParser(Protocol):
-    """Turns one answer's server-sent events into stream events (one per wire format)."""
-
-    done: bool
-    """True once the server marked the end of the answer; nothing after it is read."""
-
-    def feed(self, event: ServerSentEvent) -> list[StreamEvent]: ...
-
-    def finish(self) -> list[StreamEvent]:
-        """The closing events; raises when the stream stopped before the answer did."""
-        ...
-
-
-async def stream_turn(
-    client: httpx.AsyncClient,
-    endpoint: Endpoint,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    turn: TurnParser,
-) -> AsyncGenerator[StreamEvent, None]:
-    """One attempt at one answer: POST, parse, and close the connection when done."""
-    async with aclosing(post_sse(client, endpoint, headers=headers, body=body)) as events:
-        async for event in events:
-            for item in turn.feed(event):
-                yield item
-            if turn.done:
-                # WHY stop reading: a server or proxy that keeps the connection open after
-                # the end marker must not hang the turn.
-                break
-    for item in turn.finish():
-        yield item
-
-
-async def _raise_for_answer(endpoint: Endpoint, response: httpx.Response) -> None:
+async def raise_for_answer(endpoint: Endpoint, response: httpx.Response) -> None:
+    """Raise what an answer that is not an event stream means: a redirect, an error status,
+    one JSON document, an HTML page."""
     status = response.status_code
     if 300 <= status < 400:
         location = response.headers.get("location", "another address")
@@ -360,16 +170,6 @@ def _error_object_detail(error: Mapping[str, Any]) -> _ServerDetail:
         str(part) for part in (error.get("code"), error.get("type")) if part not in (None, "")
     )
     return _ServerDetail(_shorten(str(message)), codes)
-
-
-def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    """Caller's fields win over ours; a None value removes ours (for servers that refuse a
-    field logos sends, e.g. `stream_options`)."""
-    for key, value in extra.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
 
 
 def error_from_status(
@@ -523,13 +323,6 @@ def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> Provide
             f"cannot send to {url} ({why}): the base URL must start with http:// or https://"
         )
     return ProviderError(f"the request to {url} failed ({why})")
-
-
-def token_count(value: Any) -> int:
-    """A token count from a JSON usage object: absent, null or malformed counts as 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return max(int(value), 0)
 
 
 def stream_ended_early(endpoint: Endpoint) -> ProviderConnectionError:
