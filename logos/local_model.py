@@ -37,7 +37,9 @@ class LocalModelServer:
     Use it as a context manager, or call `start()` and `stop()`::
 
         with LocalModelServer("model.gguf") as local:
-            provider = OpenAIProvider(local.openai_base_url, local.api_key, model=local.model_name)
+            provider = OpenAIProvider(
+                model=local.model_name, base_url=local.openai_base_url, api_key=local.api_key
+            )
     """
 
     def __init__(

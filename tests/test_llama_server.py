@@ -36,13 +36,16 @@ ProviderFactory = Callable[[LocalModelServer], Provider]
 
 def openai_for(server: LocalModelServer) -> Provider:
     return OpenAIProvider(
-        server.openai_base_url, server.api_key, model=server.model_name, retry=NO_RETRY
+        model=server.model_name,
+        base_url=server.openai_base_url,
+        api_key=server.api_key,
+        retry=NO_RETRY,
     )
 
 
 def anthropic_for(server: LocalModelServer) -> Provider:
     return AnthropicProvider(
-        server.api_key, server.base_url, model=server.model_name, retry=NO_RETRY
+        model=server.model_name, base_url=server.base_url, api_key=server.api_key, retry=NO_RETRY
     )
 
 
@@ -147,7 +150,7 @@ async def test_the_server_refuses_requests_without_its_key(
     llama_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    provider = OpenAIProvider(llama_server.openai_base_url, model=llama_server.model_name)
+    provider = OpenAIProvider(model=llama_server.model_name, base_url=llama_server.openai_base_url)
     with pytest.raises(AuthenticationError, match="none was sent"):
         await run_turn(provider, ask("hi", max_tokens=2))
     assert llama_server.base_url.startswith("http://127.0.0.1:")

@@ -298,7 +298,7 @@ async def test_real_provider_retries_reach_on_retry_and_a_spent_run_keeps_its_us
     retries: list[tuple[str, int]] = []
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
     async with OpenAIProvider(
-        f"{sse_server.base_url}/v1", "k", model="m", retry=policy
+        model="m", base_url=f"{sse_server.base_url}/v1", api_key="k", retry=policy
     ) as provider:
         callbacks = Callbacks(on_retry=lambda reason, attempt: retries.append((reason, attempt)))
         result = await run(config_for(provider), [], "go", callbacks)
@@ -327,7 +327,9 @@ async def test_a_context_window_error_elides_old_outputs_and_asks_again(
     )
     retries: list[str] = []
     options = ExecOptions(max_output_bytes=32_000)
-    async with OpenAIProvider(f"{sse_server.base_url}/v1", "k", model="m") as provider:
+    async with OpenAIProvider(
+        model="m", base_url=f"{sse_server.base_url}/v1", api_key="k"
+    ) as provider:
         result = await run(
             config_for(provider, exec_options=options),
             [],
@@ -347,7 +349,9 @@ async def test_a_context_window_error_with_nothing_to_elide_ends_the_run(
     sse_server: ScriptedServer,
 ) -> None:
     sse_server.enqueue(json_error(400, "the request exceeds the available context size"))
-    async with OpenAIProvider(f"{sse_server.base_url}/v1", "k", model="m") as provider:
+    async with OpenAIProvider(
+        model="m", base_url=f"{sse_server.base_url}/v1", api_key="k"
+    ) as provider:
         result = await run(config_for(provider), [], "go")
     assert result.stop_reason == "error" and result.error is not None
     assert "does not fit the model's context window" in result.error

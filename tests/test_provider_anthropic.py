@@ -404,9 +404,11 @@ def test_defaults_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert provider.context_window == 200_000
 
 
-async def test_positional_order_is_api_key_then_base_url(sse_server: ScriptedServer) -> None:
+async def test_options_are_given_by_keyword(sse_server: ScriptedServer) -> None:
     sse_server.enqueue(anthropic_stream("hi"))
-    async with AnthropicProvider("sk-ant-positional", sse_server.base_url) as provider:
+    async with AnthropicProvider(api_key="sk-ant-kw", base_url=sse_server.base_url) as provider:
         assert provider.model == DEFAULT_MODEL
         assert text_of(await collect(provider)) == "hi"
-    assert sse_server.requests[0].headers["x-api-key"] == "sk-ant-positional"
+    assert sse_server.requests[0].headers["x-api-key"] == "sk-ant-kw"
+    with pytest.raises(TypeError):
+        AnthropicProvider("sk-ant-positional", sse_server.base_url)

@@ -585,11 +585,15 @@ def test_context_window_from_the_table_or_the_caller() -> None:
     )
 
 
-async def test_positional_order_is_base_url_then_api_key(sse_server: ScriptedServer) -> None:
+async def test_options_are_given_by_keyword(sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("hi"))
-    async with OpenAIProvider(f"{sse_server.base_url}/v1", "sk-positional", "local-m") as provider:
+    async with OpenAIProvider(
+        model="local-m", base_url=f"{sse_server.base_url}/v1", api_key="sk-kw"
+    ) as provider:
         assert text_of(await collect(provider)) == "hi"
     request = sse_server.requests[0]
-    assert request.headers["authorization"] == "Bearer sk-positional"
+    assert request.headers["authorization"] == "Bearer sk-kw"
     assert request.json["model"] == "local-m"
+    with pytest.raises(TypeError):
+        OpenAIProvider(f"{sse_server.base_url}/v1", "sk-positional")
     assert OpenAIProvider(api_key="").model == DEFAULT_MODEL

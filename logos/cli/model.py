@@ -55,9 +55,9 @@ def open_model(
         raise CliError(str(exc)) from None
     try:
         provider = OpenAIProvider(
-            local.openai_base_url,
-            local.api_key,
             model=local.model_name,
+            base_url=local.openai_base_url,
+            api_key=local.api_key,
             context_window=local.n_ctx,
             retry=retry,
         )

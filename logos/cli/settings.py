@@ -285,10 +285,18 @@ def make_provider(
     key = choice.api_key or ""
     if choice.kind == "anthropic":
         return AnthropicProvider(
-            key, choice.base_url, model=choice.model, context_window=context_window, retry=retry
+            model=choice.model,
+            base_url=choice.base_url,
+            api_key=key,
+            context_window=context_window,
+            retry=retry,
         )
     return OpenAIProvider(
-        choice.base_url, key, model=choice.model, context_window=context_window, retry=retry
+        model=choice.model,
+        base_url=choice.base_url,
+        api_key=key,
+        context_window=context_window,
+        retry=retry,
     )
 
 

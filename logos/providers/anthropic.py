@@ -83,10 +83,10 @@ class AnthropicProvider(HTTPProvider):
 
     def __init__(
         self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        model: str = DEFAULT_MODEL,
         *,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        api_key: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,

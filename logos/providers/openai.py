@@ -78,10 +78,10 @@ class OpenAIProvider(HTTPProvider):
 
     def __init__(
         self,
+        *,
+        model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         api_key: str | None = None,
-        model: str = DEFAULT_MODEL,
-        *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
