@@ -52,7 +52,9 @@ async def check_provider(model: OpenModel) -> Check:
             "provider", "FAIL", f"{where} ended its answer early: check that it is up to date"
         )
     elapsed = format_seconds(time.monotonic() - started)
-    return Check("provider", "ok", f"{model.kind} {model.model} at {where} answered in {elapsed}")
+    return Check(
+        "provider", "ok", f"{model.provider.name} {model.model} at {where} answered in {elapsed}"
+    )
 
 
 async def check_runner(spec: RunnerSpec, options: ExecOptions) -> Check:

@@ -43,7 +43,6 @@ from logos.cli.runners import (
     system_prompt_for,
 )
 from logos.cli.settings import (
-    PROVIDER_KINDS,
     FileSettings,
     ProviderChoice,
     ProviderFlags,
@@ -61,6 +60,7 @@ from logos.envelope import command_preview, format_results
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.pricing import price_for
 from logos.providers import RetryPolicy
+from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
 
 COMMANDS = ("run", "resume", "show", "exec", "doctor")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
@@ -643,20 +643,22 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
+    kinds = PROVIDER_KINDS.values()
+    detected_from = [env for kind in kinds for env in (kind.api_key_env, kind.base_url_env)]
     group = parser.add_argument_group(
         "model",
-        "Detected from ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL when not given.",
+        f"Detected from {', '.join(detected_from[:-1])} or {detected_from[-1]} when not given.",
     )
-    group.add_argument("--provider", choices=PROVIDER_KINDS, help="the API to speak")
+    group.add_argument("--provider", choices=list(PROVIDER_KINDS), help="the API to speak")
     group.add_argument(
         "--model",
-        help="model name (default: claude-sonnet-4-5 or gpt-5; for a local server, the "
-        "first model it lists)",
+        help=f"model name (default: {' or '.join(kind.default_model for kind in kinds)}; for "
+        "a local server, the first model it lists)",
     )
     group.add_argument(
         "--base-url",
         metavar="URL",
-        help="an OpenAI-compatible server (llama.cpp, Ollama, vLLM), e.g. "
+        help=f"an {LOCAL_SERVER_KIND.label}-compatible server (llama.cpp, Ollama, vLLM), e.g. "
         "http://127.0.0.1:8080/v1; no key needed",
     )
     group.add_argument(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logos.cli.errors import CliError
-from logos.cli.settings import ProviderChoice, ProviderKind, make_provider
+from logos.cli.settings import ProviderChoice, make_provider
 from logos.errors import LocalModelError
 from logos.local_model import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
@@ -26,10 +26,10 @@ class GgufSpec:
 
 @dataclass(frozen=True)
 class OpenModel:
-    """A ready provider and what a trajectory records about it."""
+    """A ready provider and what a trajectory records about it (`provider.name` is its kind
+    in the provider registry)."""
 
     provider: Provider
-    kind: ProviderKind
     model: str
     base_url: str | None
     """None for a local GGUF: its server lives only as long as this command."""
@@ -46,7 +46,7 @@ def open_model(
         if choice is None or choice.model is None:
             raise ValueError("open_model needs a resolved ProviderChoice or a GgufSpec")
         provider = make_provider(choice, retry=retry)
-        yield OpenModel(provider, choice.kind, choice.model, choice.base_url, None)
+        yield OpenModel(provider, choice.model, choice.base_url, None)
         return
     local = LocalModelServer(gguf.path, n_ctx=gguf.context_size, threads=gguf.threads)
     try:
@@ -61,6 +61,6 @@ def open_model(
             context_window=local.n_ctx,
             retry=retry,
         )
-        yield OpenModel(provider, "openai", local.model_name, None, str(gguf.path))
+        yield OpenModel(provider, local.model_name, None, str(gguf.path))
     finally:
         local.stop()

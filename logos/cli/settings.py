@@ -12,44 +12,31 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.cli.errors import CliError
-from logos.providers import AnthropicProvider, OpenAIProvider, Provider, RetryPolicy
-from logos.providers import anthropic as anthropic_wire
-from logos.providers import openai as openai_wire
+from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
+from logos.providers.registry import (
+    LOCAL_SERVER_KIND,
+    PROVIDER_KINDS,
+    ProviderKind,
+    ProviderName,
+    provider_kind,
+)
 
-ProviderKind: TypeAlias = Literal["openai", "anthropic"]
-PROVIDER_KINDS: tuple[ProviderKind, ...] = ("anthropic", "openai")
-
-DEFAULT_MODELS: Mapping[ProviderKind, str] = {
-    "anthropic": anthropic_wire.DEFAULT_MODEL,
-    "openai": openai_wire.DEFAULT_MODEL,
-}
-DEFAULT_BASE_URLS: Mapping[ProviderKind, str] = {
-    "anthropic": anthropic_wire.DEFAULT_BASE_URL,
-    "openai": openai_wire.DEFAULT_BASE_URL,
-}
-API_KEY_ENVS: Mapping[ProviderKind, str] = {
-    "anthropic": anthropic_wire.API_KEY_ENV,
-    "openai": openai_wire.API_KEY_ENV,
-}
-BASE_URL_ENVS: Mapping[ProviderKind, str] = {
-    "anthropic": anthropic_wire.BASE_URL_ENV,
-    "openai": openai_wire.BASE_URL_ENV,
-}
 _MODEL_LIST_TIMEOUT_S = 10.0
 _MODELS_SHOWN = 10
 
 NO_PROVIDER_MESSAGE = (
-    "no model provider is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY "
-    "(OpenAI); or point --base-url (or OPENAI_BASE_URL) at an OpenAI-compatible server such "
-    "as llama.cpp, Ollama or vLLM, e.g. --base-url http://127.0.0.1:8080/v1; or run a local "
-    "GGUF model offline with --gguf PATH"
+    "no model provider is configured: set "
+    + " or ".join(f"{kind.api_key_env} ({kind.label})" for kind in PROVIDER_KINDS.values())
+    + f"; or point --base-url (or {LOCAL_SERVER_KIND.base_url_env}) at an "
+    f"{LOCAL_SERVER_KIND.label}-compatible server such as llama.cpp, Ollama or vLLM, e.g. "
+    "--base-url http://127.0.0.1:8080/v1; or run a local GGUF model offline with --gguf PATH"
 )
 
 
@@ -58,7 +45,7 @@ class FileSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    provider: ProviderKind | None = None
+    provider: ProviderName | None = None
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -122,7 +109,8 @@ def _describe_invalid_settings(exc: ValidationError, path: Path) -> str:
 class ProviderFlags:
     """What the user asked for on the command line (or a resumed run recorded)."""
 
-    provider: ProviderKind | None = None
+    provider: str | None = None
+    """A name in the provider registry."""
     model: str | None = None
     base_url: str | None = None
 
@@ -139,7 +127,7 @@ class ProviderChoice:
 
     @property
     def uses_default_server(self) -> bool:
-        return _same_url(self.base_url, DEFAULT_BASE_URLS[self.kind])
+        return _same_url(self.base_url, self.kind.default_base_url)
 
 
 def choose_provider(
@@ -154,35 +142,42 @@ def choose_provider(
     switch to another provider kind (then the recorded model would not fit).
     """
     if recorded is not None and flags.provider in (None, recorded.provider):
-        kind = recorded.provider
+        assert recorded.provider is not None  # a run header always names its provider
+        kind = _known_kind(recorded.provider)
         model = flags.model or recorded.model
         base_url, source = _first_set(
             (flags.base_url, "--base-url"), (recorded.base_url, "the resumed run")
         )
     else:
-        kind = flags.provider or settings.provider or _detect_kind(flags, settings, environ)
+        name = flags.provider or settings.provider
+        kind = _detect_kind(flags, settings, environ) if name is None else _known_kind(name)
         model = flags.model or settings.model
         base_url, source = _first_set(
             (flags.base_url, "--base-url"),
             (settings.base_url, "base_url in the config file"),
-            (environ.get(BASE_URL_ENVS[kind]), BASE_URL_ENVS[kind]),
+            (environ.get(kind.base_url_env), kind.base_url_env),
         )
-    assert kind is not None
-    key_env = settings.api_key_env or API_KEY_ENVS[kind]
+    key_env = settings.api_key_env or kind.api_key_env
     choice = ProviderChoice(
         kind=kind,
         model=model,
-        base_url=_checked_base_url(base_url or DEFAULT_BASE_URLS[kind], source),
+        base_url=_checked_base_url(base_url or kind.default_base_url, source),
         api_key=environ.get(key_env) or None,
         api_key_env=key_env,
     )
     if choice.api_key is None and choice.uses_default_server:
-        where = "Anthropic" if kind == "anthropic" else "OpenAI"
         raise CliError(
-            f"{key_env} is not set: export {key_env}=<your {where} API key>, or point "
+            f"{key_env} is not set: export {key_env}=<your {kind.label} API key>, or point "
             "--base-url at a server that needs no key"
         )
     return choice
+
+
+def _known_kind(name: str) -> ProviderKind:
+    try:
+        return provider_kind(name)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _first_set(*candidates: tuple[str | None, str]) -> tuple[str | None, str]:
@@ -201,9 +196,9 @@ def _detect_kind(
     flags: ProviderFlags, settings: FileSettings, environ: Mapping[str, str]
 ) -> ProviderKind:
     if flags.base_url or settings.base_url:
-        return "openai"  # WHY: llama.cpp, Ollama and vLLM all speak the OpenAI API
-    for kind in PROVIDER_KINDS:
-        if environ.get(API_KEY_ENVS[kind]) or environ.get(BASE_URL_ENVS[kind]):
+        return LOCAL_SERVER_KIND
+    for kind in PROVIDER_KINDS.values():
+        if environ.get(kind.api_key_env) or environ.get(kind.base_url_env):
             return kind
     raise CliError(NO_PROVIDER_MESSAGE)
 
@@ -215,8 +210,8 @@ def resolve_model(choice: ProviderChoice) -> tuple[ProviderChoice, str | None]:
     """
     if choice.model is not None:
         return choice, None
-    if choice.kind == "anthropic" or choice.uses_default_server:
-        return replace(choice, model=DEFAULT_MODELS[choice.kind]), None
+    if not choice.kind.lists_models or choice.uses_default_server:
+        return replace(choice, model=choice.kind.default_model), None
     models = list_models(choice)
     if len(models) > 1 and choice.api_key is not None and not _is_loopback(choice.base_url):
         shown = ", ".join(models[:_MODELS_SHOWN])
@@ -283,15 +278,7 @@ def make_provider(
     # WHY "" rather than None: None would make the provider read its default key variable,
     # which bypasses `api_key_env`; the key was resolved here already.
     key = choice.api_key or ""
-    if choice.kind == "anthropic":
-        return AnthropicProvider(
-            model=choice.model,
-            base_url=choice.base_url,
-            api_key=key,
-            context_window=context_window,
-            retry=retry,
-        )
-    return OpenAIProvider(
+    return choice.kind.factory(
         model=choice.model,
         base_url=choice.base_url,
         api_key=key,

@@ -208,7 +208,7 @@ async def _run_and_record(
     )
     reporter.start(
         RunInfo(
-            provider=model.kind,
+            provider=model.provider.name,
             model=model.model,
             runner=plan.runner.kind,
             approval=plan.approval,
@@ -309,7 +309,7 @@ def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> Trajecto
         return TrajectoryWriter.append_to(target)
     header = RunHeader(
         logos_version=logos_version(),
-        provider=model.kind,
+        provider=model.provider.name,
         model=model.model,
         base_url=model.base_url,
         gguf=model.gguf,

@@ -34,6 +34,7 @@ from logos.cli.approval import ApprovalAction, ApprovalDecision
 from logos.cli.errors import CliError
 from logos.cli.paths import JsonLinesFile, open_private_append, utc_now, write_line
 from logos.providers.base import Message, Usage
+from logos.providers.registry import ProviderName
 from logos.steps import StepMessage, StopReason, steps_to_messages
 
 TRAJECTORY_VERSION = 1
@@ -51,7 +52,7 @@ class RunHeader(_Record):
     type: Literal["run"] = "run"
     version: int = TRAJECTORY_VERSION
     logos_version: str
-    provider: Literal["openai", "anthropic"]
+    provider: ProviderName
     model: str
     base_url: str | None
     """None for a `--gguf` run, whose server lived only as long as the run."""
