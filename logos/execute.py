@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
+from logos.callback import invoke_callback
 from logos.options import ExecOptions
 from logos.policy import CommandPolicy, check_command
 from logos.result import Result
@@ -104,10 +104,10 @@ class BlockExecutor:
             result = Result(command=command, error=refusal)
         else:
             async with self._limiter:
-                await _notify(self._on_start, index, command)
+                await invoke_callback(self._on_start, index, command)
                 result = await _run_contained(self._runner, command, self._options)
         self._results[index] = result
-        await _notify(self._on_result, index, result)
+        await invoke_callback(self._on_result, index, result)
 
 
 async def execute_blocks(
@@ -166,11 +166,3 @@ async def _run_contained(runner: Runner, command: str, options: ExecOptions) -> 
         return await runner.run(command, options)
     except Exception as exc:
         return Result(command=command, error=f"runner failed: {type(exc).__name__}: {exc}")
-
-
-async def _notify(callback: Callable[..., Awaitable[None] | None] | None, *args: object) -> None:
-    if callback is None:
-        return
-    outcome = callback(*args)
-    if inspect.isawaitable(outcome):
-        await outcome

@@ -9,13 +9,13 @@ every way a run can end keeps the steps and the usage spent so far.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 
+from logos.callback import invoke_callback
 from logos.config import Callbacks, Config
 from logos.context import HEADROOM, estimate_tokens, fit_to_window
 from logos.envelope import format_results
@@ -270,7 +270,7 @@ class _Run:
                 shrinks += 1
                 if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
                     raise
-                await _call(
+                await invoke_callback(
                     self.callbacks.on_retry,
                     "the conversation is longer than the model's context window: "
                     "eliding older command outputs",
@@ -325,7 +325,7 @@ class _Run:
                             break
                     elif isinstance(event, ReasoningDelta):
                         turn.reasoning.append(event.text)
-                        await _call(self.callbacks.on_reasoning_delta, event.text)
+                        await invoke_callback(self.callbacks.on_reasoning_delta, event.text)
                     elif isinstance(event, ReasoningSignature):
                         turn.signature.append(event.signature)
                     elif isinstance(event, RedactedReasoning):
@@ -369,7 +369,7 @@ class _Run:
             if text:
                 turn.prose.append(text)
                 turn.prose_tail = (turn.prose_tail + text)[-len(FABRICATED_RESULT_TAG) :]
-                await _call(self.callbacks.on_delta, text)
+                await invoke_callback(self.callbacks.on_delta, text)
         elif isinstance(parsed, UnclosedBlock):
             turn.unclosed_block = True
 
@@ -410,7 +410,7 @@ class _Run:
 
     async def _add_step(self, step: StepMessage) -> None:
         self.steps.append(step)
-        await _call(self.callbacks.on_step_end, step)
+        await invoke_callback(self.callbacks.on_step_end, step)
 
     async def _keep_partial_turn(self, why: str) -> None:
         """A turn cut by cancellation or the wall clock still belongs to the history, and
@@ -521,15 +521,6 @@ def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
         f"the model sent {count} empty replies in a row: check that the model and its chat "
         "template can follow the system prompt, or try another model"
     )
-
-
-async def _call(callback: object, *args: object) -> None:
-    if callback is None:
-        return
-    assert callable(callback)
-    outcome = callback(*args)
-    if inspect.isawaitable(outcome):
-        await outcome
 
 
 async def _aclose(stream: AsyncIterator[object]) -> None:

@@ -17,7 +17,6 @@ What the model sees for each decision:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import shlex
 import tempfile
@@ -32,6 +31,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from logos.callback import invoke_callback
 from logos.cli.paths import utc_now
 from logos.options import ExecOptions
 from logos.result import Result
@@ -83,10 +83,7 @@ class ApprovalRunner:
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         decision = await self._approver.decide(command)
-        if self._on_decision is not None:
-            outcome = self._on_decision(decision)
-            if inspect.isawaitable(outcome):
-                await outcome
+        await invoke_callback(self._on_decision, decision)
         if decision.action == "never-run":
             return Result(command=command, error=NEVER_RUN_ERROR)
         if decision.action == "no":

@@ -7,7 +7,6 @@ caller decides.
 
 from __future__ import annotations
 
-import inspect
 import math
 import random
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -19,6 +18,7 @@ from typing import TypeVar
 
 import anyio
 
+from logos.callback import invoke_callback
 from logos.errors import ProviderError, RetriesExhaustedError, StreamInterruptedError
 from logos.providers.base import OnRetry
 
@@ -93,15 +93,6 @@ def _finite_float(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-async def notify_retry(on_retry: OnRetry | None, reason: str, attempt: int) -> None:
-    """Calls a sync or async `on_retry` callback."""
-    if on_retry is None:
-        return
-    outcome = on_retry(reason, attempt)
-    if inspect.isawaitable(outcome):
-        await outcome
-
-
 async def retrying(
     attempt: Callable[[], AsyncGenerator[T, None]],
     policy: RetryPolicy,
@@ -137,7 +128,7 @@ async def retrying(
                     last_error=exc,
                 ) from exc
             delay = policy.delay_s(number, exc.retry_after_s)
-            await notify_retry(
+            await invoke_callback(
                 on_retry,
                 f"{exc.message}; retrying in {delay:.1f} s "
                 f"(attempt {number + 1} of {policy.max_attempts})",
