@@ -13,8 +13,6 @@ Rules:
 * A marker inside an inline code span (backticks, on one line) is not reported: a model
   explaining a syntax is legitimate. Fenced code blocks are still checked, WHY: fake calls
   often come wrapped in a fence, and a false alarm costs only one corrective turn.
-* Every marker fits on one line, so the streaming detector decides line by line and reports
-  exactly what `find_tool_call_hallucination` reports for the whole text.
 """
 
 from __future__ import annotations
@@ -127,42 +125,3 @@ def find_tool_call_hallucination(prose: str) -> str | None:
         if marker not in _OWN_TAGS and not code_spans.contains(start):
             return marker.strip()[:_MAX_MARKER_CHARS]
         upcoming[index] = _PATTERNS[index].search(prose, start + 1)
-
-
-class HallucinationDetector:
-    """Streaming twin of `find_tool_call_hallucination`: feed prose deltas, get the marker.
-
-    Complete lines are checked as they arrive; the unfinished last line waits for its
-    newline or for `close()`. Once a marker is found it is returned by every later call.
-    """
-
-    __slots__ = ("_marker", "_partial_line")
-
-    def __init__(self) -> None:
-        self._partial_line: list[str] = []
-        self._marker: str | None = None
-
-    @property
-    def marker(self) -> str | None:
-        """The first marker found so far."""
-        return self._marker
-
-    def feed(self, prose_delta: str) -> str | None:
-        """Consume more prose; returns the first marker once one has been seen."""
-        if self._marker is not None:
-            return self._marker
-        newline = prose_delta.rfind("\n")
-        if newline < 0:
-            self._partial_line.append(prose_delta)
-            return None
-        complete_lines = "".join(self._partial_line) + prose_delta[:newline]
-        self._partial_line = [prose_delta[newline + 1 :]]
-        self._marker = find_tool_call_hallucination(complete_lines)
-        return self._marker
-
-    def close(self) -> str | None:
-        """Check the last, unfinished line; returns the first marker of the whole prose."""
-        if self._marker is None:
-            self._marker = find_tool_call_hallucination("".join(self._partial_line))
-        self._partial_line = []
-        return self._marker

@@ -123,9 +123,6 @@ def check_command(command: str) -> str | None:
     )
 
 
-DEFAULT_POLICY: CommandPolicy = check_command
-
-
 class _TooDeep(Exception):
     """Nesting beyond `_MAX_NESTING`: refuse rather than recurse without bound."""
 

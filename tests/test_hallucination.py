@@ -1,15 +1,13 @@
-"""Fake tool-call syntax in prose: found in any case and any split, never inside `<cmd>`."""
+"""Fake tool-call syntax in prose: found in any case, never inside `<cmd>`, whatever the split."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from logos.hallucination import HallucinationDetector, find_tool_call_hallucination
-from logos.parse import CmdStreamParser, ProseDelta
+from logos.hallucination import find_tool_call_hallucination
+from logos.parse import CmdStreamParser
 
 # (text, the marker it must report)
 HALLUCINATIONS = [
@@ -99,52 +97,6 @@ def test_a_code_span_does_not_reach_over_a_newline() -> None:
     assert find_tool_call_hallucination("`open\n<tool_call>\nclose`") == "<tool_call>"
 
 
-def detect_streaming(deltas: list[str]) -> str | None:
-    detector = HallucinationDetector()
-    for delta in deltas:
-        found = detector.feed(delta)
-        assert found is None or found == detector.marker
-    return detector.close()
-
-
-@pytest.mark.parametrize(("text", "expected"), HALLUCINATIONS)
-def test_markers_split_at_every_position_are_found(text: str, expected: str) -> None:
-    wrapped = f"Sure, here it is:\n{text}\nand that is all."
-    batch = find_tool_call_hallucination(wrapped)
-    assert batch is not None
-    for cut in range(len(wrapped) + 1):
-        assert detect_streaming([wrapped[:cut], wrapped[cut:]]) == batch
-    assert detect_streaming(list(wrapped)) == batch
-
-
-@pytest.mark.parametrize("text", LEGITIMATE_PROSE)
-def test_legitimate_prose_split_anywhere_stays_clean(text: str) -> None:
-    for first, second in itertools.combinations_with_replacement(range(len(text) + 1), 2):
-        assert detect_streaming([text[:first], text[first:second], text[second:]]) is None
-
-
-def test_detector_reports_as_soon_as_the_line_is_complete() -> None:
-    detector = HallucinationDetector()
-    assert detector.feed("ok line\n<tool_") is None
-    assert detector.feed("call>{") is None
-    assert detector.marker is None
-    assert detector.feed('"a": 1}\nmore') == "<tool_call>"
-    assert detector.feed("anything") == "<tool_call>"
-    assert detector.close() == "<tool_call>"
-
-
-def test_detector_checks_the_last_line_on_close() -> None:
-    detector = HallucinationDetector()
-    assert detector.feed("calling [TOOL_") is None
-    assert detector.feed("CALLS]") is None
-    assert detector.close() == "[TOOL_CALLS]"
-
-
-def test_backticks_closing_later_on_the_line_are_respected_in_streaming() -> None:
-    assert detect_streaming(["use `<tool", "_call>", "` here\n"]) is None
-    assert detect_streaming(["use `<tool", "_call>", " here\n"]) == "<tool_call>"
-
-
 MARKERS_IN_COMMANDS = [
     "<cmd>cat > notes.md <<'EOF'\n<tool_call>{}</tool_call>\n[TOOL_CALLS]\nEOF</cmd>",
     "<cmd>grep -rn '<invoke name=' src</cmd>",
@@ -158,15 +110,9 @@ def test_markers_inside_cmd_blocks_are_never_reported(block: str) -> None:
     raw = f"Writing the fixture.\n{block}\nDone, see the file."
     for cut, second in itertools.combinations_with_replacement(range(len(raw) + 1), 2):
         parser = CmdStreamParser()
-        detector = HallucinationDetector()
         for delta in (raw[:cut], raw[cut:second], raw[second:]):
-            for event in parser.feed(delta):
-                if isinstance(event, ProseDelta):
-                    assert detector.feed(event.text) is None
-        for event in parser.close():
-            if isinstance(event, ProseDelta):
-                detector.feed(event.text)
-        assert detector.close() is None
+            parser.feed(delta)
+        parser.close()
         assert find_tool_call_hallucination(parser.prose) is None
         assert len(parser.blocks) == 1
 
@@ -177,40 +123,3 @@ def test_a_marker_after_a_block_is_reported_from_the_prose() -> None:
     parser.feed(raw)
     parser.close()
     assert find_tool_call_hallucination(parser.prose) == "<tool_call>"
-
-
-PROSE_ALPHABET = st.lists(
-    st.sampled_from(
-        [
-            "<",
-            ">",
-            "|",
-            "/",
-            "`",
-            "```",
-            "\n",
-            " ",
-            "tool_call",
-            "bash",
-            "invoke",
-            "[TOOL_CALL]",
-            "<tool_call>",
-            "cmd",
-            "CMD",
-            "a",
-            "=",
-            '"',
-            "é",
-        ]
-    ),
-    max_size=40,
-).map("".join)
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=PROSE_ALPHABET, data=st.data())
-def test_streaming_equals_batch_for_random_prose(text: str, data: st.DataObject) -> None:
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=10)))
-    bounds = [0, *cuts, len(text)]
-    deltas = [text[a:b] for a, b in itertools.pairwise(bounds)]
-    assert detect_streaming(deltas) == find_tool_call_hallucination(text)

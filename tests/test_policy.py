@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logos.policy import (
-    DEFAULT_POLICY,
     CommandPolicy,
     allow_all,
     chain_policies,
@@ -256,10 +255,6 @@ def test_chain_policies_first_refusal_wins() -> None:
     assert chained("ls") == "nothing"
     assert chain_policies(allow_all, check_command)("ls") is None
     assert chain_policies()("sed -i x f") is None
-
-
-def test_default_policy_is_check_command() -> None:
-    assert DEFAULT_POLICY is check_command
 
 
 SHELLISH = st.lists(

@@ -123,11 +123,6 @@ class Trajectory:
     def steps(self) -> list[StepMessage]:
         return [entry for entry in self.entries if isinstance(entry, StepMessage)]
 
-    @property
-    def last_done(self) -> DoneRecord | None:
-        dones = [entry for entry in self.entries if isinstance(entry, DoneRecord)]
-        return dones[-1] if dones else None
-
     def history(self) -> list[Message]:
         """The conversation to resume: prompts and steps in file order."""
         messages: list[Message] = []
