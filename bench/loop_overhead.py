@@ -29,14 +29,17 @@ STEP_REPLY = "Checking the tree before the next edit.\n<cmd>true</cmd>\n"
 FINAL_REPLY = "All steps ran; nothing else to do."
 
 
-class InstantRunner:
+class InstantRunner(Runner):
     """Reports success without running anything: isolates the loop from process costs."""
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         return Result(command=command, exit_code=0)
 
+    async def aclose(self) -> None:
+        """Nothing runs, so nothing is left to close."""
 
-class TimedRunner:
+
+class TimedRunner(Runner):
     """Wraps a runner and records how long each of its calls took."""
 
     def __init__(self, inner: Runner) -> None:
@@ -49,6 +52,9 @@ class TimedRunner:
             return await self.inner.run(command, options)
         finally:
             self.durations_s.append(time.perf_counter() - started)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class _StepClock:

@@ -7,7 +7,7 @@ network or a real model's latency in the figure.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -66,7 +66,7 @@ class ScriptedModel:
 
     async def stream(
         self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         if not self._replies:
             raise RuntimeError(
                 "the scripted model ran out of replies: the benchmark asked for more steps "

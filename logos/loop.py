@@ -10,7 +10,7 @@ every way a run can end keeps the steps and the usage spent so far.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -343,7 +343,9 @@ class _Run:
                 failure = exc
                 executor.cancel()  # the run ends: its commands' results would reach no one
             finally:
-                await _aclose(stream)
+                # Closes the provider's HTTP response too, also when we stop reading early.
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
             if not turn.fabricated_result and failure is None:
                 cut = turn.finish == "length" or turn.interrupted is not None
                 for parsed in parser.close(truncated=cut):
@@ -521,11 +523,3 @@ def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
         f"the model sent {count} empty replies in a row: check that the model and its chat "
         "template can follow the system prompt, or try another model"
     )
-
-
-async def _aclose(stream: AsyncIterator[object]) -> None:
-    """Close the provider's stream (and its HTTP response) even when we stop early."""
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        with anyio.CancelScope(shield=True):
-            await aclose()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from logos.options import ExecOptions
 from logos.result import Result
@@ -10,11 +11,28 @@ from logos.result import Result
 
 @runtime_checkable
 class Runner(Protocol):
-    """Runs one shell command and reports what happened.
+    """Runs one shell command and reports what happened, until it is closed.
 
     A runner never raises for a command's failure: a command that cannot start, times
     out or is refused comes back as a `Result` with `error`, `timed_out` or a status set.
     Cancellation (an anyio cancel scope) must kill what the runner started.
+
+    Close a runner when done with it (`aclose()`, or `async with`): it kills what its
+    commands left running and releases what it holds (a sandbox session, connections). A
+    class that subclasses `Runner` explicitly gets the `async with` methods from here.
     """
 
     async def run(self, command: str, options: ExecOptions) -> Result: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

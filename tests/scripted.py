@@ -6,7 +6,7 @@ deterministically, with chosen chunking, pacing, usage, reasoning and failures.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 import anyio
@@ -61,7 +61,7 @@ class ScriptedProvider:
 
     async def stream(
         self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         self.requests.append(request)
         if not self.replies:
             raise AssertionError("the scripted model has no reply left for this request")

@@ -11,6 +11,7 @@ from logos import (
     ExecOptions,
     LocalRunner,
     Result,
+    Runner,
     allow_all,
     execute_blocks,
     execute_blocks_sync,
@@ -93,9 +94,12 @@ async def test_a_policy_that_raises_refuses_and_the_others_still_run(tmp_path: P
 
 
 async def test_a_runner_that_raises_becomes_a_result() -> None:
-    class BrokenRunner:
+    class BrokenRunner(Runner):
         async def run(self, command: str, options: ExecOptions) -> Result:
             raise RuntimeError("disk on fire")
+
+        async def aclose(self) -> None:
+            pass
 
     (result,) = await execute_blocks(["ls"], BrokenRunner(), ExecOptions())
     assert result.error is not None and "disk on fire" in result.error

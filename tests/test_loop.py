@@ -15,6 +15,7 @@ from logos import (
     ExecOptions,
     LocalRunner,
     Result,
+    Runner,
     format_results,
     run,
     run_sync,
@@ -252,9 +253,12 @@ async def test_runner_errors_and_timeouts_go_back_to_the_model(tmp_path: Path) -
     assert result.steps[1].results[0].timed_out
     assert "timed out" in provider.requests[1].messages[-1].content
 
-    class Unreachable:
+    class Unreachable(Runner):
         async def run(self, command: str, options: ExecOptions) -> Result:
             return Result(command=command, error="sandbox unreachable: start it")
+
+        async def aclose(self) -> None:
+            pass
 
     provider = ScriptedProvider([Reply("<cmd>ls</cmd>"), Reply("ok")])
     result = await run(config_for(provider, runner=Unreachable()), [], "go")

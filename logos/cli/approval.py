@@ -68,7 +68,7 @@ class Approver(Protocol):
 OnDecision = Callable[[ApprovalDecision], Awaitable[None] | None]
 
 
-class ApprovalRunner:
+class ApprovalRunner(Runner):
     """Asks `approver` about each command, then runs it on `inner` or explains why not.
 
     `on_decision` sees every decision first (the audit log and the trajectory use it).
@@ -97,9 +97,7 @@ class ApprovalRunner:
 
     async def aclose(self) -> None:
         """Close the inner runner (kills leftover background jobs, ends a sandbox session)."""
-        aclose = getattr(self.inner, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self.inner.aclose()
 
 
 def declined_error(reason: str | None) -> str:

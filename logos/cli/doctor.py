@@ -43,9 +43,7 @@ async def check_provider(model: OpenModel) -> Check:
     except ProviderError as exc:
         return Check("provider", "FAIL", exc.message)
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await stream.aclose()
         await model.provider.aclose()
     if not finished:
         return Check(

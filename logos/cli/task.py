@@ -51,6 +51,7 @@ from logos.options import ExecOptions
 from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
 from logos.result import Result
+from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
 
 CLOSE_TIMEOUT_S = 10.0
@@ -323,12 +324,10 @@ def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> Trajecto
     return TrajectoryWriter.create_in(Path(target.directory), target.task, header)
 
 
-async def _close_quietly(runner: object, model: OpenModel) -> None:
+async def _close_quietly(runner: Runner, model: OpenModel) -> None:
     """Close the runner (kill leftover jobs, end the sandbox session) and the provider."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
-        aclose = getattr(runner, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await runner.aclose()
         await model.provider.aclose()
 
 

@@ -6,7 +6,7 @@ touches the loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -164,6 +164,6 @@ class Provider(Protocol):
 
     def stream(
         self, request: ModelRequest, on_retry: OnRetry | None = None
-    ) -> AsyncIterator[StreamEvent]: ...
+    ) -> AsyncGenerator[StreamEvent, None]: ...
 
     async def aclose(self) -> None: ...
