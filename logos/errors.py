@@ -84,3 +84,12 @@ class RetriesExhaustedError(ProviderError):
 
 class LocalModelError(LogosError):
     """The local model server (llama.cpp in this process) could not start."""
+
+
+class RecordFileError(LogosError):
+    """A run's record (a trajectory, the audit log) cannot be read or written; the message
+    says why and what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

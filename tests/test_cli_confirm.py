@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.cli.approval import EDITED_NOTE
+from logos.approval import EDITED_NOTE
 from tests.cli_harness import (
     SGR,
     Home,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from logos.cli.approval import ApprovalAction, ApprovalDecision
-from logos.cli.paths import JsonLinesFile, open_private_append
+from logos.approval import ApprovalAction, ApprovalDecision
+from logos.jsonl import JsonLinesFile, open_private_append
 
 
 class AuditEntry(BaseModel):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskStatus
 
-from logos.cli.approval import ApprovalMode, ApprovalRunner, AutoApprover, NeverRunApprover
+from logos.approval import ApprovalMode, ApprovalRunner, AutoApprover, NeverRunApprover
 from logos.cli.audit import AuditLog
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path

@@ -26,15 +26,15 @@ from typing import NoReturn, TextIO, TypeVar
 import anyio
 from rich.console import Console
 
-from logos.cli.approval import APPROVAL_MODES, ApprovalMode
+from logos.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
-from logos.cli.events import DoneEvent, ErrorEvent, JsonEvents
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
+from logos.cli.json_events import JsonEvents
 from logos.cli.model import DEFAULT_CONTEXT_SIZE, GgufSpec, open_model
 from logos.cli.paths import runs_dir
 from logos.cli.render import HumanRenderer, make_console
-from logos.cli.report import Reporter, RunSummary
+from logos.cli.report import Reporter
 from logos.cli.runners import (
     RunnerSpec,
     allowed_paths,
@@ -54,13 +54,15 @@ from logos.cli.settings import (
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import Limits, NewTrajectory, TaskPlan, logos_version, run_task
-from logos.cli.trajectory import Trajectory, load_trajectory
 from logos.config import DEFAULT_MAX_STEPS
 from logos.envelope import command_preview, format_results
+from logos.errors import RecordFileError
+from logos.events import ErrorEvent, RunSummary
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.pricing import price_for
 from logos.providers import RetryPolicy
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+from logos.trajectory import Trajectory, load_trajectory
 
 COMMANDS = ("run", "resume", "show", "exec", "doctor")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
@@ -83,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
         if arguments[0] in ("run", "resume") and "--json" in arguments:
             error = ErrorEvent(message=exc.message)
-            for event in (error, DoneEvent(stop_reason="error", error=exc.message)):
+            for event in (error, RunSummary(stop_reason="error", error=exc.message)):
                 print(event.model_dump_json())
         return EXIT_ERROR
     try:
@@ -91,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"logos: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    except RecordFileError as exc:
+        print(f"logos: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception:  # a bug: exit 2 (an error), never 1, which would read "a limit stopped it"
@@ -116,11 +121,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
         try:
             return _run_or_resume(args, reporter, streams.out_guard)
-        except CliError as exc:
+        except (CliError, RecordFileError) as exc:
             reporter.error(exc.message)
             if args.json:
                 reporter.done(RunSummary(stop_reason="error", error=exc.message))
-            return exc.exit_code
+            return exc.exit_code if isinstance(exc, CliError) else EXIT_ERROR
         except KeyboardInterrupt:
             if args.json:
                 reporter.done(RunSummary(stop_reason="canceled"))

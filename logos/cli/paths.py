@@ -1,19 +1,12 @@
-"""Where the `logos` command keeps its files, and how it opens them: private to the user.
+"""Where the `logos` command keeps its files: trajectories and the audit log.
 
-Trajectories and the audit log hold commands and their output, which may include secrets,
-so directories are created 0700 and files 0600.
+They are written privately to the user by `logos.jsonl`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import os
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Self
-
-from logos.cli.errors import CliError
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
@@ -29,74 +22,3 @@ def audit_log_path(environ: Mapping[str, str]) -> Path:
 
 def runs_dir(environ: Mapping[str, str]) -> Path:
     return state_dir(environ) / "runs"
-
-
-def make_private_dir(path: Path) -> None:
-    """Create `path` and any missing parent 0700 (`mkdir(parents=True)` would use 0777)."""
-    missing = [path, *(parent for parent in path.parents)]
-    try:
-        for directory in reversed([d for d in missing if not d.exists()]):
-            directory.mkdir(mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise CliError(
-            f"cannot create {path}: {exc.strerror}: make it writable, or set XDG_STATE_HOME "
-            "to a writable directory"
-        ) from None
-
-
-def open_private_append(path: Path, *, exclusive: bool = False) -> int:
-    """A file descriptor appending to `path` (created 0600); `exclusive`: it must be new.
-
-    WHY O_APPEND on a raw descriptor: each record is one write() of one whole line, so a
-    crash can at worst leave a truncated last line, never interleave two records.
-    """
-    make_private_dir(path.parent)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    if exclusive:
-        flags |= os.O_EXCL
-    try:
-        return os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise  # the caller asked for a new file and picks another name
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror}: check its permissions") from None
-
-
-def write_line(fd: int, line: str) -> None:
-    """Append one record: a single write of the line and its newline."""
-    data = (line + "\n").encode("utf-8")
-    written = os.write(fd, data)
-    while written < len(data):  # a short write only happens on a full disk or a signal
-        written += os.write(fd, data[written:])
-
-
-class JsonLinesFile:
-    """An append-only JSON-lines file on a raw descriptor: one write() per record."""
-
-    def __init__(self, path: Path, fd: int) -> None:
-        self.path = path
-        self._fd = fd
-
-    def write_line(self, line: str) -> None:
-        write_line(self._fd, line)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def utc_now() -> str:
-    """The records' timestamp: UTC, ISO 8601, milliseconds, `Z`."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -32,9 +32,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from logos.cli.approval import ApprovalDecision
-from logos.cli.report import RunInfo, RunSummary
+from logos.approval import ApprovalDecision
 from logos.envelope import command_preview
+from logos.events import RunSummary, StartEvent
 from logos.result import Result
 from logos.steps import StepMessage, StopReason
 
@@ -146,7 +146,7 @@ class HumanRenderer:
 
     # Reporter ------------------------------------------------------------------------
 
-    def start(self, info: RunInfo) -> None:
+    def start(self, info: StartEvent) -> None:
         """Nothing to show: the summary names the trajectory at the end."""
 
     def delta(self, text: str) -> None:

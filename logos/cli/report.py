@@ -3,48 +3,21 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from rich.console import Console
 
-from logos.cli.approval import ApprovalDecision
-from logos.providers.base import Usage
+from logos.approval import ApprovalDecision
+from logos.events import RunSummary, StartEvent
 from logos.result import Result
-from logos.steps import StepMessage, StopReason
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """How a run is set up, announced before the model is called."""
-
-    provider: str
-    model: str
-    runner: str
-    approval: str
-    cwd: str
-    trajectory: str | None
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """How a run ended."""
-
-    stop_reason: StopReason
-    error: str | None = None
-    response: str = ""
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float | None = None
-    turns: int = 0
-    wall_s: float = 0.0
-    trajectory: str | None = None
+from logos.steps import StepMessage
 
 
 class Reporter(Protocol):
     """Receives the run's progress. `turn` counts model turns from 1; `index` is the
     block's position within its turn's reply, from 0."""
 
-    def start(self, info: RunInfo) -> None: ...
+    def start(self, info: StartEvent) -> None: ...
 
     def delta(self, text: str) -> None: ...
 

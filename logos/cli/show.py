@@ -6,16 +6,10 @@ from rich.console import Console
 from rich.text import Text
 
 from logos.cli.render import result_view, summary_line
-from logos.cli.report import RunSummary
-from logos.cli.trajectory import (
-    ApprovalRecord,
-    DoneRecord,
-    PromptRecord,
-    Trajectory,
-    count_turns,
-)
+from logos.events import ApprovalEvent, RunSummary
 from logos.parse import strip_cmd_blocks
 from logos.steps import StepMessage
+from logos.trajectory import PromptRecord, Trajectory, count_turns
 
 REASONING_LINES = 6
 OUTPUT_TAIL_LINES = 6
@@ -44,13 +38,14 @@ def show_trajectory(trajectory: Trajectory, console: Console) -> None:
         elif isinstance(entry, StepMessage):
             turns_since_prompt.append(entry)
             _show_step(entry, console)
-        elif isinstance(entry, ApprovalRecord):
+        elif isinstance(entry, ApprovalEvent):
             _show_approval(entry, console)
-        elif isinstance(entry, DoneRecord):
+        elif isinstance(entry, RunSummary):
             ended = True
             if entry.error:
                 console.print(Text(f"error: {entry.error}", style="bold red"))
-            console.print(summary_line(_summary(entry, turns_since_prompt)))
+            turns = entry.turns or count_turns(turns_since_prompt)
+            console.print(summary_line(entry.model_copy(update={"turns": turns})))
     if not ended:
         console.print(
             Text("(no end recorded: the run was cut off, or is still going)", style="yellow")
@@ -76,7 +71,7 @@ def _show_step(step: StepMessage, console: Console) -> None:
         console.print(Text(f"note to the model: {first_line}", style="dim yellow"))
 
 
-def _show_approval(record: ApprovalRecord, console: Console) -> None:
+def _show_approval(record: ApprovalEvent, console: Console) -> None:
     if record.action in ("auto", "yes", "never-run"):
         return  # the command's result says it all
     if record.action == "no":
@@ -86,14 +81,3 @@ def _show_approval(record: ApprovalRecord, console: Console) -> None:
     else:
         text = "approved, and every later command of this run"
     console.print(Text(text, style="yellow"))
-
-
-def _summary(done: DoneRecord, steps: list[StepMessage]) -> RunSummary:
-    return RunSummary(
-        stop_reason=done.stop_reason,
-        error=done.error,
-        usage=done.usage,
-        cost_usd=done.cost_usd,
-        turns=done.steps or count_turns(steps),
-        wall_s=done.wall_s,
-    )

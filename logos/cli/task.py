@@ -22,30 +22,25 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from logos.cli.approval import (
+from logos.approval import (
     ApprovalDecision,
     ApprovalMode,
     ApprovalRunner,
     Approver,
     AutoApprover,
-    ConfirmApprover,
     NeverRunApprover,
 )
 from logos.cli.audit import AuditLog
-from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
+from logos.cli.confirm import ConfirmApprover
+from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.model import OpenModel
-from logos.cli.paths import audit_log_path, utc_now
-from logos.cli.report import Reporter, RunInfo, RunSummary
+from logos.cli.paths import audit_log_path
+from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.streams import GuardedOutput
-from logos.cli.trajectory import (
-    DoneRecord,
-    RunHeader,
-    Trajectory,
-    TrajectoryWriter,
-    count_turns,
-)
 from logos.config import Callbacks, Config
+from logos.events import RunSummary, StartEvent
+from logos.jsonl import utc_now
 from logos.loop import run
 from logos.options import ExecOptions
 from logos.pricing import estimate_cost
@@ -53,6 +48,7 @@ from logos.providers.base import Message, Usage
 from logos.result import Result
 from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
+from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
 
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close the runner at the end (kill leftovers, end the session)."""
@@ -208,7 +204,7 @@ async def _run_and_record(
         on_retry=reporter.retry,
     )
     reporter.start(
-        RunInfo(
+        StartEvent(
             provider=model.provider.name,
             model=model.model,
             runner=plan.runner.kind,
@@ -245,18 +241,7 @@ async def _run_and_record(
         wall_s=wall_s,
         trajectory=str(writer.path),
     )
-    writer.done(
-        DoneRecord(
-            stop_reason=summary.stop_reason,
-            error=summary.error,
-            usage=summary.usage,
-            cost_usd=summary.cost_usd,
-            steps=summary.turns,
-            wall_s=wall_s,
-            model=model.model,
-            time=utc_now(),
-        )
-    )
+    writer.done(summary, model=model.model)
     reporter.done(summary)
     return exit_code_for(result.stop_reason, signals)
 
@@ -319,9 +304,16 @@ def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> Trajecto
         started_at=utc_now(),
         system_prompt=plan.system_prompt,
     )
-    if target.path is not None:
-        return TrajectoryWriter.create(Path(target.path).expanduser(), header)
-    return TrajectoryWriter.create_in(Path(target.directory), target.task, header)
+    if target.path is None:
+        return TrajectoryWriter.create_in(Path(target.directory), target.task, header)
+    path = Path(target.path).expanduser()
+    try:
+        return TrajectoryWriter.create(path, header)
+    except FileExistsError:
+        raise CliError(
+            f"{path} already exists: choose another --trajectory, or continue that run "
+            f"with `logos resume {path}`"
+        ) from None
 
 
 async def _close_quietly(runner: Runner, model: OpenModel) -> None:

@@ -1,18 +1,4 @@
-"""Approval: who decides whether each of the model's commands runs.
-
-Modes: `auto` runs everything, `confirm` asks the user at the terminal, `never-run` runs
-nothing (a dry run). Approval is a Runner wrapper (`ApprovalRunner`), so the loop does not
-know it exists: a declined command simply comes back as a `Result` with `error` set.
-
-What the model sees for each decision:
-
-* yes / always / auto: the command's real result.
-* no: `Result.error` = "the user declined to run this command: <reason>".
-* never-run: `Result.error` = "not run: approval mode never-run".
-* edit: the edited command runs; `Result.command` is the edited text (so the `$` line of
-  the envelope shows what really ran) and stderr starts with `EDITED_NOTE`, because an
-  edit inside a multi-line command would not show in the envelope's first-line preview.
-"""
+"""The terminal side of approval: `--approve confirm` asks before each command runs."""
 
 from __future__ import annotations
 
@@ -20,10 +6,9 @@ import contextlib
 import os
 import shlex
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, TypeAlias
+from typing import Protocol
 
 import anyio
 from rich.console import Console
@@ -31,92 +16,9 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from logos.callback import invoke_callback
-from logos.cli.paths import utc_now
-from logos.options import ExecOptions
-from logos.result import Result
-from logos.runner import Runner
+from logos.approval import ApprovalDecision
 
-ApprovalMode: TypeAlias = Literal["auto", "confirm", "never-run"]
-APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "confirm", "never-run")
-ApprovalAction: TypeAlias = Literal["auto", "yes", "no", "always", "edit", "never-run"]
-
-NEVER_RUN_ERROR = "not run: approval mode never-run"
-DECLINED_ERROR = "the user declined to run this command"
-EDITED_NOTE = "[logos: the user edited this command before it ran; the $ line shows what ran]\n"
 _READ_CHUNK = 4096
-
-
-@dataclass(frozen=True)
-class ApprovalDecision:
-    """One decision about one command, as the audit log and the trajectory record it."""
-
-    action: ApprovalAction
-    command: str
-    """What the model asked to run."""
-    edited_command: str | None = None
-    """What ran instead, after an `edit`."""
-    reason: str | None = None
-    time: str = field(default_factory=utc_now)
-    """UTC, ISO 8601."""
-
-
-class Approver(Protocol):
-    async def decide(self, command: str) -> ApprovalDecision: ...
-
-
-OnDecision = Callable[[ApprovalDecision], Awaitable[None] | None]
-
-
-class ApprovalRunner(Runner):
-    """Asks `approver` about each command, then runs it on `inner` or explains why not.
-
-    `on_decision` sees every decision first (the audit log and the trajectory use it).
-    """
-
-    def __init__(
-        self, inner: Runner, approver: Approver, on_decision: OnDecision | None = None
-    ) -> None:
-        self.inner = inner
-        self._approver = approver
-        self._on_decision = on_decision
-
-    async def run(self, command: str, options: ExecOptions) -> Result:
-        decision = await self._approver.decide(command)
-        await invoke_callback(self._on_decision, decision)
-        if decision.action == "never-run":
-            return Result(command=command, error=NEVER_RUN_ERROR)
-        if decision.action == "no":
-            return Result(command=command, error=declined_error(decision.reason))
-        if decision.action == "edit" and decision.edited_command is not None:
-            result = await self.inner.run(decision.edited_command, options)
-            return replace(
-                result, command=decision.edited_command, stderr=EDITED_NOTE + result.stderr
-            )
-        return await self.inner.run(command, options)
-
-    async def aclose(self) -> None:
-        """Close the inner runner (kills leftover background jobs, ends a sandbox session)."""
-        await self.inner.aclose()
-
-
-def declined_error(reason: str | None) -> str:
-    reason = (reason or "").strip()
-    return f"{DECLINED_ERROR}: {reason}" if reason else f"{DECLINED_ERROR} (no reason given)"
-
-
-class AutoApprover:
-    """Runs everything (the sandbox default, or `--yes`)."""
-
-    async def decide(self, command: str) -> ApprovalDecision:
-        return ApprovalDecision("auto", command)
-
-
-class NeverRunApprover:
-    """Runs nothing: a dry run that shows what the model would do."""
-
-    async def decide(self, command: str) -> ApprovalDecision:
-        return ApprovalDecision("never-run", command)
 
 
 class PromptSurface(Protocol):

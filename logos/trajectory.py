@@ -9,7 +9,8 @@ warning and resuming cuts off). The format, version 1:
     {"type": "prompt", "content", "time"}                          the task / a follow-up
     {"type": "step", ...a logos.StepMessage: role, content, reasoning, results, usage…}
     {"type": "approval", "action", "command", "edited_command", "reason", "time"}
-    {"type": "done", "stop_reason", "error", "usage", "cost_usd", "steps", "wall_s", …}
+    {"type": "done", "stop_reason", "error", "usage", "cost_usd", "steps", "wall_s",
+     "model", "time"}                                              a `RunSummary`
 
 `logos resume` appends a new prompt and its steps to the same file; the conversation is the
 prompts and steps in file order. A writer holds an exclusive `flock` on the file while it
@@ -30,12 +31,13 @@ from typing import Annotated, Any, Literal, Self, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from logos.cli.approval import ApprovalAction, ApprovalDecision
-from logos.cli.errors import CliError
-from logos.cli.paths import JsonLinesFile, open_private_append, utc_now, write_line
-from logos.providers.base import Message, Usage
+from logos.approval import ApprovalDecision
+from logos.errors import RecordFileError
+from logos.events import ApprovalEvent, RunSummary
+from logos.jsonl import JsonLinesFile, open_private_append, utc_now, write_line
+from logos.providers.base import Message
 from logos.providers.registry import ProviderName
-from logos.steps import StepMessage, StopReason, steps_to_messages
+from logos.steps import StepMessage, steps_to_messages
 
 TRAJECTORY_VERSION = 1
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
@@ -69,34 +71,12 @@ class PromptRecord(_Record):
     time: str
 
 
-class ApprovalRecord(_Record):
-    type: Literal["approval"] = "approval"
-    action: ApprovalAction
-    command: str
-    edited_command: str | None = None
-    reason: str | None = None
-    time: str
-
-
-class DoneRecord(_Record):
-    type: Literal["done"] = "done"
-    stop_reason: StopReason
-    error: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    cost_usd: float | None = None
-    steps: int = 0
-    """Model turns in this run."""
-    wall_s: float = 0.0
-    model: str | None = None
-    time: str
-
-
 _OTHER_RECORDS: TypeAdapter[Any] = TypeAdapter(
-    Annotated[PromptRecord | ApprovalRecord | DoneRecord, Field(discriminator="type")]
+    Annotated[PromptRecord | ApprovalEvent | RunSummary, Field(discriminator="type")]
 )
 _STEP: TypeAdapter[StepMessage] = TypeAdapter(StepMessage)
 
-Entry: TypeAlias = PromptRecord | StepMessage | ApprovalRecord | DoneRecord
+Entry: TypeAlias = PromptRecord | StepMessage | ApprovalEvent | RunSummary
 
 
 def step_to_json(step: StepMessage) -> dict[str, Any]:
@@ -139,14 +119,16 @@ def load_trajectory(path: Path) -> Trajectory:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise CliError(f"no trajectory at {path}: give the path of a run's .jsonl file") from None
+        raise RecordFileError(
+            f"no trajectory at {path}: give the path of a run's .jsonl file"
+        ) from None
     except OSError as exc:
-        raise CliError(
+        raise RecordFileError(
             f"cannot read {path}: {exc.strerror}: give the path of a run's .jsonl file"
         ) from None
     lines = _lines_with_ends(data)
     if not lines:
-        raise CliError(f"{path} is empty: it is not a logos trajectory")
+        raise RecordFileError(f"{path} is empty: it is not a logos trajectory")
     header: RunHeader | None = None
     entries: list[Entry] = []
     warnings: list[str] = []
@@ -157,9 +139,9 @@ def load_trajectory(path: Path) -> Trajectory:
             record = _parse_line(text, first=number == 1)
         except ValueError as exc:
             if number == 1:
-                raise CliError(f"{path} is not a logos trajectory: {exc}") from None
+                raise RecordFileError(f"{path} is not a logos trajectory: {exc}") from None
             if not is_last:
-                raise CliError(
+                raise RecordFileError(
                     f"{path}, line {number}: {exc}: the file is damaged; fix or delete that "
                     "line and try again"
                 ) from None
@@ -170,7 +152,7 @@ def load_trajectory(path: Path) -> Trajectory:
             break
         if isinstance(record, RunHeader):
             if record.version > TRAJECTORY_VERSION:
-                raise CliError(
+                raise RecordFileError(
                     f"{path} was written by a newer logos (trajectory format version "
                     f"{record.version}; this one reads up to {TRAJECTORY_VERSION}): upgrade logos"
                 )
@@ -241,14 +223,8 @@ class TrajectoryWriter(JsonLinesFile):
 
     @classmethod
     def create(cls, path: Path, header: RunHeader) -> Self:
-        """A new file at `path`; an existing file is never overwritten."""
-        try:
-            fd = open_private_append(path, exclusive=True)
-        except FileExistsError:
-            raise CliError(
-                f"{path} already exists: choose another --trajectory, or continue that run "
-                f"with `logos resume {path}`"
-            ) from None
+        """A new file at `path`; raises FileExistsError rather than overwrite a file."""
+        fd = open_private_append(path, exclusive=True)
         return cls._started(path, fd, header)
 
     @classmethod
@@ -262,7 +238,7 @@ class TrajectoryWriter(JsonLinesFile):
             except FileExistsError:
                 continue
             return cls._started(path, fd, header)
-        raise CliError(f"cannot find a free file name for {stem}.jsonl in {directory}")
+        raise RecordFileError(f"cannot find a free file name for {stem}.jsonl in {directory}")
 
     @classmethod
     def append_to(cls, trajectory: Trajectory) -> Self:
@@ -277,7 +253,7 @@ class TrajectoryWriter(JsonLinesFile):
             _lock(fd, path)
             size = os.fstat(fd).st_size
             if size != trajectory.size:
-                raise CliError(
+                raise RecordFileError(
                     f"{path} changed while logos was reading it (a run wrote to it): "
                     "run the command again"
                 )
@@ -287,7 +263,7 @@ class TrajectoryWriter(JsonLinesFile):
                 write_line(fd, "")
         except OSError as exc:
             os.close(fd)
-            raise CliError(f"cannot append to {path}: {exc.strerror}") from None
+            raise RecordFileError(f"cannot append to {path}: {exc.strerror}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -311,10 +287,12 @@ class TrajectoryWriter(JsonLinesFile):
         self._write({"type": "step", **step_to_json(step)})
 
     def approval(self, decision: ApprovalDecision) -> None:
-        self._write(ApprovalRecord(**vars(decision)).model_dump(mode="json"))
+        self._write(ApprovalEvent(**vars(decision)).model_dump(mode="json"))
 
-    def done(self, record: DoneRecord) -> None:
-        self._write(record.model_dump(mode="json"))
+    def done(self, summary: RunSummary, *, model: str | None) -> None:
+        """The run's end, with the model it used (a resumed run may switch models)."""
+        record = summary.model_dump(mode="json", by_alias=True, exclude={"response", "trajectory"})
+        self._write({**record, "model": model, "time": utc_now()})
 
     def _write(self, data: dict[str, Any]) -> None:
         self.write_line(json.dumps(data, ensure_ascii=False))
@@ -329,7 +307,7 @@ def _lock(fd: int, path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise CliError(
+        raise RecordFileError(
             f"{path} is in use: its run is still going. Wait for it to end (or stop it with "
             "Ctrl-C), then resume it"
         ) from None

@@ -1,0 +1,152 @@
+"""The run's typed events: what a front end shows or sends while a task runs.
+
+The `logos` command prints them with `--json`, one per line; a server can send them as
+server-sent events. Parse them with `EVENT_ADAPTER`. A run's events end with a `done`
+event (`RunSummary`), also when the run could not start; a run that fails sends an `error`
+event first. `ApprovalEvent` and `RunSummary` are also trajectory records
+(`logos.trajectory`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
+
+from logos.approval import ApprovalAction
+from logos.providers.base import Usage
+from logos.result import Result
+from logos.steps import StepMessage, StopReason
+
+START = "start"
+DELTA = "delta"
+REASONING_DELTA = "reasoning_delta"
+COMMAND_START = "command_start"
+COMMAND_RESULT = "command_result"
+STEP_END = "step_end"
+RETRY = "retry"
+APPROVAL = "approval"
+DONE = "done"
+ERROR = "error"
+
+EVENT_TYPES = (
+    START,
+    DELTA,
+    REASONING_DELTA,
+    COMMAND_START,
+    COMMAND_RESULT,
+    STEP_END,
+    RETRY,
+    APPROVAL,
+    DONE,
+    ERROR,
+)
+
+
+class _Event(BaseModel):
+    # WHY ignore unknown fields: a record written by a newer logos of the same trajectory
+    # version stays readable (and the trajectory's done record has fields of its own).
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class StartEvent(_Event):
+    """How the run is set up, announced before the model is called."""
+
+    type: Literal["start"] = "start"
+    provider: str
+    model: str
+    runner: str
+    approval: str
+    cwd: str
+    trajectory: str | None
+
+
+class DeltaEvent(_Event):
+    """Prose as the model writes it (command blocks are not included)."""
+
+    type: Literal["delta"] = "delta"
+    text: str
+
+
+class ReasoningDeltaEvent(_Event):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
+class CommandStartEvent(_Event):
+    type: Literal["command_start"] = "command_start"
+    turn: int
+    index: int
+    command: str
+
+
+class CommandResultEvent(_Event):
+    type: Literal["command_result"] = "command_result"
+    turn: int
+    index: int
+    result: Result
+
+
+class StepEndEvent(_Event):
+    """A step was added to the conversation (an assistant turn with its usage, or results)."""
+
+    type: Literal["step_end"] = "step_end"
+    turn: int
+    step: StepMessage
+
+
+class RetryEvent(_Event):
+    type: Literal["retry"] = "retry"
+    reason: str
+    attempt: int
+
+
+class ApprovalEvent(_Event):
+    type: Literal["approval"] = "approval"
+    action: ApprovalAction
+    command: str
+    edited_command: str | None = None
+    reason: str | None = None
+    time: str
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    message: str
+
+
+class RunSummary(_Event):
+    """How a run ended: the `done` event, the last of a run, and the trajectory's record
+    of a run's end (`TrajectoryWriter.done`), which keeps all but `response` and
+    `trajectory` and calls `turns` `steps`."""
+
+    type: Literal["done"] = "done"
+    stop_reason: StopReason
+    error: str | None = None
+    response: str = ""
+    """The final answer's prose (the trajectory has it in its last step)."""
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    turns: int = Field(
+        default=0, validation_alias=AliasChoices("turns", "steps"), serialization_alias="steps"
+    )
+    """Model turns; `steps` in a trajectory's record (by alias)."""
+    wall_s: float = 0.0
+    trajectory: str | None = None
+    """The trajectory file of the run, when it has one."""
+
+
+Event: TypeAlias = Annotated[
+    StartEvent
+    | DeltaEvent
+    | ReasoningDeltaEvent
+    | CommandStartEvent
+    | CommandResultEvent
+    | StepEndEvent
+    | RetryEvent
+    | ApprovalEvent
+    | ErrorEvent
+    | RunSummary,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
