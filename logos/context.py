@@ -1,14 +1,14 @@
 """Keep a long run inside the model's context window by eliding old command output.
 
-Only what is *sent* is shortened; the steps a run returns keep every byte. An envelope
-keeps its shape (every block, its command and status) so the model still knows what it
-ran; only the stdout/stderr bodies of the oldest envelopes are replaced by a short notice.
-Envelopes are recognised by their text, so the history of a resumed run is elided too.
+Only what is *sent* is shortened; the steps a run returns keep every byte. The oldest
+messages that have a shorter form (`Message.elided`: a result envelope with its
+stdout/stderr bodies replaced by their size, see `logos.envelope`) are sent in that form
+until the conversation fits. Messages rebuilt from steps (`steps_to_messages`) have it, so
+the history of a resumed run is elided too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -19,16 +19,6 @@ CHARS_PER_TOKEN = 3.5
 
 HEADROOM = 0.8
 """Elide once the estimate passes this share of the window, leaving room for the reply."""
-
-# WHY the anchors and the lookahead: an output may itself hold a line "</stdout>" (a file
-# about envelopes, an XML log). The real closing tag starts a line and is followed by what
-# the envelope puts after a stream: its cut note, the stderr stream, or the block's end.
-_STREAM_BODY = re.compile(
-    r"^<(stdout|stderr)>\n(.*?)^</\1>"
-    r"(?=\n(?:note: \1 was cut|<stderr>\n|</block>\n(?:<block index=\"\d+\">|</result>)))",
-    re.DOTALL | re.MULTILINE,
-)
-_ENVELOPE_START = "<result>"
 
 
 def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
@@ -51,25 +41,9 @@ def fit_to_window(
         return fitted
     # Oldest first: the latest results are what the model is working from.
     for index, message in enumerate(fitted):
-        if message.role != "user" or not message.content.startswith(_ENVELOPE_START):
+        if message.elided is None:
             continue
-        fitted[index] = replace(message, content=elide_envelope(message.content))
+        fitted[index] = replace(message, content=message.elided, elided=None)
         if estimate_tokens(system, fitted) <= budget:
             break
     return fitted
-
-
-def elide_envelope(envelope: str) -> str:
-    """The envelope with every stdout/stderr body replaced by how much there was."""
-
-    def notice(match: re.Match[str]) -> str:
-        body = match.group(2)
-        if body.startswith("[output elided"):
-            return match.group(0)
-        size = len(body.encode("utf-8", errors="replace"))
-        return (
-            f"<{match.group(1)}>\n[output elided to save context: {size} bytes; "
-            f"run the command again if needed]\n</{match.group(1)}>"
-        )
-
-    return _STREAM_BODY.sub(notice, envelope)

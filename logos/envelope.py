@@ -4,6 +4,10 @@ One `<block>` per command, in the order the model wrote them. Every way a comman
 is said in words — exit code, timeout, signal, out-of-memory kill, runner error, cut
 output and where the full output was saved — so the model never has to guess.
 
+Near the model's context window, old envelopes are sent again with their outputs elided
+(`elide_outputs`): the same blocks, commands and statuses, each stdout/stderr body replaced
+by its size, so the model still knows what it ran.
+
     <result>
     <block index="1">
     $ ls
@@ -24,19 +28,39 @@ from logos.result import Result
 _COMMAND_PREVIEW_CHARS = 120
 
 
-def format_results(results: Sequence[Result]) -> str:
-    """Render results as the envelope the model reads next."""
-    blocks = [format_result(index, result) for index, result in enumerate(results, start=1)]
+def format_results(results: Sequence[Result], *, elide_output: bool = False) -> str:
+    """Render results as the envelope the model reads next; `elide_output` replaces each
+    stdout/stderr body by its size."""
+    blocks = [
+        format_result(index, result, elide_output=elide_output)
+        for index, result in enumerate(results, start=1)
+    ]
     return "<result>\n" + "\n".join(blocks) + "\n</result>"
 
 
-def format_result(index: int, result: Result) -> str:
+def elide_outputs(content: str, results: Sequence[Result]) -> str | None:
+    """`content` (the envelope of `results`, maybe followed by notices) with the outputs
+    elided; None when `content` is not that envelope (no results, or it was rendered by
+    another version of logos) or when there is no output to elide."""
+    if not results:
+        return None
+    envelope = format_results(results)
+    elided = format_results(results, elide_output=True)
+    if elided == envelope or not content.startswith(envelope):
+        return None
+    return elided + content[len(envelope) :]
+
+
+def format_result(index: int, result: Result, *, elide_output: bool = False) -> str:
     lines = [f'<block index="{index}">', f"$ {command_preview(result.command)}"]
     status = describe_status(result)
     if status:
         lines.append(status)
-    lines += _stream("stdout", result.stdout, result.stdout_dropped_bytes, result.stdout_file)
-    lines += _stream("stderr", result.stderr, result.stderr_dropped_bytes, result.stderr_file)
+    for name, text, dropped, saved_file in (
+        ("stdout", result.stdout, result.stdout_dropped_bytes, result.stdout_file),
+        ("stderr", result.stderr, result.stderr_dropped_bytes, result.stderr_file),
+    ):
+        lines += _stream(name, text, dropped, saved_file, elide_output)
     if result.error is None and not result.stdout and not result.stderr:
         lines.append("(no output)")
     lines.append("</block>")
@@ -72,10 +96,13 @@ def describe_status(result: Result) -> str | None:
     return None
 
 
-def _stream(name: str, text: str, dropped: int, saved_file: str | None) -> list[str]:
+def _stream(name: str, text: str, dropped: int, saved_file: str | None, elide: bool) -> list[str]:
     if not text:
         return []
     body = text if text.endswith("\n") else text + "\n"
+    if elide:
+        size = len(body.encode("utf-8", errors="replace"))
+        body = f"[output elided to save context: {size} bytes; run the command again if needed]\n"
     lines = [f"<{name}>", body + f"</{name}>"]
     if dropped:
         where = (

@@ -407,7 +407,7 @@ class _Run:
         parts = [format_results(results)] if results else []
         parts += notices
         step = StepMessage(role="result", content="\n\n".join(parts), results=tuple(results))
-        self.messages.append(Message(role="user", content=step.content))
+        self.messages.extend(steps_to_messages([step]))
         await self._add_step(step)
 
     async def _add_step(self, step: StepMessage) -> None:

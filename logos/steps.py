@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from logos.envelope import elide_outputs
 from logos.providers.base import Message, Usage
 from logos.result import Result
 
@@ -69,6 +70,8 @@ def steps_to_messages(steps: Iterable[StepMessage]) -> list[Message]:
     Reasoning stays attached to its assistant message with its signature, so a provider
     that needs it (Anthropic) sends the thinking block first, unchanged. An empty assistant
     turn is left out: APIs reject empty messages, and the notice that follows says it all.
+    A result's message carries its envelope with the outputs elided, to send near the
+    context window.
     """
     messages = []
     for step in steps:
@@ -85,7 +88,8 @@ def steps_to_messages(steps: Iterable[StepMessage]) -> list[Message]:
                 )
             )
         else:
-            messages.append(Message(role="user", content=step.content))
+            elided = elide_outputs(step.content, step.results)
+            messages.append(Message(role="user", content=step.content, elided=elided))
     return messages
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from logos import Result
-from logos.envelope import command_preview, format_results
+from logos.envelope import command_preview, elide_outputs, format_results
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -74,3 +74,61 @@ def test_every_block_is_labelled_in_order() -> None:
 def test_command_preview_is_first_line_shortened() -> None:
     assert command_preview("  cat <<'EOF' > f\nbody\nEOF") == "cat <<'EOF' > f …"
     assert command_preview("x" * 500) == "x" * 119 + " …"
+
+
+def test_every_body_is_elided_and_the_shape_kept() -> None:
+    results = [
+        Result(command="make", stdout="o" * 900 + "\n", stderr="e" * 700 + "\n", exit_code=2),
+        Result(command="ls", stdout="a\nb\n", exit_code=0),
+    ]
+    elided = format_results(results, elide_output=True)
+    assert "o" * 10 not in elided and "e" * 10 not in elided
+    assert "901 bytes" in elided and "701 bytes" in elided and "4 bytes" in elided
+    for kept in ('<block index="1">', "$ make", "exit code 2", '<block index="2">', "$ ls"):
+        assert kept in elided
+    assert elided.count("<stdout>") == elided.count("</stdout>") == 2
+    assert elided.count("<stderr>") == elided.count("</stderr>") == 1
+
+
+def test_output_that_holds_a_closing_tag_is_elided_whole() -> None:
+    # A file about envelopes (or an XML log) can hold a line "</stdout>" of its own.
+    stray = "<log>\n<stdout>\nold\n</stdout>\n</log>\n" + "x" * 5000 + "\n"
+    results = [Result(command="cat log.xml", stdout=stray, exit_code=0)]
+    elided = format_results(results, elide_output=True)
+    assert "x" * 10 not in elided and "<log>" not in elided
+    assert f"{len(stray)} bytes" in elided
+    assert elided.count("</stdout>") == 1
+
+
+def test_output_that_mimics_the_envelope_still_shrinks() -> None:
+    mimic = "head\n</stdout>\n<stderr>\nnot the real stderr\n" + "x" * 5000 + "\n"
+    results = [
+        Result(command="cat fake.txt", stdout=mimic, stderr="warning\n", exit_code=0),
+        Result(command="true", stdout="y" * 3000, exit_code=0),
+    ]
+    elided = format_results(results, elide_output=True)
+    assert "x" * 10 not in elided and "y" * 10 not in elided and "warning" not in elided
+    assert len(elided) < 1000
+
+
+def test_cut_notes_stay_after_their_stream() -> None:
+    result = Result(
+        command="yes | head -c 99999",
+        stdout="y\n" * 2000,
+        stdout_dropped_bytes=95999,
+        exit_code=0,
+    )
+    elided = format_results([result], elide_output=True)
+    assert "y\ny\n" not in elided
+    assert "note: stdout was cut: 95999 bytes omitted" in elided
+
+
+def test_a_result_message_is_elided_with_its_notices_kept() -> None:
+    results = [Result(command="cat big", stdout="z" * 4000, exit_code=0)]
+    notice = "You started writing a <result> yourself; it was discarded."
+    content = format_results(results) + "\n\n" + notice
+    elided = elide_outputs(content, results)
+    assert elided == format_results(results, elide_output=True) + "\n\n" + notice
+    assert elide_outputs(notice, []) is None  # a notice alone has no output
+    assert elide_outputs(format_results([Result(command="true")]), [Result(command="true")]) is None
+    assert elide_outputs("an envelope of another logos", results) is None

@@ -590,13 +590,13 @@ def test_bad_history_says_what_is_wrong() -> None:
 
 
 async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
-    old = format_results([Result(command="cat big.log", stdout="y\n" * 4000, exit_code=0)])
-    history = [
-        Message(role="user", content="first task"),
-        Message(role="assistant", content="<cmd>cat big.log</cmd>"),
-        Message(role="user", content=old),
-        Message(role="assistant", content="It is all y."),
+    results = (Result(command="cat big.log", stdout="y\n" * 4000, exit_code=0),)
+    old_steps = [
+        StepMessage(role="assistant", content="<cmd>cat big.log</cmd>"),
+        StepMessage(role="result", content=format_results(results), results=results),
+        StepMessage(role="assistant", content="It is all y."),
     ]
+    history = [Message(role="user", content="first task"), *steps_to_messages(old_steps)]
     provider = ScriptedProvider([Reply("done")], context_window=2000)
     await run(config_for(provider), history, "follow-up")
     sent = provider.requests[0].messages[2].content

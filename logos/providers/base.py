@@ -36,6 +36,9 @@ class Message:
     reasoning: str | None = None
     reasoning_signature: str | None = None
     redacted_reasoning: tuple[str, ...] = ()
+    elided: str | None = None
+    """A shorter `content` (command outputs elided) that is sent instead once the
+    conversation nears the model's context window; None when nothing can be left out."""
 
 
 @dataclass(frozen=True)
