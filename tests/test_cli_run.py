@@ -525,10 +525,10 @@ def test_allow_without_the_sandbox_sets_the_working_directory(
 def test_a_bug_in_logos_exits_2_with_the_traceback_and_a_report_hint(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken_show(args: object) -> int:
+    def broken_show(args: object, flags: object) -> int:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(cli_main, "_cmd_show", broken_show)
+    monkeypatch.setitem(cli_main._COMMANDS, "show", broken_show)
     assert cli_main.main(["show", "anything.jsonl"]) == 2
     err = capsys.readouterr().err
     assert "ZeroDivisionError: a bug" in err and "internal error: this is a bug in logos" in err

@@ -5,23 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from logos.cli.errors import CliError
-from logos.cli.settings import ProviderChoice, make_provider
+from logos.cli.settings import GgufSpec, ProviderChoice, make_provider
 from logos.errors import LocalModelError
 from logos.local_model import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
-
-DEFAULT_CONTEXT_SIZE = 8192
-"""Tokens of context for a `--gguf` model: the system prompt and a few results fit."""
-
-
-@dataclass(frozen=True)
-class GgufSpec:
-    path: Path
-    context_size: int = DEFAULT_CONTEXT_SIZE
-    threads: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""Which model to talk to: flags first, then the config file, then the environment.
+"""Settings resolution: flags first, then a resumed run's record, then the config file,
+then the environment, then the defaults.
+
+A front end states what its user asked for as `Flags` (the `logos` command from its
+arguments, a server from its request) and gets back the provider, the runner, the approval
+mode, the command options, the limits and the system prompt.
 
 The config file is TOML (`~/.config/logos/config.toml`, under `$XDG_CONFIG_HOME` when set,
 or `--config FILE`). Every key is optional and an unknown key is an error naming the key
@@ -7,17 +12,22 @@ and the file: a misspelt setting must never be silently ignored.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from logos.approval import ApprovalMode
 from logos.cli.errors import CliError
+from logos.cli.runners import RunnerSpec, allowed_paths, system_prompt_for
+from logos.config import DEFAULT_MAX_STEPS
+from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
 from logos.providers.registry import (
@@ -27,9 +37,13 @@ from logos.providers.registry import (
     ProviderName,
     provider_kind,
 )
+from logos.trajectory import Trajectory
 
 _MODEL_LIST_TIMEOUT_S = 10.0
 _MODELS_SHOWN = 10
+DEFAULT_CONTEXT_SIZE = 8192
+"""Tokens of context for a `--gguf` model: the system prompt and a few results fit."""
+T = TypeVar("T")
 
 NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
@@ -299,3 +313,175 @@ def _is_loopback(url: str) -> bool:
 
 def _same_url(first: str, second: str) -> bool:
     return first.rstrip("/") == second.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What the user asked for, named as the `logos` command's options; None (or empty) is
+    not asked, and falls back to the config file and the defaults."""
+
+    config: Path | None = None
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    gguf: str | None = None
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    threads: int | None = None
+    temperature: float | None = None
+    sandbox: bool | None = None
+    socket: str | None = None
+    allow: Sequence[str] = ()
+    network: bool = False
+    timeout: float | None = None
+    image: str | None = None
+    approve: ApprovalMode | None = None
+    yes: bool = False
+    max_steps: int | None = None
+    max_cost: float | None = None
+    max_time: float | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+    trajectory: str | None = None
+
+
+@dataclass(frozen=True)
+class GgufSpec:
+    path: Path
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+
+
+def choose_provider_for(
+    flags: Flags,
+    settings: FileSettings,
+    environ: Mapping[str, str],
+    recorded: Trajectory | None,
+) -> ProviderChoice:
+    """`choose_provider` for these flags and, when resuming, the recorded run."""
+    asked = ProviderFlags(flags.provider, flags.model, flags.base_url)
+    earlier = None
+    if recorded is not None and recorded.header.gguf is None:
+        header = recorded.header
+        earlier = ProviderFlags(header.provider, header.model, header.base_url)
+    return choose_provider(asked, settings, environ, earlier)
+
+
+def gguf_spec(flags: Flags, recorded: Trajectory | None) -> GgufSpec | None:
+    """The local GGUF model to serve, if the flags or the resumed run name one."""
+    path = flags.gguf
+    if path is None and recorded is not None and not (flags.provider or flags.base_url):
+        path = recorded.header.gguf
+    if path is None:
+        return None
+    if flags.provider or flags.base_url:
+        raise CliError(
+            "--gguf serves the model with llama.cpp in this process: leave out --provider "
+            "and --base-url"
+        )
+    return GgufSpec(Path(path).expanduser(), flags.context_size, flags.threads)
+
+
+def runner_spec(flags: Flags, settings: FileSettings, sandbox: bool) -> RunnerSpec:
+    if flags.network and not sandbox:
+        raise CliError(
+            "--network only applies to the sandbox: add --sandbox (commands run locally "
+            "already use this machine's network)"
+        )
+    return RunnerSpec(
+        sandbox=sandbox,
+        socket=flags.socket or settings.socket,
+        image=flags.image or settings.image,
+        network=flags.network,
+    )
+
+
+def asked_approval(flags: Flags) -> ApprovalMode | None:
+    """The approval mode the flags ask for (`--yes` is `--approve auto`), if any."""
+    if flags.yes and flags.approve not in (None, "auto"):
+        raise CliError(f"--yes means --approve auto, which contradicts --approve {flags.approve}")
+    return "auto" if flags.yes else flags.approve
+
+
+def approval_mode(flags: Flags, sandbox: bool, stdin_is_tty: bool) -> ApprovalMode:
+    """How a run's commands are approved: as asked, else auto in the sandbox and confirm
+    on a terminal; refused where nobody could confirm a local command."""
+    mode = asked_approval(flags)
+    if mode is None:
+        if sandbox:
+            return "auto"
+        if stdin_is_tty:
+            return "confirm"
+        raise CliError(
+            "commands would run on this machine, outside any sandbox, and stdin is not a "
+            "terminal to confirm them on: pass --yes to run them without asking, --sandbox "
+            "to run them in sandboxd, or --approve never-run for a dry run"
+        )
+    if mode == "confirm" and not stdin_is_tty:
+        raise CliError(
+            "--approve confirm asks on the terminal, but stdin is not one: run logos from a "
+            "terminal, or choose --approve auto or never-run"
+        )
+    return mode
+
+
+def exec_options(flags: Flags, settings: FileSettings, default_dir: str) -> ExecOptions:
+    return ExecOptions(
+        allowed_paths=allowed_paths(flags.allow, default_dir),
+        timeout_s=first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
+    )
+
+
+def limits(flags: Flags, settings: FileSettings) -> Limits:
+    return Limits(
+        max_steps=first_or(DEFAULT_MAX_STEPS, flags.max_steps, settings.max_steps),
+        max_cost_usd=first(flags.max_cost, settings.max_cost),
+        max_wall_s=first(flags.max_time, settings.max_time),
+        max_tokens=first(flags.max_tokens, settings.max_tokens),
+        max_total_tokens=first(flags.max_total_tokens, settings.max_total_tokens),
+    )
+
+
+def system_prompt(
+    spec: RunnerSpec, options: ExecOptions, settings: FileSettings, recorded: Trajectory | None
+) -> str:
+    """The system prompt for this runner and these paths; a resumed run keeps its recorded
+    prompt when only the date in it differs.
+
+    WHY: the conversation stays as the model (and a prompt cache) saw it. Any other change
+    (runner, directory, sandbox paths, network) must reach the model.
+    """
+    extra = settings.prompt_extra or ""
+    prompt = system_prompt_for(spec, options, extra)
+    if recorded is not None:
+        started = _local_date(recorded.header.started_at)
+        as_recorded = system_prompt_for(spec, options, extra, started)
+        if started is not None and as_recorded == recorded.header.system_prompt:
+            prompt = recorded.header.system_prompt
+    return prompt
+
+
+def first(*values: T | None) -> T | None:
+    """The first value that is set: flags come before the config file."""
+    return next((value for value in values if value is not None), None)
+
+
+def first_or(default: T, *values: T | None) -> T:
+    found = first(*values)
+    return default if found is None else found
+
+
+def _local_date(timestamp: str) -> dt.date | None:
+    """The local calendar day of a record's UTC timestamp; None if it is not one."""
+    try:
+        return dt.datetime.fromisoformat(timestamp).astimezone().date()
+    except ValueError:
+        return None

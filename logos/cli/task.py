@@ -37,6 +37,7 @@ from logos.cli.model import OpenModel
 from logos.cli.paths import audit_log_path
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, make_runner
+from logos.cli.settings import Limits
 from logos.cli.streams import GuardedOutput
 from logos.config import Callbacks, Config
 from logos.events import RunSummary, StartEvent
@@ -53,15 +54,6 @@ from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turn
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close the runner at the end (kill leftovers, end the session)."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int
-    max_cost_usd: float | None = None
-    max_wall_s: float | None = None
-    max_tokens: int | None = None
-    max_total_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,313 @@
+"""The `logos` command's arguments: the commands, their options, and the flags they give.
+
+logos [OPTIONS] "TASK"          run a task (same as `logos run`)
+logos resume FILE ["FOLLOW-UP"] continue a recorded run
+logos show FILE                 read a recorded run
+logos exec < message            run one message's <cmd> blocks, print the <result>
+logos doctor                    check the provider, the runner and the sandbox
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from logos.approval import APPROVAL_MODES, ApprovalMode
+from logos.cli.settings import DEFAULT_CONTEXT_SIZE, Flags
+from logos.cli.task import logos_version
+from logos.config import DEFAULT_MAX_STEPS
+from logos.options import DEFAULT_TIMEOUT_S
+from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+
+COMMANDS = ("run", "resume", "show", "exec", "doctor")
+_RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
+DEFAULT_FOLLOW_UP = "Continue."
+
+
+def with_command(arguments: Sequence[str]) -> list[str]:
+    """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`."""
+    if arguments and arguments[0] not in (*COMMANDS, "-h", "--help", "--version"):
+        return ["run", *arguments]
+    return list(arguments)
+
+
+def flags_of(args: argparse.Namespace) -> Flags:
+    """The settings flags in `args`; those a command does not take keep their defaults."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Flags) if f.name in args}
+    return Flags(**given)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _non_negative_float(text: str) -> float:
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises on a usage error (argparse would exit), so that `--json` can report it too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="logos",
+        usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,doctor} ...',
+        description="Give a model a task; it works on it through shell commands, which logos "
+        "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
+        "answers. `logos TASK` is short for `logos run TASK`.",
+        epilog="Exit codes: 0 the model answered, 1 a limit stopped the run, 2 an error or "
+        "bad usage, 130 interrupted (Ctrl-C), 128 + N stopped by signal N (143 SIGTERM, 129 "
+        "a closed terminal, 141 stdout's reader left). See `logos run --help` for the options.",
+    )
+    parser.add_argument("--version", action="version", version=f"logos {logos_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        prog="logos run",
+        help="run a task (the default command)",
+        description="Run TASK to its end and print the model's answer. The answer goes to "
+        "stdout (when stdout is a terminal, all prose streams there); commands, their "
+        "output and a summary go to stderr. Every step is saved to a trajectory file.",
+    )
+    run.add_argument("task", nargs="?", metavar="TASK", help="what to do; - reads it from stdin")
+    _task_options(run, trajectory=True)
+
+    resume = commands.add_parser(
+        "resume",
+        prog="logos resume",
+        help="continue a recorded run",
+        description="Continue the conversation of a trajectory file, appending to it. The "
+        "provider, model, sandbox and working directory are the run's unless options say "
+        "otherwise.",
+    )
+    resume.add_argument("file", metavar="FILE", help="the run's .jsonl trajectory")
+    resume.add_argument(
+        "follow_up",
+        nargs="?",
+        metavar="FOLLOW-UP",
+        help=f'what to say next (default: "{DEFAULT_FOLLOW_UP}"); - reads it from stdin',
+    )
+    _task_options(resume, trajectory=False)
+
+    show = commands.add_parser(
+        "show",
+        prog="logos show",
+        help="show a recorded run",
+        description="Print a trajectory for reading: prompts, the model's prose, commands "
+        "with the tail of their output, decisions, and how each run ended.",
+    )
+    show.add_argument("file", metavar="FILE", help="the run's .jsonl trajectory")
+
+    exec_ = commands.add_parser(
+        "exec",
+        prog="logos exec",
+        help="run the <cmd> blocks of a message read from stdin",
+        description="Read an assistant message from stdin, run its <cmd> blocks concurrently "
+        "and print the <result> envelope the model reads next. Exit 0 when every block "
+        "succeeded, 1 when any failed, 2 on a usage or setup error. Running locally needs "
+        "--yes (stdin holds the message, so nothing can be confirmed).",
+    )
+    _config_option(exec_)
+    _runner_options(exec_)
+    _approval_options(exec_, ("auto", "never-run"), "auto in the sandbox; local runs need --yes")
+
+    doctor = commands.add_parser(
+        "doctor",
+        prog="logos doctor",
+        help="check the provider, the runner and the sandbox",
+        description="Send the model a one-token request, run `true` where commands would "
+        "run, and with --sandbox check sandboxd's health. Prints ok or FAIL with the fix for "
+        "each; exits 1 when any check fails.",
+    )
+    _model_options(doctor)
+    _runner_options(doctor)
+    return parser
+
+
+def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
+    """The options of a task's run: `run` and `resume`."""
+    _model_options(parser)
+    _runner_options(parser)
+    _approval_options(parser, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
+    _limit_options(parser)
+    _output_options(parser, trajectory=trajectory)
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML file of defaults for these options (default: "
+        "$XDG_CONFIG_HOME/logos/config.toml or ~/.config/logos/config.toml); flags win",
+    )
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    kinds = PROVIDER_KINDS.values()
+    detected_from = [env for kind in kinds for env in (kind.api_key_env, kind.base_url_env)]
+    group = parser.add_argument_group(
+        "model",
+        f"Detected from {', '.join(detected_from[:-1])} or {detected_from[-1]} when not given.",
+    )
+    group.add_argument("--provider", choices=list(PROVIDER_KINDS), help="the API to speak")
+    group.add_argument(
+        "--model",
+        help=f"model name (default: {' or '.join(kind.default_model for kind in kinds)}; for "
+        "a local server, the first model it lists)",
+    )
+    group.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"an {LOCAL_SERVER_KIND.label}-compatible server (llama.cpp, Ollama, vLLM), e.g. "
+        "http://127.0.0.1:8080/v1; no key needed",
+    )
+    group.add_argument(
+        "--gguf",
+        metavar="PATH",
+        help="run offline on this GGUF model with llama.cpp in-process "
+        "(pip install 'logos[local]')",
+    )
+    group.add_argument(
+        "--context-size",
+        type=_positive_int,
+        default=DEFAULT_CONTEXT_SIZE,
+        metavar="TOKENS",
+        help=f"--gguf: context window (default {DEFAULT_CONTEXT_SIZE})",
+    )
+    group.add_argument(
+        "--threads", type=_positive_int, metavar="N", help="--gguf: CPU threads (default: auto)"
+    )
+    group.add_argument(
+        "--temperature", type=_non_negative_float, metavar="T", help="sampling temperature"
+    )
+    _config_option(parser)
+
+
+def _runner_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where commands run")
+    group.add_argument(
+        "--sandbox",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run commands in the sandboxd Docker sandbox (default: local bash)",
+    )
+    group.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="sandboxd's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
+        "~/.sandboxd/daemon.sock)",
+    )
+    group.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PATH[:ro|:rw]",
+        help="a directory commands may use, read-only unless :rw; repeatable; the first is "
+        "the working directory (default: the current directory, read-write). Only the "
+        "sandbox enforces it",
+    )
+    group.add_argument("--network", action="store_true", help="allow network access in the sandbox")
+    group.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    group.add_argument("--image", help="sandbox image (one the daemon allows)")
+
+
+_MODE_HELP = {
+    "auto": "auto: run every command",
+    "confirm": "confirm: ask for each (yes / no with a reason / always / edit)",
+    "never-run": "never-run: run nothing, a dry run",
+}
+
+
+def _approval_options(
+    parser: argparse.ArgumentParser, modes: Sequence[ApprovalMode], default: str
+) -> None:
+    group = parser.add_argument_group("approval")
+    group.add_argument(
+        "--approve",
+        choices=modes,
+        help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
+    )
+    group.add_argument("-y", "--yes", action="store_true", help="same as --approve auto")
+
+
+def _limit_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("limits (exit 1 when one stops the run)")
+    group.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        metavar="N",
+        help=f"model turns (default {DEFAULT_MAX_STEPS})",
+    )
+    group.add_argument("--max-cost", type=_positive_float, metavar="USD", help="spend in USD")
+    group.add_argument(
+        "--max-time", type=_positive_float, metavar="SECONDS", help="wall-clock time"
+    )
+    group.add_argument(
+        "--max-tokens", type=_positive_int, metavar="N", help="output tokens per model turn"
+    )
+    group.add_argument(
+        "--max-total-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="input + output tokens over the whole run",
+    )
+
+
+def _output_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON event per line on stdout (and nothing else)",
+    )
+    if trajectory:
+        group.add_argument(
+            "--trajectory",
+            metavar="PATH",
+            help="where to save the run (default: $XDG_STATE_HOME/logos/runs/"
+            "<time>-<task>.jsonl, under ~/.local/state without XDG_STATE_HOME)",
+        )
