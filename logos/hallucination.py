@@ -1,9 +1,10 @@
 """Spot fake tool-call syntax that a model writes instead of a `<cmd>` block.
 
 Models trained on other agent formats sometimes emit `<tool_call>`, `<invoke name=…>`,
-`[TOOL_CALLS]`, special tokens such as `<|python_tag|>`, and so on, then stop and wait for
-a result that never comes. Without a check the loop would take that message as the final
-answer. The detector only ever sees prose (text outside `<cmd>` blocks).
+`<minimax:tool_call>`, `[TOOL_CALLS]`, `[INVOKE]`, special tokens such as `<|python_tag|>`,
+and so on, then stop and wait for a result that never comes. Without a check the loop
+would take that message as the final answer. The detector only ever sees prose (text
+outside `<cmd>` blocks).
 
 Rules:
 
@@ -30,14 +31,15 @@ _MARKER = re.compile(
     r"""
     < (?:
         # XML-style call tags: <tool_call>, </tool_call>, <function_call name="x">, <bash> ...
-        [ \t]* /? [ \t]*
+        # also in a namespace (MiniMax's <minimax:tool_call>).
+        [ \t]* /? [ \t]* (?: minimax: )?
         (?: tool_calls? | tool_use | function_calls? | execute_bash | execute_ipython
           | execute_command | bash )
         (?: [ \t] [^<>\n]* )? >
         # <function=name> (Llama / Qwen-coder style)
       | function= [^<>\n]{1,80} >
-        # <invoke name="x"> / <invoke> (Anthropic XML style)
-      | [ \t]* (?: antml: )? invoke \b [^<>\n]* >
+        # <invoke name="x"> / <invoke> / </invoke> (Anthropic XML style)
+      | [ \t]* /? [ \t]* (?: antml: )? invoke \b [^<>\n]* >
         # Our own tag with the wrong case or spacing, which the parser treats as prose.
       | [ \t]* /? [ \t]* cmd [ \t]* >
         # Special tokens leaked as text: <|tool_call|>, <|python_tag|>, <|call|>, and
@@ -46,8 +48,10 @@ _MARKER = re.compile(
         [|\uFF5C] >
       | \| (?: call | constrain ) \|>
     )
-    # Mistral-style bracket tokens: [TOOL_CALLS], [TOOL_CALL] ... [/TOOL_CALL].
-  | \[ /? TOOL_ (?: CALLS? | REQUEST | RESULTS? ) \]
+    # Bracket tokens: Mistral's [TOOL_CALLS], [TOOL_CALL] ... [/TOOL_CALL], and the
+    # [TOOLCALL], [TOOL_USE], [FUNCTION_CALL] and [INVOKE] of other chat templates.
+  | \[ /? (?: TOOL_ (?: CALLS? | REQUEST | RESULTS? | USE ) | TOOLCALLS? | FUNCTION_CALLS?
+          | INVOKE ) \]
     # Bare JSON calls: {"name": "bash", "arguments": {...}}.
   | \{ [ \t]* "name" [ \t]* : [ \t]* "[^"\n]{1,64}" [ \t]* , [ \t]*
       "(?: arguments | parameters )" [ \t]* :

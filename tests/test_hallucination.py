@@ -51,6 +51,25 @@ HALLUCINATIONS = [
     ("unmatched ` then <tool_call>", "<tool_call>"),
 ]
 
+# Formats other agent harnesses flag that logos once missed.
+OTHER_FORMATS = [
+    ("I ran it.\n</invoke>", "</invoke>"),
+    (
+        '<minimax:tool_call>\n<invoke name="bash">\n<parameter name="command">ls</parameter>\n'
+        "</invoke>\n</minimax:tool_call>",
+        "<minimax:tool_call>",
+    ),
+    (
+        '<minimax:tool_call>\n{"command": "ls"}\n</minimax:tool_call>',
+        "<minimax:tool_call>",
+    ),
+    ("ls -la\n</minimax:tool_call>", "</minimax:tool_call>"),
+    ('[FUNCTION_CALL]\n{"name": "bash"}\n[/FUNCTION_CALL]', "[FUNCTION_CALL]"),
+    ("[TOOL_USE] bash ls", "[TOOL_USE]"),
+    ('Running it: [INVOKE] bash(command="ls")', "[INVOKE]"),
+    ('[TOOLCALL]{"cmd": "ls"}[/TOOLCALL]', "[TOOLCALL]"),
+]
+
 LEGITIMATE_PROSE = [
     "The model emits a tool_call object; we parse function_call too.",
     "Use the `<tool_call>` tag only with providers that support it.",
@@ -67,12 +86,19 @@ LEGITIMATE_PROSE = [
     "A special token like <|im_start|> is not a tool call.",
     "Email me at <someone@example.com>.",
     "Bash `<bash>` in code is fine.",
+    "Anthropic closes a call with `</invoke>`; MiniMax wraps it in `<minimax:tool_call>`.",
+    "Tokens such as `[INVOKE]`, `[TOOLCALL]` and `[FUNCTION_CALL]` belong to other formats.",
     "",
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), HALLUCINATIONS)
 def test_markers_are_found(text: str, expected: str) -> None:
+    assert find_tool_call_hallucination(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), OTHER_FORMATS)
+def test_other_harnesses_formats_are_found(text: str, expected: str) -> None:
     assert find_tool_call_hallucination(text) == expected
 
 
@@ -102,6 +128,9 @@ MARKERS_IN_COMMANDS = [
     "<cmd>grep -rn '<invoke name=' src</cmd>",
     "<cmd>printf '<|python_tag|> <bash>ls</bash>'</cmd>",
     "<cmd>cat <<'EOF'\n```tool_code\nx\n```\nEOF</cmd>",
+    "<cmd>printf '</invoke> [TOOLCALL] [INVOKE] [TOOL_USE]\\n'</cmd>",
+    "<cmd>cat > call.txt <<'EOF'\n<minimax:tool_call>\n[FUNCTION_CALL]\n</minimax:tool_call>\n"
+    "EOF</cmd>",
 ]
 
 
