@@ -26,8 +26,16 @@ from logos.errors import (
     StreamInterruptedError,
 )
 from logos.execute import BlockExecutor
+from logos.fenced_command import find_fenced_command
 from logos.hallucination import find_tool_call_hallucination
-from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
+from logos.parse import (
+    CmdStreamParser,
+    CommandBlock,
+    ProseDelta,
+    UnclosedBlock,
+    parse_cmd_blocks,
+    strip_cmd_blocks,
+)
 from logos.pricing import context_window_for, estimate_cost
 from logos.prompt import build_system_prompt
 from logos.providers.base import (
@@ -198,6 +206,11 @@ class _Run:
 
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
+        ran_commands = any(
+            parse_cmd_blocks(message.content)
+            for message in self.messages
+            if message.role == "assistant"
+        )
         for _ in range(self.config.max_steps):
             budget = self._budget_stop()
             if budget is not None:
@@ -228,16 +241,30 @@ class _Run:
 
             prose = "".join(turn.prose)
             marker = find_tool_call_hallucination(prose)
+            fenced = None
+            if marker is None and not (turn.blocks or turn.unclosed_block or ran_commands):
+                # WHY only before any command ran: a final answer may show commands in a
+                # fence; a first reply that holds one and no block meant to run it.
+                fenced = find_fenced_command(prose)
+            ran_commands = ran_commands or turn.blocks > 0
             if marker is not None and not turn.blocks:
+                what = f"fake tool calls ({marker!r})"
+                notice = _hallucination_notice(marker, hallucinations + 1)
+            elif fenced is not None:
+                what = f"commands in code fences ({fenced!r})"
+                notice = _fenced_command_notice(fenced, hallucinations + 1)
+            else:
+                what = notice = ""
+            if notice:
                 hallucinations += 1
                 if hallucinations >= self.config.max_hallucinations:
                     return (
                         "hallucination_limit",
-                        f"the model wrote fake tool calls ({marker!r}) {hallucinations} times "
-                        "in a row instead of <cmd> blocks",
+                        f"the model wrote {what} {hallucinations} times in a row instead of "
+                        "<cmd> blocks",
                         "",
                     )
-                notices.append(_hallucination_notice(marker, hallucinations))
+                notices.append(notice)
                 await self._add_results([], notices)
                 continue
             hallucinations = 0
@@ -451,6 +478,21 @@ def _hallucination_notice(marker: str, repeat: int) -> str:
         f"Again {marker!r} was not executed, and the run stops if it happens once more. "
         "The ONLY way to run a command is to write it between <cmd> and </cmd>, e.g. "
         "<cmd>cat README.md</cmd>. No JSON, no <tool_call>, no <invoke>."
+    )
+
+
+def _fenced_command_notice(command: str, repeat: int) -> str:
+    if repeat <= 1:
+        return (
+            f"Your reply has no <cmd> block, only a command in a code fence ({command!r}): "
+            "nothing was executed, code fences are never run. To run a command, put it in a "
+            "<cmd> block, for example <cmd>ls</cmd>. To finish, reply with your final answer, "
+            "without a shell code fence."
+        )
+    return (
+        f"Again a command in a code fence ({command!r}) was not executed, and the run stops "
+        "if it happens once more. The ONLY way to run a command is to write it between <cmd> "
+        "and </cmd>, e.g. <cmd>ls</cmd>."
     )
 
 

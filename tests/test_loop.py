@@ -601,3 +601,85 @@ async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
     await run(config_for(provider), history, "follow-up")
     sent = provider.requests[0].messages[2].content
     assert "elided" in sent and "$ cat big.log" in sent and "y\ny\n" not in sent
+
+
+async def test_a_command_in_a_bash_fence_is_not_run_and_the_model_is_shown_cmd(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "ran"
+    provider = ScriptedProvider(
+        [
+            Reply(f"I will create it:\n```bash\ntouch {marker}\n```"),
+            Reply(f"<cmd>touch {marker}</cmd>"),
+            Reply("Created."),
+        ]
+    )
+    result = await run(config_for(provider), [], "create the file")
+    assert (result.stop_reason, result.response) == ("final", "Created.")
+    notice = result.steps[1]
+    assert notice.role == "result" and not notice.results
+    assert "<cmd>ls</cmd>" in notice.content and f"touch {marker}" in notice.content
+    assert provider.requests[1].messages[-1].content == notice.content
+    assert marker.exists()  # created by the <cmd> block of the second reply only
+    assert len(result.steps[3].results) == 1
+
+
+async def test_commands_in_fences_count_toward_the_fake_tool_call_limit() -> None:
+    fenced = "```sh\nls -la\n```"
+    fake = '<tool_call>{"name": "bash"}</tool_call>'
+    provider = ScriptedProvider([Reply(fenced), Reply(fake), Reply("```console\n$ pwd\n```")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "hallucination_limit"
+    assert result.error is not None and "fence" in result.error and "'pwd'" in result.error
+    first, second = result.steps[1].content, result.steps[3].content
+    assert "<cmd>ls</cmd>" in first and "stops" in second
+
+
+async def test_a_fence_in_the_final_answer_after_commands_ran_is_the_answer() -> None:
+    answer = "The tests pass. To run them again:\n```bash\npytest -q\n```"
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply(answer)])
+    result = await run(config_for(provider), [], "go")
+    assert (result.stop_reason, result.response) == ("final", answer)
+
+
+async def test_a_fence_in_a_resumed_conversation_that_ran_commands_is_the_answer() -> None:
+    history = [
+        Message(role="user", content="run the tests"),
+        Message(role="assistant", content="<cmd>true</cmd>"),
+        Message(role="user", content=format_results([Result(command="true", exit_code=0)])),
+        Message(role="assistant", content="They pass."),
+    ]
+    answer = "Like this:\n```bash\ntrue\n```"
+    provider = ScriptedProvider([Reply(answer)])
+    result = await run(config_for(provider), history, "how do I run them?")
+    assert (result.stop_reason, result.response) == ("final", answer)
+
+
+async def test_a_fence_shown_next_to_real_blocks_is_not_run_nor_flagged(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    reply = f"For example:\n```bash\ntouch {marker}\n```\nBut first:\n<cmd>echo checking</cmd>"
+    provider = ScriptedProvider([Reply(reply), Reply("done")])
+    result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final"
+    assert [r.stdout for r in result.steps[1].results] == ["checking\n"]
+    assert "<cmd>ls</cmd>" not in result.steps[1].content
+    assert not marker.exists()
+
+
+async def test_a_python_fence_in_a_first_answer_is_the_answer() -> None:
+    answer = "Use this:\n```python\nprint(sum(range(10)))\n```"
+    provider = ScriptedProvider([Reply(answer)])
+    result = await run(config_for(provider), [], "how do I sum 0..9 in Python?")
+    assert (result.stop_reason, result.response) == ("final", answer)
+
+
+async def test_a_fenced_command_from_a_real_server_gets_the_notice(
+    sse_server: ScriptedServer,
+) -> None:
+    sse_server.enqueue(openai_stream("```bash\nls\n```"), openai_stream("Nothing to do."))
+    async with OpenAIProvider(
+        model="m", base_url=f"{sse_server.base_url}/v1", api_key="k"
+    ) as provider:
+        result = await run(config_for(provider), [], "go")
+    assert result.stop_reason == "final"
+    assert "<cmd>ls</cmd>" in sse_server.requests[1].json["messages"][-1]["content"]
