@@ -21,6 +21,7 @@ from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, p
 from logos.group_reaper import KILL_GRACE_S, BackgroundGroups, group_alive, signal_group
 from logos.options import ExecOptions
 from logos.result import Result
+from logos.runner import Runner
 
 NONINTERACTIVE_ENV: Mapping[str, str] = {
     "PAGER": "cat",
@@ -50,7 +51,7 @@ SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
 _READ_CHUNK = 64 * 1024
 
 
-class LocalRunner:
+class LocalRunner(Runner):
     """Runs each command as `bash -c` in its own session and process group.
 
     Backgrounded processes (`server &`) outlive the command, as in a terminal, so that a
@@ -148,12 +149,6 @@ class LocalRunner:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    async def __aenter__(self) -> LocalRunner:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def _capture(self, options: ExecOptions, save_dir: str | None, stream: str) -> OutputCapture:
         """A capture that saves the full output to a file only if it overflows."""

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from logos.closing import AsyncCloseable
 from logos.options import ExecOptions
 from logos.result import Result
 
 
 @runtime_checkable
-class Runner(Protocol):
+class Runner(AsyncCloseable, Protocol):
     """Runs one shell command and reports what happened, until it is closed.
 
     A runner never raises for a command's failure: a command that cannot start, times
@@ -19,20 +19,9 @@ class Runner(Protocol):
 
     Close a runner when done with it (`aclose()`, or `async with`): it kills what its
     commands left running and releases what it holds (a sandbox session, connections). A
-    class that subclasses `Runner` explicitly gets the `async with` methods from here.
+    class that subclasses `Runner` explicitly gets the `async with` methods.
     """
 
     async def run(self, command: str, options: ExecOptions) -> Result: ...
 
     async def aclose(self) -> None: ...
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -11,11 +11,11 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 import httpx
 
+from logos.closing import AsyncCloseable
 from logos.pricing import context_window_for
 from logos.providers.base import ModelRequest, OnRetry, StreamEvent
 from logos.providers.http_errors import Endpoint, error_from_transport, raise_for_answer
@@ -43,7 +43,7 @@ class WireFormat:
     fixed_headers: Mapping[str, str] = field(default_factory=dict)
 
 
-class HTTPProvider(ABC):
+class HTTPProvider(AsyncCloseable, ABC):
     """What the streaming HTTP providers share: one turn's retried stream, and the HTTP
     client's lifecycle (a client passed in is used and left open; a client the provider
     made is closed by `aclose()` or `async with`). A provider supplies its request body and
@@ -120,17 +120,6 @@ class HTTPProvider(ABC):
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def normalize_base_url(base_url: str) -> str:
