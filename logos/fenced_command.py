@@ -19,54 +19,11 @@ import re
 
 _MAX_COMMAND_CHARS = 80
 _SHELL_LABELS = frozenset({"bash", "sh", "shell", "zsh", "console"})
-_COMMON_COMMANDS = frozenset(
-    {
-        "apt",
-        "apt-get",
-        "awk",
-        "bash",
-        "cargo",
-        "cat",
-        "cd",
-        "chmod",
-        "cp",
-        "curl",
-        "docker",
-        "du",
-        "echo",
-        "find",
-        "gcc",
-        "git",
-        "go",
-        "grep",
-        "head",
-        "ls",
-        "make",
-        "mkdir",
-        "mv",
-        "node",
-        "npm",
-        "npx",
-        "pip",
-        "pip3",
-        "pwd",
-        "pytest",
-        "python",
-        "python3",
-        "rg",
-        "rm",
-        "sed",
-        "sh",
-        "sort",
-        "sudo",
-        "tail",
-        "tar",
-        "touch",
-        "tree",
-        "uv",
-        "wc",
-        "wget",
-    }
+# A common command (or a ./script) at the start of an unlabelled fence's first line.
+_COMMON_COMMAND = re.compile(
+    r"(?:\./\S+|apt|apt-get|awk|bash|cargo|cat|cd|chmod|cp|curl|docker|du|echo|find|gcc|git"
+    r"|go|grep|head|ls|make|mkdir|mv|node|npm|npx|pip|pip3|pwd|pytest|python|python3|rg|rm"
+    r"|sed|sh|sort|sudo|tail|tar|touch|tree|uv|wc|wget)(?:[ \t]|$)"
 )
 _OPENING = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*")
 _PROMPT = re.compile(r"\$[ \t]+")
@@ -106,8 +63,7 @@ def _command_in(label: str, body: list[str]) -> str | None:
     first = lines[0]
     if _PROMPT.match(first):
         return _without_prompt(first)
-    word = first.split()[0]
-    return first if word in _COMMON_COMMANDS or word.startswith("./") else None
+    return first if _COMMON_COMMAND.match(first) else None
 
 
 def _without_prompt(line: str) -> str:

@@ -28,14 +28,7 @@ from logos.errors import (
 from logos.execute import BlockExecutor
 from logos.fenced_command import find_fenced_command
 from logos.hallucination import find_tool_call_hallucination
-from logos.parse import (
-    CmdStreamParser,
-    CommandBlock,
-    ProseDelta,
-    UnclosedBlock,
-    parse_cmd_blocks,
-    strip_cmd_blocks,
-)
+from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
 from logos.pricing import context_window_for, estimate_cost
 from logos.prompt import build_system_prompt
 from logos.providers.base import (
@@ -56,6 +49,7 @@ from logos.steps import (
     RunResult,
     StepMessage,
     StopReason,
+    has_run_commands,
     normalize_history,
     steps_to_messages,
 )
@@ -206,11 +200,7 @@ class _Run:
 
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
-        ran_commands = any(
-            parse_cmd_blocks(message.content)
-            for message in self.messages
-            if message.role == "assistant"
-        )
+        ran_commands = has_run_commands(self.messages)
         for _ in range(self.config.max_steps):
             budget = self._budget_stop()
             if budget is not None:
@@ -249,10 +239,12 @@ class _Run:
             ran_commands = ran_commands or turn.blocks > 0
             if marker is not None and not turn.blocks:
                 what = f"fake tool calls ({marker!r})"
-                notice = _hallucination_notice(marker, hallucinations + 1)
+                notice = _not_run_notice(repr(marker), hallucinations + 1)
             elif fenced is not None:
                 what = f"commands in code fences ({fenced!r})"
-                notice = _fenced_command_notice(fenced, hallucinations + 1)
+                notice = _not_run_notice(
+                    f"a command in a code fence ({fenced!r})", hallucinations + 1
+                )
             else:
                 what = notice = ""
             if notice:
@@ -269,7 +261,7 @@ class _Run:
                 continue
             hallucinations = 0
             if marker is not None:
-                notices.append(_hallucination_notice(marker, 1))
+                notices.append(_not_run_notice(repr(marker), 1))
 
             if turn.blocks or notices:
                 empty_replies = 0
@@ -467,32 +459,19 @@ def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:
     return "the run ended with an error"
 
 
-def _hallucination_notice(marker: str, repeat: int) -> str:
+def _not_run_notice(found: str, repeat: int) -> str:
+    """The answer to a reply that holds `found` (e.g. "'<tool_call>'") instead of a block;
+    sterner when it happens again."""
     if repeat <= 1:
         return (
-            f"Your reply contains {marker!r}, a tool-call syntax this harness does not run: "
-            "nothing was executed. To run a command, put it in a <cmd> block, for example "
-            "<cmd>ls -la</cmd>. To finish, reply without any block."
+            f"Your reply contains {found}, which this harness does not run: nothing was "
+            "executed. To run a command, put it in a <cmd> block, for example <cmd>ls</cmd>. "
+            "To finish, reply without any block."
         )
     return (
-        f"Again {marker!r} was not executed, and the run stops if it happens once more. "
+        f"Again {found} was not executed, and the run stops if it happens once more. "
         "The ONLY way to run a command is to write it between <cmd> and </cmd>, e.g. "
-        "<cmd>cat README.md</cmd>. No JSON, no <tool_call>, no <invoke>."
-    )
-
-
-def _fenced_command_notice(command: str, repeat: int) -> str:
-    if repeat <= 1:
-        return (
-            f"Your reply has no <cmd> block, only a command in a code fence ({command!r}): "
-            "nothing was executed, code fences are never run. To run a command, put it in a "
-            "<cmd> block, for example <cmd>ls</cmd>. To finish, reply with your final answer, "
-            "without a shell code fence."
-        )
-    return (
-        f"Again a command in a code fence ({command!r}) was not executed, and the run stops "
-        "if it happens once more. The ONLY way to run a command is to write it between <cmd> "
-        "and </cmd>, e.g. <cmd>ls</cmd>."
+        "<cmd>ls</cmd>. No JSON, no <tool_call>, no <invoke>, no code fence."
     )
 
 

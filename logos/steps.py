@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from logos.envelope import elide_outputs
+from logos.parse import parse_cmd_blocks
 from logos.providers.base import Message, Usage
 from logos.result import Result
 
@@ -91,6 +92,11 @@ def steps_to_messages(steps: Iterable[StepMessage]) -> list[Message]:
             elided = elide_outputs(step.content, step.results)
             messages.append(Message(role="user", content=step.content, elided=elided))
     return messages
+
+
+def has_run_commands(messages: Iterable[Message]) -> bool:
+    """Whether the conversation has run commands: an assistant message holds a block."""
+    return any(parse_cmd_blocks(m.content) for m in messages if m.role == "assistant")
 
 
 HistoryItem: TypeAlias = Message | Mapping[str, Any]

@@ -34,14 +34,11 @@ NOT_FENCED = [
 ]
 
 
-@pytest.mark.parametrize(("prose", "command"), FENCED)
-def test_a_command_in_a_shell_fence_is_found(prose: str, command: str) -> None:
+@pytest.mark.parametrize(("prose", "command"), [*FENCED, *((prose, None) for prose in NOT_FENCED)])
+def test_commands_in_shell_fences_are_found_and_nothing_else(
+    prose: str, command: str | None
+) -> None:
     assert find_fenced_command(prose) == command
-
-
-@pytest.mark.parametrize("prose", NOT_FENCED)
-def test_other_fences_and_prose_are_not_commands(prose: str) -> None:
-    assert find_fenced_command(prose) is None
 
 
 def test_the_first_fence_with_a_command_wins() -> None:
