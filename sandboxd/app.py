@@ -51,7 +51,7 @@ from sandboxd.backend import (
     SessionInfo,
 )
 from sandboxd.config import DaemonConfig
-from sandboxd.http import PeerCredentials, Request, Response, error_response
+from sandboxd.http import CLIENT_GONE, PeerCredentials, Request, Response, error_response
 from sandboxd.policy import Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -161,7 +161,7 @@ class App:
                 "the client disconnected or the daemon shut down before the answer; "
                 "the command was killed"
             )
-            self._write_audit(request, note, 499, arrived, started)
+            self._write_audit(request, note, CLIENT_GONE, arrived, started)
             raise
         self._write_audit(request, note, response.status, arrived, started)
         return response

@@ -125,6 +125,10 @@ class DaemonConfig(BaseModel):
     """Daemon state: per-container control directories (and the audit log by default)."""
     audit_log: HostPath | None = None
     """Append-only JSON-lines audit log, one line per request (default: state_dir/audit.log)."""
+    max_connections: int = Field(default=512, ge=1, le=1_000_000)
+    """Client connections served at once; lowered at start to stay below the open-files limit."""
+    idle_timeout_s: Seconds = 30.0
+    """A keep-alive connection that sends no request for this long is closed."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

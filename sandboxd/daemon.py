@@ -8,6 +8,8 @@ socket (its daemon died) is replaced, a live daemon is an error that says so.
 On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish for
 `shutdown_grace_s` (a second signal cuts the grace short), kills the rest, removes every
 container it created and removes its socket.
+
+At start it raises its open-files limit and caps connections below it (sandboxd.process).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length
 from sandboxd.policy import Policy
+from sandboxd.process import connection_cap, raise_open_files_limit
 
 logger = logging.getLogger(__name__)
 
@@ -153,11 +156,12 @@ async def serve(config: DaemonConfig, socket_path: Path) -> None:
     # WHY first: a signal that arrives between binding and serving must not kill the
     # process with its default action, leaving the socket and containers behind.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        open_files = raise_open_files_limit()
         bound = bind_socket(socket_path)
         try:
             audit = _open_state(config)
             try:
-                await _serve_bound(config, bound, audit, signals)
+                await _serve_bound(config, bound, audit, signals, open_files)
             finally:
                 audit.close()
         finally:
@@ -184,6 +188,7 @@ async def _serve_bound(
     bound: BoundSocket,
     audit: AuditLog,
     signals: AsyncIterator[signal.Signals],
+    open_files: int,
 ) -> None:
     try:
         backend = DockerBackend(
@@ -201,7 +206,12 @@ async def _serve_bound(
             config=config,
             audit=audit,
         )
-        server = HttpServer(app, on_refused=app.refused)
+        server = HttpServer(
+            app,
+            on_refused=app.refused,
+            idle_timeout_s=config.idle_timeout_s,
+            max_connections=connection_cap(config.max_connections, open_files),
+        )
         listener = await anyio.abc.SocketListener.from_socket(bound.sock)
         async with anyio.create_task_group() as group:
 

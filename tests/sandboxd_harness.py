@@ -175,7 +175,11 @@ def wait_until_serving(daemon: Daemon, timeout: float = 60.0) -> None:
 def containers_of(docker_client: Any, pid: int) -> list[Any]:
     """Managed containers created by the daemon process `pid`."""
     found = []
-    for container in docker_client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+    # WHY ignore_removed: other daemons on the engine remove their containers meanwhile.
+    listed = docker_client.containers.list(
+        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+    )
+    for container in listed:
         owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
         if len(owner) == 4 and owner[2] == str(pid):
             found.append(container)

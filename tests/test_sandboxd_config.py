@@ -52,6 +52,8 @@ idle_ttl_s = 60
 max_workers = 8
 state_dir = "{tmp_path / "state"}"
 audit_log = "{tmp_path / "audit.jsonl"}"
+max_connections = 100
+idle_timeout_s = 5
 
 [limits]
 memory = "512m"
@@ -73,6 +75,7 @@ tmp = "1GiB"
     assert config.limits.tmp == 1024**3
     assert config.state_dir == tmp_path / "state"
     assert config.audit_log_path == tmp_path / "audit.jsonl"
+    assert (config.max_connections, config.idle_timeout_s) == (100, 5.0)
 
 
 def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> None:
