@@ -5,6 +5,10 @@ Every answer that is not a 2xx says what was wrong and what to do, as
 
 Sessions are per caller: the backend sees `u<uid>-<session>`, so two users of one daemon
 never share (or close) each other's containers even when they pick the same session id.
+
+Admission: a request lists at most max_allowed_paths paths, which are resolved and checked
+on worker threads of their own (a slow or hung filesystem must not stall the event loop,
+nor take every worker).
 """
 
 from __future__ import annotations
@@ -52,10 +56,13 @@ from sandboxd.backend import (
 )
 from sandboxd.config import DaemonConfig
 from sandboxd.http import CLIENT_GONE, PeerCredentials, Request, Response, error_response
-from sandboxd.policy import Policy, PolicyError, home_of
+from sandboxd.policy import GrantedPath, Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
+PATH_CHECK_THREADS = 4
+"""Worker threads for path resolution: few, so that a hung filesystem holds only these and
+pure-Python path work leaves the event loop its share of the interpreter."""
 
 
 class Backend(Protocol):
@@ -135,6 +142,7 @@ class App:
         self._audit = audit
         self._caller_home = caller_home
         self._version = sandboxd_version()
+        self._path_checks = anyio.CapacityLimiter(PATH_CHECK_THREADS)
         self._limits = Limits(
             memory_bytes=config.limits.memory,
             cpus=config.limits.cpus,
@@ -269,15 +277,12 @@ class App:
         note.command = order.command
         note.network = order.network
         uid, gid = _identity(peer)
+        self._check_path_count(order)
         try:
             image = self._policy.check_image(order.image)
             note.image = image
             self._policy.check_network(order.network)
-            granted = self._policy.grant_paths(
-                order.allowed_paths, caller_home=self._caller_home(uid)
-            )
-            note.mounts = [AuditMount(path=g.path, read_only=g.read_only) for g in granted]
-            workdir = self._policy.check_workdir(order.workdir, granted)
+            granted, workdir = await self._checked_paths(order, uid, note)
             env, stripped = self._policy.filter_env(order.env)
         except PolicyError as refusal:
             raise _Problem(refusal.status, refusal.code, refusal.message) from None
@@ -314,6 +319,38 @@ class App:
         note.timed_out = result.timed_out
         note.error = result.error
         return _Ran(outcome=outcome, stripped_env_keys=stripped, timeout_s=timeout_s)
+
+    def _check_path_count(self, order: _Order) -> None:
+        count, most = len(order.allowed_paths), self._config.max_allowed_paths
+        if count > most:
+            raise _Problem(
+                422,
+                "too_many_paths",
+                f"the request lists {count} allowed_paths and this daemon takes at most {most} "
+                "(max_allowed_paths in its config): mount a common parent directory instead",
+            )
+
+    async def _checked_paths(
+        self, order: _Order, uid: int, note: AuditNote
+    ) -> tuple[tuple[GrantedPath, ...], str | None]:
+        """The granted mounts and the resolved workdir, checked on a path-check thread."""
+
+        def check() -> tuple[tuple[GrantedPath, ...], str | None]:
+            granted = self._grant_paths(order, uid)
+            note.mounts = [AuditMount(path=g.path, read_only=g.read_only) for g in granted]
+            return granted, self._policy.check_workdir(order.workdir, granted)
+
+        if not order.allowed_paths and order.workdir is None:
+            return check()  # nothing to resolve: spare the warm path a thread hop (~0.2 ms)
+        # WHY abandoned on cancel: a client that gives up on a hung filesystem gets its
+        # answer; the thread keeps its place in the limiter until the call returns.
+        return await anyio.to_thread.run_sync(
+            check, limiter=self._path_checks, abandon_on_cancel=True
+        )
+
+    def _grant_paths(self, order: _Order, uid: int) -> tuple[GrantedPath, ...]:
+        """Policy.grant_paths for `order` (blocking: resolves and stats every path)."""
+        return self._policy.grant_paths(order.allowed_paths, caller_home=self._caller_home(uid))
 
     async def _health(self, request: Request, note: AuditNote) -> Response:
         report = await self._health_report()

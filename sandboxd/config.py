@@ -129,6 +129,8 @@ class DaemonConfig(BaseModel):
     """Client connections served at once; lowered at start to stay below the open-files limit."""
     idle_timeout_s: Seconds = 30.0
     """A keep-alive connection that sends no request for this long is closed."""
+    max_allowed_paths: int = Field(default=64, ge=1, le=4096)
+    """Most allowed_paths one request may list (each one is resolved and checked)."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

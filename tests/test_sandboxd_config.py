@@ -54,6 +54,7 @@ state_dir = "{tmp_path / "state"}"
 audit_log = "{tmp_path / "audit.jsonl"}"
 max_connections = 100
 idle_timeout_s = 5
+max_allowed_paths = 8
 
 [limits]
 memory = "512m"
@@ -76,6 +77,7 @@ tmp = "1GiB"
     assert config.state_dir == tmp_path / "state"
     assert config.audit_log_path == tmp_path / "audit.jsonl"
     assert (config.max_connections, config.idle_timeout_s) == (100, 5.0)
+    assert config.max_allowed_paths == 8
 
 
 def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> None:
