@@ -8,15 +8,17 @@ never share (or close) each other's containers even when they pick the same sess
 
 Admission: a request lists at most max_allowed_paths paths, which are resolved and checked
 on worker threads of their own (a slow or hung filesystem must not stall the event loop,
-nor take every worker).
+nor take every worker); and it reserves its reply's worst-case output memory before its
+command runs (sandboxd.admission), given back once the answer is sent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -27,6 +29,12 @@ from pydantic import BaseModel, ValidationError
 
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
 from logos.result import Result
+from sandboxd.admission import (
+    OutputMemoryBudget,
+    OutputMemoryRefused,
+    Reservation,
+    reply_memory_bound,
+)
 from sandboxd.api import (
     API_PREFIX,
     CloseSessionResponse,
@@ -112,6 +120,8 @@ class _Ran:
     outcome: ExecOutcome
     stripped_env_keys: list[str]
     timeout_s: float
+    output_memory: Reservation
+    """Held until the answer has been sent (see _answer)."""
 
 
 _Route = Callable[[Request, AuditNote], Awaitable[Response]]
@@ -143,6 +153,9 @@ class App:
         self._caller_home = caller_home
         self._version = sandboxd_version()
         self._path_checks = anyio.CapacityLimiter(PATH_CHECK_THREADS)
+        self._output_memory = OutputMemoryBudget(
+            config.max_output_memory, wait_s=config.max_output_memory_wait_s
+        )
         self._limits = Limits(
             memory_bytes=config.limits.memory,
             cpus=config.limits.cpus,
@@ -229,12 +242,13 @@ class App:
             image=body.image,
         )
         ran = await self._execute(order, request.peer, note)
-        answer = RunResponse.from_result(
-            ran.outcome.result,
-            sandbox=ran.outcome.sandbox,
-            stripped_env_keys=ran.stripped_env_keys,
-        )
-        return Response.json(200, answer)
+        with _answer(ran) as release:
+            answer = RunResponse.from_result(
+                ran.outcome.result,
+                sandbox=ran.outcome.sandbox,
+                stripped_env_keys=ran.stripped_env_keys,
+            )
+            return Response.json(200, answer, release=release)
 
     async def _temenos_run(self, request: Request, note: AuditNote) -> Response:
         body = _parse(TemenosRunRequest, request.body)
@@ -260,17 +274,18 @@ class App:
             image=None,
         )
         ran = await self._execute(order, request.peer, note)
-        result = ran.outcome.result
-        stderr = result.stderr
-        for line in _temenos_notes(result, ran.timeout_s):
-            stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
-        answer = TemenosRunResponse(
-            stdout=result.stdout,
-            stderr=stderr,
-            exit_code=result.exit_code if result.exit_code is not None else -1,
-            stripped_env_keys=ran.stripped_env_keys or None,
-        )
-        return Response.json(200, answer.model_dump(exclude_none=True))
+        with _answer(ran) as release:
+            result = ran.outcome.result
+            stderr = result.stderr
+            for line in _temenos_notes(result, ran.timeout_s):
+                stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
+            answer = TemenosRunResponse(
+                stdout=result.stdout,
+                stderr=stderr,
+                exit_code=result.exit_code if result.exit_code is not None else -1,
+                stripped_env_keys=ran.stripped_env_keys or None,
+            )
+            return Response.json(200, answer, exclude_none=True, release=release)
 
     async def _execute(self, order: _Order, peer: PeerCredentials | None, note: AuditNote) -> _Ran:
         note.session = order.session
@@ -306,19 +321,29 @@ class App:
             max_output_bytes=order.max_output_bytes,
             max_saved_output_bytes=order.max_saved_output_bytes,
         )
+        output_memory = await self._reserve_output_memory(order.max_output_bytes)
         try:
             outcome = await self._backend.run(
                 _backend_session(uid, order.session), spec, exec_request
             )
         except BackendError as exc:
+            output_memory.release()
             raise _backend_problem(exc) from None
+        except BaseException:
+            output_memory.release()
+            raise
         result = outcome.result
         note.sandbox = outcome.sandbox
         note.exit_code = result.exit_code
         note.signal = result.signal
         note.timed_out = result.timed_out
         note.error = result.error
-        return _Ran(outcome=outcome, stripped_env_keys=stripped, timeout_s=timeout_s)
+        return _Ran(
+            outcome=outcome,
+            stripped_env_keys=stripped,
+            timeout_s=timeout_s,
+            output_memory=output_memory,
+        )
 
     def _check_path_count(self, order: _Order) -> None:
         count, most = len(order.allowed_paths), self._config.max_allowed_paths
@@ -351,6 +376,20 @@ class App:
     def _grant_paths(self, order: _Order, uid: int) -> tuple[GrantedPath, ...]:
         """Policy.grant_paths for `order` (blocking: resolves and stats every path)."""
         return self._policy.grant_paths(order.allowed_paths, caller_home=self._caller_home(uid))
+
+    async def _reserve_output_memory(self, max_output_bytes: int) -> Reservation:
+        try:
+            return await self._output_memory.reserve(reply_memory_bound(max_output_bytes))
+        except OutputMemoryRefused as refused:
+            if refused.budget_exceeded:
+                fix = "lower max_output_bytes, or raise max_output_memory in the daemon's config"
+                code = "output_memory_exhausted"
+            else:
+                fix = "retry later, or lower max_output_bytes"
+                code = "output_memory_busy"
+            raise _Problem(
+                503, code, f"{refused.message} (max_output_bytes = {max_output_bytes}): {fix}"
+            ) from None
 
     async def _health(self, request: Request, note: AuditNote) -> Response:
         report = await self._health_report()
@@ -447,6 +486,17 @@ class App:
                 **dict(note),
             )
         )
+
+
+@contextlib.contextmanager
+def _answer(ran: _Ran) -> Iterator[Callable[[], None]]:
+    """The release of the reply's output memory, for the answer being built: the HTTP layer
+    calls it once the answer is sent; if building the answer fails, it is called at once."""
+    try:
+        yield ran.output_memory.release
+    except BaseException:
+        ran.output_memory.release()
+        raise
 
 
 def _parse(model: type[_Model], body: bytes) -> _Model:

@@ -29,6 +29,8 @@ from sandboxd.paths import default_state_dir
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
 CONFIG_ENV = "SANDBOXD_CONFIG"
+MIN_OUTPUT_MEMORY = 64 * 1024**2
+"""Room for dozens of requests at the default max_output_bytes."""
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -131,6 +133,10 @@ class DaemonConfig(BaseModel):
     """A keep-alive connection that sends no request for this long is closed."""
     max_allowed_paths: int = Field(default=64, ge=1, le=4096)
     """Most allowed_paths one request may list (each one is resolved and checked)."""
+    max_output_memory: Annotated[Size, Field(ge=MIN_OUTPUT_MEMORY)] = 1024**3
+    """Reply memory all requests in flight may reserve together (bytes or "1g"), see README."""
+    max_output_memory_wait_s: float = Field(default=30.0, ge=0, le=3600)
+    """How long a request waits for output memory to free up before it is answered 503."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

@@ -9,7 +9,8 @@ On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish fo
 `shutdown_grace_s` (a second signal cuts the grace short), kills the rest, removes every
 container it created and removes its socket.
 
-At start it raises its open-files limit and caps connections below it (sandboxd.process).
+At start it raises its open-files limit, caps connections below it, and fixes how freed
+memory goes back to the system (sandboxd.process).
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length
 from sandboxd.policy import Policy
-from sandboxd.process import connection_cap, raise_open_files_limit
+from sandboxd.process import (
+    connection_cap,
+    raise_open_files_limit,
+    return_freed_memory_promptly,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +162,7 @@ async def serve(config: DaemonConfig, socket_path: Path) -> None:
     # process with its default action, leaving the socket and containers behind.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         open_files = raise_open_files_limit()
+        return_freed_memory_promptly()
         bound = bind_socket(socket_path)
         try:
             audit = _open_state(config)

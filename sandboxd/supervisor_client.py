@@ -134,6 +134,9 @@ class SupervisorChannel:
                     if waiter is not None:
                         waiter.reply = reply
                         waiter.done.set()
+                    # WHY: held until the next reply, these would keep an idle sandbox's
+                    # last output (up to ~150 MB as JSON and strings) in the daemon's memory.
+                    del line, reply, waiter
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
         except anyio.DelimiterNotFound:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from conftest import require
 
 from sandboxd.process import FD_RESERVE, connection_cap
@@ -57,3 +58,34 @@ def test_connections_are_capped_below_the_open_files_limit() -> None:
     assert connection_cap(512, 20_000) == 512
     assert connection_cap(4096, 1024) == 1024 - FD_RESERVE
     assert connection_cap(512, 300) == 150  # a tiny limit: half of it for connections
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
+def test_freed_reply_sized_blocks_go_back_to_the_system() -> None:
+    report = _child(
+        """
+        import json
+        from sandboxd.process import return_freed_memory_promptly
+
+        def rss():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+
+        return_freed_memory_promptly()
+        baseline = rss()
+        reply = b"y" * (20 * 2**20)  # once freed, glibc would raise its mmap threshold
+        del reply
+        replies, survivors = [], []
+        for _ in range(100):
+            replies.append(b"x" * (2 * 2**20))
+            survivors.append(bytearray(200 * 1024))  # long-lived, between the replies
+        peak = rss()
+        del replies
+        print(json.dumps({"baseline": baseline, "peak": peak, "after": rss()}))
+        """
+    )
+    mib = 1024**2
+    assert report["peak"] - report["baseline"] > 200 * mib
+    # What stays is the survivors (20 MiB), not the 200 MiB of freed replies.
+    assert report["after"] - report["baseline"] < 48 * mib, report
