@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.paths import default_state_dir
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
@@ -137,6 +138,10 @@ class DaemonConfig(BaseModel):
     """Reply memory all requests in flight may reserve together (bytes or "1g"), see README."""
     max_output_memory_wait_s: float = Field(default=30.0, ge=0, le=3600)
     """How long a request waits for output memory to free up before it is answered 503."""
+    audit_log_max_bytes: Annotated[Size, Field(ge=2 * AUDIT_LINE_MAX_BYTES)] = 64 * 1024**2
+    """The audit log is rotated before a line would take it past this size (bytes or "64m")."""
+    audit_log_backups: int = Field(default=3, ge=0, le=1000)
+    """Rotated audit logs kept (audit.log.1 is the newest); 0 starts the log afresh."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

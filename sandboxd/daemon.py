@@ -184,7 +184,11 @@ def _open_state(config: DaemonConfig) -> AuditLog:
             "set state_dir in the config to a directory you can write"
         ) from exc
     try:
-        return AuditLog(config.audit_log_path)
+        return AuditLog(
+            config.audit_log_path,
+            max_bytes=config.audit_log_max_bytes,
+            backups=config.audit_log_backups,
+        )
     except OSError as exc:
         raise DaemonError(exc.strerror or str(exc)) from exc
 
