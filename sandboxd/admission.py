@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from sandboxd.supervisor_client import JSON_EXPANSION
-
+JSON_EXPANSION = 6
+"""Bytes of JSON per byte of output at worst: a control character becomes \\u00XX."""
 CUT_NOTE_BYTES = 256
 """Room for the note the capture puts where it cut an output."""
 REPLY_OVERHEAD_BYTES = 64 * 1024
@@ -34,7 +34,8 @@ def reply_memory_bound(max_output_bytes: int) -> int:
     bytes per byte (control characters), for the supervisor's reply line and again for the
     HTTP answer's body; as parsed strings, up to four bytes per byte. The stages overlap:
     reading the line holds three copies of it; then the line and its strings; then the
-    strings and the HTTP body.
+    strings and the HTTP body. (Tied to how sandboxd.supervisor_client reads a reply: when
+    that changes, so must this.)
     """
     kept = 2 * (max_output_bytes + CUT_NOTE_BYTES)
     line = JSON_EXPANSION * kept

@@ -5,9 +5,13 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from sandboxd.admission import OutputMemoryBudget, OutputMemoryRefused, reply_memory_bound
+from sandboxd.admission import (
+    JSON_EXPANSION,
+    OutputMemoryBudget,
+    OutputMemoryRefused,
+    reply_memory_bound,
+)
 from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
-from sandboxd.supervisor_client import JSON_EXPANSION
 
 pytestmark = pytest.mark.anyio
 
