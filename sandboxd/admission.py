@@ -34,13 +34,15 @@ def reply_memory_bound(max_output_bytes: int) -> int:
     bytes per byte (control characters), for the supervisor's reply line and again for the
     HTTP answer's body; as parsed strings, up to four bytes per byte. The stages overlap:
     reading the line holds three copies of it; then the line and its strings; then the
-    strings and the HTTP body. (Tied to how sandboxd.supervisor_client reads a reply: when
-    that changes, so must this.)
+    strings and the body; then the body and the event loop's copy of what the socket has
+    not taken yet. (Tied to how sandboxd.supervisor_client reads a reply: when that
+    changes, so must this.)
     """
     kept = 2 * (max_output_bytes + CUT_NOTE_BYTES)
-    line = JSON_EXPANSION * kept
+    line = body = JSON_EXPANSION * kept
     strings = _STRING_BYTES_PER_BYTE * kept
-    return max(_LINE_COPIES * line, line + strings) + REPLY_OVERHEAD_BYTES
+    stages = (_LINE_COPIES * line, line + strings, strings + body, 2 * body)
+    return max(stages) + REPLY_OVERHEAD_BYTES
 
 
 class OutputMemoryRefused(Exception):
