@@ -4,6 +4,11 @@ Capture is bounded (head + tail, the rest counted, part saved to a file), so the
 whoever reads the output must not grow with it. The local runner is measured in a fresh
 child process, so that its baseline is clean; the sandbox path is measured on the daemon
 and on the in-container supervisor (through its host pid).
+
+Then the daemon's worst case: several requests at once whose output is control characters
+(six bytes of JSON each) at the largest max_output_bytes. The daemon admits them within its
+output memory budget (max_output_memory), so its peak stays near baseline + budget, and its
+memory after them must come back near its baseline.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
 from logos.result import Result
 from logos.sandbox_runner import SandboxRunner
+from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
 
 FAMILY = "flood"
 TITLE = "Output flood: peak memory while a command writes"
@@ -48,6 +54,10 @@ def flood_command(size: int) -> str:
     return f"head -c {size} /dev/zero"
 
 
+def control_flood_command(size: int) -> str:
+    return f"head -c {size} /dev/zero | tr '\\0' '\\1'"
+
+
 @dataclass(frozen=True)
 class Measured:
     """One process's resident memory around the flood."""
@@ -55,6 +65,7 @@ class Measured:
     who: str
     baseline_bytes: int
     peak_bytes: int
+    after_bytes: int
     exact: bool
 
     @property
@@ -62,11 +73,11 @@ class Measured:
         return max(0, self.peak_bytes - self.baseline_bytes)
 
 
-def _check(result: Result, size: int, where: str) -> str | None:
+def _check(result: Result, size: int, where: str, byte: str = "\0") -> str | None:
     """Why the flood's result is wrong, or None: every byte must be accounted for."""
     if not result.ok:
         return f"{where}: the flood command failed: exit {result.exit_code}, {result.error!r}"
-    kept = result.stdout.count("\0")
+    kept = result.stdout.count(byte)
     if kept + result.stdout_dropped_bytes != size:
         return (
             f"{where}: {kept} bytes kept + {result.stdout_dropped_bytes} dropped != {size} "
@@ -87,6 +98,7 @@ async def _local_child(size: int) -> dict[str, Any]:
     return {
         "baseline_bytes": rss.baseline_bytes,
         "peak_bytes": rss.peak_bytes,
+        "after_bytes": rss.after_bytes,
         "exact": rss.exact,
         "seconds": elapsed,
         "problem": _check(result, size, "LocalRunner"),
@@ -122,6 +134,7 @@ def measure_local(size: int) -> tuple[Measured, float, str | None]:
         "LocalRunner (the calling process)",
         report["baseline_bytes"],
         report["peak_bytes"],
+        report["after_bytes"],
         report["exact"],
     )
     return measured, report["seconds"], report["problem"]
@@ -145,17 +158,50 @@ async def measure_sandbox(plan: Plan, size: int) -> tuple[list[Measured], float,
     finally:
         client.close()
     measured = [
-        Measured(
-            "sandboxd daemon", daemon_rss.baseline_bytes, daemon_rss.peak_bytes, daemon_rss.exact
-        ),
-        Measured(
-            "in-container supervisor",
-            supervisor_rss.baseline_bytes,
-            supervisor_rss.peak_bytes,
-            supervisor_rss.exact,
-        ),
+        _measured("sandboxd daemon", daemon_rss),
+        _measured("in-container supervisor", supervisor_rss),
     ]
     return measured, elapsed, _check(result, size, "SandboxRunner")
+
+
+async def measure_control_flood(plan: Plan) -> tuple[Measured, float, str | None]:
+    """The daemon while `control_flood_requests` sessions each flood control characters at
+    the largest max_output_bytes: its peak, and what it keeps afterwards."""
+    size = plan.control_flood_bytes
+    options = ExecOptions(max_output_bytes=MAX_OUTPUT_BYTES_LIMIT)
+    client = docker_client()
+    try:
+        require_image(client, plan.image)
+    finally:
+        client.close()
+    with running_daemon(plan.image) as daemon:
+        async with contextlib.AsyncExitStack() as stack:
+            runners = [
+                await stack.enter_async_context(
+                    SandboxRunner(daemon.socket, session=f"bench-ctl-{uuid.uuid4().hex[:8]}")
+                )
+                for _ in range(plan.control_flood_requests)
+            ]
+            async with anyio.create_task_group() as group:
+                for runner in runners:  # each session warm, with the flood's options
+                    group.start_soon(runner.run, "true", options)
+            results: list[Result] = []
+
+            async def flood(runner: SandboxRunner) -> None:
+                results.append(await runner.run(control_flood_command(size), options))
+
+            with PeakRss(daemon.pid) as rss:
+                started = time.perf_counter()
+                async with anyio.create_task_group() as group:
+                    for runner in runners:
+                        group.start_soon(flood, runner)
+                elapsed = time.perf_counter() - started
+    problems = [_check(result, size, "control flood", "\x01") for result in results]
+    return _measured("sandboxd daemon", rss), elapsed, next(filter(None, problems), None)
+
+
+def _measured(who: str, rss: PeakRss) -> Measured:
+    return Measured(who, rss.baseline_bytes, rss.peak_bytes, rss.after_bytes, rss.exact)
 
 
 async def run(plan: Plan) -> Section:
@@ -167,19 +213,38 @@ async def run(plan: Plan) -> Section:
     sandbox, sandbox_s, problem = await measure_sandbox(plan, size)
     if problem:
         problems.append(problem)
+    control, control_s, problem = await measure_control_flood(plan)
+    if problem:
+        problems.append(problem)
+    requests = plan.control_flood_requests
+    control_total = requests * plan.control_flood_bytes
     rows = [
         _row("LocalRunner", local, local_s, size),
         *(_row("SandboxRunner", m, sandbox_s, size) for m in sandbox),
+        _row(f"SandboxRunner, {requests} x \\x01", control, control_s, control_total),
     ]
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("runner", "process", "RSS before", "RSS peak", "growth", "flood took", "rate"),
+        headers=(
+            "runner",
+            "process",
+            "RSS before",
+            "RSS peak",
+            "growth",
+            "RSS after",
+            "flood took",
+            "rate",
+        ),
         rows=tuple(rows),
         notes=(
             f"`{flood_command(size)}` ({size / 2**30:g} GiB) with the default ExecOptions "
             "(32 KiB kept per stream, 64 MiB saved to a file); peaks from the kernel's reset "
             "high-water mark where writable, else from sampling VmRSS every 5 ms",
+            f"`{control_flood_command(plan.control_flood_bytes)}` in {requests} sessions at "
+            f"once with max_output_bytes = {MAX_OUTPUT_BYTES_LIMIT // 2**20} MiB: each reply "
+            "is up to 6x its output as JSON; the daemon admits them within its output memory "
+            "budget (max_output_memory, 1 GiB by default)",
         ),
         problems=tuple(problems),
         raw={
@@ -187,6 +252,13 @@ async def run(plan: Plan) -> Section:
             "local": {**dataclasses.asdict(local), "seconds": local_s},
             "sandbox": [dataclasses.asdict(m) for m in sandbox],
             "sandbox_seconds": sandbox_s,
+            "control": {
+                **dataclasses.asdict(control),
+                "seconds": control_s,
+                "requests": requests,
+                "bytes_each": plan.control_flood_bytes,
+                "max_output_bytes": MAX_OUTPUT_BYTES_LIMIT,
+            },
         },
     )
 
@@ -198,6 +270,7 @@ def _row(runner: str, measured: Measured, seconds: float, size: int) -> tuple[st
         mib(measured.baseline_bytes),
         mib(measured.peak_bytes),
         mib(measured.growth_bytes),
+        mib(measured.after_bytes),
         f"{seconds:.2f} s",
         f"{size / 2**20 / seconds:.0f} MiB/s",
     )

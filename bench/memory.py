@@ -31,6 +31,8 @@ class PeakRss:
         self.interval_s = interval_s
         self.baseline_bytes = 0
         self.peak_bytes = 0
+        self.after_bytes = 0
+        """VmRSS at `__exit__`: what the process kept once the work was done."""
         self.exact = False
         """True when the peak includes the reset high-water mark."""
         self._stop = threading.Event()
@@ -62,6 +64,12 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         peak = self._sampled_kib
+        try:
+            after = read_status_kib(self.pid, "VmRSS")
+        except (OSError, LookupError):
+            after = 0  # the process is gone
+        self.after_bytes = after * 1024
+        peak = max(peak, after)
         if self.exact:
             try:
                 peak = max(peak, read_status_kib(self.pid, "VmHWM"))

@@ -31,6 +31,10 @@ class Plan:
     overlap_tokens_per_s: float = 50.0
     overlap_command: str = "sleep 1"
     flood_bytes: int = 2**30
+    control_flood_bytes: int = 20_000_000
+    """Per request of the control-character flood (at the largest max_output_bytes)."""
+    control_flood_requests: int = 8
+    """Control-character floods sent at once, each in its own session."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -49,6 +53,7 @@ class Plan:
             overlap_tokens=50,
             overlap_command="sleep 0.3",
             flood_bytes=64 * 2**20,
+            control_flood_requests=2,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

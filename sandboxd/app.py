@@ -5,14 +5,20 @@ Every answer that is not a 2xx says what was wrong and what to do, as
 
 Sessions are per caller: the backend sees `u<uid>-<session>`, so two users of one daemon
 never share (or close) each other's containers even when they pick the same session id.
+
+Admission: a request lists at most max_allowed_paths paths, which are resolved and checked
+on worker threads of their own (a slow or hung filesystem must not stall the event loop,
+nor take every worker); and it reserves its reply's worst-case output memory before its
+command runs (sandboxd.admission), given back once the answer is sent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -23,6 +29,12 @@ from pydantic import BaseModel, ValidationError
 
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
 from logos.result import Result
+from sandboxd.admission import (
+    OutputMemoryBudget,
+    OutputMemoryRefused,
+    Reservation,
+    reply_memory_bound,
+)
 from sandboxd.api import (
     API_PREFIX,
     CloseSessionResponse,
@@ -53,11 +65,14 @@ from sandboxd.backend import (
     TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
-from sandboxd.http import PeerCredentials, Request, Response, error_response
-from sandboxd.policy import Policy, PolicyError, home_of
+from sandboxd.http import CLIENT_GONE, PeerCredentials, Request, Response, error_response
+from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
+PATH_CHECK_THREADS = 4
+"""Worker threads for path resolution: few, so that a hung filesystem holds only these and
+pure-Python path work leaves the event loop its share of the interpreter."""
 
 
 class Backend(Protocol):
@@ -110,6 +125,8 @@ class _Ran:
     outcome: ExecOutcome
     stripped_env_keys: list[str]
     timeout_s: float
+    output_memory: Reservation | None
+    """Held until the answer has been sent (see _answer); None when the command never ran."""
 
 
 _Route = Callable[[Request, AuditNote], Awaitable[Response]]
@@ -140,6 +157,10 @@ class App:
         self._audit = audit
         self._caller_home = caller_home
         self._version = sandboxd_version()
+        self._path_checks = anyio.CapacityLimiter(PATH_CHECK_THREADS)
+        self._output_memory = OutputMemoryBudget(
+            config.max_output_memory, wait_s=config.max_output_memory_wait_s
+        )
         self._limits = Limits(
             memory_bytes=config.limits.memory,
             cpus=config.limits.cpus,
@@ -166,7 +187,7 @@ class App:
                 "the client disconnected or the daemon shut down before the answer; "
                 "the command was killed"
             )
-            self._write_audit(request, note, 499, arrived, started)
+            self._write_audit(request, note, CLIENT_GONE, arrived, started)
             raise
         self._write_audit(request, note, response.status, arrived, started)
         return response
@@ -227,12 +248,13 @@ class App:
             image=body.image,
         )
         ran = await self._execute(order, request.peer, note)
-        answer = RunResponse.from_result(
-            ran.outcome.result,
-            sandbox=ran.outcome.sandbox,
-            stripped_env_keys=ran.stripped_env_keys,
-        )
-        return Response.json(200, answer)
+        with _answer(ran) as release:
+            answer = RunResponse.from_result(
+                ran.outcome.result,
+                sandbox=ran.outcome.sandbox,
+                stripped_env_keys=ran.stripped_env_keys,
+            )
+            return Response.json(200, answer, release=release)
 
     async def _temenos_run(self, request: Request, note: AuditNote) -> Response:
         body = _parse(TemenosRunRequest, request.body)
@@ -259,47 +281,36 @@ class App:
             image=None,
         )
         ran = await self._execute(order, request.peer, note)
-        result = ran.outcome.result
-        stderr = result.stderr
-        for line in _temenos_notes(result, ran.timeout_s):
-            stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
-        answer = TemenosRunResponse(
-            stdout=result.stdout,
-            stderr=stderr,
-            exit_code=result.exit_code if result.exit_code is not None else -1,
-            stripped_env_keys=ran.stripped_env_keys or None,
-        )
-        return Response.json(200, answer.model_dump(exclude_none=True))
+        with _answer(ran) as release:
+            result = ran.outcome.result
+            stderr = result.stderr
+            for line in _temenos_notes(result, ran.timeout_s):
+                stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
+            answer = TemenosRunResponse(
+                stdout=result.stdout,
+                stderr=stderr,
+                exit_code=result.exit_code if result.exit_code is not None else -1,
+                stripped_env_keys=ran.stripped_env_keys or None,
+            )
+            return Response.json(200, answer, exclude_none=True, release=release)
 
     async def _execute(self, order: _Order, peer: PeerCredentials | None, note: AuditNote) -> _Ran:
         note.session = order.session
         note.command = order.command
         note.network = order.network
         uid, gid = _identity(peer)
+        self._check_path_count(order)
         try:
             image = self._policy.check_image(order.image)
             note.image = image
             self._policy.check_network(order.network)
             self._policy.check_unix_sockets(order.unix_sockets)
-            grant = self._policy.grant_paths(
-                order.allowed_paths, caller_home=self._caller_home(uid)
-            )
+            grant, workdir = await self._checked_paths(order, uid, note)
         except PolicyError as refusal:
             raise _Problem(refusal.status, refusal.code, refusal.message) from None
         with grant:
             granted = grant.paths
-            note.mounts = [
-                AuditMount(
-                    path=g.path,
-                    read_only=g.read_only,
-                    device=g.identity.device,
-                    inode=g.identity.inode,
-                    kind=g.identity.kind,
-                )
-                for g in granted
-            ]
             try:
-                workdir = self._policy.check_workdir(order.workdir, granted)
                 env, stripped = self._policy.filter_env(order.env)
             except PolicyError as refusal:
                 raise _Problem(refusal.status, refusal.code, refusal.message) from None
@@ -331,7 +342,7 @@ class App:
                 command=order.command, error=unstarted, duration_s=time.monotonic() - started
             )
             note.error = unstarted
-            return _Ran(ExecOutcome(failed, sandbox=""), stripped, timeout_s)
+            return _Ran(ExecOutcome(failed, sandbox=""), stripped, timeout_s, None)
         exec_request = ExecRequest(
             command=order.command,
             env=env,
@@ -340,17 +351,89 @@ class App:
             max_output_bytes=order.max_output_bytes,
             max_saved_output_bytes=order.max_saved_output_bytes,
         )
+        output_memory = await self._reserve_output_memory(order.max_output_bytes)
         try:
             outcome = await self._backend.run(session, spec, exec_request)
         except BackendError as exc:
+            output_memory.release()
             raise _backend_problem(exc) from None
+        except BaseException:
+            output_memory.release()
+            raise
         result = outcome.result
         note.sandbox = outcome.sandbox
         note.exit_code = result.exit_code
         note.signal = result.signal
         note.timed_out = result.timed_out
         note.error = result.error
-        return _Ran(outcome=outcome, stripped_env_keys=stripped, timeout_s=timeout_s)
+        return _Ran(
+            outcome=outcome,
+            stripped_env_keys=stripped,
+            timeout_s=timeout_s,
+            output_memory=output_memory,
+        )
+
+    def _check_path_count(self, order: _Order) -> None:
+        count, most = len(order.allowed_paths), self._config.max_allowed_paths
+        if count > most:
+            raise _Problem(
+                422,
+                "too_many_paths",
+                f"the request lists {count} allowed_paths and this daemon takes at most {most} "
+                "(max_allowed_paths in its config): mount a common parent directory instead",
+            )
+
+    async def _checked_paths(
+        self, order: _Order, uid: int, note: AuditNote
+    ) -> tuple[PathGrant, str | None]:
+        """The pinned mounts and the resolved workdir, checked on a path-check thread."""
+        granted: list[PathGrant] = []
+
+        def check() -> str | None:
+            grant = self._grant_paths(order, uid)
+            granted.append(grant)
+            note.mounts = [
+                AuditMount(
+                    path=g.path,
+                    read_only=g.read_only,
+                    device=g.identity.device,
+                    inode=g.identity.inode,
+                    kind=g.identity.kind,
+                )
+                for g in grant.paths
+            ]
+            return self._policy.check_workdir(order.workdir, grant.paths)
+
+        try:
+            if not order.allowed_paths and order.workdir is None:
+                workdir = check()  # nothing to resolve: spare the warm path a thread hop
+            else:
+                # WHY not abandoned on cancel: the thread's grant holds descriptors, closed
+                # below once the call has returned.
+                workdir = await anyio.to_thread.run_sync(check, limiter=self._path_checks)
+        except BaseException:
+            for grant in granted:
+                grant.close()
+            raise
+        return granted[0], workdir
+
+    def _grant_paths(self, order: _Order, uid: int) -> PathGrant:
+        """Policy.grant_paths for `order` (blocking: resolves, pins and stats every path)."""
+        return self._policy.grant_paths(order.allowed_paths, caller_home=self._caller_home(uid))
+
+    async def _reserve_output_memory(self, max_output_bytes: int) -> Reservation:
+        try:
+            return await self._output_memory.reserve(reply_memory_bound(max_output_bytes))
+        except OutputMemoryRefused as refused:
+            if refused.budget_exceeded:
+                fix = "lower max_output_bytes, or raise max_output_memory in the daemon's config"
+                code = "output_memory_exhausted"
+            else:
+                fix = "retry later, or lower max_output_bytes"
+                code = "output_memory_busy"
+            raise _Problem(
+                503, code, f"{refused.message} (max_output_bytes = {max_output_bytes}): {fix}"
+            ) from None
 
     async def _health(self, request: Request, note: AuditNote) -> Response:
         report = await self._health_report()
@@ -450,6 +533,19 @@ class App:
                 **dict(note),
             )
         )
+
+
+@contextlib.contextmanager
+def _answer(ran: _Ran) -> Iterator[Callable[[], None] | None]:
+    """The release of the reply's output memory, for the answer being built: the HTTP layer
+    calls it once the answer is sent; if building the answer fails, it is called at once."""
+    release = ran.output_memory.release if ran.output_memory is not None else None
+    try:
+        yield release
+    except BaseException:
+        if release is not None:
+            release()
+        raise
 
 
 def _parse(model: type[_Model], body: bytes) -> _Model:

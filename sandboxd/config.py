@@ -25,10 +25,13 @@ from pydantic import (
     model_validator,
 )
 
+from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.paths import default_state_dir
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
 CONFIG_ENV = "SANDBOXD_CONFIG"
+MIN_OUTPUT_MEMORY = 64 * 1024**2
+"""Room for dozens of requests at the default max_output_bytes."""
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -133,6 +136,20 @@ class DaemonConfig(BaseModel):
     """Sandbox containers running or starting at once (unset: from the host's pids and memory)."""
     max_sessions_per_caller: int | None = Field(default=None, ge=1)
     """Containers one caller (uid) may have running or starting (unset: 3/4 of max_sessions)."""
+    max_connections: int = Field(default=512, ge=1, le=1_000_000)
+    """Client connections served at once; lowered at start to stay below the open-files limit."""
+    idle_timeout_s: Seconds = 30.0
+    """A keep-alive connection that sends no request for this long is closed."""
+    max_allowed_paths: int = Field(default=64, ge=1, le=4096)
+    """Most allowed_paths one request may list (each one is resolved and checked)."""
+    max_output_memory: Annotated[Size, Field(ge=MIN_OUTPUT_MEMORY)] = 1024**3
+    """Reply memory all requests in flight may reserve together (bytes or "1g"), see README."""
+    max_output_memory_wait_s: float = Field(default=30.0, ge=0, le=3600)
+    """How long a request waits for output memory to free up before it is answered 503."""
+    audit_log_max_bytes: Annotated[Size, Field(ge=2 * AUDIT_LINE_MAX_BYTES)] = 64 * 1024**2
+    """The audit log is rotated before a line would take it past this size (bytes or "64m")."""
+    audit_log_backups: int = Field(default=3, ge=0, le=1000)
+    """Rotated audit logs kept (audit.log.1 is the newest); 0 starts the log afresh."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

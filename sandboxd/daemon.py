@@ -8,6 +8,9 @@ socket (its daemon died) is replaced, a live daemon is an error that says so.
 On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish for
 `shutdown_grace_s` (a second signal cuts the grace short), kills the rest, removes every
 container it created and removes its socket.
+
+At start it raises its open-files limit, caps connections below it, and fixes how freed
+memory goes back to the system (sandboxd.process).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy
+from sandboxd.process import (
+    connection_cap,
+    raise_open_files_limit,
+    return_freed_memory_promptly,
+)
 from sandboxd.session_caps import SessionCaps
 
 logger = logging.getLogger(__name__)
@@ -155,11 +163,13 @@ async def serve(config: DaemonConfig, socket_path: Path, config_path: Path | Non
     # WHY first: a signal that arrives between binding and serving must not kill the
     # process with its default action, leaving the socket and containers behind.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        open_files = raise_open_files_limit()
+        return_freed_memory_promptly()
         bound = bind_socket(socket_path)
         try:
             audit = _open_state(config)
             try:
-                await _serve_bound(config, config_path, bound, audit, signals)
+                await _serve_bound(config, config_path, bound, audit, signals, open_files)
             finally:
                 audit.close()
         finally:
@@ -176,7 +186,11 @@ def _open_state(config: DaemonConfig) -> AuditLog:
             "set state_dir in the config to a directory you can write"
         ) from exc
     try:
-        return AuditLog(config.audit_log_path)
+        return AuditLog(
+            config.audit_log_path,
+            max_bytes=config.audit_log_max_bytes,
+            backups=config.audit_log_backups,
+        )
     except OSError as exc:
         raise DaemonError(exc.strerror or str(exc)) from exc
 
@@ -187,6 +201,7 @@ async def _serve_bound(
     bound: BoundSocket,
     audit: AuditLog,
     signals: AsyncIterator[signal.Signals],
+    open_files: int,
 ) -> None:
     try:
         backend = DockerBackend(
@@ -205,7 +220,12 @@ async def _serve_bound(
             config=config,
             audit=audit,
         )
-        server = HttpServer(app, on_refused=app.refused)
+        server = HttpServer(
+            app,
+            on_refused=app.refused,
+            idle_timeout_s=config.idle_timeout_s,
+            max_connections=connection_cap(config.max_connections, open_files),
+        )
         listener = await anyio.abc.SocketListener.from_socket(bound.sock)
         async with anyio.create_task_group() as group:
 

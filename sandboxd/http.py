@@ -8,18 +8,29 @@ httpx uses, so both ends agree on the protocol.
 What it does: keep-alive; Content-Length and chunked request bodies up to a limit (a larger
 declared body is answered 413 without being read); malformed HTTP → 400; every error is JSON
 `{"error": {"code", "message"}}`; a handler exception is logged and answered 500 without a
-traceback; a client that disconnects while its request runs cancels the handler (which kills
-the command); shutdown stops accepting, lets running requests finish for a grace period,
-then cancels them.
+traceback; shutdown stops accepting, lets running requests finish for a grace period, then
+cancels them.
+
+A client that goes away while its request runs cancels the handler (which kills the
+command): a close, a half-close, a reset, or more than a request's worth of pipelined bytes
+(a client may pipeline its next request, not a flood). One that goes away in the middle of
+sending its request is reported as 499.
+
+Connections are capped (below the open-files limit: see sandboxd.process). When a client
+connects at the cap, the connection idle the longest (waiting for its next request) is closed
+to make room; only when none is idle does the newcomer wait (and accepting with it). Idle
+keep-alive connections are closed after a timeout. An accept that fails (EMFILE, ENFILE,
+ENOBUFS) is logged once and retried with a growing pause; it never ends the server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -35,6 +46,11 @@ logger = logging.getLogger(__name__)
 _RECEIVE_BYTES = 64 * 1024
 _MAX_HEAD_BYTES = 64 * 1024
 _SO_PEERCRED = struct.Struct("3i")
+_SMALL_BODY_BYTES = 64 * 1024
+ACCEPT_RETRY_FIRST_S = 0.01
+ACCEPT_RETRY_MAX_S = 1.0
+CLIENT_GONE = 499
+"""The status recorded (never sent) for a request whose client went away first."""
 
 
 @dataclass(frozen=True)
@@ -68,13 +84,34 @@ class Response:
     status: int
     body: bytes
     headers: tuple[tuple[str, str], ...] = field(default=())
+    release: Callable[[], None] | None = None
+    """Called once the response is sent or dropped (its client went away): gives back what
+    the handler held for it (its output memory)."""
 
     @classmethod
-    def json(cls, status: int, payload: Any) -> Response:
-        """`payload`: a pydantic model or anything json.dumps accepts."""
-        dump = getattr(payload, "model_dump_json", None)
-        body = dump() if dump is not None else json.dumps(payload)
-        return cls(status, body.encode("utf-8"))
+    def json(
+        cls,
+        status: int,
+        payload: Any,
+        *,
+        exclude_none: bool = False,
+        release: Callable[[], None] | None = None,
+    ) -> Response:
+        """`payload`: a pydantic model or anything json.dumps accepts.
+
+        WHY a model goes straight to bytes: a large reply is then built once, not as a str
+        and again as its encoding."""
+        serializer = getattr(payload, "__pydantic_serializer__", None)
+        if serializer is not None:
+            body = serializer.to_json(payload, exclude_none=exclude_none)
+        else:
+            body = json.dumps(payload).encode("utf-8")
+        return cls(status, body, release=release)
+
+    def finish(self) -> None:
+        """The response was sent or dropped: call `release`."""
+        if self.release is not None:
+            self.release()
 
 
 def error_response(status: int, code: str, message: str) -> Response:
@@ -103,14 +140,29 @@ class _ClientGone(Exception):
 
 
 class _Reject(Exception):
-    """Answer this error and close the connection."""
+    """Answer this error (unless the client is gone) and close the connection."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, answer: bool = True) -> None:
         super().__init__(message)
         self.response = error_response(status, code, message)
         self.message = message
+        self.answer = answer
         self.request = _request(None, b"", None)
         """What is known of the refused request (set where it is read)."""
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One client connection, as the accept loop sees it."""
+
+    waiting: anyio.CancelScope | None = None
+    """Set while the connection waits for its next request; cancelling it evicts it."""
+    evicted: bool = False
+
+    def evict(self) -> None:
+        assert self.waiting is not None
+        self.evicted = True
+        self.waiting.cancel()
 
 
 class HttpServer:
@@ -122,16 +174,25 @@ class HttpServer:
         *,
         on_refused: Refused | None = None,
         max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
-        idle_timeout_s: float = 120.0,
+        idle_timeout_s: float = 30.0,
         request_timeout_s: float = 30.0,
-        max_connections: int = 1024,
+        max_connections: int = 512,
     ) -> None:
         self._handler = handler
         self._on_refused = on_refused
         self._max_body_bytes = max_body_bytes
+        self._max_pipelined_bytes = _MAX_HEAD_BYTES + max_body_bytes
+        """More than a request's worth sent while a request runs is abuse, not pipelining."""
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
-        self._connection_slots = anyio.Semaphore(max_connections)
+        self._max_connections = max_connections
+        self._open_connections = 0
+        self._evicting = 0
+        """Connections told to close to make room, not closed yet."""
+        self._waiting: dict[_Connection, None] = {}
+        """Connections waiting for their next request, the longest waiting first."""
+        self._room = anyio.Event()
+        """Set when a connection ends or starts waiting: the accept loop looks again."""
         self._accept_scope = anyio.CancelScope()
         self._connections_scope = anyio.CancelScope()
         self._grace_scope = anyio.CancelScope()
@@ -146,6 +207,10 @@ class HttpServer:
     def active_requests(self) -> int:
         return self._active_requests
 
+    @property
+    def open_connections(self) -> int:
+        return self._open_connections
+
     async def serve(
         self,
         listener: anyio.abc.SocketListener,
@@ -159,20 +224,7 @@ class HttpServer:
                 async with anyio.create_task_group() as connections:
                     task_status.started()
                     with self._accept_scope:
-                        while True:
-                            await self._connection_slots.acquire()
-                            try:
-                                stream = await listener.accept()
-                            except OSError as exc:
-                                # e.g. EMFILE: keep serving the connections we have.
-                                self._connection_slots.release()
-                                logger.error("cannot accept a connection: %s", exc)
-                                await anyio.sleep(0.1)
-                                continue
-                            except BaseException:
-                                self._connection_slots.release()
-                                raise
-                            connections.start_soon(self._serve_connection, stream)
+                        await self._accept_forever(listener, connections)
                     # Stopped accepting: new clients are refused at once instead of queueing.
                     await listener.aclose()
         finally:
@@ -196,12 +248,71 @@ class HttpServer:
         """End shutdown's grace period now: running requests are cancelled at once."""
         self._grace_scope.cancel()
 
+    async def _accept_forever(
+        self, listener: anyio.abc.SocketListener, connections: anyio.abc.TaskGroup
+    ) -> None:
+        pause = ACCEPT_RETRY_FIRST_S
+        failing = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except (OSError, anyio.BrokenResourceError) as exc:
+                # EMFILE, ENFILE, ENOBUFS: the connections we have keep being served, and
+                # the one waiting in the backlog is taken once descriptors free up.
+                if not failing:
+                    failing = True
+                    logger.error(
+                        "cannot accept connections (%s): retrying every %g s at most",
+                        exc.__cause__ or exc,
+                        ACCEPT_RETRY_MAX_S,
+                    )
+                await anyio.sleep(pause)
+                pause = min(2 * pause, ACCEPT_RETRY_MAX_S)
+                continue
+            if failing:
+                failing = False
+                pause = ACCEPT_RETRY_FIRST_S
+                logger.info("accepting connections again")
+            try:
+                await self._make_room()
+            except BaseException:
+                await anyio.aclose_forcefully(stream)
+                raise
+            self._open_connections += 1
+            connections.start_soon(self._serve_connection, stream)
+
+    async def _make_room(self) -> None:
+        """Returns once one more connection may be served: at the cap, the connection that has
+        waited longest for its next request is evicted; with none waiting, this waits."""
+        while self._open_connections >= self._max_connections:
+            self._room = anyio.Event()
+            if not self._evicting and self._waiting:
+                longest = next(iter(self._waiting))
+                del self._waiting[longest]
+                self._evicting += 1
+                longest.evict()
+            await self._room.wait()
+
+    @contextlib.contextmanager
+    def _waiting_for_request(self, connection: _Connection) -> Iterator[anyio.CancelScope]:
+        """A scope around the wait for a request: it ends at the idle timeout or on eviction."""
+        with anyio.move_on_after(self._idle_timeout_s) as scope:
+            connection.waiting = scope
+            self._waiting[connection] = None
+            self._room.set()
+            try:
+                yield scope
+            finally:
+                self._waiting.pop(connection, None)
+                connection.waiting = None
+
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        connection = _Connection()
         try:
             async with stream:
                 raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
                 peer = peer_credentials(raw)
-                await self._exchange_loop(stream, peer)
+                await self._exchange_loop(stream, peer, connection)
         except (_ClientGone, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         except Exception:
@@ -209,55 +320,81 @@ class HttpServer:
             # connection, i.e. the whole server.
             logger.exception("connection failed")
         finally:
-            self._connection_slots.release()
+            self._open_connections -= 1
+            if connection.evicted:
+                self._evicting -= 1
+            self._room.set()
 
     async def _exchange_loop(
-        self, stream: anyio.abc.SocketStream, peer: PeerCredentials | None
+        self,
+        stream: anyio.abc.SocketStream,
+        peer: PeerCredentials | None,
+        connection: _Connection,
     ) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
-        while True:
-            try:
-                request = await self._read_request(conn, stream, peer)
-            except _Reject as reject:
-                self._refused(reject.request, reject.response.status, reject.message)
+        while await self._exchange(conn, stream, peer, connection):
+            conn.start_next_cycle()
+
+    async def _exchange(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        peer: PeerCredentials | None,
+        connection: _Connection,
+    ) -> bool:
+        """Read one request and answer it; True when the connection may take another.
+
+        WHY a call of its own: its locals (a reply of up to ~100 MB) must be gone while the
+        connection waits for its next request."""
+        try:
+            request = await self._read_request(conn, stream, peer, connection)
+        except _Reject as reject:
+            self._refused(reject.request, reject.response.status, reject.message)
+            if reject.answer:
                 await self._send(conn, stream, reject.response, close=True)
-                return
-            if request is None:
-                return
-            if self._closing:
-                why = "sandboxd is shutting down: retry once it is restarted"
-                self._refused(request, 503, why)
-                refusal = error_response(503, "shutting_down", why)
-                await self._send(conn, stream, refusal, close=True, head_only=request.head_only)
-                return
-            self._active_requests += 1
-            if self._active_requests == 1:
-                self._idle = anyio.Event()
+            return False
+        if request is None:
+            return False
+        if self._closing:
+            why = "sandboxd is shutting down: retry once it is restarted"
+            self._refused(request, 503, why)
+            refusal = error_response(503, "shutting_down", why)
+            await self._send(conn, stream, refusal, close=True, head_only=request.head_only)
+            return False
+        self._active_requests += 1
+        if self._active_requests == 1:
+            self._idle = anyio.Event()
+        try:
+            response = await self._run_handler(conn, stream, request)
+            if response is None:
+                return False
             try:
-                response = await self._run_handler(conn, stream, request)
-                if response is None:
-                    return
                 await self._send(
                     conn, stream, response, close=self._closing, head_only=request.head_only
                 )
             finally:
-                self._active_requests -= 1
-                if self._active_requests == 0:
-                    self._idle.set()
-            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                return
-            conn.start_next_cycle()
+                response.finish()
+        finally:
+            self._active_requests -= 1
+            if self._active_requests == 0:
+                self._idle.set()
+        return conn.our_state is h11.DONE and conn.their_state is h11.DONE
 
     async def _read_request(
-        self, conn: h11.Connection, stream: anyio.abc.SocketStream, peer: PeerCredentials | None
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        peer: PeerCredentials | None,
+        connection: _Connection,
     ) -> Request | None:
-        """The next complete request; None when the client closed the connection cleanly."""
+        """The next complete request; None when the client closed the connection cleanly, or
+        it stayed idle too long, or it was evicted."""
         head: h11.Request | None = None
         try:
             try:
-                with anyio.move_on_after(self._idle_timeout_s) as idle:
+                with self._waiting_for_request(connection) as waiting:
                     event = await self._next_event(conn, stream)
-                if idle.cancelled_caught:
+                if waiting.cancelled_caught:
                     return None
                 if isinstance(event, h11.ConnectionClosed):
                     return None
@@ -276,6 +413,15 @@ class HttpServer:
             except TimeoutError:
                 raise _Reject(
                     408, "request_timeout", "the request body did not arrive in time: send it whole"
+                ) from None
+            except _ClientGone:
+                if head is None and not conn.trailing_data[0]:
+                    raise  # gone between requests: nothing to report
+                raise _Reject(
+                    CLIENT_GONE,
+                    "client_gone",
+                    "the client went away before its request was complete",
+                    answer=False,
                 ) from None
         except _Reject as reject:
             reject.request = _request(head, b"", peer)
@@ -317,7 +463,10 @@ class HttpServer:
             event = conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            conn.receive_data(await _receive(stream))
+            data = await _receive(stream)
+            if not data and (conn.their_state is not h11.IDLE or conn.trailing_data[0]):
+                raise _ClientGone  # in the middle of a request
+            conn.receive_data(data)
 
     async def _run_handler(
         self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: Request
@@ -328,15 +477,25 @@ class HttpServer:
 
         async def watch_disconnect(scope: anyio.CancelScope) -> None:
             nonlocal client_gone
-            try:
-                data = await _receive(stream)
-            except (_ClientGone, anyio.BrokenResourceError, OSError):
-                data = b""
-            if data:
-                # A pipelined next request: keep it for later; we can no longer tell a
-                # disconnect from here on, which only costs the early cancellation.
+            pipelined = 0
+            while True:
+                try:
+                    data = await _receive(stream)
+                except (_ClientGone, anyio.BrokenResourceError, OSError):
+                    data = b""
+                if not data:
+                    break  # closed, half-closed or reset
+                pipelined += len(data)
+                if pipelined > self._max_pipelined_bytes:
+                    logger.warning(
+                        "a client sent over %d bytes while its %s %s ran: closing its connection",
+                        self._max_pipelined_bytes,
+                        request.method,
+                        request.path,
+                    )
+                    break
+                # Its next request, pipelined: h11 keeps it for the next cycle.
                 conn.receive_data(data)
-                return
             client_gone = True
             scope.cancel()
 
@@ -344,7 +503,10 @@ class HttpServer:
             group.start_soon(watch_disconnect, group.cancel_scope)
             response = await self._call_handler(request)
             group.cancel_scope.cancel()
-        return None if client_gone else response
+        if client_gone and response is not None:
+            response.finish()
+            return None
+        return response
 
     async def _call_handler(self, request: Request) -> Response:
         try:
@@ -379,15 +541,21 @@ class HttpServer:
                 headers=headers,
                 reason=_reason(response.status),
             )
-            data = conn.send(head) or b""
+            chunks = [conn.send(head) or b""]
             if not head_only:
-                data += conn.send(h11.Data(data=response.body)) or b""
-            data += conn.send(h11.EndOfMessage()) or b""
+                chunks += conn.send_with_data_passthrough(h11.Data(data=response.body)) or []
+            chunks.append(conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:
             logger.exception("cannot answer %s on this connection", response.status)
             return
+        # WHY joined only when small: one write saves a turn of the event loop on every
+        # answer, but joining a large body (up to ~100 MB) would copy it whole.
+        if len(response.body) <= _SMALL_BODY_BYTES:
+            chunks = [b"".join(chunks)]
         with anyio.move_on_after(self._request_timeout_s) as sending:
-            await stream.send(data)
+            for chunk in chunks:
+                if chunk:
+                    await stream.send(chunk)
         if sending.cancelled_caught:
             raise _ClientGone
 

@@ -215,10 +215,10 @@ class _Refused:
 
 
 class Policy:
-    """The daemon's rules, built once from the config; checks are cheap and synchronous.
+    """The daemon's rules, built once from the config; checks are synchronous.
 
-    WHY synchronous filesystem calls on the event loop: realpath and stat of a handful of
-    local paths take microseconds, far less than a thread hop would cost.
+    The path checks touch the filesystem (a network filesystem may hang), so the daemon runs
+    them on threads of their own; the other checks are cheap and run anywhere.
     """
 
     def __init__(

@@ -177,6 +177,9 @@ class SupervisorChannel:
                     if waiter is not None:
                         waiter.reply = reply
                         waiter.done.set()
+                    # WHY: held until the next reply, these would keep an idle sandbox's
+                    # last output (as large as its request allowed) in the daemon's memory.
+                    del reply, waiter
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
         except anyio.DelimiterNotFound:

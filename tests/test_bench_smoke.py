@@ -201,6 +201,12 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     for process in flood["raw"]["sandbox"]:
         assert 0 < process["baseline_bytes"] <= process["peak_bytes"]
         assert process["peak_bytes"] - process["baseline_bytes"] < written / 2
+    control = flood["raw"]["control"]
+    assert control["requests"] == Plan.quick().control_flood_requests
+    assert 0 < control["baseline_bytes"] <= control["peak_bytes"]
+    assert control["after_bytes"] <= control["peak_bytes"]
+    # The replies' memory went back: what the daemon keeps is not their 6x JSON.
+    assert control["after_bytes"] - control["baseline_bytes"] < 64 * 2**20
 
     leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
     assert leftovers == []

@@ -339,3 +339,168 @@ async def test_shutdown_cancels_requests_still_running_after_the_grace(socket_di
         await server.shutdown(0.2)
         assert cancelled.is_set()
         await stream.aclose()
+
+
+async def _answered(stream: anyio.abc.SocketStream, path: str) -> dict[str, object]:
+    await stream.send(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    received = b""
+    with anyio.fail_after(10):
+        while b'"peer"' not in received:
+            received += await stream.receive()
+    return _status_and_json(received)[1]
+
+
+async def _closed_by_server(stream: anyio.abc.SocketStream) -> bool:
+    with anyio.fail_after(10):
+        try:
+            await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return True
+    return False
+
+
+@pytest.mark.timeout(30)
+async def test_at_the_cap_the_longest_idle_connection_makes_room(socket_dir: Path) -> None:
+    async with (
+        _serving(socket_dir, _echo, max_connections=2) as (path, server),
+        await anyio.connect_unix(path) as oldest,
+        await anyio.connect_unix(path) as newer,
+    ):
+        assert (await _answered(oldest, "/a"))["path"] == "/a"
+        assert (await _answered(newer, "/b"))["path"] == "/b"
+        async with await anyio.connect_unix(path) as third:
+            assert (await _answered(third, "/c"))["path"] == "/c"
+            assert await _closed_by_server(oldest)
+            assert (await _answered(newer, "/d"))["path"] == "/d"
+            assert server.open_connections == 2
+
+
+@pytest.mark.timeout(30)
+async def test_at_the_cap_with_no_idle_connection_accepting_waits(socket_dir: Path) -> None:
+    release = anyio.Event()
+
+    async def held(request: Request) -> Response:
+        if request.path == "/hold":
+            await release.wait()
+        return await _echo(request)
+
+    async with (
+        _serving(socket_dir, held, max_connections=1) as (path, server),
+        await anyio.connect_unix(path) as busy,
+    ):
+        await busy.send(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+        with anyio.fail_after(10):
+            while not server.active_requests:
+                await anyio.sleep(0.01)
+        async with await anyio.connect_unix(path) as waiting:
+            await waiting.send(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+            with anyio.move_on_after(0.5) as early:
+                await waiting.receive()
+            assert early.cancelled_caught, "a connection past the cap was served"
+            release.set()
+            received = b""
+            with anyio.fail_after(10):
+                while b'"peer"' not in received:
+                    received += await waiting.receive()
+            assert _status_and_json(received)[1]["path"] == "/next"
+
+
+@pytest.mark.timeout(30)
+async def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(
+    socket_dir: Path,
+) -> None:
+    async with (
+        _serving(socket_dir, _echo, idle_timeout_s=0.3) as (path, server),
+        await anyio.connect_unix(path) as stream,
+    ):
+        assert (await _answered(stream, "/once"))["path"] == "/once"
+        assert await _closed_by_server(stream)
+        with anyio.fail_after(10):
+            while server.open_connections:
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.timeout(30)
+async def test_a_sent_response_is_released_once(socket_dir: Path) -> None:
+    released: list[str] = []
+
+    async def answer(request: Request) -> Response:
+        return Response.json(200, {"ok": True}, release=lambda: released.append(request.path))
+
+    async with _serving(socket_dir, answer) as (path, _), await anyio.connect_unix(path) as stream:
+        for index in range(2):
+            await stream.send(f"GET /r{index} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            received = b""
+            with anyio.fail_after(10):
+                while b'"ok"' not in received:
+                    received += await stream.receive()
+    assert released == ["/r0", "/r1"]
+
+
+@pytest.mark.timeout(30)
+async def test_a_response_whose_client_went_away_is_released(socket_dir: Path) -> None:
+    released: list[int] = []
+
+    async def answer(request: Request) -> Response:
+        return Response.json(200, {"x": "y" * 10_000_000}, release=lambda: released.append(1))
+
+    async with _serving(socket_dir, answer) as (path, server):
+        stream = await anyio.connect_unix(path)
+        await stream.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        await stream.aclose()  # before or while the 10 MB answer is sent
+        with anyio.fail_after(10):
+            while not released or server.open_connections:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.1)
+    assert released == [1]
+
+
+@pytest.mark.timeout(30)
+async def test_pipelined_bytes_then_close_cancel_the_request(socket_dir: Path) -> None:
+    started = anyio.Event()
+    cancelled = anyio.Event()
+
+    async def slow(request: Request) -> Response:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    async with _serving(socket_dir, slow) as (path, _):
+        stream = await anyio.connect_unix(path)
+        await stream.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        with anyio.fail_after(10):
+            await started.wait()
+        await stream.send(b"G")
+        await anyio.sleep(0.2)
+        await stream.aclose()
+        with anyio.fail_after(10):
+            await cancelled.wait()
+
+
+@pytest.mark.timeout(30)
+async def test_a_client_gone_mid_request_is_reported_499(socket_dir: Path) -> None:
+    refused: list[tuple[str, str, int, str]] = []
+
+    def note(request: Request, status: int, why: str) -> None:
+        refused.append((request.method, request.path, status, why))
+
+    async with _serving(socket_dir, _echo, note) as (path, server):
+        async with await anyio.connect_unix(path) as mid_body:
+            await mid_body.send(b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
+            await anyio.sleep(0.1)
+        async with await anyio.connect_unix(path) as mid_head:
+            await mid_head.send(b"POST /h HTTP/1.1\r\nHo")
+            await anyio.sleep(0.1)
+        async with await anyio.connect_unix(path):
+            pass  # gone before sending anything: nothing to report
+        with anyio.fail_after(10):
+            while server.open_connections:
+                await anyio.sleep(0.01)
+    assert [(method, where, status) for method, where, status, _ in refused] == [
+        ("POST", "/b", 499),
+        ("", "", 499),
+    ]
+    assert all("went away" in why for *_, why in refused)
