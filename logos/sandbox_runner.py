@@ -129,7 +129,7 @@ class SandboxRunner:
             return _failed(command, started, _refusal(response))
         self._used = True
         try:
-            return wire.RunResponse.model_validate_json(response.content).to_result()
+            return wire.RunResponse.from_json(response.content).to_result()
         except ValidationError:
             return _failed(
                 command,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from dataclasses import field
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
 from logos.result import Result
@@ -80,25 +82,17 @@ class RunRequest(_Request):
     """None: the daemon's configured image; another image must be in its allowed_images."""
 
 
-class RunResponse(_Response):
-    """The command's logos.Result, plus where it ran and which env keys were withheld."""
+@pydantic_dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="ignore"))
+class RunResponse(Result):
+    """The command's logos.Result, plus where it ran and which env keys were withheld.
 
-    command: str
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    duration_s: float = 0.0
-    stdout_dropped_bytes: int = 0
-    stderr_dropped_bytes: int = 0
-    error: str | None = None
-    oom_killed: bool = False
-    stdout_file: str | None = None
-    stderr_file: str | None = None
+    WHY a subclass of Result: its JSON is Result's fields and these two, so a field added to
+    Result reaches the wire without being copied here by hand.
+    """
+
     sandbox: str
     """The container's name."""
-    stripped_env_keys: list[str] = Field(default_factory=list)
+    stripped_env_keys: list[str] = field(default_factory=list)
     """Env keys that looked like secrets and were not passed to the command (sorted)."""
 
     @classmethod
@@ -107,11 +101,17 @@ class RunResponse(_Response):
     ) -> RunResponse:
         return cls(**vars(result), sandbox=sandbox, stripped_env_keys=stripped_env_keys)
 
+    @classmethod
+    def from_json(cls, content: bytes) -> RunResponse:
+        """Parse an answer (unknown fields are ignored); raises pydantic's ValidationError."""
+        return _RUN_RESPONSE.validate_json(content)
+
     def to_result(self) -> Result:
-        return Result(**self.model_dump(include=_RESULT_FIELDS))
+        return Result(**{name: getattr(self, name) for name in _RESULT_FIELDS})
 
 
-_RESULT_FIELDS = {field.name for field in dataclasses.fields(Result)}
+_RUN_RESPONSE = TypeAdapter(RunResponse)
+_RESULT_FIELDS = tuple(result_field.name for result_field in dataclasses.fields(Result))
 
 
 class ErrorDetail(_Response):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from logos.result import Result
 from sandboxd.api import (
@@ -22,8 +22,23 @@ from sandboxd.api import (
 
 def test_the_response_model_has_every_field_of_result() -> None:
     result_fields = {f.name for f in dataclasses.fields(Result)}
-    assert result_fields <= set(RunResponse.model_fields)
-    assert set(RunResponse.model_fields) - result_fields == {"sandbox", "stripped_env_keys"}
+    response_fields = {f.name for f in dataclasses.fields(RunResponse)}
+    assert response_fields - result_fields == {"sandbox", "stripped_env_keys"}
+    assert result_fields <= response_fields
+
+
+def test_the_response_json_is_results_fields_then_where_it_ran() -> None:
+    wire = RunResponse.from_result(Result(command="ls"), sandbox="s", stripped_env_keys=[])
+    answer = json.loads(TypeAdapter(RunResponse).dump_json(wire))
+    assert list(answer) == [f.name for f in dataclasses.fields(Result)] + [
+        "sandbox",
+        "stripped_env_keys",
+    ]
+
+
+def test_a_response_from_a_newer_daemon_keeps_working() -> None:
+    answer = b'{"command": "ls", "exit_code": 0, "sandbox": "s", "added_later": 1}'
+    assert RunResponse.from_json(answer).to_result() == Result(command="ls", exit_code=0)
 
 
 def test_a_result_survives_the_round_trip() -> None:
@@ -43,7 +58,7 @@ def test_a_result_survives_the_round_trip() -> None:
         stderr_file="/tmp/logos-output/1.err",
     )
     wire = RunResponse.from_result(result, sandbox="sandboxd-x", stripped_env_keys=["A_TOKEN"])
-    back = RunResponse.model_validate_json(wire.model_dump_json())
+    back = RunResponse.from_json(TypeAdapter(RunResponse).dump_json(wire))
     assert back.to_result() == result
     assert (back.sandbox, back.stripped_env_keys) == ("sandboxd-x", ["A_TOKEN"])
 
