@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -51,17 +51,16 @@ from sandboxd.api import (
 )
 from sandboxd.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timestamp
 from sandboxd.backend import (
+    Backend,
     BackendError,
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
     HealthReport,
     ImageMissingError,
-    Limits,
     Mount,
     MountChangedError,
     SandboxSpec,
-    SessionInfo,
     TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
@@ -73,24 +72,6 @@ _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
 PATH_CHECK_THREADS = 4
 """Worker threads for path resolution: few, so that a hung filesystem holds only these and
 pure-Python path work leaves the event loop its share of the interpreter."""
-
-
-class Backend(Protocol):
-    """The part of sandboxd.backend.DockerBackend the routes use."""
-
-    async def health(self) -> HealthReport: ...
-
-    async def start(self, session: str, sandbox: SandboxSpec) -> str | None: ...
-
-    async def run(
-        self, session: str, sandbox: SandboxSpec, request: ExecRequest
-    ) -> ExecOutcome: ...
-
-    async def list_sessions(self) -> list[SessionInfo]: ...
-
-    async def close_session(self, session: str) -> bool: ...
-
-    async def gc(self) -> int: ...
 
 
 class _Problem(Exception):
@@ -160,12 +141,6 @@ class App:
         self._path_checks = anyio.CapacityLimiter(PATH_CHECK_THREADS)
         self._output_memory = OutputMemoryBudget(
             config.max_output_memory, wait_s=config.max_output_memory_wait_s
-        )
-        self._limits = Limits(
-            memory_bytes=config.limits.memory,
-            cpus=config.limits.cpus,
-            pids=config.limits.pids,
-            tmp_bytes=config.limits.tmp,
         )
         self._routes: dict[str, dict[str, _Route]] = {
             f"{API_PREFIX}/run": {"POST": self._run},
@@ -326,7 +301,7 @@ class App:
                 network=order.network,
                 uid=uid,
                 gid=gid,
-                limits=self._limits,
+                limits=self._config.limits,
                 unix_sockets=order.unix_sockets,
             )
             session = _backend_session(uid, order.session)

@@ -1,8 +1,9 @@
 """The contract between sandboxd's daemon and its container backend.
 
-The daemon decides *what* may run (policy: mounts, env, network); the backend decides *how*
-(containers, supervisor, limits). These types are all that crosses that line. Importing this
-module never imports docker: `DockerBackend` is loaded on first use.
+The daemon decides *what* may run (policy: mounts, env, network); a backend decides *how*
+(containers, supervisor, limits). `Backend` and these types are all that crosses that line, so
+a new backend is a module of its own that implements `Backend` (as sandboxd.docker does) plus
+one case in sandboxd.backends. Importing this module never imports an engine's client library.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import Annotated, Protocol, Self
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from logos.options import (
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -19,13 +23,11 @@ from logos.options import (
 )
 from logos.result import Result
 from sandboxd.pinned import FileIdentity, identify
-
-if TYPE_CHECKING:
-    from sandboxd.docker_backend import DockerBackend
+from sandboxd.sizes import Size
 
 __all__ = [
+    "Backend",
     "BackendError",
-    "DockerBackend",
     "EngineUnavailableError",
     "ExecOutcome",
     "ExecRequest",
@@ -67,33 +69,26 @@ class Mount:
         return cls(resolved, read_only, identify(resolved))
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource ceilings of one container (all its commands share them)."""
+class Limits(BaseModel):
+    """Resource ceilings of one container (all its commands share them); the config's
+    `[limits]` table, whose keys are these fields."""
 
-    memory_bytes: int = 2 * 1024**3
-    cpus: float = 1.0
-    pids: int = 512
-    tmp_bytes: int = 512 * 1024**2
-    """Size of the /tmp tmpfs; $HOME gets a smaller one (see `home_bytes`)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self) -> None:
-        if self.memory_bytes < MIN_MEMORY_BYTES:
-            raise ValueError(
-                f"memory_bytes must be at least {MIN_MEMORY_BYTES} (16 MiB), "
-                f"got {self.memory_bytes}"
-            )
-        if not self.cpus > 0:
-            raise ValueError(f"cpus must be > 0, got {self.cpus}")
-        if self.pids < 16:
-            raise ValueError(f"pids must be at least 16 (bash, the supervisor...), got {self.pids}")
-        if self.tmp_bytes < 1024**2:
-            raise ValueError(f"tmp_bytes must be at least 1 MiB, got {self.tmp_bytes}")
+    memory: Annotated[Size, Field(ge=MIN_MEMORY_BYTES)] = 2 * 1024**3
+    """Memory limit of a container, swap included (bytes or "2g")."""
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    """CPU share of a container (1.0 = one core)."""
+    pids: int = Field(default=512, ge=16)
+    """Maximum number of processes in a container (stops fork bombs; bash and the supervisor
+    need a few)."""
+    tmp: Annotated[Size, Field(ge=1024**2)] = 512 * 1024**2
+    """Size of the /tmp tmpfs in a container (bytes or "512m"); $HOME gets a smaller one."""
 
     @property
-    def home_bytes(self) -> int:
+    def home(self) -> int:
         """$HOME holds dotfiles and caches, not build trees: a quarter of /tmp, at least 16 MiB."""
-        return max(16 * 1024**2, self.tmp_bytes // 4)
+        return max(16 * 1024**2, self.tmp // 4)
 
 
 @dataclass(frozen=True)
@@ -221,11 +216,46 @@ class TooManySessionsError(BackendError):
     code = "too_many_sessions"
 
 
-def __getattr__(name: str) -> Any:
-    # WHY lazy: the implementation imports docker (and requests); the daemon's wire models,
-    # the client and the CLI import these types without paying for it.
-    if name == "DockerBackend":
-        from sandboxd.docker_backend import DockerBackend
+class Backend(Protocol):
+    """What runs sandboxes for the daemon's routes, `sandboxd doctor` and `sandboxd gc`.
 
-        return DockerBackend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Used as `async with`: entering starts its housekeeping (idle reaping, a sweep of stray
+    sandboxes), leaving kills running commands and removes every sandbox it created. Sessions
+    are the daemon's ids (already per caller); a session has one sandbox per SandboxSpec.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def health(self) -> HealthReport:
+        """Whether the engine answers and the default image is there, each problem with its fix."""
+        ...
+
+    async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
+        """Start the session's sandbox for `sandbox` unless it runs already, its mounts checked;
+        None, or why it could not start (a message for Result.error).
+
+        Raises BackendError (MountChangedError when a mount is not what was checked)."""
+        ...
+
+    async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
+        """Run one command in the session's sandbox for `sandbox`, starting it if needed.
+
+        Raises only BackendError; what happens to the command comes back in the Result."""
+        ...
+
+    async def list_sessions(self) -> list[SessionInfo]: ...
+
+    async def close_session(self, session: str) -> bool:
+        """Kill the session's commands and remove its sandboxes; False if it is unknown."""
+        ...
+
+    async def gc(self) -> int:
+        """Remove stray sandboxes (those of daemons that are gone); how many were removed."""
+        ...

@@ -294,7 +294,7 @@ def _gc(args: argparse.Namespace) -> int:
 async def _sweep_directly(config: DaemonConfig) -> None:
     """A backend sweeps orphans when it starts (sandboxd.ownership says which: never the
     containers of a live daemon); gc() then sweeps once more."""
-    from sandboxd.backend import DockerBackend
+    from sandboxd.docker_backend import DockerBackend
 
     backend = DockerBackend(
         image=config.image,

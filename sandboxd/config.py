@@ -8,7 +8,6 @@ because a misspelt deny must never be silently ignored.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,32 +25,18 @@ from pydantic import (
 )
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES
+from sandboxd.backend import Limits
 from sandboxd.paths import default_state_dir
+from sandboxd.sizes import Size
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
 CONFIG_ENV = "SANDBOXD_CONFIG"
 MIN_OUTPUT_MEMORY = 64 * 1024**2
 """Room for dozens of requests at the default max_output_bytes."""
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
 
 class ConfigError(ValueError):
     """The configuration file cannot be used; the message names the file and the key."""
-
-
-def parse_size(value: object) -> int:
-    """Bytes from an int or a docker-style size string ("512m", "2g", "2GiB": binary units)."""
-    if isinstance(value, bool):
-        raise ValueError('expected a size such as 536870912, "512m" or "2GiB"')
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        match = _SIZE_RE.match(value)
-        if match:
-            return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-    raise ValueError(f'{value!r} is not a size: use bytes (536870912) or "512m", "2g", "2GiB"')
 
 
 def _host_path(value: object) -> Path:
@@ -67,7 +52,6 @@ def _host_path(value: object) -> Path:
     return path.resolve()
 
 
-Size = Annotated[int, BeforeValidator(parse_size)]
 HostPath = Annotated[Path, BeforeValidator(_host_path)]
 
 
@@ -78,21 +62,6 @@ def _positive_finite(value: float) -> float:
 
 
 Seconds = Annotated[float, Field(gt=0), AfterValidator(_positive_finite)]
-
-
-class LimitsConfig(BaseModel):
-    """Resources of each sandbox container."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    memory: Annotated[Size, Field(ge=16 * 1024**2)] = 2 * 1024**3
-    """Memory limit of a container, swap included (bytes or "2g")."""
-    cpus: float = Field(default=1.0, gt=0, le=1024)
-    """CPU share of a container (1.0 = one core)."""
-    pids: int = Field(default=512, ge=16)
-    """Maximum number of processes in a container (stops fork bombs)."""
-    tmp: Annotated[Size, Field(ge=1024**2)] = 512 * 1024**2
-    """Size of the /tmp tmpfs in a container (bytes or "512m")."""
 
 
 class DaemonConfig(BaseModel):
@@ -115,7 +84,7 @@ class DaemonConfig(BaseModel):
     connect to host sockets found under its mounts (an ssh agent, a tmux server, an engine)."""
     allow_env_keys: tuple[str, ...] = ()
     """Env names or fnmatch patterns passed through even though they look like secrets."""
-    limits: LimitsConfig = LimitsConfig()
+    limits: Limits = Limits()
     """Resources of each container."""
     default_timeout_s: Seconds = 120.0
     """Timeout of a command whose request sets none."""
@@ -227,7 +196,7 @@ def _describe(exc: ValidationError, source: str) -> str:
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
         if error["type"] == "extra_forbidden":
             in_limits = len(error["loc"]) > 1 and error["loc"][0] == "limits"
-            fields = LimitsConfig.model_fields if in_limits else DaemonConfig.model_fields
+            fields = Limits.model_fields if in_limits else DaemonConfig.model_fields
             known = ", ".join(sorted(fields))
             problems.append(f"unknown key {key!r} (known keys: {known})")
         else:

@@ -143,10 +143,10 @@ def create_container(
     limits = spec.limits
     tmpfs = {}
     if layout.tmp_tmpfs:
-        tmpfs[TMP_DIR] = f"rw,exec,nosuid,nodev,size={limits.tmp_bytes},mode=1777"
+        tmpfs[TMP_DIR] = f"rw,exec,nosuid,nodev,size={limits.tmp},mode=1777"
     if layout.home_tmpfs:
         tmpfs[layout.home] = (
-            f"rw,exec,nosuid,nodev,size={limits.home_bytes},uid={spec.uid},gid={spec.gid},mode=700"
+            f"rw,exec,nosuid,nodev,size={limits.home},uid={spec.uid},gid={spec.gid},mode=700"
         )
     mounts = [
         docker.types.Mount(CONTROL_DIR, control_dir, type="bind", read_only=True),
@@ -164,8 +164,8 @@ def create_container(
         read_only=True,
         init=True,
         pids_limit=limits.pids,
-        mem_limit=limits.memory_bytes,
-        memswap_limit=limits.memory_bytes,
+        mem_limit=limits.memory,
+        memswap_limit=limits.memory,
         nano_cpus=int(_usable_cpus(limits.cpus) * 1e9),
         ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
         auto_remove=False,

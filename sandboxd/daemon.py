@@ -33,8 +33,8 @@ import anyio.abc
 
 from sandboxd.app import App, sandboxd_version
 from sandboxd.audit import AuditLog
-from sandboxd.backend import DockerBackend
 from sandboxd.config import DaemonConfig
+from sandboxd.docker_backend import DockerBackend
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy

@@ -149,7 +149,7 @@ class DockerBackend:
         self._sessions: dict[str, _Session] = {}
         if session_caps is None:
             limits = Limits()
-            session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory_bytes)
+            session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory)
         self._slots = SessionSlots(session_caps)
         self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
         self._starting: set[str] = set()

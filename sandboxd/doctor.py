@@ -19,10 +19,11 @@ from typing import TextIO
 import httpx
 
 from sandboxd.api import API_PREFIX, HealthResponse
-from sandboxd.backend import DockerBackend, ExecRequest, Limits, Mount, SandboxSpec
+from sandboxd.backend import ExecRequest, Limits, Mount, SandboxSpec
 from sandboxd.config import DaemonConfig
+from sandboxd.docker_backend import DockerBackend
 
-DOCTOR_LIMITS = Limits(memory_bytes=256 * 1024**2, cpus=0.5, pids=64, tmp_bytes=32 * 1024**2)
+DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""
 
 _Run = Callable[[str], Awaitable[tuple[str, int | None, bool]]]
@@ -186,7 +187,7 @@ async def _check_mounts(
 async def _check_limits(run: _Run, report: _Report) -> None:
     output, _, _ = await run(_CGROUP_READ)
     values = output.split()
-    expected = [str(DOCTOR_LIMITS.memory_bytes), str(DOCTOR_LIMITS.pids)]
+    expected = [str(DOCTOR_LIMITS.memory), str(DOCTOR_LIMITS.pids)]
     if values != expected:
         report.fail(
             "limits",

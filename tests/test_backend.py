@@ -21,13 +21,13 @@ from logos.capture import SAVE_LIMIT_NOTE
 from logos.result import Result
 from sandboxd.backend import (
     BackendError,
-    DockerBackend,
     ExecRequest,
     ImageMissingError,
     Limits,
     Mount,
     SandboxSpec,
 )
+from sandboxd.docker_backend import DockerBackend
 from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 from sandboxd.session_caps import SessionCaps
 
@@ -210,7 +210,7 @@ async def test_fork_bomb_is_contained(backend: DockerBackend) -> None:
 
 
 async def test_memory_bomb_is_oom_killed(backend: DockerBackend) -> None:
-    small = spec(limits=Limits(memory_bytes=64 * 1024**2))
+    small = spec(limits=Limits(memory=64 * 1024**2))
     result = await run(backend, "python3 -c \"x = b'a' * (400 * 1024**2)\"", sandbox=small)
     assert result.oom_killed and result.signal == signal.SIGKILL, result
     after = await run(backend, "echo survived", sandbox=small)
@@ -398,7 +398,8 @@ async def test_orphans_of_a_killed_backend_are_swept(state_dir: Path, docker_cli
         f"""\
         import sys, anyio
         from pathlib import Path
-        from sandboxd.backend import DockerBackend, ExecRequest, SandboxSpec, Limits
+        from sandboxd.backend import ExecRequest, SandboxSpec, Limits
+        from sandboxd.docker_backend import DockerBackend
 
         async def main():
             async with DockerBackend(image={SANDBOX_IMAGE!r}, state_dir=Path(sys.argv[1])) as b:

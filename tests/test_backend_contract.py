@@ -16,13 +16,13 @@ import pytest
 import logos.capture
 from sandboxd import supervisor
 from sandboxd.backend import (
-    DockerBackend,
     EngineUnavailableError,
     ExecRequest,
     Limits,
     Mount,
     SandboxSpec,
 )
+from sandboxd.docker_backend import DockerBackend
 from sandboxd.ownership import (
     LABEL_CREATED,
     LABEL_OWNER_PROCESS,
@@ -59,8 +59,8 @@ def test_contract_types_validate_their_inputs() -> None:
         Mount("relative/path", True, SOME_DIRECTORY)
     with pytest.raises(ValueError, match="timeout_s"):
         ExecRequest("true", timeout_s=0)
-    with pytest.raises(ValueError, match="memory_bytes"):
-        Limits(memory_bytes=1024)
+    with pytest.raises(ValueError, match="memory"):
+        Limits(memory=1024)
     with pytest.raises(ValueError, match="mounted once"):
         SandboxSpec(
             IMAGE,

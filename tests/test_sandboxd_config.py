@@ -12,9 +12,9 @@ from sandboxd.config import (
     DaemonConfig,
     default_config_path,
     load_config,
-    parse_size,
 )
 from sandboxd.paths import default_state_dir
+from sandboxd.sizes import parse_size
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -25,7 +25,8 @@ import pytest
 from conftest import SANDBOX_IMAGE
 from sandboxd_harness import Daemon, running_daemon, short_dir
 
-from sandboxd.backend import DockerBackend, ExecRequest, Mount, MountChangedError, SandboxSpec
+from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
+from sandboxd.docker_backend import DockerBackend
 from sandboxd.ownership import LABEL_SESSION
 from sandboxd.pinned import identify
 
