@@ -20,7 +20,7 @@ import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,7 +62,8 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
-from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
+from sandboxd.session_caps import SessionCaps
+from sandboxd.sessions import Sandbox, Sessions, shutting_down
 from sandboxd.supervisor_client import (
     ChannelLost,
     RunMessage,
@@ -83,32 +84,19 @@ BUILD_HINT = "run `sandboxd build-image`"
 logger = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
-class _Sandbox:
+@dataclass(eq=False, kw_only=True)
+class _Container(Sandbox):
     """One container and how to reach it."""
 
-    name: str
-    session: str
-    spec: SandboxSpec
     container_id: str
     layout: Layout
     control_dir: Path
     channel: SupervisorChannel | None
     """None: the `docker exec` fallback."""
-    created_at: float = field(default_factory=time.time)
-    last_used_at: float = field(default_factory=time.time)
-    running: int = 0
-    retired: str | None = None
-    """Why it may no longer run commands (set once)."""
-    slot: SessionSlot | None = None
-    """Its place under the session caps, given back once it is removed (set once started)."""
 
-
-@dataclass(eq=False)
-class _Session:
-    id: str
-    created_at: float = field(default_factory=time.time)
-    sandboxes: dict[SandboxSpec, _Sandbox] = field(default_factory=dict)
+    def usable(self) -> bool:
+        # A supervisor that just died is not usable: _serve_channel is retiring its container.
+        return super().usable() and (self.channel is None or self.channel.lost_reason is None)
 
 
 class DockerBackend:
@@ -125,8 +113,6 @@ class DockerBackend:
         session_caps: SessionCaps | None = None,
     ) -> None:
         """`session_caps`: by default derived from the host for the default Limits."""
-        if not idle_ttl_s > 0:
-            raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
@@ -137,7 +123,6 @@ class DockerBackend:
                 f"{MAX_SOCKET_PATH}-byte Unix socket path limit; choose a shorter state_dir"
             )
         self.image = image
-        self._idle_ttl_s = idle_ttl_s
         self._engine = Engine(docker_base_url, max_workers)
         """Container starts, removals, inspections: quick calls."""
         self._exec_engine = Engine(docker_base_url, max_workers)
@@ -146,26 +131,29 @@ class DockerBackend:
         self.instance_id = secrets.token_hex(8)
         """Recorded on every container this backend creates (label sandboxd.owner)."""
         self._owner = OwnerProcess.current()
-        self._sessions: dict[str, _Session] = {}
         if session_caps is None:
             limits = Limits()
             session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory)
-        self._slots = SessionSlots(session_caps)
-        self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
+        self._sessions: Sessions[_Container] = Sessions(
+            caps=session_caps,
+            idle_ttl_s=idle_ttl_s,
+            start=self._start_sandbox,
+            tear_down=self._tear_down,
+            spawn=self._background,
+        )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
         self._exec_mode_images: set[str] = set()
         """Image ids without python3 (cached: an image id never changes)."""
         self._exit_stack = contextlib.AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
-        self._closing = False
 
     async def __aenter__(self) -> DockerBackend:
         self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        caps = self._slots.caps
+        caps = self._sessions.slots.caps
         logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
-        self._tasks.start_soon(self._reap_idle)
+        self._tasks.start_soon(self._sessions.reap_idle)
         # The engine may be down: health() reports it and run() raises until it is back.
         with contextlib.suppress(EngineUnavailableError):
             await self.gc()
@@ -181,16 +169,10 @@ class DockerBackend:
 
     async def aclose(self) -> None:
         """Kill running commands and remove every container this backend created."""
-        if self._closing:
+        if self._sessions.closing:
             return
-        self._closing = True
         with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as removals:
-                for box in self._all_sandboxes():
-                    removals.start_soon(
-                        self._retire, box, "the sandbox daemon shut down while the command ran"
-                    )
-            self._sessions.clear()
+            await self._sessions.close_all("the sandbox daemon shut down while the command ran")
             # Ours that no session tracks any more (a removal the engine failed) and orphans.
             with contextlib.suppress(BackendError, docker.errors.APIError):
                 await self.gc()
@@ -227,9 +209,9 @@ class DockerBackend:
             image=self.image,
             image_present=image_present,
             problems=tuple(problems),
-            containers=self._slots.in_use,
-            max_sessions=self._slots.caps.total,
-            max_sessions_per_caller=self._slots.caps.per_caller,
+            containers=self._sessions.slots.in_use,
+            max_sessions=self._sessions.slots.caps.total,
+            max_sessions_per_caller=self._sessions.slots.caps.per_caller,
         )
 
     async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
@@ -237,10 +219,10 @@ class DockerBackend:
         checked; None, or why it could not start (a message for Result.error).
 
         Raises BackendError (MountChangedError when a mount is not what was checked)."""
-        box = await self._sandbox_for(session, sandbox)
+        box = await self._sessions.sandbox_for(session, sandbox)
         if isinstance(box, str):
             return box
-        box.last_used_at = time.time()
+        box.touch()
         return None
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
@@ -250,58 +232,32 @@ class DockerBackend:
         happens to the command comes back in the Result.
         """
         started = time.monotonic()
-        box = await self._sandbox_for(session, sandbox)
+        box = await self._sessions.sandbox_for(session, sandbox)
         if isinstance(box, str):
             return ExecOutcome(
                 Result(command=request.command, error=box, duration_s=time.monotonic() - started),
                 sandbox="",
             )
-        box.running += 1
-        box.last_used_at = time.time()
-        try:
+        with box.running_command():
             if box.channel is not None:
                 result = await self._run_supervised(box, box.channel, request)
             else:
                 result = await self._run_exec(box, request)
-        finally:
-            box.running -= 1
-            box.last_used_at = time.time()
         return ExecOutcome(result, sandbox=box.name)
 
     async def list_sessions(self) -> list[SessionInfo]:
-        infos = []
-        for session in self._sessions.values():
-            boxes = list(session.sandboxes.values())
-            infos.append(
-                SessionInfo(
-                    id=session.id,
-                    containers=tuple(box.name for box in boxes),
-                    created_at=session.created_at,
-                    last_used_at=max((box.last_used_at for box in boxes), default=0.0),
-                    running=sum(box.running for box in boxes),
-                )
-            )
-        return infos
+        return self._sessions.infos()
 
     async def close_session(self, session: str) -> bool:
         """Kill the session's commands and remove its containers; False if it is unknown."""
-        record = self._sessions.pop(session, None)
-        if record is None:
-            return False
-        self._forget_start_locks(session)
-        async with anyio.create_task_group() as removals:
-            for box in list(record.sandboxes.values()):
-                removals.start_soon(
-                    self._retire, box, f"session {session} was closed while the command ran"
-                )
-        return True
+        return await self._sessions.close(session)
 
     async def gc(self) -> int:
         """Remove orphaned containers (see sandboxd.ownership) and our own untracked ones."""
         listed = await self._engine.call(
             lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
         )
-        tracked = {box.container_id for box in self._all_sandboxes()}
+        tracked = {box.container_id for box in self._sessions.all()}
         doomed = []
         for container in listed:
             labels = container.get("Labels") or {}
@@ -322,52 +278,7 @@ class DockerBackend:
 
     # Sandboxes -----------------------------------------------------------------------------
 
-    async def _sandbox_for(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
-        """The session's live container for `spec`, started if needed; or why it cannot be."""
-        if self._closing:
-            raise _shutting_down()
-        existing = self._live_sandbox(session, spec)
-        if existing is not None:
-            return existing
-        lock = self._start_locks.setdefault((session, spec), anyio.Lock())
-        try:
-            async with lock:
-                existing = self._live_sandbox(session, spec)
-                if existing is not None:
-                    return existing
-                slot = self._slots.claim(spec.uid)  # before any await: concurrent starts count
-                try:
-                    started = await self._start_sandbox(session, spec)
-                except BaseException:
-                    slot.release()
-                    raise
-                if isinstance(started, str):
-                    slot.release()
-                    return started
-                started.slot = slot
-                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
-                return started
-        finally:
-            if session not in self._sessions:  # the start failed: nothing will retire it
-                self._forget_start_locks(session)
-
-    def _forget_start_locks(self, session: str) -> None:
-        """Drop the session's idle start locks (one per spec it used) so they do not pile up."""
-        for key in [key for key in self._start_locks if key[0] == session]:
-            lock = self._start_locks[key]
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                del self._start_locks[key]
-
-    def _live_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | None:
-        record = self._sessions.get(session)
-        box = record.sandboxes.get(spec) if record is not None else None
-        if box is None or box.retired is not None:
-            return None
-        if box.channel is not None and box.channel.lost_reason is not None:
-            return None  # its supervisor just died; _serve_channel is retiring it
-        return box
-
-    async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Sandbox | str:
+    async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Container | str:
         started = await self._start_container(session, spec)
         if isinstance(started, _NoPython):
             # WHY here and not where it was found: that container is removed first, so two
@@ -376,7 +287,9 @@ class DockerBackend:
         assert not isinstance(started, _NoPython), "an image without python3 starts in exec mode"
         return started
 
-    async def _start_container(self, session: str, spec: SandboxSpec) -> _Sandbox | str | _NoPython:
+    async def _start_container(
+        self, session: str, spec: SandboxSpec
+    ) -> _Container | str | _NoPython:
         layout = plan_layout(spec)
         if isinstance(layout, str):
             return layout
@@ -447,11 +360,19 @@ class DockerBackend:
                     )
                 )
                 check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
-            if self._closing:  # aclose() ran while this container started
+            if self._sessions.closing:  # aclose() ran while this container started
                 if channel is not None:
                     await channel.aclose()
-                raise _shutting_down()
-            box = _Sandbox(name, session, spec, container_id, layout, control_dir, channel)
+                raise shutting_down()
+            box = _Container(
+                name=name,
+                session=session,
+                spec=spec,
+                container_id=container_id,
+                layout=layout,
+                control_dir=control_dir,
+                channel=channel,
+            )
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
             handed_over = True
@@ -572,31 +493,19 @@ class DockerBackend:
                 waiting.start_soon(watch)
         return outcome
 
-    async def _serve_channel(self, box: _Sandbox, channel: SupervisorChannel) -> None:
+    async def _serve_channel(self, box: _Container, channel: SupervisorChannel) -> None:
         await channel.serve()
         if box.retired is None:
             # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
-            await self._retire(box, f"its supervisor stopped: {channel.lost_reason}")
+            await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
 
-    async def _retire(self, box: _Sandbox, reason: str) -> None:
-        """Stop using a sandbox: fail its in-flight commands with `reason`, remove it."""
-        if box.retired is not None:
-            return
-        box.retired = reason
-        record = self._sessions.get(box.session)
-        if record is not None and record.sandboxes.get(box.spec) is box:
-            del record.sandboxes[box.spec]
-            if not record.sandboxes:
-                del self._sessions[box.session]
-                self._forget_start_locks(box.session)
+    async def _tear_down(self, box: _Container, reason: str) -> None:
+        """Fail the container's in-flight commands with `reason`, remove it and its control
+        directory."""
         if box.channel is not None:
             box.channel.close(reason)
-        try:
-            with anyio.CancelScope(shield=True):
-                await self._remove_container(box.container_id)
-        finally:
-            if box.slot is not None:
-                box.slot.release()
+        with anyio.CancelScope(shield=True):
+            await self._remove_container(box.container_id)
         shutil.rmtree(box.control_dir, ignore_errors=True)
 
     async def _last_logs(self, container_id: str) -> str:
@@ -617,7 +526,7 @@ class DockerBackend:
     def _remove_stale_control_dirs(self, container_names: set[str]) -> None:
         """Control dirs of containers that no longer exist (e.g. a killed daemon's)."""
         tokens = {name.rsplit("-", 1)[-1] for name in container_names}
-        live = {box.control_dir.name for box in self._all_sandboxes()}
+        live = {box.control_dir.name for box in self._sessions.all()}
         now = time.time()
         try:
             entries = list(self._control_root.iterdir())
@@ -630,20 +539,6 @@ class DockerBackend:
                 info = entry.lstat()
                 if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > STALE_CONTROL_DIR_S:
                     shutil.rmtree(entry, ignore_errors=True)
-
-    async def _reap_idle(self) -> None:
-        interval = min(max(self._idle_ttl_s / 4, 0.05), 15.0)
-        while True:
-            await anyio.sleep(interval)
-            now = time.time()
-            for box in self._all_sandboxes():
-                if box.running == 0 and now - box.last_used_at >= self._idle_ttl_s:
-                    self._background(
-                        self._retire, box, f"idle for more than {self._idle_ttl_s:g} s"
-                    )
-
-    def _all_sandboxes(self) -> list[_Sandbox]:
-        return [box for record in self._sessions.values() for box in record.sandboxes.values()]
 
     def _background(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         assert self._tasks is not None, "use the backend as `async with DockerBackend(...)`"
@@ -658,7 +553,7 @@ class DockerBackend:
 
     # Commands ------------------------------------------------------------------------------
 
-    def _workdir(self, box: _Sandbox, request: ExecRequest) -> str:
+    def _workdir(self, box: _Container, request: ExecRequest) -> str:
         if request.workdir:
             return request.workdir
         for mount in box.spec.mounts:
@@ -667,7 +562,7 @@ class DockerBackend:
         return box.layout.home
 
     async def _run_supervised(
-        self, box: _Sandbox, channel: SupervisorChannel, request: ExecRequest
+        self, box: _Container, channel: SupervisorChannel, request: ExecRequest
     ) -> Result:
         started = time.monotonic()
         message = RunMessage(
@@ -704,7 +599,7 @@ class DockerBackend:
             stderr_file=reply.stderr_file,
         )
 
-    def _lost_message(self, box: _Sandbox, lost: ChannelLost) -> str:
+    def _lost_message(self, box: _Container, lost: ChannelLost) -> str:
         if lost.by_backend:
             return lost.reason
         return (
@@ -713,7 +608,7 @@ class DockerBackend:
             "that container were lost; this session's next command gets a fresh container"
         )
 
-    async def _run_exec(self, box: _Sandbox, request: ExecRequest) -> Result:
+    async def _run_exec(self, box: _Container, request: ExecRequest) -> Result:
         call = ExecCall(
             container_id=box.container_id,
             command=request.command,
@@ -744,7 +639,7 @@ class DockerBackend:
                 f"the sandbox {box.name} cannot run commands any more: {exc}; "
                 "this session's next command gets a fresh container"
             )
-            await self._retire(box, reason)
+            await self._sessions.retire(box, reason)
             return Result(command=request.command, error=reason)
 
 
@@ -775,10 +670,4 @@ def _unix_sockets_not_deniable(image: str) -> BackendError:
         "an image with python3, or set allow_unix_sockets = true in the daemon's config and "
         "ask for unix_sockets in the request if you accept that risk",
         code="unix_sockets_not_denied",
-    )
-
-
-def _shutting_down() -> BackendError:
-    return BackendError(
-        "the sandbox daemon is shutting down: retry once it is back", code="shutting_down"
     )

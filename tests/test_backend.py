@@ -444,7 +444,7 @@ async def test_health_reports_a_missing_image_with_its_fix(state_dir: Path) -> N
         with pytest.raises(ImageMissingError, match="sandboxd build-image"):
             await run(backend, "true", sandbox=spec(image=missing))
         # A failed start leaves nothing behind for its session (a daemon runs for weeks).
-        assert backend._start_locks == {}
+        assert backend._sessions._start_locks == {}
 
 
 async def test_health_of_a_good_setup(backend: DockerBackend) -> None:

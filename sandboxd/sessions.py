@@ -1,0 +1,211 @@
+"""A backend's sessions: which sandbox each session has for each spec, from start to removal.
+
+Engine-agnostic bookkeeping any backend shares: one start at a time per (session, spec) (its
+start lock), a place under the session caps from before a sandbox starts until it is torn
+down, idle reaping, retiring (fail in-flight commands, tear down), listing and closing. The
+backend says how a sandbox starts and how it is torn down; see sandboxd.docker.backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import anyio
+
+from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
+from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
+
+
+@dataclass(eq=False, kw_only=True)
+class Sandbox:
+    """One sandbox of a session; a backend subclasses it with how to reach it."""
+
+    name: str
+    session: str
+    spec: SandboxSpec
+    created_at: float = field(default_factory=time.time)
+    last_used_at: float = field(default_factory=time.time)
+    running: int = 0
+    """Commands running now."""
+    retired: str | None = None
+    """Why it may no longer run commands (set once)."""
+    slot: SessionSlot | None = None
+    """Its place under the session caps, given back once it is torn down (set once started)."""
+
+    def usable(self) -> bool:
+        """Whether it can take a command now; a backend may know better (a dead supervisor)."""
+        return self.retired is None
+
+    def touch(self) -> None:
+        self.last_used_at = time.time()
+
+    @contextlib.contextmanager
+    def running_command(self) -> Iterator[None]:
+        """Counts a command while it runs, so that idle reaping leaves its sandbox alone."""
+        self.running += 1
+        self.touch()
+        try:
+            yield
+        finally:
+            self.running -= 1
+            self.touch()
+
+
+BoxT = TypeVar("BoxT", bound=Sandbox)
+
+
+@dataclass(eq=False)
+class _Session(Generic[BoxT]):
+    id: str
+    created_at: float = field(default_factory=time.time)
+    sandboxes: dict[SandboxSpec, BoxT] = field(default_factory=dict)
+
+
+class Sessions(Generic[BoxT]):
+    """The live sandboxes of every session, and the rules of their lifecycle."""
+
+    def __init__(
+        self,
+        *,
+        caps: SessionCaps,
+        idle_ttl_s: float,
+        start: Callable[[str, SandboxSpec], Awaitable[BoxT | str]],
+        tear_down: Callable[[BoxT, str], Awaitable[None]],
+        spawn: Callable[..., None],
+    ) -> None:
+        """`start`: a new sandbox, or why it cannot start; `tear_down`: fail its in-flight
+        commands with the reason and remove it; `spawn(fn, *args)`: run a task in the
+        backend's task group."""
+        if not idle_ttl_s > 0:
+            raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
+        self.slots = SessionSlots(caps)
+        self._idle_ttl_s = idle_ttl_s
+        self._start = start
+        self._tear_down = tear_down
+        self._spawn = spawn
+        self._sessions: dict[str, _Session[BoxT]] = {}
+        self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
+        self.closing = False
+        """Set by close_all(): no sandbox starts any more."""
+
+    async def sandbox_for(self, session: str, spec: SandboxSpec) -> BoxT | str:
+        """The session's live sandbox for `spec`, started if needed; or why it cannot be.
+
+        Raises BackendError (TooManySessionsError over a cap, shutting down, the backend's)."""
+        if self.closing:
+            raise shutting_down()
+        existing = self.live(session, spec)
+        if existing is not None:
+            return existing
+        lock = self._start_locks.setdefault((session, spec), anyio.Lock())
+        try:
+            async with lock:
+                existing = self.live(session, spec)
+                if existing is not None:
+                    return existing
+                slot = self.slots.claim(spec.uid)  # before any await: concurrent starts count
+                try:
+                    started = await self._start(session, spec)
+                except BaseException:
+                    slot.release()
+                    raise
+                if isinstance(started, str):
+                    slot.release()
+                    return started
+                started.slot = slot
+                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
+                return started
+        finally:
+            if session not in self._sessions:  # the start failed: nothing will retire it
+                self._forget_start_locks(session)
+
+    def live(self, session: str, spec: SandboxSpec) -> BoxT | None:
+        record = self._sessions.get(session)
+        box = record.sandboxes.get(spec) if record is not None else None
+        if box is None or not box.usable():
+            return None
+        return box
+
+    def all(self) -> list[BoxT]:
+        return [box for record in self._sessions.values() for box in record.sandboxes.values()]
+
+    def infos(self) -> list[SessionInfo]:
+        infos = []
+        for session in self._sessions.values():
+            boxes = list(session.sandboxes.values())
+            infos.append(
+                SessionInfo(
+                    id=session.id,
+                    containers=tuple(box.name for box in boxes),
+                    created_at=session.created_at,
+                    last_used_at=max((box.last_used_at for box in boxes), default=0.0),
+                    running=sum(box.running for box in boxes),
+                )
+            )
+        return infos
+
+    async def close(self, session: str) -> bool:
+        """Kill the session's commands and tear down its sandboxes; False if it is unknown."""
+        record = self._sessions.pop(session, None)
+        if record is None:
+            return False
+        self._forget_start_locks(session)
+        async with anyio.create_task_group() as removals:
+            for box in list(record.sandboxes.values()):
+                removals.start_soon(
+                    self.retire, box, f"session {session} was closed while the command ran"
+                )
+        return True
+
+    async def close_all(self, reason: str) -> None:
+        """Start no sandbox any more; retire every one (shielded: this is the way out)."""
+        self.closing = True
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as removals:
+                for box in self.all():
+                    removals.start_soon(self.retire, box, reason)
+            self._sessions.clear()
+
+    async def retire(self, box: BoxT, reason: str) -> None:
+        """Stop using a sandbox: fail its in-flight commands with `reason`, tear it down."""
+        if box.retired is not None:
+            return
+        box.retired = reason
+        record = self._sessions.get(box.session)
+        if record is not None and record.sandboxes.get(box.spec) is box:
+            del record.sandboxes[box.spec]
+            if not record.sandboxes:
+                del self._sessions[box.session]
+                self._forget_start_locks(box.session)
+        try:
+            await self._tear_down(box, reason)
+        finally:
+            if box.slot is not None:
+                box.slot.release()
+
+    async def reap_idle(self) -> None:
+        """Retire sandboxes without a command for idle_ttl_s, until cancelled."""
+        interval = min(max(self._idle_ttl_s / 4, 0.05), 15.0)
+        while True:
+            await anyio.sleep(interval)
+            now = time.time()
+            for box in self.all():
+                if box.running == 0 and now - box.last_used_at >= self._idle_ttl_s:
+                    self._spawn(self.retire, box, f"idle for more than {self._idle_ttl_s:g} s")
+
+    def _forget_start_locks(self, session: str) -> None:
+        """Drop the session's idle start locks (one per spec it used) so they do not pile up."""
+        for key in [key for key in self._start_locks if key[0] == session]:
+            lock = self._start_locks[key]
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                del self._start_locks[key]
+
+
+def shutting_down() -> BackendError:
+    return BackendError(
+        "the sandbox daemon is shutting down: retry once it is back", code="shutting_down"
+    )
