@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION, OwnerProcess
+from sandboxd.docker.ownership import (
+    LABEL_MANAGED,
+    LABEL_OWNER_PROCESS,
+    LABEL_SESSION,
+    OwnerProcess,
+)
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0

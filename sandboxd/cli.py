@@ -259,7 +259,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _build_image(args: argparse.Namespace) -> int:
     from sandboxd.backend import BackendError
-    from sandboxd.image import build_image
+    from sandboxd.docker.image import build_image
 
     def show(text: str) -> None:
         sys.stderr.write(text)
@@ -292,9 +292,9 @@ def _gc(args: argparse.Namespace) -> int:
 
 
 async def _sweep_directly(config: DaemonConfig) -> None:
-    """A backend sweeps orphans when it starts (sandboxd.ownership says which: never the
+    """A backend sweeps orphans when it starts (sandboxd.docker.ownership says which: never the
     containers of a live daemon); gc() then sweeps once more."""
-    from sandboxd.docker_backend import DockerBackend
+    from sandboxd.docker.backend import DockerBackend
 
     backend = DockerBackend(
         image=config.image,

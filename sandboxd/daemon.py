@@ -34,7 +34,7 @@ import anyio.abc
 from sandboxd.app import App, sandboxd_version
 from sandboxd.audit import AuditLog
 from sandboxd.config import DaemonConfig
-from sandboxd.docker_backend import DockerBackend
+from sandboxd.docker.backend import DockerBackend
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy

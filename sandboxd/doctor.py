@@ -21,7 +21,7 @@ import httpx
 from sandboxd.api import API_PREFIX, HealthResponse
 from sandboxd.backend import ExecRequest, Limits, Mount, SandboxSpec
 from sandboxd.config import DaemonConfig
-from sandboxd.docker_backend import DockerBackend
+from sandboxd.docker.backend import DockerBackend
 
 DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""

@@ -7,7 +7,7 @@ policy pins what it checked: each component of the resolved path is opened witho
 symlinks (`O_PATH | O_NOFOLLOW`), and the last one is kept open while the container starts, so
 its inode cannot be freed and reused. The container then reports the device, inode and type of
 each mount root as it sees them; any difference means the engine mounted something else, and the
-container is destroyed before any command runs (see sandboxd.docker_backend).
+container is destroyed before any command runs (see sandboxd.docker.backend).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_MAX_SESSIONS = 64

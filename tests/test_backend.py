@@ -27,8 +27,8 @@ from sandboxd.backend import (
     Mount,
     SandboxSpec,
 )
-from sandboxd.docker_backend import DockerBackend
-from sandboxd.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 from sandboxd.session_caps import SessionCaps
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
@@ -399,7 +399,7 @@ async def test_orphans_of_a_killed_backend_are_swept(state_dir: Path, docker_cli
         import sys, anyio
         from pathlib import Path
         from sandboxd.backend import ExecRequest, SandboxSpec, Limits
-        from sandboxd.docker_backend import DockerBackend
+        from sandboxd.docker.backend import DockerBackend
 
         async def main():
             async with DockerBackend(image={SANDBOX_IMAGE!r}, state_dir=Path(sys.argv[1])) as b:

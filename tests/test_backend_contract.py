@@ -22,8 +22,8 @@ from sandboxd.backend import (
     Mount,
     SandboxSpec,
 )
-from sandboxd.docker_backend import DockerBackend
-from sandboxd.ownership import (
+from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.ownership import (
     LABEL_CREATED,
     LABEL_OWNER_PROCESS,
     STARTING_GRACE_S,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import require
 
-from sandboxd.image import ImageBuildError, build_image, dockerfile_path
+from sandboxd.docker.image import ImageBuildError, build_image, dockerfile_path
 
 pytestmark = pytest.mark.docker
 

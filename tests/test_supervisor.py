@@ -23,7 +23,7 @@ import anyio.abc
 import pytest
 
 from logos.capture import SAVE_LIMIT_NOTE
-from sandboxd.container import PYTHON_FLAGS, install_supervisor
+from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
 from sandboxd.supervisor_client import (
     ChannelLost,
     RunMessage,

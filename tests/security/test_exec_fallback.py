@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sandboxd_harness import Daemon, running_daemon
 
-from sandboxd.docker_exec import BACKSTOP_MARGIN_S
+from sandboxd.docker.exec_fallback import BACKSTOP_MARGIN_S
 
 pytestmark = pytest.mark.docker
 

@@ -26,8 +26,8 @@ from conftest import SANDBOX_IMAGE
 from sandboxd_harness import Daemon, running_daemon, short_dir
 
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
-from sandboxd.docker_backend import DockerBackend
-from sandboxd.ownership import LABEL_SESSION
+from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.pinned import identify
 
 pytestmark = pytest.mark.docker

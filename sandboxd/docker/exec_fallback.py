@@ -9,7 +9,7 @@ The wrapper runs in an environment the daemon chose, with tools found in a fixed
 request's env is set in the command's own shell only.
 
 Each exec holds a worker thread for as long as its command runs: the backend gives them an
-engine client and threads of their own (sandboxd.engine), apart from container starts.
+engine client and threads of their own (sandboxd.docker.engine), apart from container starts.
 
 Differences from the supervisor, by design of a fallback: the timeout is a SIGKILL without
 a SIGTERM grace, a cut output is not saved inside the container, OOM kills are not told apart
@@ -32,7 +32,7 @@ from docker.utils.socket import read as read_socket
 
 from logos.capture import OutputCapture
 from logos.result import Result
-from sandboxd.engine import api_error_text
+from sandboxd.docker.engine import api_error_text
 from sandboxd.supervisor import NONINTERACTIVE_ENV
 
 NO_WORKDIR_MARKER = "sandboxd: no such working directory"

@@ -34,7 +34,7 @@ PYTHON_FLAGS = ("-E", "-s", "-S")
 """Only the standard library and the supervisor's directory on sys.path, fast start."""
 
 # The container's main process. With python3 it becomes the supervisor; without, it exits 3
-# and the backend falls back to `docker exec` for this image (see sandboxd.docker_exec).
+# and the backend falls back to `docker exec` for this image (see sandboxd.docker.exec_fallback).
 SUPERVISED_LAUNCHER = f"""mkdir -p "$HOME" 2>/dev/null
 command -v python3 >/dev/null 2>&1 || exit 3
 exec python3 {" ".join(PYTHON_FLAGS)} {CONTROL_DIR}/supervisor.py {CONTROL_DIR}/{SOCKET_NAME}

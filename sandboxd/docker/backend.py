@@ -3,9 +3,9 @@
 A session's first command starts a container whose main process is the supervisor
 (sandboxd.supervisor); every later command of that session (with the same SandboxSpec) is a
 JSON line over the supervisor's one connection, with no Docker API call and no thread.
-Images without python3 fall back to `docker exec` (sandboxd.docker_exec).
+Images without python3 fall back to `docker exec` (sandboxd.docker.exec_fallback).
 
-Orphans: see sandboxd.ownership for the rule that lets several daemons share one engine.
+Orphans: see sandboxd.docker.ownership for the rule that lets several daemons share one engine.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from sandboxd.backend import (
     SandboxSpec,
     SessionInfo,
 )
-from sandboxd.container import (
+from sandboxd.docker.container import (
     SOCKET_NAME,
     Layout,
     container_name,
@@ -50,10 +50,10 @@ from sandboxd.container import (
     install_supervisor,
     plan_layout,
 )
-from sandboxd.docker_exec import ExecCall, SandboxGoneError, run_exec
-from sandboxd.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
-from sandboxd.mount_check import check_mounts, exec_report, parse_exec_report
-from sandboxd.ownership import (
+from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
+from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
+from sandboxd.docker.mount_report import exec_report, parse_exec_report
+from sandboxd.docker.ownership import (
     LABEL_CREATED,
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -62,6 +62,7 @@ from sandboxd.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.mount_check import check_mounts
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
 from sandboxd.supervisor_client import (
@@ -253,7 +254,7 @@ class DockerBackend:
         return await self._sessions.close(session)
 
     async def gc(self) -> int:
-        """Remove orphaned containers (see sandboxd.ownership) and our own untracked ones."""
+        """Remove orphaned containers (see sandboxd.docker.ownership) and our own untracked ones."""
         listed = await self._engine.call(
             lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
         )

@@ -15,7 +15,7 @@ from typing import Any
 import docker.errors
 
 from sandboxd.backend import BackendError
-from sandboxd.engine import Engine, api_error_text
+from sandboxd.docker.engine import Engine, api_error_text
 
 DEFAULT_TAG = "logos-sandbox:latest"
 OFFLINE_HINT = (
@@ -32,7 +32,7 @@ class ImageBuildError(BackendError):
 
 def dockerfile_path() -> Path:
     """The sandbox Dockerfile: shipped inside the package, else the source checkout's."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the sandboxd package
     for candidate in (here / "Dockerfile", here.parent / "Dockerfile"):
         if candidate.is_file():
             return candidate
