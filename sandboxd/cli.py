@@ -294,15 +294,9 @@ def _gc(args: argparse.Namespace) -> int:
 async def _sweep_directly(config: DaemonConfig) -> None:
     """A backend sweeps orphans when it starts (sandboxd.docker.ownership says which: never the
     containers of a live daemon); gc() then sweeps once more."""
-    from sandboxd.docker.backend import DockerBackend
+    from sandboxd.backends import build_backend
 
-    backend = DockerBackend(
-        image=config.image,
-        idle_ttl_s=config.idle_ttl_s,
-        max_workers=config.max_workers,
-        state_dir=config.state_dir,
-    )
-    async with backend:
+    async with build_backend(config) as backend:
         await backend.gc()
 
 

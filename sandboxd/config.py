@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -69,6 +69,8 @@ class DaemonConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    backend: Literal["docker"] = "docker"
+    """What runs the sandboxes (sandboxd.backends builds it); "docker" is the only one so far."""
     image: str = Field(default=DEFAULT_IMAGE, min_length=1)
     """The image commands run in when a request names none."""
     allowed_images: tuple[str, ...] = ()

@@ -33,8 +33,8 @@ import anyio.abc
 
 from sandboxd.app import App, sandboxd_version
 from sandboxd.audit import AuditLog
+from sandboxd.backends import build_backend
 from sandboxd.config import DaemonConfig
-from sandboxd.docker.backend import DockerBackend
 from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path
 from sandboxd.policy import Policy
@@ -43,7 +43,6 @@ from sandboxd.process import (
     raise_open_files_limit,
     return_freed_memory_promptly,
 )
-from sandboxd.session_caps import SessionCaps
 
 logger = logging.getLogger(__name__)
 
@@ -204,13 +203,7 @@ async def _serve_bound(
     open_files: int,
 ) -> None:
     try:
-        backend = DockerBackend(
-            image=config.image,
-            idle_ttl_s=config.idle_ttl_s,
-            max_workers=config.max_workers,
-            state_dir=config.state_dir,
-            session_caps=SessionCaps.from_config(config),
-        )
+        backend = build_backend(config)
     except ValueError as exc:
         raise DaemonError(str(exc)) from exc
     async with backend:

@@ -19,9 +19,9 @@ from typing import TextIO
 import httpx
 
 from sandboxd.api import API_PREFIX, HealthResponse
-from sandboxd.backend import ExecRequest, Limits, Mount, SandboxSpec
+from sandboxd.backend import Backend, ExecRequest, Limits, Mount, SandboxSpec
+from sandboxd.backends import build_backend
 from sandboxd.config import DaemonConfig
-from sandboxd.docker.backend import DockerBackend
 
 DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""
@@ -59,9 +59,8 @@ class _Report:
 async def run_doctor(config: DaemonConfig, socket_path: Path, out: TextIO | None = None) -> bool:
     """Run every check; True when none failed."""
     report = _Report(out if out is not None else sys.stdout)
-    backend = DockerBackend(
-        image=config.image, idle_ttl_s=120.0, max_workers=4, state_dir=config.state_dir
-    )
+    # A few workers and a short idle time: the doctor starts one sandbox and closes it.
+    backend = build_backend(config.model_copy(update={"idle_ttl_s": 120.0, "max_workers": 4}))
     async with backend:
         health = await backend.health()
         if health.engine_version is None:
@@ -84,7 +83,7 @@ async def run_doctor(config: DaemonConfig, socket_path: Path, out: TextIO | None
     return not report.failures
 
 
-async def _container_checks(backend: DockerBackend, image: str, report: _Report) -> None:
+async def _container_checks(backend: Backend, image: str, report: _Report) -> None:
     session = f"doctor-{secrets.token_hex(4)}"
     scratch = Path(os.path.realpath(tempfile.mkdtemp(prefix="sandboxd-doctor-")))
     read_only, writable = scratch / "ro", scratch / "rw"

@@ -108,6 +108,7 @@ def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> 
         ("max_timeout_s = 10\ndefault_timeout_s = 20", "larger than max_timeout_s"),
         ("allow_network = 'yes'", "allow_network"),
         ("max_workers = 0", "max_workers"),
+        ('backend = "podman"', "backend: Input should be 'docker'"),
     ],
 )
 def test_bad_values_say_what_is_wrong(tmp_path: Path, text: str, fragment: str) -> None:
