@@ -41,8 +41,8 @@ from bench.results import Section, mib
 from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
 from logos.result import Result
-from logos.sandbox_runner import SandboxRunner
 from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
+from sandboxd.runner import SandboxRunner
 
 FAMILY = "flood"
 TITLE = "Output flood: peak memory while a command writes"

@@ -26,7 +26,7 @@ from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
 from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
 from logos.result import Result
-from logos.sandbox_runner import SandboxRunner
+from sandboxd.runner import SandboxRunner
 
 FAMILY = "roundtrip"
 TITLE = "Command round trip"

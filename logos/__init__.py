@@ -1,7 +1,8 @@
 """logos: a stateless agent loop whose model acts through `<cmd>` blocks.
 
-Data flows one way: model text → blocks (`parse`) → runner (`LocalRunner`,
-`SandboxRunner`) → results (`Result`) → envelope (`format_results`) → model (`run`).
+Data flows one way: model text → blocks (`parse`) → runner (`LocalRunner`, or a sandbox's
+runner such as `sandboxd.runner.SandboxRunner`) → results (`Result`) → envelope
+(`format_results`) → model (`run`).
 """
 
 from logos.capture import CapturedOutput, OutputCapture
@@ -50,7 +51,6 @@ from logos.providers import (
 )
 from logos.result import Result
 from logos.runner import Runner
-from logos.sandbox_runner import SandboxRunner
 from logos.steps import RunResult, StepMessage, StopReason, steps_to_messages
 
 __all__ = [
@@ -88,7 +88,6 @@ __all__ = [
     "RetryPolicy",
     "RunResult",
     "Runner",
-    "SandboxRunner",
     "ServerError",
     "StepMessage",
     "StopReason",

@@ -30,7 +30,7 @@ class Config:
     system_prompt: str | None = None
     """None renders `build_system_prompt()` for this machine and the working directory."""
     runner: Runner = field(default_factory=LocalRunner)
-    """Where commands run: local bash by default, or `SandboxRunner()`."""
+    """Where commands run: local bash by default, or a sandbox's (`SandboxRunner()`)."""
     exec_options: ExecOptions = field(default_factory=ExecOptions)
     """Timeout, output limits, allowed paths and environment for every command."""
     policy: CommandPolicy = check_command

@@ -1,8 +1,8 @@
 """The daemon's wire format: pydantic models for every body that crosses the socket.
 
-Shared by the daemon and its clients (logos.SandboxRunner), so this module must never import
-docker. Requests forbid unknown fields (a typo must not silently change what runs); responses
-ignore them (an older client keeps working against a newer daemon).
+Shared by the daemon and its clients (sandboxd.client, sandboxd.runner), so this module must
+never import docker. Requests forbid unknown fields (a typo must not silently change what
+runs); responses ignore them (an older client keeps working against a newer daemon).
 """
 
 from __future__ import annotations

@@ -16,13 +16,9 @@ import httpx
 
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
-from sandboxd.api import (
-    API_PREFIX,
-    ErrorResponse,
-    GcResponse,
-    HealthResponse,
-    SessionsResponse,
-)
+from sandboxd.api import API_PREFIX, GcResponse, SessionsResponse
+from sandboxd.client import daemon_client, error_detail
+from sandboxd.client import health as read_health
 from sandboxd.config import (
     DEFAULT_IMAGE,
     ConfigError,
@@ -173,10 +169,9 @@ def _status(args: argparse.Namespace) -> int:
     socket_path = resolve_socket_path(args.socket)
     with _daemon_client(socket_path) as client:
         health_response = _get(client, socket_path, f"{API_PREFIX}/health")
-        try:
-            health = HealthResponse.model_validate_json(health_response.content)
-        except ValueError:
-            raise CliError(_error_text(health_response)) from None
+        health = read_health(health_response)
+        if health is None:
+            raise CliError(_error_text(health_response))
         print(f"sandboxd {health.version} is up on {socket_path}")
         engine = f"Docker {health.engine_version}" if health.engine_version else "unreachable"
         if health.image_present:
@@ -205,7 +200,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from logos.sandbox_runner import SandboxRunner
+    from sandboxd.runner import SandboxRunner
 
     words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not words:
@@ -301,11 +296,7 @@ async def _sweep_directly(config: DaemonConfig) -> None:
 
 
 def _daemon_client(socket_path: Path) -> httpx.Client:
-    return httpx.Client(
-        transport=httpx.HTTPTransport(uds=os.fspath(socket_path)),
-        base_url="http://sandboxd",
-        timeout=httpx.Timeout(60.0, connect=5.0),
-    )
+    return daemon_client(socket_path, httpx.Timeout(60.0, connect=5.0))
 
 
 def _get(client: httpx.Client, socket_path: Path, path: str) -> httpx.Response:
@@ -321,9 +312,8 @@ def _get(client: httpx.Client, socket_path: Path, path: str) -> httpx.Response:
 
 
 def _error_text(response: httpx.Response) -> str:
-    try:
-        detail = ErrorResponse.model_validate_json(response.content).error
-    except ValueError:
+    detail = error_detail(response)
+    if detail is None:
         return f"the daemon answered HTTP {response.status_code}: {response.text[:500]}"
     return f"the daemon answered {response.status_code} {detail.code}: {detail.message}"
 

@@ -18,9 +18,11 @@ from typing import TextIO
 
 import httpx
 
-from sandboxd.api import API_PREFIX, HealthResponse
+from sandboxd.api import API_PREFIX
 from sandboxd.backend import Backend, ExecRequest, Limits, Mount, SandboxSpec
 from sandboxd.backends import build_backend
+from sandboxd.client import daemon_client
+from sandboxd.client import health as read_health
 from sandboxd.config import DaemonConfig
 
 DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
@@ -209,16 +211,14 @@ async def _check_limits(run: _Run, report: _Report) -> None:
 
 
 def _daemon_check(socket_path: Path, report: _Report) -> None:
-    transport = httpx.HTTPTransport(uds=os.fspath(socket_path))
     try:
-        with httpx.Client(transport=transport, base_url="http://sandboxd", timeout=30) as client:
+        with daemon_client(socket_path, timeout=30) as client:
             response = client.get(f"{API_PREFIX}/health")
     except httpx.TransportError:
         report.note("daemon", f"none on {socket_path} (start one with `sandboxd serve`)")
         return
-    try:
-        health = HealthResponse.model_validate_json(response.content)
-    except ValueError:
+    health = read_health(response)
+    if health is None:
         report.fail(
             "daemon",
             f"{socket_path} answers HTTP {response.status_code} but not as sandboxd",

@@ -1,4 +1,4 @@
-"""logos.SandboxRunner against a real sandboxd daemon (subprocess, real socket, real Docker)."""
+"""sandboxd's SandboxRunner against a real daemon (subprocess, real socket, real Docker)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from sandboxd_harness import Daemon, running_daemon, short_dir
 
 from logos import AllowedPath, ExecOptions, Runner
-from logos.sandbox_runner import SandboxRunner
+from sandboxd.runner import SandboxRunner
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 

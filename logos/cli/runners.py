@@ -7,24 +7,18 @@ the model is called and money is spent.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-from pydantic import ValidationError
-
 from logos.cli.errors import CliError
 from logos.local_runner import LocalRunner
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
-from logos.sandbox_runner import SandboxRunner
-from sandboxd.api import API_PREFIX, HealthResponse
+from sandboxd.client import health_problem
 from sandboxd.paths import SocketPathError, resolve_socket_path
-
-_HEALTH_TIMEOUT_S = 10.0
+from sandboxd.runner import SandboxRunner
 
 
 @dataclass(frozen=True)
@@ -77,35 +71,7 @@ def sandbox_socket(spec: RunnerSpec) -> Path:
 
 def sandboxd_problem(socket: Path) -> str | None:
     """Why sandboxd on `socket` cannot run commands now, with the fix; None when it can."""
-    try:
-        with httpx.Client(
-            transport=httpx.HTTPTransport(uds=os.fspath(socket)),
-            base_url="http://sandboxd",
-            timeout=_HEALTH_TIMEOUT_S,
-        ) as client:
-            response = client.get(f"{API_PREFIX}/health")
-    except httpx.HTTPError as exc:
-        if _errno_of(exc) == errno.EACCES:
-            return (
-                f"cannot connect to sandboxd on {socket}: permission denied (the socket is "
-                "private to the user running the daemon): run as that user, or start your "
-                "own daemon with `sandboxd serve`"
-            )
-        return (
-            f"sandboxd is not running on {socket}: start it with `sandboxd serve` (or pass "
-            "--socket PATH if it listens elsewhere)"
-        )
-    try:
-        health = HealthResponse.model_validate_json(response.content)
-    except ValidationError:
-        return (
-            f"something on {socket} answered HTTP {response.status_code} but is not sandboxd: "
-            "check --socket, or start the daemon with `sandboxd serve`"
-        )
-    if health.ok:
-        return None
-    problems = "; ".join(health.problems) or "no details given"
-    return f"sandboxd on {socket} cannot run commands: {problems}"
+    return health_problem(socket)
 
 
 def make_runner(spec: RunnerSpec) -> LocalRunner | SandboxRunner:
@@ -133,12 +99,3 @@ def system_prompt_for(
         extra=f"Commands run in a sandbox that sees only these host paths: {paths}. "
         f"Network access is {network}.\n{extra}",
     )
-
-
-def _errno_of(exc: BaseException) -> int | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen.errno
-        seen = seen.__cause__ or seen.__context__
-    return None

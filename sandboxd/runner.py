@@ -1,13 +1,14 @@
-"""A Runner that runs each command in sandboxd's Docker sandbox, through its Unix socket.
+"""A logos runner that runs each command in sandboxd's sandbox, through the daemon's socket.
 
-Whatever goes wrong on the way (no daemon, a refused path, the engine down) comes back as
-`Result.error`, which the loop shows to the model: a sandbox problem never ends a run.
+It is sandboxd's own client, as a daemon ships one: to logos it is a `logos.Runner`
+(structurally: sandboxd imports only logos's vocabulary). Whatever goes wrong on the way (no
+daemon, a refused path, the engine down) comes back as `Result.error`, which the loop shows
+to the model: a sandbox problem never ends a run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
 import time
@@ -18,11 +19,15 @@ import httpx
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-# WHY a module import: sandboxd.api imports logos, whose __init__ imports this module; the
-# names are looked up when used, so either package may be imported first.
-import sandboxd.api as wire
 from logos.options import ExecOptions
 from logos.result import Result
+from sandboxd import api as wire
+from sandboxd.client import (
+    async_daemon_client,
+    error_detail,
+    permission_denied,
+    permission_denied_message,
+)
 from sandboxd.paths import resolve_socket_path
 
 _HTTP_MARGIN_S = 90.0
@@ -68,10 +73,8 @@ class SandboxRunner:
         self.unix_sockets = unix_sockets
         self._close_session = close_session
         self._used = False
-        self._client = httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=os.fspath(self.socket_path)),
-            base_url="http://sandboxd",
-            timeout=httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+        self._client = async_daemon_client(
+            self.socket_path, httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S)
         )
 
     async def __aenter__(self) -> SandboxRunner:
@@ -160,13 +163,8 @@ class SandboxRunner:
                 "(the command's timeout plus a margin): check the daemon's log"
             )
         if isinstance(exc, httpx.ConnectError):
-            cause = _os_error(exc)
-            if cause is not None and cause.errno == errno.EACCES:
-                return (
-                    f"cannot connect to sandboxd on {where}: permission denied (the socket is "
-                    "private to the user running the daemon): run as that user, or start your "
-                    "own daemon with `sandboxd serve`"
-                )
+            if permission_denied(exc):
+                return permission_denied_message(where)
             return f"sandboxd is not running on {where}: start it with `sandboxd serve`"
         return (
             f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
@@ -192,21 +190,11 @@ def _invalid(exc: ValidationError | PydanticSerializationError) -> str:
 
 
 def _refusal(response: httpx.Response) -> str:
-    try:
-        detail = wire.ErrorResponse.model_validate_json(response.content).error
-    except ValidationError:
+    detail = error_detail(response)
+    if detail is None:
         text = response.text.strip()[:500] or "no details"
         return f"sandboxd answered HTTP {response.status_code}: {text}"
     return f"sandboxd refused the command ({response.status_code} {detail.code}): {detail.message}"
-
-
-def _os_error(exc: BaseException) -> OSError | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def _absolute(path: str) -> str:

@@ -1,0 +1,95 @@
+"""One client for the daemon's socket: how to connect to it, and what a failure means.
+
+SandboxRunner, the `sandboxd` command (status, gc, doctor) and the logos sandbox kind (its
+health check) all reach the daemon through here, so a failure is explained the same way
+wherever it shows.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from sandboxd.api import API_PREFIX, ErrorDetail, ErrorResponse, HealthResponse
+
+BASE_URL = "http://sandboxd"
+"""The host part of every request: the socket is the address, the name is a placeholder."""
+HEALTH_TIMEOUT_S = 10.0
+
+
+def daemon_client(socket_path: Path, timeout: httpx.Timeout | float) -> httpx.Client:
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=os.fspath(socket_path)),
+        base_url=BASE_URL,
+        timeout=timeout,
+    )
+
+
+def async_daemon_client(socket_path: Path, timeout: httpx.Timeout | float) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.AsyncHTTPTransport(uds=os.fspath(socket_path)),
+        base_url=BASE_URL,
+        timeout=timeout,
+    )
+
+
+def permission_denied(exc: BaseException) -> bool:
+    """Whether connecting failed because the socket is not the caller's to use (EACCES)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen.errno == errno.EACCES
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def permission_denied_message(socket_path: Path) -> str:
+    return (
+        f"cannot connect to sandboxd on {socket_path}: permission denied (the socket is "
+        "private to the user running the daemon): run as that user, or start your "
+        "own daemon with `sandboxd serve`"
+    )
+
+
+def error_detail(response: httpx.Response) -> ErrorDetail | None:
+    """The daemon's `{"error": …}` of a refusal; None when the answer is not one."""
+    try:
+        return ErrorResponse.model_validate_json(response.content).error
+    except ValidationError:
+        return None
+
+
+def health(response: httpx.Response) -> HealthResponse | None:
+    """A GET /v1/health answer; None when whatever answered is not sandboxd."""
+    try:
+        return HealthResponse.model_validate_json(response.content)
+    except ValidationError:
+        return None
+
+
+def health_problem(socket_path: Path) -> str | None:
+    """Why sandboxd on `socket_path` cannot run commands now, with the fix; None when it can."""
+    try:
+        with daemon_client(socket_path, HEALTH_TIMEOUT_S) as client:
+            response = client.get(f"{API_PREFIX}/health")
+    except httpx.HTTPError as exc:
+        if permission_denied(exc):
+            return permission_denied_message(socket_path)
+        return (
+            f"sandboxd is not running on {socket_path}: start it with `sandboxd serve` (or "
+            "pass --socket PATH if it listens elsewhere)"
+        )
+    answer = health(response)
+    if answer is None:
+        return (
+            f"something on {socket_path} answered HTTP {response.status_code} but is not "
+            "sandboxd: check --socket, or start the daemon with `sandboxd serve`"
+        )
+    if answer.ok:
+        return None
+    problems = "; ".join(answer.problems) or "no details given"
+    return f"sandboxd on {socket_path} cannot run commands: {problems}"
