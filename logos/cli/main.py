@@ -36,7 +36,7 @@ from logos.cli.model import open_model
 from logos.cli.paths import runs_dir
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
-from logos.cli.runners import RunnerSpec, sandbox_socket, sandboxd_problem
+from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
 from logos.cli.settings import FileSettings, Flags, default_config_path, load_file_settings
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
@@ -260,12 +260,12 @@ def _doctor(flags: Flags, console: Console) -> int:
     spec = resolve.runner_spec(flags, settings, sandbox)
     sandbox_ok = True
     if sandbox:
-        problem = sandboxd_problem(sandbox_socket(spec))
+        problem = sandbox_problem(spec)
         sandbox_ok = problem is None
         checks.append(
             Check("sandboxd", "FAIL", problem)
             if problem
-            else Check("sandboxd", "ok", f"healthy on {sandbox_socket(spec)}")
+            else Check("sandboxd", "ok", f"healthy on {sandbox_where(spec)}")
         )
     if sandbox_ok:
         options = resolve.exec_options(flags, settings, os.getcwd())
@@ -303,7 +303,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
 
 
 def _require_sandboxd(spec: RunnerSpec) -> None:
-    problem = sandboxd_problem(sandbox_socket(spec))
+    problem = sandbox_problem(spec)
     if problem is not None:
         raise CliError(problem)
 

@@ -1,7 +1,7 @@
-"""Where the model's commands run: local bash, or sandboxd's Docker sandbox.
+"""Where the model's commands run: local bash, or the sandbox kind `--sandbox` names.
 
-The sandbox is checked up front (GET /v1/health), so a missing daemon is reported before
-the model is called and money is spent.
+The sandbox (sandboxd's, found through logos.sandboxes) is checked up front, so a missing
+daemon is reported before the model is called and money is spent.
 """
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ import datetime as dt
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from logos.cli.errors import CliError
 from logos.local_runner import LocalRunner
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
-from sandboxd.client import health_problem
-from sandboxd.paths import SocketPathError, resolve_socket_path
-from sandboxd.runner import SandboxRunner
+from logos.runner import Runner
+from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
+
+SANDBOX_KIND = "sandboxd"
+"""The sandbox kind `--sandbox` runs commands in."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class RunnerSpec:
     @property
     def kind(self) -> str:
         return "sandbox" if self.sandbox else "local"
+
+    def sandbox_settings(self, paths: tuple[AllowedPath, ...] = ()) -> SandboxSettings:
+        return SandboxSettings(
+            socket=self.socket, image=self.image, network=self.network, allowed_paths=paths
+        )
 
 
 def parse_allow(spec: str) -> AllowedPath:
@@ -61,23 +67,30 @@ def allowed_paths(specs: Sequence[str], default_dir: str) -> tuple[AllowedPath, 
     return tuple(parse_allow(spec) for spec in specs)
 
 
-def sandbox_socket(spec: RunnerSpec) -> Path:
-    """The daemon's socket, found as the daemon finds it (`--socket`, $SANDBOXD_SOCKET, …)."""
+def sandbox() -> SandboxKind:
+    """The kind `--sandbox` asks the registry for."""
     try:
-        return resolve_socket_path(spec.socket)
-    except SocketPathError as exc:
+        return sandbox_kind(SANDBOX_KIND)
+    except ValueError as exc:
         raise CliError(str(exc)) from None
 
 
-def sandboxd_problem(socket: Path) -> str | None:
-    """Why sandboxd on `socket` cannot run commands now, with the fix; None when it can."""
-    return health_problem(socket)
+def sandbox_problem(spec: RunnerSpec) -> str | None:
+    """Why the sandbox cannot run commands now, with the fix; None when it can."""
+    return sandbox().problem(spec.sandbox_settings())
 
 
-def make_runner(spec: RunnerSpec) -> LocalRunner | SandboxRunner:
+def sandbox_where(spec: RunnerSpec) -> str:
+    return sandbox().where(spec.sandbox_settings())
+
+
+def make_runner(spec: RunnerSpec) -> Runner:
     if not spec.sandbox:
         return LocalRunner()
-    return SandboxRunner(socket=sandbox_socket(spec), image=spec.image, network=spec.network)
+    try:
+        return sandbox().open(spec.sandbox_settings())
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def system_prompt_for(
@@ -88,14 +101,8 @@ def system_prompt_for(
     workdir = options.resolved_workdir() or os.getcwd()
     if not spec.sandbox:
         return build_system_prompt(working_dir=workdir, date=date, extra=extra)
-    paths = ", ".join(
-        f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in options.allowed_paths
-    )
-    network = "on" if spec.network else "off: do not try to download anything"
+    kind = sandbox()
+    note = kind.prompt_note(spec.sandbox_settings(options.allowed_paths))
     return build_system_prompt(
-        working_dir=workdir,
-        platform="Linux in a Docker sandbox, shell bash",
-        date=date,
-        extra=f"Commands run in a sandbox that sees only these host paths: {paths}. "
-        f"Network access is {network}.\n{extra}",
+        working_dir=workdir, platform=kind.platform, date=date, extra=f"{note}\n{extra}"
     )

@@ -1,0 +1,83 @@
+"""sandboxd as a logos sandbox kind, registered under the entry points `logos.sandboxes`.
+
+logos finds it by its name, "sandboxd", and knows it only through the protocol
+logos.sandboxes.SandboxKind, which this object implements structurally: sandboxd imports
+nothing of logos but its vocabulary (logos.result, logos.options, logos.capture).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from logos.options import AllowedPath
+from sandboxd.client import health_problem
+from sandboxd.paths import SocketPathError, resolve_socket_path
+from sandboxd.runner import SandboxRunner
+
+
+class Settings(Protocol):
+    """What this kind reads of logos.sandboxes.SandboxSettings."""
+
+    @property
+    def socket(self) -> str | None: ...
+
+    @property
+    def image(self) -> str | None: ...
+
+    @property
+    def network(self) -> bool: ...
+
+    @property
+    def unix_sockets(self) -> bool: ...
+
+    @property
+    def allowed_paths(self) -> tuple[AllowedPath, ...]: ...
+
+    @property
+    def session(self) -> str | None: ...
+
+
+class SandboxdKind:
+    """Commands run in sandboxd's Docker containers, through the daemon's socket."""
+
+    name = "sandboxd"
+    description = "Docker containers run by the sandboxd daemon (`sandboxd serve`)"
+    platform = "Linux in a Docker sandbox, shell bash"
+
+    def open(self, settings: Settings) -> SandboxRunner:
+        return SandboxRunner(
+            socket=settings.socket,
+            session=settings.session,
+            image=settings.image,
+            network=settings.network,
+            unix_sockets=settings.unix_sockets,
+        )
+
+    def problem(self, settings: Settings) -> str | None:
+        """The daemon's health, asked for real (GET /v1/health)."""
+        try:
+            socket = resolve_socket_path(settings.socket)
+        except SocketPathError as exc:
+            return str(exc)
+        return health_problem(socket)
+
+    def where(self, settings: Settings) -> str:
+        try:
+            return str(resolve_socket_path(settings.socket))
+        except SocketPathError:
+            return str(settings.socket)
+
+    def prompt_note(self, settings: Settings) -> str:
+        paths = ", ".join(
+            f"{p.path} ({'read-only' if p.read_only else 'read-write'})"
+            for p in settings.allowed_paths
+        )
+        network = "on" if settings.network else "off: do not try to download anything"
+        return (
+            f"Commands run in a sandbox that sees only these host paths: {paths}. "
+            f"Network access is {network}."
+        )
+
+
+SANDBOXD = SandboxdKind()
+"""The object the entry point `sandboxd` names."""
