@@ -14,12 +14,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:  # a runtime import would be circular: the providers use this table
-    from logos.providers.base import Usage
+from typing import Protocol, TypeVar
 
 V = TypeVar("V")
+
+
+class TokenUsage(Protocol):
+    """The counts a cost is computed from (logos.providers.base.Usage has them). WHY not that
+    class: the providers use this table, so importing theirs would make a cycle."""
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+    @property
+    def cache_read_tokens(self) -> int: ...
+
+    @property
+    def cache_write_tokens(self) -> int: ...
+
+    @property
+    def cost_usd(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,7 @@ def price_for(model: str, extra_prices: Mapping[str, Price] | None = None) -> Pr
 
 
 def estimate_cost(
-    model: str, usage: Usage, extra_prices: Mapping[str, Price] | None = None
+    model: str, usage: TokenUsage, extra_prices: Mapping[str, Price] | None = None
 ) -> float | None:
     """The USD cost of `usage`: the provider's own figure when it reported one, else the
     table's estimate, else None for a model without a known price."""

@@ -1,0 +1,1 @@
+"""The repository's own development tools (not shipped in the package)."""
