@@ -12,35 +12,15 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, private_output_dir
 from logos.group_reaper import KILL_GRACE_S, BackgroundGroups, group_alive, signal_group
-from logos.options import ExecOptions
+from logos.options import NONINTERACTIVE_ENV, ExecOptions
 from logos.result import Result
 from logos.runner import Runner
-
-NONINTERACTIVE_ENV: Mapping[str, str] = {
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "MANPAGER": "cat",
-    "SYSTEMD_PAGER": "",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_EDITOR": "true",
-    "EDITOR": "true",
-    "VISUAL": "true",
-    "DEBIAN_FRONTEND": "noninteractive",
-    "PIP_NO_INPUT": "1",
-    "NPM_CONFIG_YES": "true",
-    "HOMEBREW_NO_AUTO_UPDATE": "1",
-    "TERM": "dumb",
-    "NO_COLOR": "1",
-    "PYTHONUNBUFFERED": "1",
-}
-"""Set for every command: nothing may wait for a human, open a pager or an editor."""
 
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""

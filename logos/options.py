@@ -13,6 +13,27 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024
 DEFAULT_MAX_SAVED_OUTPUT_BYTES = 64 * 1024 * 1024
 
+NONINTERACTIVE_ENV: Mapping[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": "true",
+    "EDITOR": "true",
+    "VISUAL": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "NPM_CONFIG_YES": "true",
+    "HOMEBREW_NO_AUTO_UPDATE": "1",
+    "TERM": "dumb",
+    "NO_COLOR": "1",
+    "LANG": "C.UTF-8",
+    "PYTHONUNBUFFERED": "1",
+}
+"""Set for every command by every runner, under the command's own `env`: nothing may wait for
+a human, open a pager or an editor, and output reads the same locally and in a sandbox."""
+
 _STRICT = ConfigDict(extra="forbid")
 
 

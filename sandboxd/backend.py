@@ -20,6 +20,7 @@ from logos.options import (
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_MAX_SAVED_OUTPUT_BYTES,
     DEFAULT_TIMEOUT_S,
+    NONINTERACTIVE_ENV,
 )
 from logos.result import Result
 from sandboxd.pinned import FileIdentity, identify
@@ -121,7 +122,7 @@ class ExecRequest:
 
     command: str
     env: Mapping[str, str] = field(default_factory=dict)
-    """Already filtered by the daemon's policy; set on top of the sandbox's base environment."""
+    """Already filtered by the daemon's policy; see `command_env`."""
     workdir: str | None = None
     """None: the first mount's path, else the container's HOME."""
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -139,6 +140,12 @@ class ExecRequest:
             raise ValueError(f"max_output_bytes must be at least 64, got {self.max_output_bytes}")
         if self.max_saved_output_bytes < 0:
             raise ValueError("max_saved_output_bytes must be >= 0 (0 disables saving)")
+
+    @property
+    def command_env(self) -> dict[str, str]:
+        """What a backend sets for the command on top of the sandbox's own environment: the
+        non-interactive environment every runner uses (logos.options), under `env`."""
+        return {**NONINTERACTIVE_ENV, **self.env}
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ says hello and serves requests on that single connection until the backend hangs
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
 
-Each command is `bash -c` in a new session (its own process group), stdin /dev/null, a
-non-interactive environment, output captured head+tail with bounded memory and saved under
-/tmp/logos-output-<uid>/ when cut. A timeout or a cancel sends SIGTERM to the whole group, then
-SIGKILL after a short grace. When the backend hangs up, every command is killed and the
-supervisor exits, which stops the container.
+Each command is `bash -c` in a new session (its own process group), stdin /dev/null, the
+container's environment plus the request's env (the backend sends the non-interactive one,
+logos.options.NONINTERACTIVE_ENV, under the caller's), output captured head+tail with
+bounded memory and saved under /tmp/logos-output-<uid>/ when cut. A timeout or a cancel
+sends SIGTERM to the whole group, then SIGKILL after a short grace. When the backend hangs
+up, every command is killed and the supervisor exits, which stops the container.
 
 Background jobs outlive their command (a server started with `&` stays up for the session's
 next commands); if one holds the command's stdout, the reply comes as soon as the shell
@@ -76,18 +77,6 @@ MAX_ARG_BYTES = 128 * 1024
 """Linux's MAX_ARG_STRLEN: the most one argv or environment string may hold."""
 NO_PYTHON_EXIT = 3
 """Exit status that tells the backend to fall back to `docker exec` for this image."""
-NONINTERACTIVE_ENV = {
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_EDITOR": "true",
-    "EDITOR": "true",
-    "DEBIAN_FRONTEND": "noninteractive",
-    "TERM": "dumb",
-    "LANG": "C.UTF-8",
-    "TMPDIR": "/tmp",
-    "PYTHONUNBUFFERED": "1",
-}
 
 
 class Command:
@@ -229,7 +218,6 @@ class Supervisor:
                 "choose a mounted path (or a directory a previous command created)"
             }, None
         env = dict(os.environ)
-        env.update(NONINTERACTIVE_ENV)
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)

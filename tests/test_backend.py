@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from logos.capture import SAVE_LIMIT_NOTE
+from logos.options import NONINTERACTIVE_ENV
 from logos.result import Result
 from sandboxd.backend import (
     BackendError,
@@ -121,6 +122,24 @@ def container_names(docker_client: Any, session: str) -> list[str]:
             all=True, filters={"label": f"{LABEL_SESSION}={session}"}
         )
     ]
+
+
+@pytest.mark.parametrize("exec_fallback", [False, True], ids=["supervised", "docker-exec"])
+async def test_commands_get_the_noninteractive_environment_under_the_requests(
+    backend: DockerBackend, busybox_image: str, exec_fallback: bool
+) -> None:
+    """The same environment as a local command (logos.options), whichever way it runs."""
+    box = spec(image=busybox_image, unix_sockets=True) if exec_fallback else spec()
+    names = [*NONINTERACTIVE_ENV, "TMPDIR"]
+    result = await run(
+        backend,
+        "; ".join(f'echo "{name}=${name}"' for name in names),
+        session=f"env-{exec_fallback}",
+        sandbox=box,
+        env={"TERM": "xterm"},
+    )
+    seen = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert seen == {**NONINTERACTIVE_ENV, "TERM": "xterm", "TMPDIR": "/tmp"}, result
 
 
 async def test_read_only_mount_refuses_writes(backend: DockerBackend, host_dir: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from logos import AllowedPath, ExecOptions
 from logos.group_reaper import KILL_GRACE_S
 from logos.local_runner import LocalRunner
+from logos.options import NONINTERACTIVE_ENV
 from tests.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
@@ -32,9 +33,11 @@ async def test_stdout_stderr_and_exit_code() -> None:
 
 async def test_stdin_is_empty_and_environment_is_noninteractive() -> None:
     result = await LocalRunner().run(
-        'cat; echo "[$PAGER|$GIT_PAGER|$GIT_TERMINAL_PROMPT|$DEBIAN_FRONTEND]"', ExecOptions()
+        "cat; " + "; ".join(f'echo "{key}=${key}"' for key in NONINTERACTIVE_ENV),
+        ExecOptions(env={"TERM": "xterm"}),
     )
-    assert result.stdout == "[cat|cat|0|noninteractive]\n"
+    seen = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert seen == {**NONINTERACTIVE_ENV, "TERM": "xterm"}
 
 
 async def test_env_overrides_and_inherit_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,13 +112,15 @@ async def test_reports_output_and_exit_status(running: Running) -> None:
     assert not reply.timed_out and reply.error is None
 
 
-async def test_environment_is_non_interactive_and_request_env_wins(running: Running) -> None:
+async def test_request_env_is_set_on_top_of_its_environment_and_stdin_is_no_tty(
+    running: Running,
+) -> None:
+    # The backend sends the non-interactive environment in `env` (see test_backend.py).
     reply = await running.run(
-        'echo "$PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND $TERM $FOO"; pwd; '
-        "[ -t 0 ] || echo no-tty",
-        env={"FOO": "bar", "TERM": "xterm"},
+        'echo "$PAGER $TERM $FOO"; pwd; [ -t 0 ] || echo no-tty',
+        env={"FOO": "bar", "TERM": "xterm", "PAGER": "cat"},
     )
-    assert reply.stdout == f"cat 0 noninteractive xterm bar\n{running.workdir}\nno-tty\n"
+    assert reply.stdout == f"cat xterm bar\n{running.workdir}\nno-tty\n"
 
 
 async def test_signal_death_is_reported_as_signal(running: Running) -> None:

@@ -569,7 +569,7 @@ class DockerBackend:
         message = RunMessage(
             id=channel.next_id(),
             command=request.command,
-            env=dict(request.env),
+            env=request.command_env,
             cwd=self._workdir(box, request),
             timeout_s=request.timeout_s,
             max_output_bytes=request.max_output_bytes,
@@ -615,7 +615,7 @@ class DockerBackend:
             command=request.command,
             user=f"{box.spec.uid}:{box.spec.gid}",
             cwd=self._workdir(box, request),
-            env=request.env,
+            env=request.command_env,
             timeout_s=request.timeout_s,
             max_output_bytes=request.max_output_bytes,
         )

@@ -179,7 +179,7 @@ def create_container(
         entrypoint=["/bin/sh", "-c", launcher, "sandboxd"],
         command=[],
         user=f"{spec.uid}:{spec.gid}",
-        environment={"HOME": layout.home},
+        environment={"HOME": layout.home, "TMPDIR": TMP_DIR},
         labels=dict(labels),
         name=name,
         hostname="sandbox",

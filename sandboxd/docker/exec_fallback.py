@@ -5,8 +5,8 @@ in the image (busybox has them). docker-py's exec has no timeout and no kill, so
 is wrapped to kill its own process group at the deadline inside the container, and the host
 keeps a backstop: past the deadline it kills the exec's processes through /proc (works when
 the daemon sees the host's pids and may signal them), else the caller removes the container.
-The wrapper runs in an environment the daemon chose, with tools found in a fixed PATH; the
-request's env is set in the command's own shell only.
+The wrapper finds its tools in a fixed PATH; the command's env (the non-interactive one under
+the request's) is set in the command's own shell only.
 
 Each exec holds a worker thread for as long as its command runs: the backend gives them an
 engine client and threads of their own (sandboxd.docker.engine), apart from container starts.
@@ -33,7 +33,6 @@ from docker.utils.socket import read as read_socket
 from logos.capture import OutputCapture
 from logos.result import Result
 from sandboxd.docker.engine import api_error_text
-from sandboxd.supervisor import NONINTERACTIVE_ENV
 
 NO_WORKDIR_MARKER = "sandboxd: no such working directory"
 NO_WORKDIR_STATUS = 127
@@ -84,7 +83,7 @@ class ExecCall:
     user: str
     cwd: str
     env: Mapping[str, str]
-    """The request's env: set for the command only, on top of NONINTERACTIVE_ENV."""
+    """Set for the command only (ExecRequest.command_env), on top of the container's own."""
     timeout_s: float
     max_output_bytes: int
 
@@ -110,8 +109,6 @@ def run_exec(api: Any, call: ExecCall, cancelled: threading.Event) -> Result:
                 *(f"{name}={value}" for name, value in call.env.items()),
             ],
             user=call.user,
-            # The wrapper's environment, which the command inherits: the daemon's alone.
-            environment=dict(NONINTERACTIVE_ENV),
             workdir="/",
         )["Id"]
         sock = api.exec_start(exec_id, socket=True)
