@@ -8,6 +8,7 @@ reply's output may not exceed what its own request allows.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -17,6 +18,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from logos.result import Result
 from sandboxd.supervisor import HELLO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
@@ -96,6 +98,17 @@ class SupervisorReply(ReplyHead):
 
     stdout: str = ""
     stderr: str = ""
+
+    def to_result(self, command: str) -> Result:
+        """The command's Result: a reply has each of its fields, by the same names."""
+        return Result(command=command, **{name: getattr(self, name) for name in _RESULT_FIELDS})
+
+
+_RESULT_FIELDS = tuple(
+    result_field.name
+    for result_field in dataclasses.fields(Result)
+    if result_field.name != "command"
+)
 
 
 def output_bound(max_output_bytes: int) -> int:
