@@ -20,20 +20,21 @@ from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
 from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False)
 class Sandbox:
-    """One sandbox of a session; a backend subclasses it with how to reach it."""
+    """One sandbox of a session; a backend subclasses it with how to reach it (its fields
+    come after these three)."""
 
     name: str
     session: str
     spec: SandboxSpec
-    created_at: float = field(default_factory=time.time)
-    last_used_at: float = field(default_factory=time.time)
-    running: int = 0
+    created_at: float = field(default_factory=time.time, kw_only=True)
+    last_used_at: float = field(default_factory=time.time, kw_only=True)
+    running: int = field(default=0, kw_only=True)
     """Commands running now."""
-    retired: str | None = None
+    retired: str | None = field(default=None, kw_only=True)
     """Why it may no longer run commands (set once)."""
-    slot: SessionSlot | None = None
+    slot: SessionSlot | None = field(default=None, kw_only=True)
     """Its place under the session caps, given back once it is torn down (set once started)."""
 
     def usable(self) -> bool:

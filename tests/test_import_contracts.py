@@ -11,16 +11,21 @@ from importlinter import ContractCheck
 
 from tools.import_contracts import OnlyAllowedContract, Violation
 
+LIB = {
+    "lib/__init__.py": "from lib import engine\n",
+    "lib/words.py": "WORD = 'w'\n",
+    "lib/numbers.py": "from lib.words import WORD\nN = len(WORD)\n",
+    "lib/engine.py": "from lib.numbers import N\n",
+    "daemon/__init__.py": "",
+}
 
-def _packages(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
-
-def _check(root: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> ContractCheck:
-    _packages(root, files)
+def _check(root: Path, monkeypatch: pytest.MonkeyPatch, **files: str) -> ContractCheck:
+    """The contract "daemon imports only lib.words and lib.numbers" on LIB with `files`
+    (dotted module names) added or replaced."""
+    for name, text in {**LIB, **{f"{k.replace('.', '/')}.py": v for k, v in files.items()}}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
     monkeypatch.syspath_prepend(str(root))
     graph = grimp.build_graph("lib", "daemon", cache_dir=None)
     contract = OnlyAllowedContract(
@@ -35,42 +40,22 @@ def _check(root: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -
     return contract.check(graph, verbose=False)
 
 
-LIB = {
-    "lib/__init__.py": "from lib import engine\n",
-    "lib/words.py": "WORD = 'w'\n",
-    "lib/numbers.py": "from lib.words import WORD\nN = len(WORD)\n",
-    "lib/engine.py": "from lib.numbers import N\n",
-}
-
-
 def test_imports_of_allowed_modules_keep_the_contract(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    check = _check(
-        tmp_path,
-        monkeypatch,
-        {
-            **LIB,
-            "daemon/__init__.py": "",
-            "daemon/server.py": "import json\nfrom lib.words import WORD\nimport lib.numbers\n",
-        },
-    )
+    server = "import json\nfrom lib.words import WORD\nimport lib.numbers\n"
+    check = _check(tmp_path, monkeypatch, **{"daemon.server": server})
     assert check.kept and check.metadata["violations"] == []
 
 
 def test_any_other_module_of_the_target_breaks_it_with_where_it_is_imported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    server = (
+        "from lib.words import WORD\n\n\ndef f():\n    from lib.engine import N\n    import lib\n"
+    )
     check = _check(
-        tmp_path,
-        monkeypatch,
-        {
-            **LIB,
-            "daemon/__init__.py": "",
-            "daemon/deep/__init__.py": "",
-            "daemon/deep/server.py": "from lib.words import WORD\n\n\ndef f():\n"
-            "    from lib.engine import N\n    import lib\n",
-        },
+        tmp_path, monkeypatch, **{"daemon.deep.__init__": "", "daemon.deep.server": server}
     )
     assert not check.kept
     assert check.metadata["violations"] == [
@@ -83,7 +68,9 @@ def test_any_other_module_of_the_target_breaks_it_with_where_it_is_imported(
 def test_an_allowed_module_may_not_widen_the_allowance(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    files = {**LIB, "lib/numbers.py": "from lib.engine import X\n", "daemon/__init__.py": ""}
-    files["lib/engine.py"] = "X = 1\n"
-    check = _check(tmp_path, monkeypatch, files)
+    check = _check(
+        tmp_path,
+        monkeypatch,
+        **{"lib.numbers": "from lib.engine import X\n", "lib.engine": "X = 1\n"},
+    )
     assert check.metadata["violations"] == [Violation("lib.numbers", "lib.engine", (1,))]

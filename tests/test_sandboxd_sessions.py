@@ -25,7 +25,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False)
 class DirectorySandbox(Sandbox):
     """A sandbox that is a real directory: started by creating it, torn down by removing it."""
 
@@ -47,7 +47,7 @@ class DirectoryBackend:
         if self.refuse_with is not None:
             return self.refuse_with
         path = Path(tempfile.mkdtemp(prefix=f"{session}-", dir=self.root))
-        return DirectorySandbox(name=path.name, session=session, spec=spec, path=path)
+        return DirectorySandbox(path.name, session, spec, path)
 
     async def tear_down(self, box: DirectorySandbox, reason: str) -> None:
         box.torn_down_because = reason

@@ -85,7 +85,7 @@ BUILD_HINT = "run `sandboxd build-image`"
 logger = logging.getLogger(__name__)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False)
 class _Container(Sandbox):
     """One container and how to reach it."""
 
@@ -365,15 +365,7 @@ class DockerBackend:
                 if channel is not None:
                     await channel.aclose()
                 raise shutting_down()
-            box = _Container(
-                name=name,
-                session=session,
-                spec=spec,
-                container_id=container_id,
-                layout=layout,
-                control_dir=control_dir,
-                channel=channel,
-            )
+            box = _Container(name, session, spec, container_id, layout, control_dir, channel)
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
             handed_over = True
@@ -584,21 +576,7 @@ class DockerBackend:
                 error=self._lost_message(box, reply),
                 duration_s=time.monotonic() - started,
             )
-        return Result(
-            command=request.command,
-            stdout=reply.stdout,
-            stderr=reply.stderr,
-            exit_code=reply.exit_code,
-            signal=reply.signal,
-            timed_out=reply.timed_out,
-            duration_s=reply.duration_s,
-            stdout_dropped_bytes=reply.stdout_dropped_bytes,
-            stderr_dropped_bytes=reply.stderr_dropped_bytes,
-            error=reply.error,
-            oom_killed=reply.oom_killed,
-            stdout_file=reply.stdout_file,
-            stderr_file=reply.stderr_file,
-        )
+        return reply.to_result(request.command)
 
     def _lost_message(self, box: _Container, lost: ChannelLost) -> str:
         if lost.by_backend:
