@@ -1,8 +1,10 @@
-"""Shared fixtures. Real parts only: a real Docker engine, real bash, real HTTP servers."""
+"""Shared fixtures. Real parts only: a real Docker engine, real bash, real HTTP servers.
+
+Tests mirror the packages (tests/logos, tests/sandboxd), attacks live in tests/security, and
+the helpers every folder shares in tests/support."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -11,20 +13,9 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.sse_server", "tests.llama"]
+from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require
 
-SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-BUSYBOX_IMAGE = "sandboxd-test-busybox:latest"
-
-
-def require(condition: bool, reason: str) -> None:
-    """Skip locally when a real part is missing; in CI a missing part is a failure."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: a missing engine or model is a failure, not a skip)")
-    pytest.skip(reason)
+pytest_plugins = ["tests.support.sse_server", "tests.support.llama"]
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sandboxd_harness import Daemon, running_daemon
+
+from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import require
-from sandboxd_harness import Daemon, running_daemon, short_dir
+
+from tests.support.parts import require
+from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
 

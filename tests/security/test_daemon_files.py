@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandboxd_harness import REPO, Daemon, running_daemon, short_dir, wait_until_serving
+
+from tests.support.sandboxd_harness import (
+    REPO,
+    Daemon,
+    running_daemon,
+    short_dir,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.docker
 

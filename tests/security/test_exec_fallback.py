@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sandboxd_harness import Daemon, running_daemon
 
 from sandboxd.docker.exec_fallback import BACKSTOP_MARGIN_S
+from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
 

@@ -23,7 +23,7 @@ import pytest
 
 from logos import LocalRunner, execute_blocks_sync
 from logos.group_reaper import Watchdog
-from tests.processes import processes_matching
+from tests.support.processes import processes_matching
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 10.0

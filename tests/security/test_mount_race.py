@@ -22,13 +22,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from conftest import SANDBOX_IMAGE
-from sandboxd_harness import Daemon, running_daemon, short_dir
 
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.pinned import identify
+from tests.support.parts import SANDBOX_IMAGE
+from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
 

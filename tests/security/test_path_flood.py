@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandboxd_harness import Daemon, running_daemon, short_dir
 
 from sandboxd.api import MAX_REQUEST_BODY_BYTES
+from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
 

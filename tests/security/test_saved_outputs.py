@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require
-from sandboxd_harness import python_for_others, running_daemon, short_dir
+
+from tests.support.parts import require
+from tests.support.sandboxd_harness import python_for_others, running_daemon, short_dir
 
 VICTIM = 47_311
 ATTACKER = 47_312

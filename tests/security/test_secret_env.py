@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sandboxd_harness import running_daemon
 
 from sandboxd.policy import Policy
+from tests.support.sandboxd_harness import running_daemon
 
 SECRET_NAMES = (
     # Passed the old patterns:

@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import require
-from sandboxd_harness import Daemon, containers_of, python_for_others, running_daemon
 
 from sandboxd.config import ConfigError, config_from_mapping
 from sandboxd.session_caps import HostFigures, SessionCaps
+from tests.support.parts import require
+from tests.support.sandboxd_harness import Daemon, containers_of, python_for_others, running_daemon
 
 OTHER_UID = 1000
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sandboxd_harness import Daemon, running_daemon, short_dir
+
+from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
 

@@ -1,0 +1,266 @@
+"""The benchmark harness itself works: tiny runs of `python -m bench`, real parts throughout.
+
+Speed targets are not asserted here (they belong to bench/, and a loaded CI machine would
+flake); what is asserted is that every family runs, counts what it should, and reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.plan import Plan
+from bench.report import render_table, write_json
+from bench.results import Section, Target, percentile
+from bench.roundtrip import (
+    COMMANDS,
+    DOCKER_EXEC,
+    DOCKER_PY,
+    DOCKER_RUN,
+    LOCAL,
+    MINI_SWE,
+    SANDBOX_COLD,
+    SANDBOX_WARM,
+    cold_schedule,
+)
+from tests.support.parts import require
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def require_bench_extra(*modules: str) -> None:
+    for module in modules:
+        require(
+            importlib.util.find_spec(module) is not None,
+            f"{module} is missing: install the bench extra (pip install -e '.[bench]')",
+        )
+
+
+def load_results(out: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((out / "results.json").read_text())
+    return document
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == pytest.approx(4.8)
+    assert percentile([7.0], 95) == 7.0
+
+
+def test_cold_samples_are_spread_over_the_iterations() -> None:
+    assert cold_schedule(30, 10) == {0, 3, 6, 9, 12, 15, 18, 21, 24, 27}
+    assert cold_schedule(2, 5) == {0, 1}
+
+
+def test_the_table_says_miss_plainly() -> None:
+    section = Section(
+        "demo",
+        "Demo",
+        ("method", "median"),
+        (("fast one", "1.00 ms"),),
+        targets=(Target("demo <= 0.5 ms", "1.00 ms", passed=False),),
+    )
+    machine = {
+        "cpu_count": 2,
+        "cpu_model": "cpu",
+        "kernel": "k",
+        "python": "3.11",
+        "docker": {"server": None},
+        "load_average": [0.0, 0.0, 0.0],
+        "commit": None,
+        "uncommitted_changes": False,
+    }
+    table = render_table([section], machine)
+    assert "MISS  demo <= 0.5 ms  1.00 ms" in table
+    assert "0 of 1 targets met; MISSED: 1" in table
+    without_targets = render_table([dataclasses.replace(section, targets=())], machine)
+    assert "no targets in the parts that ran" in without_targets
+
+
+def test_the_json_file_holds_null_for_a_figure_that_is_not_a_number(tmp_path: Path) -> None:
+    section = Section(
+        "demo", "Demo", ("method",), (("m",),), raw={"p95_s": math.nan, "where": tmp_path}
+    )
+    path = tmp_path / "results.json"
+    write_json(path, [section], {"cpu_count": 2}, {"plan": {"spread": [math.inf, 1.0]}})
+    document = json.loads(path.read_text())
+    assert document["sections"]["demo"]["raw"] == {"p95_s": None, "where": str(tmp_path)}
+    assert document["plan"]["spread"] == [None, 1.0]
+
+
+def test_unknown_family_is_a_usage_error_that_lists_the_choices() -> None:
+    completed = run_bench("--only", "roundtrip,nonsense", timeout=60)
+    assert completed.returncode == 2
+    assert "unknown benchmark nonsense" in completed.stderr
+    assert "roundtrip,throughput,loop,parser,overlap,flood" in completed.stderr
+
+
+@pytest.mark.timeout(180)
+def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None:
+    require_bench_extra("matplotlib")
+    completed = run_bench(
+        "--quick", "--only", "loop,parser,overlap", "--out", str(tmp_path), timeout=170
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+
+    assert "Agent loop overhead per step" in completed.stdout
+    assert "Targets" in completed.stdout
+    assert "loop overhead < 1 ms/step" in completed.stdout
+    results = load_results(tmp_path)
+    assert results["machine"]["cpu_count"] >= 1
+    assert results["plan"]["loop_steps"] == plan.loop_steps
+
+    loop = results["sections"]["loop"]
+    for label in ("no-op runner", "LocalRunner"):
+        assert len(loop["raw"][label]["step_s"]) == plan.loop_steps * plan.loop_runs
+        assert len(loop["raw"][label]["runner_s"]) == plan.loop_steps * plan.loop_runs
+    assert all(t >= 0 for t in loop["raw"]["no-op runner"]["runner_s"])
+
+    parser = results["sections"]["parser"]
+    assert parser["problems"] == []  # every block of the message was found
+    assert all(rate > 0 for rate in parser["raw"]["20-char deltas"]["mb_per_s"])
+
+    overlap = results["sections"]["overlap"]
+    (streaming,) = overlap["raw"]["streaming"]
+    (batch,) = overlap["raw"]["batch"]
+    # Three concurrent `sleep 0.3` after a ~1 s stream: the baseline cannot beat their sum.
+    assert batch["wall_s"] >= batch["generation_s"] + 0.3
+    assert streaming["commands_sum_s"] >= 0.9
+
+    assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "table.txt").read_text().strip() in completed.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(420)
+def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    require_bench_extra("matplotlib", "minisweagent")
+    completed = run_bench(
+        "--quick",
+        "-n",
+        "2",
+        "--only",
+        "roundtrip,throughput,flood",
+        "--out",
+        str(tmp_path),
+        timeout=400,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    results = load_results(tmp_path)
+    assert results["machine"]["docker"]["server"]
+
+    roundtrip = results["sections"]["roundtrip"]
+    assert roundtrip["problems"] == []
+    for command in COMMANDS:
+        samples = roundtrip["samples_s"][f"Round trip: `{command}`"]
+        for label in (LOCAL, SANDBOX_WARM, DOCKER_EXEC, DOCKER_PY, MINI_SWE):
+            assert len(samples[label]) == 2, (label, samples)
+        for label in (SANDBOX_COLD, DOCKER_RUN):
+            assert len(samples[label]) == 1, (label, samples)
+    assert {t["goal"] for t in roundtrip["targets"]} >= {
+        "sandbox warm round trip median <= 15 ms (`true`)",
+        "sandbox cold <= 1.2x docker run --rm (`true`)",
+    }
+
+    levels = results["sections"]["throughput"]["raw"]["levels"]
+    assert [level["sessions"] for level in levels] == list(Plan.quick().throughput_levels)
+    for level in levels:
+        assert level["errors"] == []
+        assert level["commands_per_s"] > 0
+        assert level["daemon_rss_peak_bytes"] >= level["daemon_rss_before_bytes"] > 0
+
+    flood = results["sections"]["flood"]
+    assert flood["problems"] == []  # every byte was accounted for, kept or dropped
+    written = flood["raw"]["bytes"]
+    local = flood["raw"]["local"]
+    assert local["peak_bytes"] - local["baseline_bytes"] < written / 2
+    for process in flood["raw"]["sandbox"]:
+        assert 0 < process["baseline_bytes"] <= process["peak_bytes"]
+        assert process["peak_bytes"] - process["baseline_bytes"] < written / 2
+    control = flood["raw"]["control"]
+    assert control["requests"] == Plan.quick().control_flood_requests
+    assert 0 < control["baseline_bytes"] <= control["peak_bytes"]
+    assert control["after_bytes"] <= control["peak_bytes"]
+    # The replies' memory went back: what the daemon keeps is not their 6x JSON.
+    assert control["after_bytes"] - control["baseline_bytes"] < 64 * 2**20
+
+    leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
+    assert leftovers == []
+    assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def children_of(parent: int, marker: bytes) -> list[int]:
+    """Live processes whose parent is `parent` and whose command line holds `marker`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # it ended while we looked
+        state, ppid = stat[stat.rfind(")") + 2 :].split()[:2]
+        if int(ppid) == parent and state != "Z" and marker in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_ctrl_c_removes_the_daemon_and_containers_it_started(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    require_bench_extra("minisweagent")
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", "--only", "roundtrip", "-n", "200", "--out", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Wait until the family runs: its daemon serves and its containers exist.
+        deadline = time.monotonic() + 120
+        daemons: list[int] = []
+        while time.monotonic() < deadline and bench.poll() is None:
+            daemons = children_of(bench.pid, b"sandboxd")
+            labelled = docker_client.containers.list(filters={"label": "logos-bench"})
+            if daemons and len(labelled) >= 2:  # the docker exec target and mini-swe-agent's
+                break
+            time.sleep(0.2)
+        assert daemons, "the benchmark never started its daemon"
+        time.sleep(1)
+        bench.send_signal(signal.SIGINT)
+        _, stderr = bench.communicate(timeout=150)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+    assert bench.returncode == 130, stderr[-3000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
+    assert not (tmp_path / "results.json").exists()
+    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"

@@ -1,0 +1,215 @@
+"""Ctrl-C and leftovers: no process survives the command, and the trajectory is complete."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_harness import Home, PtySession, logos, make_home, openai_env, read_jsonl
+from tests.support.processes import processes_matching
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+def unique_sleep() -> str:
+    """A `sleep` whose command line no other process on the machine has."""
+    return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
+
+
+def wait_for(condition: object, timeout: float = 20.0) -> bool:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def interrupt_mid_command(
+    args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
+) -> tuple[int, str, str]:
+    """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=home.work,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        for number, sig in enumerate(signals):
+            if number:
+                time.sleep(0.3)
+            proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stdout, stderr
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
+    returncode, stdout, stderr = interrupt_mid_command(
+        ["--model", "m", "--yes", "wait for it"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGINT,
+    )
+    assert returncode == 130, stderr
+    assert processes_matching(marker) == []
+    assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
+    assert stdout == ""
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    steps = [r for r in records if r["type"] == "step"]
+    assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
+    returncode, stdout, _ = interrupt_mid_command(
+        ["--model", "m", "--yes", "--json", "wait"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGTERM,
+    )
+    assert returncode == 128 + signal.SIGTERM
+    assert processes_matching(marker) == []
+    assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
+
+
+@pytest.mark.timeout(60)
+def test_background_jobs_are_killed_when_the_run_ends(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(
+        openai_stream(f"<cmd>{marker} > /dev/null 2>&1 &\necho started</cmd>"),
+        openai_stream("The server is up."),
+    )
+    done = logos(["--model", "m", "--yes", "start a server"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    assert processes_matching(marker) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
+    returncode, _, stderr = interrupt_mid_command(
+        ["--model", "m", "--yes", "stubborn"],
+        home,
+        openai_env(home, sse_server),
+        marker,
+        signal.SIGINT,
+        signal.SIGINT,
+    )
+    assert returncode == 130, stderr
+    assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"Waiting.\n<cmd>{marker}</cmd>"))
+    terminal = PtySession(["--model", "m", "--yes", "wait"], home, openai_env(home, sse_server))
+    try:
+        terminal.expect(marker.split()[1])
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        terminal.hang_up()
+        assert terminal.proc.wait(timeout=30) == 128 + signal.SIGHUP
+    finally:
+        terminal.close()
+    assert processes_matching(marker) == []
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_json_readers_that_leave_early_stop_the_run_cleanly(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("word " * 200, chunk_size=5, event_pause_s=0.05))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "talk"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert b'"type":"start"' in proc.stdout.readline()
+        proc.stdout.close()  # like `logos --json … | head -1`
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=30) == 128 + signal.SIGPIPE, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in stderr and "stdout" in stderr
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+
+
+@pytest.mark.timeout(60)
+def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
+    env = openai_env(home, sse_server)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "first"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=home.work,
+    )
+    try:
+        assert wait_for(lambda: processes_matching(marker)), "the command never started"
+        path = home.only_run()
+        before = path.read_bytes()
+        second = logos(["resume", str(path), "meanwhile", "--yes"], home, env)
+        assert second.returncode == 2
+        assert "still going" in second.stderr and str(path) in second.stderr
+        assert path.read_bytes() == before  # nothing appended, nothing cut off
+        assert len(sse_server.requests) == 1  # refused before the model was called
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert read_jsonl(path)[-1]["stop_reason"] == "canceled"

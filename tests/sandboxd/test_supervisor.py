@@ -1,0 +1,325 @@
+"""The in-container supervisor, run for real on this host against the backend's channel.
+
+Real processes and a real Unix socket; no Docker needed (sandboxd's Docker tests run the
+same supervisor inside containers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import pytest
+
+from logos.capture import SAVE_LIMIT_NOTE
+from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
+from sandboxd.supervisor_client import (
+    ChannelLost,
+    RunMessage,
+    SupervisorChannel,
+    SupervisorReply,
+)
+from tests.support.processes import processes_matching
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Running:
+    channel: SupervisorChannel
+    process: anyio.abc.Process
+    output_dir: Path
+    workdir: Path
+
+    async def run(self, command: str, **overrides: object) -> SupervisorReply:
+        reply = await self.run_or_lost(command, **overrides)
+        assert isinstance(reply, SupervisorReply), reply
+        return reply
+
+    async def run_or_lost(self, command: str, **overrides: object) -> SupervisorReply | ChannelLost:
+        fields: dict[str, object] = {
+            "id": self.channel.next_id(),
+            "command": command,
+            "env": {},
+            "cwd": str(self.workdir),
+            "timeout_s": 30.0,
+            "max_output_bytes": 4096,
+            "max_saved_output_bytes": 1024**2,
+        }
+        fields.update(overrides)
+        message = RunMessage.model_validate(fields)
+        return await self.channel.run(message, reply_deadline_s=60)
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    socket_path = tmp_path / "s"
+    output_dir = tmp_path / "out"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    # Run it as the container does: a copy next to capture.py, standard library only.
+    script = install_supervisor(tmp_path)
+    listener = await anyio.create_unix_listener(socket_path)
+    process = await anyio.open_process(
+        [sys.executable, *PYTHON_FLAGS, str(script), str(socket_path), str(output_dir)]
+    )
+    try:
+        with anyio.fail_after(20):
+            channel, _ = await SupervisorChannel.accept(listener)
+        await listener.aclose()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(channel.serve)
+            yield Running(channel, process, output_dir, workdir)
+            channel.close("test over")
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A unique `sleep` duration to find a command's processes; they are killed afterwards."""
+    value = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(1000):03d}"
+    yield value
+    subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
+
+
+async def test_reports_output_and_exit_status(running: Running) -> None:
+    reply = await running.run("echo out; echo err >&2; exit 3")
+    assert (reply.stdout, reply.stderr, reply.exit_code, reply.signal) == (
+        "out\n",
+        "err\n",
+        3,
+        None,
+    )
+    assert not reply.timed_out and reply.error is None
+
+
+async def test_request_env_is_set_on_top_of_its_environment_and_stdin_is_no_tty(
+    running: Running,
+) -> None:
+    # The backend sends the non-interactive environment in `env` (see test_backend.py).
+    reply = await running.run(
+        'echo "$PAGER $TERM $FOO"; pwd; [ -t 0 ] || echo no-tty',
+        env={"FOO": "bar", "TERM": "xterm", "PAGER": "cat"},
+    )
+    assert reply.stdout == f"cat xterm bar\n{running.workdir}\nno-tty\n"
+
+
+async def test_signal_death_is_reported_as_signal(running: Running) -> None:
+    reply = await running.run("kill -USR1 $$")
+    assert reply.signal == signal.SIGUSR1 and reply.exit_code is None
+
+
+async def test_missing_workdir_is_an_error(running: Running) -> None:
+    reply = await running.run("true", cwd="/definitely/not/here")
+    assert reply.error is not None and "/definitely/not/here does not exist" in reply.error
+
+
+async def test_a_command_too_large_to_start_says_what_to_do(running: Running) -> None:
+    reply = await running.run("echo " + "x" * 200_000 + " | wc -c")
+    assert reply.exit_code is None and reply.error is not None
+    assert "128 KiB" in reply.error and "200013 bytes" in reply.error
+    assert "smaller commands" in reply.error
+
+
+async def test_timeout_kills_the_whole_process_group(running: Running, marker: str) -> None:
+    started = time.monotonic()
+    reply = await running.run(f"sleep {marker} & sleep 60", timeout_s=1.0)
+    assert reply.timed_out and reply.signal == signal.SIGTERM and reply.exit_code is None
+    assert time.monotonic() - started < 15
+    await anyio.sleep(0.2)
+    assert processes_matching(f"sleep {marker}") == []
+
+
+async def test_timeout_escalates_to_sigkill(running: Running, marker: str) -> None:
+    reply = await running.run(f"trap '' TERM; sleep {marker}", timeout_s=0.5)
+    assert reply.timed_out and reply.signal == signal.SIGKILL
+    assert processes_matching(f"sleep {marker}") == []
+
+
+async def test_background_process_holding_stdout_does_not_block(
+    running: Running, marker: str
+) -> None:
+    started = time.monotonic()
+    reply = await running.run(f"sleep {marker} & echo hi")
+    assert reply.stdout == "hi\n" and reply.exit_code == 0
+    assert time.monotonic() - started < 10
+
+
+async def test_flood_is_cut_and_saved(running: Running) -> None:
+    total = 20 * 1024**2
+    reply = await running.run(
+        f"yes | head -c {total}", max_output_bytes=1000, max_saved_output_bytes=100_000
+    )
+    assert reply.exit_code == 0
+    assert reply.stdout_dropped_bytes > total - 2000
+    assert reply.stdout.startswith("y\ny\n") and "bytes omitted" in reply.stdout
+    assert reply.stdout_file == f"{running.output_dir}/cmd-1.stdout"
+    saved = Path(reply.stdout_file).read_bytes()
+    assert saved[:100_000] == b"y\n" * 50_000
+    assert saved[100_000:].decode() == SAVE_LIMIT_NOTE.format(
+        unsaved=total - 100_000, saved=100_000
+    )
+    assert reply.stderr_file is None
+
+
+async def test_concurrent_commands_are_multiplexed(running: Running) -> None:
+    replies: dict[int, SupervisorReply] = {}
+
+    async def one(index: int) -> None:
+        replies[index] = await running.run(f"sleep 1.{9 - index}; echo {index}")
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as tasks:
+        for index in range(10):
+            tasks.start_soon(one, index)
+    assert {index: reply.stdout for index, reply in replies.items()} == {
+        index: f"{index}\n" for index in range(10)
+    }
+    # Sequentially this would take 14.5 s; concurrently about 2 s.
+    assert time.monotonic() - started < 12.0
+
+
+async def test_cancellation_kills_the_command(running: Running, marker: str) -> None:
+    with anyio.move_on_after(0.5):
+        await running.run(f"sleep {marker}")
+    with anyio.fail_after(10):
+        while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.05)
+    assert (await running.run("echo still-serving")).stdout == "still-serving\n"
+
+
+async def test_hang_up_kills_commands_and_stops_the_supervisor(
+    running: Running, marker: str
+) -> None:
+    async with anyio.create_task_group() as tasks:
+
+        async def long_command() -> None:
+            lost = await running.run_or_lost(f"sleep {marker}")
+            assert isinstance(lost, ChannelLost) and lost.by_backend
+
+        tasks.start_soon(long_command)
+        await anyio.sleep(0.5)
+        running.channel.close("closing on purpose")
+    with anyio.fail_after(10):
+        assert await running.process.wait() == 0
+    assert processes_matching(f"sleep {marker}") == []
+
+
+async def test_supervisor_death_fails_commands_in_flight(running: Running) -> None:
+    lost = await running.run_or_lost(f"kill -9 {running.process.pid}; sleep 5")
+    assert isinstance(lost, ChannelLost) and not lost.by_backend
+    assert isinstance(await running.run_or_lost("true"), ChannelLost)
+
+
+HOSTILE_REPLIES = {
+    "a reply line without an end": b'{"id": 1, "stdout": "' + b"x" * (64 * 1024**2),
+    "more output than the request allows": (
+        b'{"id": 1, "stdout_bytes": 50000000, "stderr_bytes": 0}\n' + b"x" * 4 * 1024**2
+    ),
+    "a reply to a command never sent": b'{"id": 99, "stdout_bytes": 0, "stderr_bytes": 0}\n',
+}
+
+
+@pytest.mark.parametrize("reply", list(HOSTILE_REPLIES), ids=list(HOSTILE_REPLIES))
+async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
+    """A compromised supervisor cannot make the backend buffer without bound, or confuse it."""
+    socket_path = tmp_path / "s"
+    listener = await anyio.create_unix_listener(socket_path)
+
+    def hostile_supervisor() -> None:
+        with socket.socket(socket.AF_UNIX) as peer:
+            peer.connect(str(socket_path))
+            peer.sendall(
+                b'{"hello": "sandboxd-supervisor", "protocol": 2, "pid": 1, "shell": "x", '
+                b'"mounts": [], "unix_sockets": "denied"}\n'
+            )
+            peer.recv(4096)
+            with contextlib.suppress(OSError):
+                peer.sendall(HOSTILE_REPLIES[reply])
+                peer.recv(1)  # until the backend hangs up
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(anyio.to_thread.run_sync, hostile_supervisor)
+        channel, _ = await SupervisorChannel.accept(listener)
+        tasks.start_soon(channel.serve)
+        message = RunMessage(
+            id=channel.next_id(),
+            command="true",
+            env={},
+            cwd="/",
+            timeout_s=5,
+            max_output_bytes=1024,
+            max_saved_output_bytes=0,
+        )
+        with anyio.fail_after(20):
+            lost = await channel.run(message, reply_deadline_s=15)
+        assert isinstance(lost, ChannelLost), lost
+        assert (
+            "reply line over" in lost.reason
+            or "never sent" in lost.reason
+            or ("more than the" in lost.reason)
+        ), lost.reason
+    await listener.aclose()
+
+
+async def test_the_first_reply_may_be_as_large_as_its_request_allows(running: Running) -> None:
+    """The reply limit comes from the request it answers, never from an earlier one."""
+    reply = await running.run(
+        "head -c 3000000 /dev/zero | tr '\\0' '\\1'", max_output_bytes=4 * 1024**2
+    )
+    assert reply.error is None and reply.exit_code == 0
+    assert reply.stdout == "\x01" * 3_000_000
+
+
+async def test_unix_sockets_are_denied_to_commands_and_pairs_stay_usable(running: Running) -> None:
+    probe = (
+        "import errno, socket\n"
+        "for family, kind, pair in ((1, 1, False), (1, 2, False), (1, 2, True), (1, 1, True),"
+        " (2, 1, False)):\n"
+        "    try:\n"
+        "        socket.socketpair(family, kind) if pair else socket.socket(family, kind)\n"
+        "        print('allowed')\n"
+        "    except OSError as exc:\n"
+        "        print(errno.errorcode[exc.errno])\n"
+    )
+    reply = await running.run(f"{sys.executable} -c {shlex.quote(probe)}")
+    assert reply.stdout.split() == ["EPERM", "EPERM", "EPERM", "allowed", "allowed"], reply
+
+
+async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
+    running.process.send_signal(signal.SIGSTOP)
+    try:
+        message = RunMessage(
+            id=running.channel.next_id(),
+            command="true",
+            env={},
+            cwd=str(running.workdir),
+            timeout_s=0.1,
+            max_output_bytes=1024,
+            max_saved_output_bytes=0,
+        )
+        with anyio.fail_after(20):
+            lost = await running.channel.run(message, reply_deadline_s=1)
+        assert isinstance(lost, ChannelLost) and not lost.by_backend
+        assert lost.reason == "it gave no reply within 1 s"
+    finally:
+        running.process.send_signal(signal.SIGCONT)

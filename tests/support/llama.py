@@ -1,0 +1,51 @@
+"""The real llama.cpp server for tests, started once per test session.
+
+The model is SmolLM2-135M-Instruct (Q4_1): `scripts/fetch-model` puts it in .cache/models/;
+`LOGOS_TEST_GGUF` points at another GGUF. Missing parts skip the tests locally and fail
+them in CI (see `require`). The root conftest registers its fixture.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logos.local_model import LocalModelServer
+from tests.support.parts import require
+
+REPO = Path(__file__).resolve().parents[2]
+CACHED_GGUF = REPO / ".cache" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def find_test_gguf() -> Path | None:
+    """The model the tests run on: `LOGOS_TEST_GGUF`, else the fetched one, else None."""
+    configured = os.environ.get("LOGOS_TEST_GGUF")
+    if configured:
+        return Path(configured)
+    return CACHED_GGUF if CACHED_GGUF.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def xllamacpp_installed() -> None:
+    """Skips (fails in CI) a test that needs the xllamacpp package when it is missing."""
+    require(
+        importlib.util.find_spec("xllamacpp") is not None,
+        "xllamacpp is not installed: pip install -e '.[local]'",
+    )
+
+
+@pytest.fixture(scope="session")
+def llama_server(xllamacpp_installed: None) -> Iterator[LocalModelServer]:
+    """llama.cpp serving the test model on 127.0.0.1 with one thread (the machine is shared)."""
+    gguf = find_test_gguf()
+    require(
+        gguf is not None and gguf.is_file(),
+        f"no test model at {gguf or CACHED_GGUF}: run scripts/fetch-model or set LOGOS_TEST_GGUF",
+    )
+    assert gguf is not None
+    with LocalModelServer(gguf, n_ctx=4096, threads=1) as server:
+        yield server

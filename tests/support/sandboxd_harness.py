@@ -1,0 +1,209 @@
+"""A real sandboxd daemon in a subprocess on a real Unix socket, for end-to-end tests."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_MAX_SESSIONS = 64
+
+
+def python_for_others() -> tuple[str, dict[str, str]] | None:
+    """An interpreter another (non-root) user can execute, with the env that lets it import
+    this checkout and its dependencies; None when there is none (e.g. the venv's Python
+    lives under a private /root)."""
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    env = {"PYTHONPATH": os.pathsep.join([os.fspath(REPO), site_packages])}
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, shutil.which(version), f"/usr/bin/{version}"):
+        if candidate and _executable_by_others(Path(os.path.realpath(candidate))):
+            return candidate, env
+    return None
+
+
+def _executable_by_others(path: Path) -> bool:
+    if not path.is_file() or not os.stat(path).st_mode & 0o001:
+        return False
+    return all(os.stat(parent).st_mode & 0o001 for parent in path.parents)
+
+
+_short_dirs: list[Path] = []
+
+
+def short_dir(prefix: str = "sd") -> Path:
+    """A fresh directory with a short path (Unix socket paths must stay under 108 bytes).
+
+    Removed when the test process exits, like pytest's own temporary directories are
+    eventually: a test that forgets it must not leave it in /tmp for good.
+    """
+    if not _short_dirs:
+        atexit.register(_remove_short_dirs)
+    path = Path(os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir="/tmp")))
+    _short_dirs.append(path)
+    return path
+
+
+def _remove_short_dirs() -> None:
+    for path in _short_dirs:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class Daemon:
+    """One `python -m sandboxd serve` process and where it keeps things."""
+
+    proc: subprocess.Popen[bytes]
+    root: Path
+    socket: Path
+    state_dir: Path
+    audit_log: Path
+    log: Path
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, timeout: float = 120.0) -> httpx.Client:
+        client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=os.fspath(self.socket)),
+            base_url="http://sandboxd",
+            timeout=timeout,
+        )
+        self.clients.append(client)
+        return client
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send `sig` and wait for the exit status."""
+        for client in self.clients:
+            client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"the daemon did not stop within {timeout} s:\n{self.output()}"
+            ) from None
+
+
+def start_daemon(
+    root: Path,
+    config: str = "",
+    *,
+    socket_path: Path | None = None,
+    user: int | None = None,
+    group: int | None = None,
+    extra_groups: Sequence[int] | None = None,
+    env: dict[str, str] | None = None,
+    python: str = sys.executable,
+    wait: bool = True,
+) -> Daemon:
+    """Start a daemon whose state, audit log and socket live under `root`."""
+    socket_path = socket_path or root / "sd.sock"
+    state_dir = root / "state"
+    audit_log = root / "audit.log"
+    config_file = root / "sandboxd.toml"
+    defaults = {
+        "state_dir": f'"{state_dir}"',
+        "audit_log": f'"{audit_log}"',
+        "shutdown_grace_s": "1",
+        # WHY set: a module's daemon keeps its tests' sessions until they idle out, and the
+        # caps derived from a small host (as few as 4) are not what those tests are about.
+        "max_sessions": str(TEST_MAX_SESSIONS),
+        "max_sessions_per_caller": str(TEST_MAX_SESSIONS),
+    }
+    given = {line.split("=")[0].strip() for line in config.splitlines() if "=" in line}
+    lines = [f"{key} = {value}" for key, value in defaults.items() if key not in given]
+    config_file.write_text("\n".join(lines) + "\n" + config)
+    log = root / f"daemon-{time.monotonic_ns()}.log"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "sandboxd",
+                "serve",
+                "--socket",
+                os.fspath(socket_path),
+                "--config",
+                os.fspath(config_file),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+            user=user,
+            group=group,
+            extra_groups=extra_groups,
+        )
+    daemon = Daemon(proc, root, socket_path, state_dir, audit_log, log)
+    if wait:
+        wait_until_serving(daemon)
+    return daemon
+
+
+def wait_until_serving(daemon: Daemon, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if daemon.proc.poll() is not None:
+            raise AssertionError(
+                f"the daemon exited with {daemon.proc.returncode}:\n{daemon.output()}"
+            )
+        if "serving on" in daemon.output():
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(os.fspath(daemon.socket))
+                return
+        time.sleep(0.05)
+    daemon.proc.kill()
+    raise AssertionError(f"the daemon did not start within {timeout} s:\n{daemon.output()}")
+
+
+def containers_of(docker_client: Any, pid: int) -> list[Any]:
+    """Managed containers created by the daemon process `pid`."""
+    found = []
+    # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
+    listed = docker_client.containers.list(
+        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+    )
+    for container in listed:
+        owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
+        if len(owner) == 4 and owner[2] == str(pid):
+            found.append(container)
+    return found
+
+
+@contextlib.contextmanager
+def running_daemon(docker_client: Any, config: str = "", **options: Any) -> Iterator[Daemon]:
+    """A daemon for the duration of a test; its containers are removed whatever happens."""
+    root = short_dir()
+    if options.get("user") is not None:
+        os.chown(root, options["user"], options.get("group") or -1)
+    daemon = start_daemon(root, config, **options)
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+        for container in containers_of(docker_client, daemon.proc.pid):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        shutil.rmtree(root, ignore_errors=True)
