@@ -236,7 +236,9 @@ class _Run:
                 if interruptions >= MAX_STREAM_INTERRUPTIONS:
                     return "error", _interrupted_error(turn.interrupted, interruptions), ""
                 continue  # nothing was shown or run: ask again
-            if not (turn.blocks or turn.unclosed_block or turn.fabricated_result):
+            if not (turn.blocks or turn.unclosed_block):
+                # WHY after the stream: with no block, nothing ran that a made-up result
+                # could hide, and the whole reply tells a result from a mention of the tag.
                 turn.fabricated_at = find_fabricated_result("".join(turn.text))
             await self._add_assistant(turn)
 
