@@ -12,11 +12,12 @@ import pytest
 from logos import Config, LocalRunner, run
 from logos.envelope import format_results
 from logos.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
-from logos.providers import Provider
+from logos.providers import OpenAIProvider, Provider
 from logos.providers.base import Message, Usage
 from logos.result import Result
 from logos.steps import RunResult, StepMessage, steps_to_messages
 from tests.scripted import Reply, ScriptedProvider
+from tests.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -270,3 +271,27 @@ async def test_the_note_can_be_turned_off() -> None:
     provider = ScriptedProvider([Reply("<cmd>exit 1</cmd>")] * 3 + [Reply("ok")])
     result = await run(config_for(provider, repeated_failure_note=None), [], "go")
     assert "note:" not in "".join(step.content for step in result.steps)
+
+
+# The same slips over the real wire format -------------------------------------------------
+
+
+async def test_a_real_server_streaming_the_slips_gets_each_notice(
+    sse_server: ScriptedServer,
+) -> None:
+    sse_server.enqueue(
+        openai_stream("<result>hello.txt created</result>", chunk_size=4),
+        openai_stream("The file is there."),
+        openai_stream("<cmd>exit 1</cmd>"),
+        openai_stream("<cmd>exit 1</cmd>"),
+        openai_stream("<cmd>exit 1</cmd>"),
+        openai_stream("It cannot be created."),
+    )
+    async with OpenAIProvider(
+        model="m", base_url=f"{sse_server.base_url}/v1", api_key="k"
+    ) as provider:
+        result = await run(config_for(provider, check_back=True), [], "create hello.txt")
+    assert (result.stop_reason, result.response) == ("final", "It cannot be created.")
+    sent = [request.json["messages"][-1]["content"] for request in sse_server.requests[1:]]
+    assert sent[0] == FABRICATED_RESULT_NOTICE and sent[1] == CHECK_BACK_NOTICE
+    assert "note:" not in sent[3] and "3 times in a row" in sent[4]
