@@ -17,6 +17,7 @@ from logos.steps import StepMessage
 
 DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_HALLUCINATIONS = 3
+DEFAULT_REPEATED_FAILURE_NOTE = 3
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,16 @@ class Config:
     max_cost_usd: float | None = None
     """Spend before the run stops with `max_cost` (needs a known cost)."""
     max_hallucinations: int = DEFAULT_MAX_HALLUCINATIONS
-    """Fake tool calls in a row before the run stops with `hallucination_limit`."""
+    """Fake tool calls (or commands in code fences, or made-up results) in a row before the
+    run stops with `hallucination_limit`."""
+    check_back: bool = False
+    """Before taking an answer from a conversation that has run no command yet (its history
+    included), ask the model once whether the task needs one: small models answer questions
+    about this machine from guesses. The answer given again stands. The `logos` command
+    turns this on."""
+    repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
+    """After the same command fails the same way this many times in a row, a note under its
+    block tells the model to try something else (`logos.repeated_failure`); None: never."""
     temperature: float | None = None
     provider_options: Mapping[str, Any] = field(default_factory=dict)
     """Extra JSON fields for every request, merged into the provider's request body; a
@@ -63,6 +73,11 @@ class Config:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
         if self.max_hallucinations < 1:
             raise ValueError("max_hallucinations must be at least 1")
+        if self.repeated_failure_note is not None and self.repeated_failure_note < 2:
+            raise ValueError(
+                "repeated_failure_note must be at least 2 (a failure repeats from its second "
+                f"time) or None, got {self.repeated_failure_note}"
+            )
         for name in ("max_wall_s", "max_cost_usd", "max_total_tokens", "max_tokens"):
             value = getattr(self, name)
             if value is not None and value <= 0:

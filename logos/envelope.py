@@ -21,37 +21,47 @@ by its size, so the model still knows what it ran.
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from logos.result import Result
 
 _COMMAND_PREVIEW_CHARS = 120
 
 
-def format_results(results: Sequence[Result], *, elide_output: bool = False) -> str:
+def format_results(
+    results: Sequence[Result],
+    *,
+    elide_output: bool = False,
+    notes: Mapping[int, str] | None = None,
+) -> str:
     """Render results as the envelope the model reads next; `elide_output` replaces each
-    stdout/stderr body by its size."""
+    stdout/stderr body by its size; `notes` (by position in `results`) end their blocks."""
+    notes = notes or {}
     blocks = [
-        format_result(index, result, elide_output=elide_output)
+        format_result(index, result, elide_output=elide_output, note=notes.get(index - 1))
         for index, result in enumerate(results, start=1)
     ]
     return "<result>\n" + "\n".join(blocks) + "\n</result>"
 
 
-def elide_outputs(content: str, results: Sequence[Result]) -> str | None:
-    """`content` (the envelope of `results`, maybe followed by notices) with the outputs
-    elided; None when `content` is not that envelope (no results, or it was rendered by
-    another version of logos) or when there is no output to elide."""
+def elide_outputs(
+    content: str, results: Sequence[Result], notes: Mapping[int, str] | None = None
+) -> str | None:
+    """`content` (the envelope of `results` with `notes`, maybe followed by notices) with
+    the outputs elided; None when `content` is not that envelope (no results, or it was
+    rendered by another version of logos) or when there is no output to elide."""
     if not results:
         return None
-    envelope = format_results(results)
-    elided = format_results(results, elide_output=True)
+    envelope = format_results(results, notes=notes)
+    elided = format_results(results, elide_output=True, notes=notes)
     if elided == envelope or not content.startswith(envelope):
         return None
     return elided + content[len(envelope) :]
 
 
-def format_result(index: int, result: Result, *, elide_output: bool = False) -> str:
+def format_result(
+    index: int, result: Result, *, elide_output: bool = False, note: str | None = None
+) -> str:
     lines = [f'<block index="{index}">', f"$ {command_preview(result.command)}"]
     status = describe_status(result)
     if status:
@@ -63,6 +73,8 @@ def format_result(index: int, result: Result, *, elide_output: bool = False) -> 
         lines += _stream(name, text, dropped, saved_file, elide_output)
     if result.error is None and not result.stdout and not result.stderr:
         lines.append("(no output)")
+    if note:
+        lines.append(f"note: {note}")
     lines.append("</block>")
     return "\n".join(lines)
 

@@ -6,16 +6,17 @@ The loop treats such a reply like a fake tool call (`logos.hallucination`); whet
 fence is a command that was meant to run depends on the run (a final answer may well show
 one), so this module only finds it.
 
-A fence is a CommonMark fenced code block (``` or ~~~, up to three spaces of indent, closed
-by a like fence at least as long, or by the end of the text). It holds a command when it
-is labelled bash, sh, shell, zsh or console and has a line that is not blank or a comment,
-or when it is unlabelled and its first line is a prompt (`$ ls`) or starts with a common
-command (`ls`, `python3`, `./configure`). A leading `$ ` prompt is not part of the command.
+A fence (`logos.code_fences`) holds a command when it is labelled bash, sh, shell, zsh or
+console and has a line that is not blank or a comment, or when it is unlabelled and its
+first line looks like a command: a prompt (`$ ls`), or a common command (`ls`, `python3`,
+`./configure`) at its start. A leading `$ ` prompt is not part of the command.
 """
 
 from __future__ import annotations
 
 import re
+
+from logos.code_fences import code_fences
 
 _MAX_COMMAND_CHARS = 80
 _SHELL_LABELS = frozenset({"bash", "sh", "shell", "zsh", "console"})
@@ -25,28 +26,14 @@ _COMMON_COMMAND = re.compile(
     r"|go|grep|head|ls|make|mkdir|mv|node|npm|npx|pip|pip3|pwd|pytest|python|python3|rg|rm"
     r"|sed|sh|sort|sudo|tail|tar|touch|tree|uv|wc|wget)(?:[ \t]|$)"
 )
-_OPENING = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*")
 _PROMPT = re.compile(r"\$[ \t]+")
 
 
 def find_fenced_command(prose: str) -> str | None:
     """The first command written in a shell code fence in `prose` (its first command line,
     without a `$ ` prompt), else None."""
-    lines = prose.split("\n")
-    index = 0
-    while index < len(lines):
-        opening = _OPENING.fullmatch(lines[index])
-        index += 1
-        if opening is None:
-            continue
-        fence, label = opening.group(1), opening.group(2).lower()
-        closing = re.compile(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t\r]*")
-        body: list[str] = []
-        while index < len(lines) and not closing.fullmatch(lines[index]):
-            body.append(lines[index])
-            index += 1
-        index += 1
-        command = _command_in(label, body)
+    for fence in code_fences(prose.split("\n")):
+        command = _command_in(fence.label, fence.body)
         if command is not None:
             return command[:_MAX_COMMAND_CHARS]
     return None
@@ -61,9 +48,13 @@ def _command_in(label: str, body: list[str]) -> str | None:
     if label or not lines:
         return None
     first = lines[0]
-    if _PROMPT.match(first):
-        return _without_prompt(first)
-    return first if _COMMON_COMMAND.match(first) else None
+    return _without_prompt(first) if looks_like_command(first) else None
+
+
+def looks_like_command(line: str) -> bool:
+    """Whether a line of text reads as a shell command: a `$ ` prompt, or a common command
+    at its start."""
+    return bool(_PROMPT.match(line) or _COMMON_COMMAND.match(line))
 
 
 def _without_prompt(line: str) -> str:

@@ -2,9 +2,11 @@
 
 Stateless: the caller passes the history in and gets the new steps back. Blocks start the
 moment they close in the stream, so command time hides behind the model's generation.
-Everything the model can get wrong (fake tool calls, empty replies, a reply cut inside a
-block, fabricated results) is answered with a corrective message rather than a crash, and
-every way a run can end keeps the steps and the usage spent so far.
+Everything the model can get wrong (fake tool calls, commands in code fences, empty
+replies, a reply cut inside a block, made-up results, the same failing command again and
+again, an answer before any command ran) is answered with a corrective message
+(`logos.notices`) rather than a crash, and every way a run can end keeps the steps and the
+usage spent so far.
 """
 
 from __future__ import annotations
@@ -26,8 +28,18 @@ from logos.errors import (
     StreamInterruptedError,
 )
 from logos.execute import BlockExecutor
+from logos.fabricated_result import RESULT_TAG, find_fabricated_result
 from logos.fenced_command import find_fenced_command
 from logos.hallucination import find_tool_call_hallucination
+from logos.notices import (
+    CHECK_BACK_NOTICE,
+    CUT_AFTER_BLOCKS_NOTICE,
+    FABRICATED_RESULT_NOTICE,
+    INTERRUPTED_NOTICE,
+    empty_reply_notice,
+    not_run_notice,
+    unclosed_block_notice,
+)
 from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
 from logos.pricing import context_window_for, estimate_cost
 from logos.prompt import build_system_prompt
@@ -43,6 +55,7 @@ from logos.providers.base import (
     Usage,
     UsageReport,
 )
+from logos.repeated_failure import RepeatedFailures
 from logos.result import Result
 from logos.steps import (
     HistoryItem,
@@ -59,7 +72,6 @@ MAX_STREAM_INTERRUPTIONS = 3
 MAX_WINDOW_SHRINKS = 3
 WINDOW_SHRINK = 0.7
 """After the server says the conversation is too long, aim at this share of what was sent."""
-FABRICATED_RESULT_TAG = "<result>"
 
 
 async def run(
@@ -104,6 +116,8 @@ class _Turn:
     prose: list[str] = field(default_factory=list)
     prose_tail: str = ""
     """The last characters of the prose, to spot a `<result>` split across deltas."""
+    fabricated_at: int | None = None
+    """Where the model started writing a `<result>` of its own, in the text."""
     reasoning: list[str] = field(default_factory=list)
     signature: list[str] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
@@ -111,17 +125,19 @@ class _Turn:
     finish: FinishReason | None = None
     blocks: int = 0
     unclosed_block: bool = False
-    fabricated_result: bool = False
     interrupted: StreamInterruptedError | None = None
     results: list[Result] = field(default_factory=list)
     executor: BlockExecutor | None = None
 
     @property
+    def fabricated_result(self) -> bool:
+        return self.fabricated_at is not None
+
+    @property
     def content(self) -> str:
+        """What the model wrote, up to a result it made up (that part is discarded)."""
         text = "".join(self.text)
-        if self.fabricated_result:
-            text = text[: text.rfind(FABRICATED_RESULT_TAG)].rstrip()
-        return text
+        return text if self.fabricated_at is None else text[: self.fabricated_at].rstrip()
 
     def step(self) -> StepMessage:
         return StepMessage(
@@ -145,6 +161,11 @@ class _Run:
         self.messages: list[Message] = []
         self.current: _Turn | None = None
         self.canceled = False
+        self.repeated_failures = (
+            None
+            if config.repeated_failure_note is None
+            else RepeatedFailures(config.repeated_failure_note)
+        )
         self.system = (
             build_system_prompt(working_dir=config.exec_options.resolved_workdir())
             if config.system_prompt is None
@@ -201,7 +222,8 @@ class _Run:
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
         ran_commands = has_run_commands(self.messages)
-        for _ in range(self.config.max_steps):
+        checked_back = False
+        for step in range(self.config.max_steps):
             budget = self._budget_stop()
             if budget is not None:
                 return budget, None, ""
@@ -214,6 +236,10 @@ class _Run:
                 if interruptions >= MAX_STREAM_INTERRUPTIONS:
                     return "error", _interrupted_error(turn.interrupted, interruptions), ""
                 continue  # nothing was shown or run: ask again
+            if not (turn.blocks or turn.unclosed_block):
+                # WHY after the stream: with no block, nothing ran that a made-up result
+                # could hide, and the whole reply tells a result from a mention of the tag.
+                turn.fabricated_at = find_fabricated_result("".join(turn.text))
             await self._add_assistant(turn)
 
             notices = []
@@ -221,13 +247,11 @@ class _Run:
                 if interruptions >= MAX_STREAM_INTERRUPTIONS:
                     await self._add_results(turn.results, [])
                     return "error", _interrupted_error(turn.interrupted, interruptions), ""
-                notices.append(_interrupted_notice())
+                notices.append(INTERRUPTED_NOTICE)
             if turn.unclosed_block:
-                notices.append(_unclosed_block_notice(turn.blocks))
+                notices.append(unclosed_block_notice(turn.blocks))
             elif turn.finish == "length" and turn.blocks:
-                notices.append(_cut_after_blocks_notice())
-            if turn.fabricated_result:
-                notices.append(_fabricated_result_notice())
+                notices.append(CUT_AFTER_BLOCKS_NOTICE)
 
             prose = "".join(turn.prose)
             marker = find_tool_call_hallucination(prose)
@@ -237,12 +261,15 @@ class _Run:
                 # fence; a first reply that holds one and no block meant to run it.
                 fenced = find_fenced_command(prose)
             ran_commands = ran_commands or turn.blocks > 0
-            if marker is not None and not turn.blocks:
+            if turn.fabricated_result and not turn.blocks:
+                what = f"made-up results ({RESULT_TAG})"
+                notice = FABRICATED_RESULT_NOTICE
+            elif marker is not None and not turn.blocks:
                 what = f"fake tool calls ({marker!r})"
-                notice = _not_run_notice(repr(marker), hallucinations + 1)
+                notice = not_run_notice(repr(marker), hallucinations + 1)
             elif fenced is not None:
                 what = f"commands in code fences ({fenced!r})"
-                notice = _not_run_notice(
+                notice = not_run_notice(
                     f"a command in a code fence ({fenced!r})", hallucinations + 1
                 )
             else:
@@ -260,8 +287,10 @@ class _Run:
                 await self._add_results([], notices)
                 continue
             hallucinations = 0
+            if turn.fabricated_result:
+                notices.append(FABRICATED_RESULT_NOTICE)
             if marker is not None:
-                notices.append(_not_run_notice(repr(marker), 1))
+                notices.append(not_run_notice(repr(marker), 1))
 
             if turn.blocks or notices:
                 empty_replies = 0
@@ -272,7 +301,15 @@ class _Run:
                 empty_replies += 1
                 if empty_replies >= MAX_EMPTY_REPLIES:
                     return "error", _empty_replies_error(empty_replies, turn.finish), ""
-                await self._add_results([], [_empty_reply_notice(turn.finish)])
+                await self._add_results([], [empty_reply_notice(turn.finish)])
+                continue
+            # WHY not on the last turn: with no turn left to answer it, a check-back would
+            # only lose the answer.
+            last_turn = step == self.config.max_steps - 1
+            if self.config.check_back and not (ran_commands or checked_back or last_turn):
+                checked_back = True
+                empty_replies = 0
+                await self._add_results([], [CHECK_BACK_NOTICE])
                 continue
             return "final", None, answer
         return "max_steps", None, ""
@@ -375,21 +412,23 @@ class _Run:
         return turn
 
     async def _on_parsed(self, parsed: object, turn: _Turn, executor: BlockExecutor) -> None:
+        if turn.fabricated_result:
+            return  # what follows a made-up result (in the same delta) is not the model's act
         if isinstance(parsed, CommandBlock):
             executor.submit(parsed.command)
             turn.blocks += 1
         elif isinstance(parsed, ProseDelta):
             text = parsed.text
-            if turn.blocks and not turn.fabricated_result:
+            if turn.blocks:
                 seen = turn.prose_tail + text
-                at = seen.find(FABRICATED_RESULT_TAG)
+                at = seen.find(RESULT_TAG)
                 if at >= 0:
                     # The model is writing its own results: stop reading and run the real ones.
-                    turn.fabricated_result = True
+                    turn.fabricated_at = "".join(turn.text).rfind(RESULT_TAG)
                     text = text[: max(0, at - (len(seen) - len(text)))]
             if text:
                 turn.prose.append(text)
-                turn.prose_tail = (turn.prose_tail + text)[-len(FABRICATED_RESULT_TAG) :]
+                turn.prose_tail = (turn.prose_tail + text)[-len(RESULT_TAG) :]
                 await invoke_callback(self.callbacks.on_delta, text)
         elif isinstance(parsed, UnclosedBlock):
             turn.unclosed_block = True
@@ -423,9 +462,15 @@ class _Run:
         await self._add_step(step)
 
     async def _add_results(self, results: Sequence[Result], notices: Sequence[str]) -> None:
-        parts = [format_results(results)] if results else []
+        notes = {} if self.repeated_failures is None else self.repeated_failures.notes(results)
+        parts = [format_results(results, notes=notes)] if results else []
         parts += notices
-        step = StepMessage(role="result", content="\n\n".join(parts), results=tuple(results))
+        step = StepMessage(
+            role="result",
+            content="\n\n".join(parts),
+            results=tuple(results),
+            block_notes=notes,
+        )
         self.messages.extend(steps_to_messages([step]))
         await self._add_step(step)
 
@@ -459,70 +504,11 @@ def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:
     return "the run ended with an error"
 
 
-def _not_run_notice(found: str, repeat: int) -> str:
-    """The answer to a reply that holds `found` (e.g. "'<tool_call>'") instead of a block;
-    sterner when it happens again."""
-    if repeat <= 1:
-        return (
-            f"Your reply contains {found}, which this harness does not run: nothing was "
-            "executed. To run a command, put it in a <cmd> block, for example <cmd>ls</cmd>. "
-            "To finish, reply without any block."
-        )
-    return (
-        f"Again {found} was not executed, and the run stops if it happens once more. "
-        "The ONLY way to run a command is to write it between <cmd> and </cmd>, e.g. "
-        "<cmd>ls</cmd>. No JSON, no <tool_call>, no <invoke>, no code fence."
-    )
-
-
-def _unclosed_block_notice(completed: int) -> str:
-    ran = f" The {completed} complete block(s) before it ran; see above." if completed else ""
-    return (
-        "Your reply was cut off at the output token limit inside an unclosed <cmd> block, "
-        f"which was NOT run.{ran} Continue from there: send that command again in a shorter "
-        "form — write a long file in parts (`cat > f <<'EOF'` for the first part, then "
-        "`cat >> f <<'EOF'` for the rest)."
-    )
-
-
-def _cut_after_blocks_notice() -> str:
-    return (
-        "Your reply was cut off at the output token limit after these blocks; anything you "
-        "meant to write after them is lost. Continue from the results."
-    )
-
-
-def _interrupted_notice() -> str:
-    return (
-        "Your previous reply was interrupted by a connection error; the complete <cmd> "
-        "blocks in it ran (results above, if any). Continue from where you stopped."
-    )
-
-
 def _interrupted_error(last: StreamInterruptedError, times: int) -> str:
     return (
         f"the model's answer broke off {times} times in a row; the last time: "
         f"{last.message.rstrip('.')}. Check the network or the server, then resume the run "
         "from its steps."
-    )
-
-
-def _fabricated_result_notice() -> str:
-    return (
-        "You started writing a <result> yourself; it was discarded. Results come only from "
-        "the harness, after your reply: stop after your <cmd> blocks and wait for them."
-    )
-
-
-def _empty_reply_notice(finish: FinishReason | None) -> str:
-    if finish == "length":
-        return (
-            "Your reply was cut off at the output token limit before you wrote anything. "
-            "Think less before you act: run one command in a <cmd> block, or answer briefly."
-        )
-    return (
-        "Your reply was empty. Run commands in <cmd> blocks, or reply with your final answer "
-        "(a reply without any block)."
     )
 
 

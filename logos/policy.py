@@ -91,10 +91,9 @@ def check_command(command: str) -> str | None:
     return (
         f"Refused: `{edit}` edits a file in place. In-place edits are invisible to review "
         "and cannot be undone, and this harness wants every edit where it can see it. "
-        "The command was not run. Instead, write the whole file with a heredoc "
-        "(cat > path <<'EOF' … EOF), or write a new file and move it over the old one "
-        "(sed 's/old/new/' f > f.new && mv f.new f), or use a short Python script that "
-        "reads, changes and writes the file."
+        "The command was not run. Instead, write the whole file with a heredoc, or write "
+        "the changed text to a new file and move that over the old one (sed without -i, "
+        "then mv), or use a short Python script that reads, changes and writes the file."
     )
 
 

@@ -34,7 +34,8 @@ class StepMessage:
 
     `assistant`: what the model wrote (its `<cmd>` blocks included), its reasoning and the
     turn's usage. `result`: what logos sent back — the `<result>` envelope with the
-    `results` it renders, or a corrective notice (then `results` is empty).
+    `results` it renders and the `block_notes` it shows under some blocks, or a corrective
+    notice (then `results` is empty).
     """
 
     role: Literal["assistant", "result"]
@@ -43,6 +44,9 @@ class StepMessage:
     reasoning_signature: str | None = None
     redacted_reasoning: tuple[str, ...] = ()
     results: tuple[Result, ...] = ()
+    block_notes: Mapping[int, str] = field(default_factory=dict)
+    """Notes logos wrote under blocks of the envelope, by position in `results` (e.g. that
+    the command failed the same way several times in a row)."""
     usage: Usage | None = None
     timestamp: float = field(default_factory=time.time)
 
@@ -89,7 +93,7 @@ def steps_to_messages(steps: Iterable[StepMessage]) -> list[Message]:
                 )
             )
         else:
-            elided = elide_outputs(step.content, step.results)
+            elided = elide_outputs(step.content, step.results, step.block_notes)
             messages.append(Message(role="user", content=step.content, elided=elided))
     return messages
 

@@ -168,6 +168,7 @@ def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     _runner_options(parser)
     _approval_options(parser, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
     _limit_options(parser)
+    _reply_options(parser)
     _output_options(parser, trajectory=trajectory)
 
 
@@ -294,6 +295,27 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="input + output tokens over the whole run",
+    )
+
+
+def _reply_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "the model's replies", "Catching and preventing the slips of small local models."
+    )
+    group.add_argument(
+        "--check-back",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="when the model answers before any command ran, ask it once whether the task "
+        "needs one; its answer given again stands (default: on)",
+    )
+    group.add_argument(
+        "--grammar",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="constrain the replies with the logos llama.cpp grammar: prose and well-formed "
+        "<cmd> blocks, no made-up <result>, tool-call syntax or shell code fence (with --gguf "
+        "or a llama.cpp --base-url only; default: off)",
     )
 
 

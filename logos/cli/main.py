@@ -177,7 +177,8 @@ def _run_or_resume(
         environ=environ,
         input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
         temperature=resolve.first(flags.temperature, settings.temperature),
-        provider_options=settings.provider_options or {},
+        provider_options=resolve.provider_options(flags, settings, choice),
+        check_back=resolve.check_back(flags, settings),
         output=output,
     )
     if gguf is not None:

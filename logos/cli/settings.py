@@ -18,15 +18,16 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from logos.approval import ApprovalMode
 from logos.cli.errors import CliError
 from logos.cli.runners import RunnerSpec, allowed_paths, system_prompt_for
 from logos.config import DEFAULT_MAX_STEPS
+from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
@@ -44,6 +45,17 @@ _MODELS_SHOWN = 10
 DEFAULT_CONTEXT_SIZE = 8192
 """Tokens of context for a `--gguf` model: the system prompt and a few results fit."""
 T = TypeVar("T")
+NO_GRAMMAR = "none"
+
+
+def _known_grammar(name: str) -> str:
+    if name != NO_GRAMMAR and name not in GRAMMARS:
+        raise ValueError(f"unknown grammar {name!r}: choose {', '.join([*GRAMMARS, NO_GRAMMAR])}")
+    return name
+
+
+GrammarName = Annotated[str, AfterValidator(_known_grammar)]
+"""A grammar's name in `logos.grammar.GRAMMARS`, or "none"."""
 
 NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
@@ -77,6 +89,11 @@ class FileSettings(BaseModel):
     provider_options: dict[str, Any] | None = None
     """Extra JSON fields for every model request (e.g. a llama.cpp `grammar`, a `seed`)."""
     prompt_extra: str | None = None
+    check_back: bool | None = None
+    """Ask the model once whether the task needs a command when it answers before any ran
+    (default true)."""
+    grammar: GrammarName | None = None
+    """A llama.cpp grammar for the replies, by name: "logos" or "none" (the default)."""
     """Text appended to the system prompt (house rules, project conventions)."""
 
 
@@ -341,6 +358,9 @@ class Flags:
     max_time: float | None = None
     max_tokens: int | None = None
     max_total_tokens: int | None = None
+    check_back: bool | None = None
+    grammar: bool | None = None
+    """True for the logos grammar (`logos.grammar`), False for none."""
     trajectory: str | None = None
 
 
@@ -448,6 +468,36 @@ def limits(flags: Flags, settings: FileSettings) -> Limits:
         max_tokens=first(flags.max_tokens, settings.max_tokens),
         max_total_tokens=first(flags.max_total_tokens, settings.max_total_tokens),
     )
+
+
+def check_back(flags: Flags, settings: FileSettings) -> bool:
+    """Whether an answer given before any command ran is checked back once: yes, unless
+    turned off (small models answer questions about this machine from guesses)."""
+    return first_or(True, flags.check_back, settings.check_back)
+
+
+def provider_options(
+    flags: Flags, settings: FileSettings, choice: ProviderChoice | None
+) -> dict[str, Any]:
+    """The extra fields of every model request: the config file's `provider_options`, and
+    the grammar asked for. `choice` is None for a local GGUF model."""
+    options = dict(settings.provider_options or {})
+    asked = None if flags.grammar is None else LOGOS_GRAMMAR_NAME if flags.grammar else NO_GRAMMAR
+    name = first_or(NO_GRAMMAR, asked, settings.grammar)
+    if name == NO_GRAMMAR:
+        return options
+    if choice is not None and (choice.kind is not LOCAL_SERVER_KIND or choice.uses_default_server):
+        raise CliError(
+            f"the {name!r} grammar is for llama.cpp: use it with --gguf or with --base-url "
+            f"pointing at a llama.cpp server ({choice.kind.label}'s API refuses a grammar)"
+        )
+    if "grammar" in options:
+        raise CliError(
+            f"two grammars are set: the {name!r} grammar and provider_options.grammar in the "
+            "config file; keep one"
+        )
+    options["grammar"] = GRAMMARS[name]
+    return options
 
 
 def system_prompt(

@@ -82,6 +82,8 @@ class TaskPlan:
     """Where the confirm prompt reads answers (a terminal)."""
     temperature: float | None = None
     provider_options: Mapping[str, Any] = field(default_factory=dict)
+    check_back: bool = True
+    """Check back an answer given before any command ran (`Config.check_back`)."""
     output: GuardedOutput | None = None
     """Where the reporter's stdout goes: when its reader leaves, the run stops."""
 
@@ -186,6 +188,7 @@ async def _run_and_record(
         max_cost_usd=limits.max_cost_usd,
         temperature=plan.temperature,
         provider_options=plan.provider_options,
+        check_back=plan.check_back,
     )
     callbacks = Callbacks(
         on_delta=reporter.delta,

@@ -137,7 +137,7 @@ def test_on_a_terminal_prose_streams_to_stdout_and_the_answer_is_not_repeated(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("The answer is plain.", chunk_size=3, event_pause_s=0.01))
-    terminal = session(home, sse_server, "--yes", "answer")
+    terminal = session(home, sse_server, "--yes", "--no-check-back", "answer")
     try:
         terminal.expect("The answer is plain.")
         terminal.expect("final answer · 1 turn")

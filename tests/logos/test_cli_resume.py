@@ -130,11 +130,14 @@ def test_resume_keeps_anthropic_reasoning_and_its_signature(
 ) -> None:
     sse_server.enqueue(anthropic_stream("Done thinking.", thinking="deep thought", signature="sig"))
     env = anthropic_env(home, sse_server)
-    assert logos(["--model", "claude-x", "--yes", "think"], home, env).returncode == 0
+    assert (
+        logos(["--model", "claude-x", "--yes", "--no-check-back", "think"], home, env).returncode
+        == 0
+    )
     sse_server.enqueue(anthropic_stream("Again."))
     done = logos(["resume", str(home.only_run()), "more"], home, env | {"CI": ""}, stdin="")
     assert done.returncode == 2 and "--yes" in done.stderr  # still no terminal to confirm on
-    done = logos(["resume", str(home.only_run()), "more", "--yes"], home, env)
+    done = logos(["resume", str(home.only_run()), "more", "--yes", "--no-check-back"], home, env)
     assert done.returncode == 0, done.stderr
     assistant = sent_messages(sse_server, 1)[1]
     assert assistant["role"] == "assistant"

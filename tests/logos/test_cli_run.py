@@ -244,7 +244,12 @@ def test_never_run_runs_nothing_and_tells_the_model(home: Home, sse_server: Scri
 def test_the_task_can_come_from_stdin(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("Read it."))
     task = "a task\nover two lines"
-    done = logos(["--model", "m", "--yes", "-"], home, openai_env(home, sse_server), stdin=task)
+    done = logos(
+        ["--model", "m", "--yes", "--no-check-back", "-"],
+        home,
+        openai_env(home, sse_server),
+        stdin=task,
+    )
     assert done.returncode == 0, done.stderr
     assert sent_messages(sse_server, 0) == [{"role": "user", "content": task}]
 
@@ -270,7 +275,9 @@ def test_the_config_file_gives_defaults_and_flags_win(
     first = logos(["--yes", "go"], home, env)
     assert first.returncode == 1  # max_steps = 1 from the file
     assert sse_server.requests[0].json["model"] == "from-config"
-    second = logos(["--yes", "--model", "from-flag", "--max-steps", "2", "go"], home, env)
+    second = logos(
+        ["--yes", "--no-check-back", "--model", "from-flag", "--max-steps", "2", "go"], home, env
+    )
     assert second.returncode == 0, second.stderr
     assert sse_server.requests[1].json["model"] == "from-flag"
 
@@ -314,7 +321,11 @@ def test_a_local_server_without_model_is_asked_for_its_models(
         ),
         openai_stream("Hi."),
     )
-    done = logos(["--base-url", sse_server.base_url + "/v1", "--yes", "hi"], home, home.env())
+    done = logos(
+        ["--base-url", sse_server.base_url + "/v1", "--yes", "--no-check-back", "hi"],
+        home,
+        home.env(),
+    )
     assert done.returncode == 0, done.stderr
     first, chat = sse_server.requests
     assert (first.method, first.path) == ("GET", "/v1/models")
@@ -334,9 +345,13 @@ def test_an_explicit_trajectory_path_is_used_and_never_overwritten(
     target = home.root / "mine.jsonl"
     sse_server.enqueue(openai_stream("First."))
     env = openai_env(home, sse_server)
-    done = logos(["--model", "m", "--yes", "--trajectory", str(target), "go"], home, env)
+    done = logos(
+        ["--model", "m", "--yes", "--no-check-back", "--trajectory", str(target), "go"], home, env
+    )
     assert done.returncode == 0 and _only(read_jsonl(target), "done")
-    again = logos(["--model", "m", "--yes", "--trajectory", str(target), "go"], home, env)
+    again = logos(
+        ["--model", "m", "--yes", "--no-check-back", "--trajectory", str(target), "go"], home, env
+    )
     assert (
         again.returncode == 2
         and "already exists" in again.stderr
@@ -360,7 +375,9 @@ def test_max_tokens_limits_each_turn(wire: str, home: Home, sse_server: Scripted
     stream, env_for = WIRES[wire]
     sse_server.enqueue(stream("Short."))
     done = logos(
-        ["--model", "m", "--yes", "--max-tokens", "77", "go"], home, env_for(home, sse_server)
+        ["--model", "m", "--yes", "--no-check-back", "--max-tokens", "77", "go"],
+        home,
+        env_for(home, sse_server),
     )
     assert done.returncode == 0, done.stderr
     assert sse_server.requests[0].json["max_tokens"] == 77
@@ -392,10 +409,16 @@ def test_max_cost_warns_when_the_price_of_the_model_is_unknown(
 ) -> None:
     sse_server.enqueue(openai_stream("Done."), openai_stream("Done."))
     env = openai_env(home, sse_server)
-    unknown = logos(["--model", "my-local-model", "--yes", "--max-cost", "1", "go"], home, env)
+    unknown = logos(
+        ["--model", "my-local-model", "--yes", "--no-check-back", "--max-cost", "1", "go"],
+        home,
+        env,
+    )
     assert unknown.returncode == 0, unknown.stderr
     assert "--max-cost" in unknown.stderr and "'my-local-model'" in unknown.stderr
-    known = logos(["--model", "gpt-4o", "--yes", "--max-cost", "1", "go"], home, env)
+    known = logos(
+        ["--model", "gpt-4o", "--yes", "--no-check-back", "--max-cost", "1", "go"], home, env
+    )
     assert known.returncode == 0 and "--max-cost" not in known.stderr
 
 
@@ -454,7 +477,11 @@ def test_json_reports_a_retry_as_a_retry_event(home: Home, sse_server: ScriptedS
     sse_server.enqueue(
         json_error(429, "slow down", headers={"retry-after-ms": "50"}), openai_stream("Fine.")
     )
-    done = logos(["--model", "m", "--yes", "--json", "go"], home, openai_env(home, sse_server))
+    done = logos(
+        ["--model", "m", "--yes", "--no-check-back", "--json", "go"],
+        home,
+        openai_env(home, sse_server),
+    )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     (retry,) = [e for e in events if e["type"] == "retry"]
@@ -470,7 +497,7 @@ def test_output_off_a_terminal_is_utf8_whatever_the_locale(
     sse_server.enqueue(openai_stream(answer), openai_stream(answer))
     env = openai_env(home, sse_server, PYTHONIOENCODING="ascii")
     done = subprocess.run(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "go"],
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--no-check-back", "--json", "go"],
         capture_output=True,
         env=env,
         cwd=home.work,
@@ -480,7 +507,7 @@ def test_output_off_a_terminal_is_utf8_whatever_the_locale(
     events = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
     assert events[-1]["response"] == answer
     plain = subprocess.run(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "go"],
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--no-check-back", "go"],
         capture_output=True,
         env=env,
         cwd=home.work,

@@ -1,11 +1,13 @@
 """End to end with a real model: llama.cpp serving a small GGUF, driven through the real CLI.
 
-The model (SmolLM2-135M) is too weak to follow the `<cmd>` protocol on its own, so its
-output is constrained by a llama.cpp grammar to "one `<cmd>` block" or "an answer
-starting with Done" — sampling is still the model's. What is proven on every run: the
-real server's streamed tokens reach the parser, the block's command runs (local bash or
-sandboxd), and its `<result>` goes back to the model for another turn. How often the model
-also completes the task is measured over the tries and reported, not asserted.
+The model (SmolLM2-135M) is too weak to follow the `<cmd>` protocol on its own, so for the
+proof of the full path its output is constrained by this test's llama.cpp grammar to "one
+`<cmd>` block" or "an answer starting with Done" — sampling is still the model's. What is
+proven on every run: the real server's streamed tokens reach the parser, the block's
+command runs (local bash or sandboxd), and its `<result>` goes back to the model for
+another turn. How often the model also does the work (hello.txt made by a command it ran)
+is measured over the tries and reported, not asserted: with this test's grammar, with the
+product's `--grammar`, and with none, the CLI's defaults (the check-back) on.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ Assistant: Done, a.txt contains hi.
 Your first reply must be a <cmd> block; say Done only after you have seen its result."""
 
 
+TEST_GRAMMAR = "test"
+"""This test's own GRAMMAR, sent raw in `provider_options`; other names go to `grammar =`."""
+
+
 @dataclass(frozen=True)
 class Attempt:
     events: list[dict[str, Any]]
@@ -67,6 +73,11 @@ class Attempt:
         """The runner executed a block (a result without `error`; any exit status)."""
         return any(event["result"]["error"] is None for event in self.of_type("command_result"))
 
+    @property
+    def did_the_work(self) -> bool:
+        """hello.txt was made by a command the runner executed."""
+        return self.made_file and self.ran_a_command
+
 
 @pytest.fixture(scope="module")
 def gguf() -> Path:
@@ -82,13 +93,18 @@ def daemon(docker_client: Any) -> Iterator[Daemon]:
         yield serving
 
 
-def attempt(tmp_path: Path, gguf: Path, seed: int, runner_args: list[str]) -> Attempt:
-    (tmp_path / f"try-{seed}").mkdir()
-    home: Home = make_home(tmp_path / f"try-{seed}")
+def attempt(
+    tmp_path: Path, gguf: Path, seed: int, runner_args: list[str], grammar: str = TEST_GRAMMAR
+) -> Attempt:
+    directory = tmp_path / f"{grammar}-try-{seed}"
+    directory.mkdir()
+    home: Home = make_home(directory)
     home.config_file.parent.mkdir(parents=True)
+    chosen = f"grammar = {json.dumps(grammar)}\n" if grammar != TEST_GRAMMAR else ""
+    raw = f"grammar = {json.dumps(GRAMMAR)}\n" if grammar == TEST_GRAMMAR else ""
     home.config_file.write_text(
-        f"temperature = 0.7\nprompt_extra = {json.dumps(EXAMPLE)}\n"
-        f"[provider_options]\nseed = {seed}\ngrammar = {json.dumps(GRAMMAR)}\n"
+        f"temperature = 0.7\nprompt_extra = {json.dumps(EXAMPLE)}\n{chosen}"
+        f"[provider_options]\nseed = {seed}\n{raw}"
     )
     args = ["--gguf", str(gguf), "--threads", "1", "--context-size", "4096", "--json"]
     args += ["--max-steps", "4", "--max-tokens", "48", *runner_args, TASK]
@@ -145,15 +161,15 @@ def check_full_path(attempts: list[Attempt]) -> None:
 def report(capsys: pytest.CaptureFixture[str], where: str, attempts: list[Attempt]) -> None:
     tries = len(attempts)
     done = sum(one.completed for one in attempts)
-    made = sum(one.made_file for one in attempts)
+    worked = sum(one.did_the_work for one in attempts)
     ran = sum(one.ran_a_command for one in attempts)
     commands = [event["command"] for one in attempts for event in one.of_type("command_start")]
     answers = [one.events[-1]["response"] for one in attempts if one.events[-1]["response"]]
     with capsys.disabled():
         print(
-            f"\n[e2e real model, {where}] task completed (file made and final answer) in "
-            f"{done}/{tries} tries; file made in {made}/{tries}; a command ran and its result "
-            f"went back in {ran}/{tries}; "
+            f"\n[e2e real model, {where}] did the work (hello.txt made by a command it ran) in "
+            f"{worked}/{tries} tries; task completed (that and a final answer) in {done}/{tries}; "
+            f"a command ran and its result went back in {ran}/{tries}; "
             f"commands: {commands[:6]}; answers: {answers[:3]}"
         )
 
@@ -184,6 +200,23 @@ def test_real_model_in_sandboxd(
     attempts = attempts_for(tmp_path, gguf, sandbox)
     check_full_path(attempts)
     report(capsys, "sandboxd", attempts)
+
+
+@pytest.mark.slow
+@pytest.mark.llama
+@pytest.mark.timeout(300 * TRIES)
+@pytest.mark.parametrize("grammar", ["logos", "none"])
+def test_real_model_with_and_without_the_product_grammar(
+    xllamacpp_installed: None,
+    gguf: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    grammar: str,
+) -> None:
+    """Reports how often the model does the work with `--grammar`'s grammar and without
+    any; the same seeds as the tests above."""
+    attempts = [attempt(tmp_path, gguf, seed, ["--yes"], grammar) for seed in range(TRIES)]
+    report(capsys, f"local bash, grammar {grammar}", attempts)
 
 
 def exchange(error: str | None) -> Attempt:

@@ -206,8 +206,7 @@ def test_refusal_says_why_and_what_to_do_instead() -> None:
     assert "invisible to review" in refusal
     assert "cannot be undone" in refusal
     assert "not run" in refusal
-    assert "cat > path <<'EOF'" in refusal
-    assert "sed 's/old/new/' f > f.new && mv f.new f" in refusal
+    assert "heredoc" in refusal and "sed without -i, then mv" in refusal
     assert "Python" in refusal
     # The suggested rewrite itself must pass the policy.
     assert check_command("sed 's/old/new/' f > f.new && mv f.new f") is None

@@ -1,0 +1,118 @@
+"""The check-back and the grammar from the command line: the real `logos` command in a
+subprocess against a real local HTTP server streaming scripted replies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from logos.grammar import LOGOS_GRAMMAR
+from logos.notices import CHECK_BACK_NOTICE
+from tests.support.cli_harness import (
+    Home,
+    anthropic_env,
+    logos,
+    make_home,
+    openai_env,
+    read_jsonl,
+    sent_messages,
+)
+from tests.support.sse_server import ScriptedServer, anthropic_stream, openai_stream
+
+
+@pytest.fixture
+def home(tmp_path: object) -> Home:
+    return make_home(tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_an_answer_before_any_command_is_checked_back_and_shows_as_the_notice_it_is(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("The sum is 60."), openai_stream("The sum is 60."))
+    done = logos(["--model", "m", "--yes", "--json", "sum it"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    assert sent_messages(sse_server, 1)[-1] == {"role": "user", "content": CHECK_BACK_NOTICE}
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    steps = [e["step"] for e in events if e["type"] == "step_end"]
+    assert [s["role"] for s in steps] == ["assistant", "result", "assistant"]
+    assert steps[1]["content"] == CHECK_BACK_NOTICE and steps[1]["results"] == []
+    final = events[-1]
+    assert final["response"] == "The sum is 60." and final["turns"] == 2
+    assert final["usage"]["input_tokens"] == 2 * steps[0]["usage"]["input_tokens"]
+    recorded = [r for r in read_jsonl(home.only_run()) if r["type"] == "step"]
+    assert recorded[1]["content"] == CHECK_BACK_NOTICE
+
+
+@pytest.mark.timeout(60)
+def test_people_see_the_check_back_as_a_note_to_the_model(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("Paris."), openai_stream("Paris."))
+    done = logos(["--model", "m", "--yes", "capital?"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Paris.\n"
+    assert "note to the model: No command has run yet" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_check_back_is_turned_off_by_the_flag_or_the_config_file(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    env = openai_env(home, sse_server)
+    sse_server.enqueue(openai_stream("One."))
+    assert logos(["--model", "m", "--yes", "--no-check-back", "go"], home, env).returncode == 0
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text("check_back = false\n")
+    sse_server.enqueue(openai_stream("Two."))
+    assert logos(["--model", "m", "--yes", "go"], home, env).returncode == 0
+    assert len(sse_server.requests) == 2
+    sse_server.enqueue(openai_stream("Three."), openai_stream("Three."))
+    assert logos(["--model", "m", "--yes", "--check-back", "go"], home, env).returncode == 0
+    assert len(sse_server.requests) == 4  # the flag wins over the file
+
+
+@pytest.mark.timeout(60)
+def test_the_grammar_switch_sends_the_logos_grammar(home: Home, sse_server: ScriptedServer) -> None:
+    env = openai_env(home, sse_server)
+    args = ["--model", "m", "--yes", "--no-check-back"]
+    sse_server.enqueue(*(openai_stream("Done.") for _ in range(4)))
+    assert logos([*args, "go"], home, env).returncode == 0
+    assert logos([*args, "--grammar", "go"], home, env).returncode == 0
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text('grammar = "logos"\n[provider_options]\nseed = 3\n')
+    assert logos([*args, "go"], home, env).returncode == 0
+    assert logos([*args, "--no-grammar", "go"], home, env).returncode == 0
+    bodies = [request.json for request in sse_server.requests]
+    assert [body.get("grammar") for body in bodies] == [None, LOGOS_GRAMMAR, LOGOS_GRAMMAR, None]
+    assert bodies[2]["seed"] == 3
+
+
+@pytest.mark.timeout(60)
+def test_a_grammar_for_an_api_that_refuses_it_is_a_clear_error(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    cloud = logos(["--grammar", "--yes", "go"], home, home.env(OPENAI_API_KEY="k"))
+    assert cloud.returncode == 2
+    assert "--gguf" in cloud.stderr and "--base-url" in cloud.stderr and "OpenAI" in cloud.stderr
+    sse_server.enqueue(anthropic_stream("Done."))
+    other = logos(
+        ["--model", "m", "--grammar", "--yes", "go"], home, anthropic_env(home, sse_server)
+    )
+    assert other.returncode == 2 and "Anthropic's API refuses a grammar" in other.stderr
+    assert not sse_server.requests
+
+
+@pytest.mark.timeout(60)
+def test_two_grammars_or_an_unknown_one_are_named(home: Home, sse_server: ScriptedServer) -> None:
+    env = openai_env(home, sse_server)
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text('[provider_options]\ngrammar = "root ::= [a-z]+"\n')
+    both = logos(["--model", "m", "--grammar", "--yes", "go"], home, env)
+    assert both.returncode == 2 and "provider_options.grammar" in both.stderr
+    home.config_file.write_text('grammar = "json"\n')
+    unknown = logos(["--model", "m", "--yes", "go"], home, env)
+    assert unknown.returncode == 2
+    assert "'grammar'" in unknown.stderr and "unknown grammar 'json'" in unknown.stderr
+    assert not sse_server.requests

@@ -1,0 +1,122 @@
+"""Every text logos shows the model must be harmless if the model copies it into a reply.
+
+Small models copy examples: one ran the system prompt's `cd app && make && ./run-tests` five
+times in a run, and another harness's corrective message got its own example executed. So
+the rendered system prompt, every notice of `logos.notices` and the messages that land in
+an envelope (policy refusals, approval outcomes) are parsed as a reply would be, and every
+command they would run, or show in inline code, must be on the list below.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from logos import approval, notices
+from logos.fabricated_result import find_fabricated_result
+from logos.fenced_command import find_fenced_command, looks_like_command
+from logos.parse import CmdStreamParser, parse_cmd_blocks
+from logos.policy import check_command
+from logos.prompt import build_system_prompt, load_template
+
+HARMLESS = {
+    "ls": "lists the working directory",
+    "cd / && ls": "lists the root directory",
+    "cd": "alone, in a fresh shell, changes nothing",
+    "bash -c": "without a command: a usage error",
+    "sed -i": "the default policy refuses it, so it never runs",
+}
+"""Commands an example may show: they need no file and change nothing."""
+
+NOTICE_ARGUMENTS: dict[str, list[object]] = {
+    "found": ["'<tool_call>'", "a command in a code fence ('ls')"],
+    "repeat": [1, 2],
+    "completed": [0, 2],
+    "finish": [None, "stop", "length"],
+    "times": [3, 7],
+}
+"""Sample arguments for the notices' parameters, by name."""
+
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+
+
+def notice_texts() -> Iterator[tuple[str, str]]:
+    """Every text of `logos.notices`: its constants, and its functions on every sample."""
+    for name, value in vars(notices).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, str):
+            yield name, value
+        elif inspect.isfunction(value) and value.__module__ == notices.__name__:
+            parameters = list(inspect.signature(value).parameters)
+            missing = [p for p in parameters if p not in NOTICE_ARGUMENTS]
+            assert not missing, f"add sample arguments for {name}({', '.join(missing)})"
+            for arguments in itertools.product(*(NOTICE_ARGUMENTS[p] for p in parameters)):
+                yield f"{name}{arguments}", value(*arguments)
+
+
+def shown_texts() -> list[tuple[str, str]]:
+    refusals = [check_command("sed -i 's/a/b/' notes.txt"), check_command("sh -c " * 40)]
+    return [
+        ("system prompt", build_system_prompt()),
+        ("system prompt template", load_template()),
+        *notice_texts(),
+        *((f"policy refusal {n}", text) for n, text in enumerate(refusals) if text is not None),
+        ("never-run", approval.NEVER_RUN_ERROR),
+        ("declined", approval.declined_error("not now")),
+        ("edited", approval.EDITED_NOTE),
+    ]
+
+
+TEXTS = shown_texts()
+
+
+def test_every_notice_is_checked() -> None:
+    names = {name.split("(")[0] for name, _ in TEXTS}
+    public = {name for name in vars(notices) if not name.startswith("_")}
+    shown = {
+        name
+        for name in public
+        if isinstance(getattr(notices, name), str)
+        or getattr(getattr(notices, name), "__module__", None) == notices.__name__
+    }
+    assert shown <= names
+
+
+@pytest.mark.parametrize(("name", "text"), TEXTS, ids=[name for name, _ in TEXTS])
+def test_what_a_copy_would_run_is_harmless(name: str, text: str) -> None:
+    for command in parse_cmd_blocks(text):
+        assert command in HARMLESS, f"{name} would run {command!r} if the model copied it"
+    parser = CmdStreamParser()
+    parser.feed(text)
+    parser.close()
+    assert not parser.in_block, f"{name} opens a block that never closes: name the tag in words"
+
+
+@pytest.mark.parametrize(("name", "text"), TEXTS, ids=[name for name, _ in TEXTS])
+def test_commands_shown_as_inline_code_or_in_fences_are_harmless(name: str, text: str) -> None:
+    for line in text.splitlines():
+        for span in _INLINE_CODE.finditer(line):
+            code = span.group(2).strip()
+            if looks_like_command(code):
+                assert code in HARMLESS, f"{name} shows the command {code!r}"
+    assert find_fenced_command(text) is None, f"{name} shows a command in a fence"
+
+
+@pytest.mark.parametrize(("name", "text"), TEXTS, ids=[name for name, _ in TEXTS])
+def test_a_copy_is_not_taken_for_a_made_up_result(name: str, text: str) -> None:
+    assert find_fabricated_result(text) is None
+
+
+def test_the_old_examples_would_have_been_caught() -> None:
+    """The checks above catch what the issue saw: a placeholder in inline code, and a
+    corrective message whose lone tag opens a block that runs its own words."""
+    old_prompt_line = "put both in the same block: `cd app && make && ./run-tests`."
+    [span] = _INLINE_CODE.findall(old_prompt_line)
+    assert looks_like_command(span[1]) and span[1] not in HARMLESS
+    old_notice = "To run a command, put it in a <cmd> block, for example <cmd>ls</cmd>."
+    assert parse_cmd_blocks(old_notice) == ["block, for example <cmd>ls"]
