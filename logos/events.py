@@ -26,6 +26,7 @@ COMMAND_RESULT = "command_result"
 STEP_END = "step_end"
 RETRY = "retry"
 APPROVAL = "approval"
+CONFIRM_REQUIRED = "confirm_required"
 DONE = "done"
 ERROR = "error"
 
@@ -38,6 +39,7 @@ EVENT_TYPES = (
     STEP_END,
     RETRY,
     APPROVAL,
+    CONFIRM_REQUIRED,
     DONE,
     ERROR,
 )
@@ -110,6 +112,19 @@ class ApprovalEvent(_Event):
     time: str
 
 
+class ConfirmRequiredEvent(_Event):
+    """A command waits for someone's approval (a server's client answers it by `id`); the
+    `approval` event that follows says what was decided."""
+
+    type: Literal["confirm_required"] = "confirm_required"
+    id: str
+    command: str
+    summary: str
+    """The command's first line, shortened: enough to recognise it in a list."""
+    expires_at: str
+    """UTC, ISO 8601: then it is denied as "expired"."""
+
+
 class ErrorEvent(_Event):
     type: Literal["error"] = "error"
     message: str
@@ -145,8 +160,22 @@ Event: TypeAlias = Annotated[
     | StepEndEvent
     | RetryEvent
     | ApprovalEvent
+    | ConfirmRequiredEvent
     | ErrorEvent
     | RunSummary,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+class TurnCounter:
+    """Numbers model turns for the events: commands belong to the turn that wrote them."""
+
+    def __init__(self) -> None:
+        self.current = 1
+
+    def number_for(self, step: StepMessage) -> int:
+        if step.role == "assistant":
+            self.current += 1
+            return self.current - 1
+        return self.current - 1  # results answer the turn that just ended
