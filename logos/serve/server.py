@@ -26,6 +26,7 @@ import uvicorn
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
 from logos.serve.approvals import Approvals
+from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
 from logos.serve.setup import ServerSetup
@@ -132,16 +133,16 @@ async def serve(
     approvals = Approvals(settings.approval_ttl_s)
     runs = Runs(setup, sessions, approvals)
     app = build_app(setup, token, runs, approvals)
+    cap = connection_cap(settings.max_connections, open_files_limit())
     config = uvicorn.Config(
         app,
         lifespan="off",
-        http="h11",
+        http=guarded_protocol(cap),
         ws="none",
         access_log=False,
         log_level="warning",
         server_header=False,
         proxy_headers=False,
-        limit_concurrency=settings.max_connections,
         timeout_graceful_shutdown=int(GRACEFUL_S),
     )
     server = _Server(config)
