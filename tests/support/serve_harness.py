@@ -20,7 +20,7 @@ import httpx
 from tests.support.cli_harness import Home, openai_env
 from tests.support.sse_server import ScriptedServer
 
-_SERVING = re.compile(r"serving on (http://\S+)")
+_SERVING = re.compile(r"serving on (\S+)")
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Served:
     home: Home
     log: Path
     url: str = ""
+    """`http://HOST:PORT`, or the path of a Unix socket."""
     clients: list[httpx.Client] = field(default_factory=list)
 
     @property
