@@ -32,6 +32,8 @@ MAX_NOTES = 500
 DEFAULT_PROMPT_CHARS = 4000
 """How much of the notes a new run's system prompt holds by default."""
 _NAMED_LEFT_OUT = 10
+MEMORY_HEADING = "Notes saved in earlier runs"
+"""How the notes' section of a system prompt starts (a resumed run recognises it)."""
 
 
 class NoteError(ValueError):
@@ -170,7 +172,7 @@ def memory_prompt(notes: list[Note], max_chars: int = DEFAULT_PROMPT_CHARS) -> s
             continue
         lines.append(line)
         used += len(line) + 1
-    text = "Notes saved in earlier runs (the most recent first):\n" + "\n".join(lines)
+    text = f"{MEMORY_HEADING} (the most recent first):\n" + "\n".join(lines)
     if left_out:
         names = ", ".join(repr(key) for key in left_out[:_NAMED_LEFT_OUT])
         more = (

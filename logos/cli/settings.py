@@ -29,7 +29,7 @@ from logos.cli.errors import CliError
 from logos.cli.runners import RunnerSpec, allowed_paths, system_prompt_for
 from logos.config import DEFAULT_MAX_STEPS
 from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
-from logos.memory import DEFAULT_PROMPT_CHARS, MemoryStore, memory_prompt
+from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
@@ -530,7 +530,8 @@ def system_prompt(
     memory: MemoryStore,
 ) -> str:
     """The system prompt for this runner and these paths, with the memory notes for a new
-    run; a resumed run keeps its recorded prompt when only the date in it differs.
+    run; a resumed run keeps its recorded prompt when only the date (or the notes it
+    started with) would differ.
 
     WHY: the conversation stays as the model (and a prompt cache) saw it. Any other change
     (runner, directory, sandbox paths, network) must reach the model.
@@ -542,8 +543,10 @@ def system_prompt(
     if recorded is not None:
         started = _local_date(recorded.header.started_at)
         as_recorded = system_prompt_for(spec, options, extra, started)
-        if started is not None and as_recorded == recorded.header.system_prompt:
-            prompt = recorded.header.system_prompt
+        kept = recorded.header.system_prompt
+        with_notes = as_recorded.rstrip("\n") + "\n\n" + MEMORY_HEADING
+        if started is not None and (kept == as_recorded or kept.startswith(with_notes)):
+            prompt = kept  # the notes it started with stay, as the model saw them
     return prompt
 
 
