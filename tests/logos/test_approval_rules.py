@@ -224,3 +224,13 @@ def test_load_rules_reads_a_file_and_says_what_is_wrong(tmp_path: Path) -> None:
         load_rules(path)
     with pytest.raises(RulesError, match="does not exist"):
         load_rules(tmp_path / "missing.toml")
+
+
+def test_the_readme_example_loads() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Approval rules") :]
+    example = section[section.index("```toml") + len("```toml") : section.index("```\n\n")]
+    rules = parse_rules(tomllib.loads(example), "README")
+    assert rules.verdict("git status", "confirm").verdict == "auto"
+    assert rules.verdict("git push", "auto").verdict == "confirm"
+    assert rules.verdict("rm -rf build", "auto").verdict == "deny"

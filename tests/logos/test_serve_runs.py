@@ -83,6 +83,17 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once(
     assert [(e.id, e.data) for e in again] == [(e.id, e.data) for e in rest]
 
 
+def test_an_idle_stream_gets_keep_alive_comments(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(openai_stream("slow", chunk_size=1, event_pause_s=0.4))
+    with serving(home, sse_server, config=AUTO_LOCAL + "keepalive_s = 0.1\n") as served:
+        client = served.client()
+        started = served.start_run(client, prompt="hi", approval="never-run")
+        comments: list[str] = []
+        events = read_events(client, started["run"], comments=comments)
+    assert ": keep-alive" in comments
+    assert events[-1].type == "done"
+
+
 def test_two_subscribers_see_the_same_events(served: Served, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("a reply in several pieces", event_pause_s=0.05))
     client = served.client()
