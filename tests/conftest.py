@@ -83,3 +83,9 @@ def daemon(docker_client: Any) -> Iterator[Daemon]:
     """A real sandboxd with the default config, shared by a module's tests."""
     with running_daemon(docker_client) as serving:
         yield serving
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the loop the CLI and the daemons use."""
+    return "asyncio"

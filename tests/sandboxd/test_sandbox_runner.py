@@ -18,11 +18,6 @@ from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _sessions(daemon: Daemon) -> dict[str, dict[str, Any]]:
     with daemon.client() as http:
         return {s["id"]: s for s in http.get("/v1/sessions").json()["sessions"]}

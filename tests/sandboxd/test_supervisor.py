@@ -35,11 +35,6 @@ from tests.support.processes import processes_matching
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Running:
     channel: SupervisorChannel
