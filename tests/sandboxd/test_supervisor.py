@@ -7,11 +7,11 @@ same supervisor inside containers).
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shlex
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,11 +33,6 @@ from sandboxd.supervisor_client import (
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -98,7 +93,9 @@ def marker() -> Iterator[str]:
     """A unique `sleep` duration to find a command's processes; they are killed afterwards."""
     value = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(1000):03d}"
     yield value
-    subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
+    for pid in processes_matching(f"sleep {value}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_reports_output_and_exit_status(running: Running) -> None:
