@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.cli_harness import make_home
-from tests.support.sandboxd_harness import running_daemon
+from tests.support.sandboxd_harness import Daemon
 from tests.support.serve_harness import read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
@@ -17,7 +16,7 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 @pytest.mark.docker
 @pytest.mark.timeout(180)
 def test_a_sandbox_run_mounts_only_the_allowed_path(
-    tmp_path: Path, docker_client: Any, sse_server: ScriptedServer
+    tmp_path: Path, daemon: Daemon, sse_server: ScriptedServer
 ) -> None:
     home = make_home(tmp_path)
     outside = home.root / "state"  # on the host, beside the allowed path
@@ -25,21 +24,20 @@ def test_a_sandbox_run_mounts_only_the_allowed_path(
         openai_stream(f"<cmd>echo from-the-sandbox > made.txt; ls {outside} 2>&1</cmd>"),
         openai_stream("Done."),
     )
-    with running_daemon(docker_client) as daemon:
-        config = f'check_back = false\nsocket = "{daemon.socket}"\n'
-        with serving(home, sse_server, config=config) as served, served.client() as client:
-            refused = client.post("/v1/runs", json={"prompt": "x", "runner": {"kind": "sandbox"}})
-            assert refused.status_code == 400
-            assert "needs runner.allowed_paths" in refused.json()["error"]
-            started = served.start_run(
-                client,
-                prompt="make a file",
-                runner={
-                    "kind": "sandbox",
-                    "allowed_paths": [{"path": str(home.work), "read_only": False}],
-                },
-            )
-            events = read_events(client, started["run"])
+    config = f'check_back = false\nsocket = "{daemon.socket}"\n'
+    with serving(home, sse_server, config=config) as served, served.client() as client:
+        refused = client.post("/v1/runs", json={"prompt": "x", "runner": {"kind": "sandbox"}})
+        assert refused.status_code == 400
+        assert "needs runner.allowed_paths" in refused.json()["error"]
+        started = served.start_run(
+            client,
+            prompt="make a file",
+            runner={
+                "kind": "sandbox",
+                "allowed_paths": [{"path": str(home.work), "read_only": False}],
+            },
+        )
+        events = read_events(client, started["run"])
     start = events[0].data
     assert (start["runner"], start["approval"]) == ("sandbox", "auto")
     result = next(e for e in events if e.type == "command_result").data["result"]
