@@ -204,6 +204,18 @@ async def test_cancellation_kills_the_command(running: Running, marker: str) -> 
     assert (await running.run("echo still-serving")).stdout == "still-serving\n"
 
 
+async def test_a_cancel_right_after_the_request_kills_the_command(
+    running: Running, marker: str
+) -> None:
+    """A caller gone at once sends its cancel before the command's process exists."""
+    for attempt in range(40):
+        with anyio.move_on_after(0.0005 * attempt):
+            await running.run(f"sleep {marker}")
+    with anyio.fail_after(10):
+        while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.05)
+
+
 async def test_hang_up_kills_commands_and_stops_the_supervisor(
     running: Running, marker: str
 ) -> None:
