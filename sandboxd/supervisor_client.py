@@ -107,7 +107,7 @@ class SupervisorReply(ReplyHead):
 _RESULT_FIELDS = tuple(
     result_field.name
     for result_field in dataclasses.fields(Result)
-    if result_field.name != "command"
+    if result_field.name not in ("command", "job")  # the daemon names jobs, not the sandbox
 )
 
 
