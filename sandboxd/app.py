@@ -85,7 +85,6 @@ from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
-_JOBS_SUFFIX = "/jobs"
 _JOBS_PREFIX = f"{API_PREFIX}/jobs/"
 _TEMENOS_JOBS_PREFIX = "/jobs/"
 _TEMENOS_STATUSES: dict[str, JobStatus | None] = {
@@ -244,7 +243,7 @@ class App:
         path = request.path
         methods = self._routes.get(path)
         if methods is None and path.startswith(_SESSIONS_PREFIX):
-            if path.endswith(_JOBS_SUFFIX):
+            if "/" in path.removeprefix(_SESSIONS_PREFIX):  # a session id has no slash
                 methods = {"GET": self._session_jobs}
             else:
                 methods = {"DELETE": self._close_session}
@@ -568,9 +567,16 @@ class App:
         return Response.json(200, CloseSessionResponse(session=session, closed=True))
 
     async def _session_jobs(self, request: Request, note: AuditNote) -> Response:
-        session = request.path.removeprefix(_SESSIONS_PREFIX).removesuffix(_JOBS_SUFFIX)
+        session, _, rest = request.path.removeprefix(_SESSIONS_PREFIX).partition("/")
         note.session = session
         _check_session_id(session)
+        if rest != "jobs":
+            raise _Problem(
+                404,
+                "not_found",
+                f"no route {request.path[:200]}: a session's jobs are at "
+                f"GET {_SESSIONS_PREFIX}{{id}}/jobs",
+            )
         await self._jobs.prune()
         uid = _identity(request.peer)[0]
         jobs = [_job_model(job) for job in self._jobs.of_caller(uid) if job.session == session]

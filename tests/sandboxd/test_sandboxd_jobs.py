@@ -115,8 +115,12 @@ def test_a_jobs_output_larger_than_the_cap_stays_bounded(daemon: Daemon) -> None
 
 def test_closing_the_session_ends_its_jobs(daemon: Daemon) -> None:
     with daemon.client() as http:
-        ran = _run(http, "sleep 600", session="jobs-d", background_after_s=0.5)
-        assert http.delete("/v1/sessions/jobs-d").status_code == 200
+        # A session may be called "jobs", like the route of a session's jobs.
+        ran = _run(http, "sleep 600", session="jobs", background_after_s=0.5)
+        assert [job["id"] for job in http.get("/v1/sessions/jobs/jobs").json()["jobs"]] == [
+            ran["job"]["id"]
+        ]
+        assert http.delete("/v1/sessions/jobs").status_code == 200
         ended = _job(http, ran["job"]["id"], wait_s=30)
     assert ended["status"] == "killed" and ended["result"]["error"]
 
