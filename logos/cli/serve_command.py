@@ -27,7 +27,7 @@ from logos.cli.task import logos_version
 from logos.config import Config
 from logos.errors import RecordFileError
 from logos.memory import MemoryStore
-from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
+from logos.options import ExecOptions
 from logos.runner import Runner
 from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
@@ -120,9 +120,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         template = Config(
             provider=model.provider,
             model=model.model,
-            exec_options=ExecOptions(
-                timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout)
-            ),
+            exec_options=resolve.exec_options(flags, settings, os.getcwd()),
             max_steps=limits.max_steps,
             max_tokens=limits.max_tokens,
             max_total_tokens=limits.max_total_tokens,

@@ -39,6 +39,8 @@ from logos.events import (
     CommandStartEvent,
     DeltaEvent,
     ErrorEvent,
+    JobEndEvent,
+    JobStartEvent,
     ReasoningDeltaEvent,
     RetryEvent,
     RunSummary,
@@ -50,7 +52,7 @@ from logos.jsonl import utc_now
 from logos.loop import run as run_loop
 from logos.options import AllowedPath, ExecOptions
 from logos.providers.base import Message, Usage
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
@@ -406,6 +408,15 @@ class Runs:
 
         def on_command_result(index: int, result: Result) -> None:
             publish(CommandResultEvent(turn=turns.current, index=index, result=result))
+            if result.job is not None:
+                started = JobStartEvent.of(turns.current, index, result)
+                plan.writer.job(started)
+                publish(started)
+
+        def on_job_end(end: JobEnd, seen: bool) -> None:
+            ended = JobEndEvent.of(end, seen)
+            plan.writer.job(ended)
+            publish(ended)
 
         callbacks = Callbacks(
             on_delta=lambda text: publish(DeltaEvent(text=text)),
@@ -414,6 +425,7 @@ class Runs:
             on_command_result=on_command_result,
             on_step_end=on_step_end,
             on_retry=lambda reason, attempt: publish(RetryEvent(reason=reason, attempt=attempt)),
+            on_job_end=on_job_end,
         )
         gated = ApprovalRunner(plan.runner, self._approver(run), on_decision)
         publish(

@@ -267,6 +267,29 @@ def test_shutdown_cancels_runs_and_saves_them(home: Home, sse_server: ScriptedSe
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
+def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Building.\n<cmd>echo started; sleep 1.5; echo built</cmd>"),
+        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
+        openai_stream("It built."),
+    )
+    with serving(home, sse_server, config="background_after = 0.5\n" + AUTO_LOCAL) as served:
+        client = served.client()
+        started = served.start_run(client, prompt="build it", approval="auto")
+        events = read_events(client, started["run"])
+    [job_start] = [e.data for e in events if e.type == "job_start"]
+    assert (job_start["turn"], job_start["index"], job_start["id"]) == (1, 0, "1")
+    [job_end] = [e.data for e in events if e.type == "job_end"]
+    assert job_end["seen"] is True and job_end["result"]["stdout"] == "built\n"
+    assert events[-1].type == "done" and events[-1].data["stop_reason"] == "final"
+    assert "`wait %1` waits for job 1" in sse_server.requests[0].json["messages"][0]["content"]
+    records = read_jsonl(home.state / "serve" / "sessions" / started["session"] / "session.jsonl")
+    kinds = [r["type"] for r in records]
+    assert kinds.index("job_start") < kinds.index("job_end") < kinds.index("done")
+
+
 def test_memory_notes_through_the_api_reach_new_runs(
     home: Home, sse_server: ScriptedServer
 ) -> None:

@@ -73,6 +73,7 @@ function describeResult(result) {
   if (result.error) return result.error;
   if (result.timed_out) return "timed out";
   const output = [result.stdout, result.stderr].filter(Boolean).join("\n").trim();
+  if (result.job) return output || "(no output yet)";
   const status = result.exit_code === 0 ? "" : "exit code " + result.exit_code + "\n";
   return status + (output || "(no output)");
 }
@@ -83,7 +84,7 @@ function showEvent(type, event) {
   else if (type === "command_result") {
     const block = commandBlock(event);
     const ok = !event.result.error && event.result.exit_code === 0 && !event.result.timed_out;
-    block.classList.add(ok ? "ok" : "failed");
+    if (!event.result.job) block.classList.add(ok ? "ok" : "failed");
     block.append(element("pre", "output", describeResult(event.result)));
   } else if (type === "confirm_required") refreshApprovals();
   else if (type === "approval") {
@@ -92,6 +93,11 @@ function showEvent(type, event) {
     $("transcript").append(element("div", "notice", "approval of `" + event.command + "`: " + said));
     view.prose = null;
     refreshApprovals();
+  } else if (type === "job_start") {
+    commandBlock(event).append(element("div", "notice", "→ job " + event.id + ", running"));
+  } else if (type === "job_end") {
+    $("transcript").append(element("div", "notice", "job " + event.id + " ended: " + describeResult(event.result)));
+    view.prose = null;
   } else if (type === "step_end" && event.step.role === "assistant") view.prose = null;
   else if (type === "retry") $("transcript").append(element("div", "notice", "retrying: " + event.reason));
   else if (type === "error") $("run-end").textContent = "error: " + event.message;
