@@ -47,6 +47,7 @@ from logos.envelope import command_preview, format_results
 from logos.errors import RecordFileError
 from logos.events import ErrorEvent, RunSummary
 from logos.memory import MemoryStore
+from logos.memory_commands import memory_commands
 from logos.pricing import price_for
 from logos.providers import RetryPolicy
 from logos.trajectory import Trajectory, load_trajectory
@@ -188,6 +189,7 @@ def _run_or_resume(
         provider_options=resolve.provider_options(flags, settings, choice),
         check_back=resolve.check_back(flags, settings),
         output=output,
+        loop_commands=memory_commands(memory),
     )
     if gguf is not None:
         reporter.notice(f"loading {gguf.path} with llama.cpp…")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from logos.cli.errors import CliError
 from logos.job_commands import job_usage
 from logos.local_runner import LocalRunner
+from logos.memory_commands import memory_usage
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
 from logos.runner import Runner
@@ -97,13 +98,16 @@ def make_runner(spec: RunnerSpec) -> Runner:
 def system_prompt_for(
     spec: RunnerSpec, options: ExecOptions, extra: str = "", date: dt.date | None = None
 ) -> str:
-    """The system prompt, telling the model what the sandbox lets it see and how its jobs
-    work (as of `date`, by default today). Both runners keep jobs."""
+    """The system prompt, telling the model what the sandbox lets it see, how its jobs
+    work and how to keep memory notes (as of `date`, by default today). Both runners keep
+    jobs; both fronts (the command, the server) answer the memory commands."""
     workdir = options.resolved_workdir() or os.getcwd()
     after = options.background_after_s
-    jobs = job_usage(after) if after is not None else ()
+    commands = (*(job_usage(after) if after is not None else ()), *memory_usage())
     if not spec.sandbox:
-        return build_system_prompt(working_dir=workdir, date=date, extra=extra, loop_commands=jobs)
+        return build_system_prompt(
+            working_dir=workdir, date=date, extra=extra, loop_commands=commands
+        )
     kind = sandbox()
     note = kind.prompt_note(spec.sandbox_settings(options.allowed_paths))
     return build_system_prompt(
@@ -111,5 +115,5 @@ def system_prompt_for(
         platform=kind.platform,
         date=date,
         extra=f"{note}\n{extra}",
-        loop_commands=jobs,
+        loop_commands=commands,
     )

@@ -27,6 +27,7 @@ from logos.cli.task import logos_version
 from logos.config import Config
 from logos.errors import RecordFileError
 from logos.memory import MemoryStore
+from logos.memory_commands import memory_commands
 from logos.options import ExecOptions
 from logos.runner import Runner
 from logos.serve.auth import load_or_create_token
@@ -116,6 +117,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         )
     except BindError as exc:
         raise CliError(str(exc)) from None
+    memory = MemoryStore(memory_path(environ))
     with open_model(choice, gguf) as model:
         template = Config(
             provider=model.provider,
@@ -129,6 +131,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             temperature=resolve.first(flags.temperature, settings.temperature),
             provider_options=resolve.provider_options(flags, settings, choice),
             check_back=resolve.check_back(flags, settings),
+            loop_commands=memory_commands(memory),
         )
         setup = ServerSetup(
             settings=served,
@@ -137,7 +140,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             runners=_Runners(settings),
             state_dir=state,
             audit_path=audit_log_path(environ),
-            memory=MemoryStore(memory_path(environ)),
+            memory=memory,
             rules=rules,
             logos_version=logos_version(),
             workdir=os.getcwd(),

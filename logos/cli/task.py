@@ -44,6 +44,7 @@ from logos.config import Callbacks, Config
 from logos.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent, TurnCounter
 from logos.jsonl import utc_now
 from logos.loop import run
+from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
@@ -89,6 +90,8 @@ class TaskPlan:
     """Where the reporter's stdout goes: when its reader leaves, the run stops."""
     rules: ApprovalRules | None = None
     """Approval rules over the mode: commands they let run, ask about or refuse."""
+    loop_commands: Sequence[CommandFamily] = ()
+    """Commands the loop answers itself (the memory notes' `remember`, `recall`, `forget`)."""
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -185,6 +188,7 @@ async def _run_and_record(
         temperature=plan.temperature,
         provider_options=plan.provider_options,
         check_back=plan.check_back,
+        loop_commands=plan.loop_commands,
     )
     callbacks = Callbacks(
         on_delta=reporter.delta,

@@ -312,6 +312,33 @@ def test_memory_notes_through_the_api_reach_new_runs(
     assert (home.state / "memory.json").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_note_the_model_saves_is_served_and_an_approval_gates_it(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("<cmd>remember deploy: make deploy ENV=staging</cmd>"),
+        openai_stream("Saved."),
+        openai_stream("<cmd>forget deploy</cmd>"),
+        openai_stream("Not forgotten."),
+    )
+    with served.client() as client:
+        started = served.start_run(client, prompt="learn", approval="auto")
+        assert served.wait_finished(client, started["run"])["stop_reason"] == "final"
+        assert client.get("/v1/memory/deploy").json()["text"] == "make deploy ENV=staging"
+        refused = served.start_run(client, prompt="clean up", approval="never-run")
+        assert served.wait_finished(client, refused["run"])["stop_reason"] == "final"
+        assert client.get("/v1/memory/deploy").status_code == 200
+    assert (
+        "`recall build command` shows a note"
+        in sse_server.requests[0].json["messages"][0]["content"]
+    )
+    audit = read_jsonl(served.home.state / "audit.jsonl")
+    assert [(line["command"], line["action"]) for line in audit[-2:]] == [
+        ("remember deploy: make deploy ENV=staging", "auto"),
+        ("forget deploy", "never-run"),
+    ]
+
+
 def test_unix_socket_is_private_and_serves_the_api(home: Home, sse_server: ScriptedServer) -> None:
     path = home.root / "run" / "logos.sock"
     with serving(
