@@ -56,6 +56,9 @@ class _Job:
 @dataclass
 class TemenosServer:
     background_after_s: float
+    echo_token_refusal: bool = False
+    """Refuse every /run with a message that quotes its auth token, as a careless (or
+    hostile) daemon might."""
     requests: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     """(method, path, JSON body) of each request, in arrival order."""
     jobs: dict[str, _Job] = field(default_factory=dict)
@@ -143,6 +146,9 @@ def _handler(server: TemenosServer) -> type[BaseHTTPRequestHandler]:
             if self.path != "/run" or not body or not body.get("command"):
                 self._answer(400, {"error": "command is required"})
                 return
+            if server.echo_token_refusal:
+                self._answer(403, {"error": f"token {body.get('auth_token')} is not allowed"})
+                return
             job = server.start(body)
             if job.done.wait(server.background_after_s):
                 answer = job.info()
@@ -161,9 +167,11 @@ def _handler(server: TemenosServer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def temenos_server(background_after_s: float = 30.0) -> Iterator[TemenosServer]:
+def temenos_server(
+    background_after_s: float = 30.0, *, echo_token_refusal: bool = False
+) -> Iterator[TemenosServer]:
     """The server on 127.0.0.1 (a free port), until the block ends; its jobs are killed then."""
-    state = TemenosServer(background_after_s=background_after_s)
+    state = TemenosServer(background_after_s, echo_token_refusal)
     http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     state.port = http.server_address[1]
     thread = threading.Thread(target=http.serve_forever, daemon=True)
