@@ -202,3 +202,16 @@ async def test_the_token_is_sent_and_follows_its_file(tmp_path: Path) -> None:
     assert sent == ["first-token", "second-token"]
     assert missing.error is not None and str(token_file) in missing.error
     assert "token" not in repr(runner).lower()
+
+
+async def test_a_workdir_temenos_cannot_honour_is_refused_before_sending(tmp_path: Path) -> None:
+    options = ExecOptions(allowed_paths=(AllowedPath(str(tmp_path)),), workdir="/elsewhere")
+    with temenos_server() as server:
+        async with TemenosRunner(server.address) as runner:
+            refused = await runner.run("pwd", options)
+            first = await runner.run(
+                "pwd", ExecOptions(allowed_paths=options.allowed_paths, workdir=str(tmp_path))
+            )
+        sent = server.run_bodies()
+    assert refused.error is not None and "list it first in allowed_paths" in refused.error
+    assert first.stdout == f"{tmp_path}\n" and len(sent) == 1
