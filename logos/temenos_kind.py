@@ -13,7 +13,8 @@ from logos.auth_token import AuthToken, TokenError
 from logos.sandboxes import SandboxSettings
 from logos.temenos_address import AddressError, TemenosAddress, resolve_address
 from logos.temenos_api import HealthResponse
-from logos.temenos_runner import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S, TemenosRunner
+from logos.temenos_client import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S
+from logos.temenos_runner import TemenosRunner
 
 
 class TemenosKind:

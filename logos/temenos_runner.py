@@ -3,9 +3,13 @@
 temenos (seatbelt on macOS, bubblewrap on Linux, inside pods with service-account tokens)
 and sandboxd's temenos-compatible routes answer the same JSON, so this one client serves
 both. `POST /run` either answers the command's end, or, for a command still running after
-the daemon's background threshold (30 s by default), a job id: the runner then follows the
-job (`GET /jobs/{id}`) until it ends, kills it (`DELETE /jobs/{id}`) at the command's timeout
-if the daemon has not, when the caller is cancelled, or when the runner closes.
+the daemon's background threshold (temenos's is 30 s), a job id. A temenos job is a
+background job, so the runner keeps jobs (a `logos.jobs.JobRunner`): when the caller asks
+for jobs (`ExecOptions.background_after_s`), such a command comes back as job 1, 2, …
+(numbered by the runner: daemons' ids are not numbers), which `wait_job`, `kill_job` and
+`ended_jobs` follow through `GET /jobs/{id}` and `DELETE /jobs/{id}`; otherwise the runner
+follows the job itself until it ends. Either way a job is killed at its command's timeout if
+the daemon has not done it, when the caller is cancelled, and when the runner closes.
 
 Whatever goes wrong (no daemon, a refusal, a daemon that dies mid-command) comes back as
 `Result.error`; a timeout as `timed_out`; an exit status the daemon could not give (its -1)
@@ -14,37 +18,30 @@ in words, never as a made-up exit code.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import secrets
 import time
 from collections.abc import Iterable
-from typing import TypeVar
+from dataclasses import dataclass
 
 import anyio
-import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from logos import temenos_api as wire
 from logos.auth_token import AuthToken, TokenError
 from logos.capture import CapturedOutput, OutputCapture
 from logos.options import NONINTERACTIVE_ENV, ExecOptions
-from logos.result import Result
+from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.temenos_address import TemenosAddress, resolve_address
+from logos.temenos_client import TemenosClient, TemenosFailure
 
 HTTP_MARGIN_S = 90.0
 """On top of the command's timeout for `POST /run`: a sandbox's first start and the kill grace."""
-CONNECT_TIMEOUT_S = 5.0
-REQUEST_TIMEOUT_S = 30.0
-"""For the short requests: a job's state, a kill, the health check."""
 KILL_GRACE_S = 10.0
 """How long past the command's timeout a job may still run before the runner kills it
-itself: the daemon kills it at the timeout, and says so at its next poll."""
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""The most of one answer the runner reads: temenos cuts outputs at 64 KiB, sandboxd at the
-request's cap; more than this is a broken or hostile daemon, not a command's output."""
+itself: the daemon kills it at the timeout, and says so at the next look."""
 _POLL_START_S = 0.2
 _POLL_MAX_S = 2.0
 _NO_EXIT_STATUS = -1
@@ -52,15 +49,23 @@ _NO_EXIT_STATUS = -1
 start that failed): it does not say which."""
 
 
-class _Failure(Exception):
-    """A request that did not get a usable answer; the message says what and what to do."""
+@dataclass
+class _Job:
+    """A command the daemon moved to the background."""
 
+    daemon_id: str
+    command: str
+    options: ExecOptions
+    started: float
+    shown_stdout: str = ""
+    """The output so far that its start showed (its end shows what came after)."""
+    shown_stderr: str = ""
 
-class _NotFound(_Failure):
-    """A job id the daemon does not know (404)."""
-
-
-_Answer = TypeVar("_Answer", bound=BaseModel)
+    @property
+    def overdue(self) -> bool:
+        """Still running well past its timeout: the daemon did not kill it."""
+        deadline = self.started + math.ceil(self.options.timeout_s) + KILL_GRACE_S
+        return time.monotonic() >= deadline
 
 
 class TemenosRunner:
@@ -74,7 +79,8 @@ class TemenosRunner:
 
     Commands run in the first allowed path (temenos has no other working directory). Only
     `options.env` and logos's non-interactive variables are sent; the daemon may withhold
-    some, and those of `options.env` it withheld are named in the result's stderr.
+    some, and those of `options.env` it withheld are named in the result's stderr. A job
+    is handed out at `background_after_s` or at the daemon's threshold, whichever is later.
     """
 
     def __init__(
@@ -89,12 +95,12 @@ class TemenosRunner:
         self.network = network
         self.caller_id = caller_id or f"logos-{secrets.token_hex(6)}"
         self._token = auth_token or AuthToken()
-        self._client = self.address.async_client(
-            httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-        )
-        self._jobs: set[str] = set()
-        """The jobs being followed: killed when the runner closes."""
-        self._closed = False
+        self._client = TemenosClient(self.address)
+        self._jobs: dict[str, _Job] = {}
+        """The jobs handed out, by the runner's number."""
+        self._next_job = 1
+        self._followed: set[str] = set()
+        """The daemon's ids of the jobs `run()` is following."""
 
     def __repr__(self) -> str:
         return f"TemenosRunner(address={str(self.address)!r}, caller_id={self.caller_id!r})"
@@ -108,32 +114,76 @@ class TemenosRunner:
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
         try:
-            if self._closed:
-                raise _Failure("this temenos runner is closed: open a new one")
-            content = self._request(command, options)
-            answer = await self._send(
-                "POST",
-                "/run",
-                wire.RunResponse,
-                content=content,
+            if self._client.closed:
+                raise TemenosFailure("this temenos runner is closed: open a new one")
+            answer = await self._client.run(
+                self._request(command, options),
                 answer_within_s=math.ceil(options.timeout_s) + HTTP_MARGIN_S,
             )
             if answer.status == wire.BACKGROUND:
-                return await self._follow(command, answer.job_id, options, started)
-        except _Failure as failure:
+                if not answer.job_id:
+                    raise TemenosFailure(
+                        f"the temenos daemon at {self.address} answered a job without an id"
+                    )
+                after = options.background_at_s()
+                job = _Job(answer.job_id, command, options, started)
+                return await self._follow(job, math.inf if after is None else started + after)
+        except TemenosFailure as failure:
             return _failed(command, started, self._token.scrub(str(failure)))
         notes = _withheld(answer.stripped_env_keys, options.env)
         return _result(
             command, answer.stdout, answer.stderr, answer.exit_code, options, started, notes
         )
 
+    async def list_jobs(self) -> list[JobInfo]:
+        listed = []
+        for number, job in list(self._jobs.items()):
+            try:
+                state = await self._client.job(job.daemon_id)
+            except TemenosFailure:
+                continue  # `ended_jobs` reports what went wrong
+            if state.status == wire.JOB_RUNNING and not job.overdue:
+                listed.append(JobInfo(number, job.command, time.monotonic() - job.started))
+        return listed
+
+    async def wait_job(self, job_id: str, timeout_s: float) -> JobEnd | None:
+        job = self._known(job_id)
+        until = time.monotonic() + timeout_s
+        pause = _POLL_START_S
+        while True:
+            end = await self._end_if_over(job_id, job)
+            if end is not None or time.monotonic() >= until:
+                return end
+            await anyio.sleep(min(pause, max(0.0, until - time.monotonic())))
+            pause = min(pause * 1.5, _POLL_MAX_S)
+
+    async def kill_job(self, job_id: str) -> JobEnd:
+        job = self._known(job_id)
+        del self._jobs[job_id]
+        state = await self._client.kill(job.daemon_id)
+        try:
+            state = state or await self._client.job(job.daemon_id)  # it had ended already
+        except TemenosFailure as failure:
+            return JobEnd(job_id, self._lost(job, failure))
+        stopped = f"stopped on request (DELETE /jobs/{job.daemon_id})"
+        return JobEnd(job_id, self._end(job, state, stopped=stopped))
+
+    async def ended_jobs(self) -> list[JobEnd]:
+        ends = []
+        for number, job in list(self._jobs.items()):
+            end = await self._end_if_over(number, job)
+            if end is not None:
+                ends.append(end)
+        return ends
+
     async def aclose(self) -> None:
-        """Kill the jobs still being followed, then close the connections."""
-        self._closed = True
+        """Kill the jobs still running, then close the connections."""
         try:
             with anyio.CancelScope(shield=True):
-                for job_id in list(self._jobs):
-                    await self._kill(job_id)
+                daemon_ids = {job.daemon_id for job in self._jobs.values()} | self._followed
+                self._jobs.clear()
+                for daemon_id in daemon_ids:
+                    await self._client.kill(daemon_id)
         finally:
             await self._client.aclose()
 
@@ -141,14 +191,14 @@ class TemenosRunner:
         paths = options.allowed_paths
         workdir = options.workdir
         if workdir is not None and (not paths or _absolute(workdir) != _absolute(paths[0].path)):
-            raise _Failure(
+            raise TemenosFailure(
                 f"temenos runs commands in the first allowed path, so workdir {workdir} cannot "
                 "be honoured: list it first in allowed_paths instead"
             )
         try:
             token = self._token.current()
         except TokenError as exc:
-            raise _Failure(str(exc)) from None
+            raise TemenosFailure(str(exc)) from None
         try:
             body = wire.RunRequest(
                 command=command,
@@ -164,168 +214,115 @@ class TemenosRunner:
             # WHY serialised here: text with a lone surrogate cannot be encoded as UTF-8.
             return body.model_dump_json()
         except (ValidationError, PydanticSerializationError):
-            raise _Failure(
+            raise TemenosFailure(
                 "the command, env or a path holds text that is not valid Unicode (a lone "
                 "surrogate): pass valid UTF-8 text"
             ) from None
 
-    async def _follow(
-        self, command: str, job_id: str, options: ExecOptions, started: float
-    ) -> Result:
-        """Poll the job until it ends; kill it at its timeout, on cancellation or on close."""
-        if not job_id:
-            raise _Failure(f"the temenos daemon at {self.address} answered a job without an id")
-        self._jobs.add(job_id)
-        deadline = started + math.ceil(options.timeout_s) + KILL_GRACE_S
+    async def _follow(self, job: _Job, until: float) -> Result:
+        """Poll the job until it ends, or until `until` (then it is handed out as a job);
+        kill it when overdue, on cancellation or on close."""
+        self._followed.add(job.daemon_id)
         pause = _POLL_START_S
         try:
             while True:
-                job = await self._job(job_id)
-                if job.status != wire.JOB_RUNNING:
-                    break
-                if time.monotonic() >= deadline:
-                    job = await self._kill(job_id) or job
-                    note = (
-                        f"temenos: job {job_id} still ran {KILL_GRACE_S:g} s past its timeout, "
-                        "so logos killed it"
-                    )
-                    return _result(
-                        command,
-                        job.stdout,
-                        job.stderr,
-                        None,
-                        options,
-                        started,
-                        [note],
-                        timed_out=True,
-                    )
-                await anyio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                state = await self._client.job(job.daemon_id)
+                if state.status != wire.JOB_RUNNING:
+                    return self._end(job, state)
+                if job.overdue:
+                    return await self._kill_overdue(job, state)
+                if time.monotonic() >= until:
+                    return self._went_on(job, state)
+                await anyio.sleep(min(pause, max(0.0, until - time.monotonic())))
                 pause = min(pause * 1.5, _POLL_MAX_S)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._kill(job_id)
+                await self._client.kill(job.daemon_id)
             raise
         finally:
-            self._jobs.discard(job_id)
-        if job.status == wire.JOB_KILLED:
-            elapsed = time.monotonic() - started
-            if elapsed >= options.timeout_s:
-                return _result(
-                    command, job.stdout, job.stderr, None, options, started, (), timed_out=True
-                )
-            raise _Failure(
-                f"the temenos daemon at {self.address} reports job {job_id} killed after "
-                f"{elapsed:.1f} s, before its {options.timeout_s:g} s timeout (a DELETE "
-                "/jobs from another client, or the daemon shutting down); its output so far "
-                f"was: {_preview(job.stdout, job.stderr)}"
-            )
-        return _result(command, job.stdout, job.stderr, job.exit_code, options, started, ())
+            self._followed.discard(job.daemon_id)
 
-    async def _job(self, job_id: str) -> wire.JobInfo:
+    def _went_on(self, job: _Job, state: wire.JobInfo) -> Result:
+        """The job's start, with its output so far; its end comes from the jobs methods."""
+        number = str(self._next_job)
+        self._next_job += 1
+        job.shown_stdout, job.shown_stderr = state.stdout, state.stderr
+        self._jobs[number] = job
+        out = _cut(state.stdout, job.options.max_output_bytes)
+        err = _cut(state.stderr, job.options.max_output_bytes)
+        return Result(
+            command=job.command,
+            stdout=out.text,
+            stderr=err.text,
+            duration_s=time.monotonic() - job.started,
+            stdout_dropped_bytes=out.dropped_bytes,
+            stderr_dropped_bytes=err.dropped_bytes,
+            job=JobStarted(number),
+        )
+
+    async def _end_if_over(self, number: str, job: _Job) -> JobEnd | None:
+        """The job's end once it ended (or is overdue, then killed), taken from the list;
+        None while it runs."""
         try:
-            return await self._send("GET", f"/jobs/{job_id}", wire.JobInfo)
-        except _NotFound:
-            raise _Failure(
-                f"the temenos daemon at {self.address} no longer knows job {job_id} (it "
-                "restarted, or dropped the job): how the command ended is unknown"
-            ) from None
+            state = await self._client.job(job.daemon_id)
+        except TemenosFailure as failure:
+            if self._jobs.pop(number, None) is None:
+                return None  # taken meanwhile by another caller
+            return JobEnd(number, self._lost(job, failure))
+        if state.status == wire.JOB_RUNNING and not job.overdue:
+            return None
+        if self._jobs.pop(number, None) is None:
+            return None
+        if state.status == wire.JOB_RUNNING:
+            return JobEnd(number, await self._kill_overdue(job, state))
+        return JobEnd(number, self._end(job, state))
 
-    async def _kill(self, job_id: str) -> wire.JobInfo | None:
-        """DELETE the job, within a bound; its final state, or None when that failed (it had
-        ended already, or the daemon is gone: nothing is left to kill either way)."""
-        with anyio.move_on_after(REQUEST_TIMEOUT_S):
-            with contextlib.suppress(_Failure, RuntimeError):
-                return await self._send("DELETE", f"/jobs/{job_id}", wire.JobInfo)
-        return None
+    async def _kill_overdue(self, job: _Job, state: wire.JobInfo) -> Result:
+        state = await self._client.kill(job.daemon_id) or state
+        note = (
+            f"temenos: job {job.daemon_id} still ran {KILL_GRACE_S:g} s past its timeout, so "
+            "logos killed it"
+        )
+        return self._end(job, state, overdue_note=note)
 
-    async def _send(
+    def _end(
         self,
-        method: str,
-        path: str,
-        shape: type[_Answer],
+        job: _Job,
+        state: wire.JobInfo,
         *,
-        content: str | None = None,
-        answer_within_s: float = REQUEST_TIMEOUT_S,
-    ) -> _Answer:
-        """One request, its answer read (bounded) and checked against `shape`."""
-        headers = {"content-type": "application/json"} if content is not None else {}
-        request = self._client.build_request(
-            method,
-            path,
-            content=content,
-            headers=headers,
-            timeout=httpx.Timeout(answer_within_s, connect=CONNECT_TIMEOUT_S),
+        stopped: str | None = None,
+        overdue_note: str | None = None,
+    ) -> Result:
+        """The Result of a job's end: the output after what its start showed, and how it
+        ended in words when the daemon killed it."""
+        stdout = _after(state.stdout, job.shown_stdout)
+        stderr = _after(state.stderr, job.shown_stderr)
+        options, started = job.options, job.started
+        if overdue_note is not None:
+            return _result(
+                job.command, stdout, stderr, None, options, started, [overdue_note], timed_out=True
+            )
+        if state.status != wire.JOB_KILLED:
+            return _result(job.command, stdout, stderr, state.exit_code, options, started, ())
+        elapsed = time.monotonic() - started
+        if stopped is None and elapsed >= options.timeout_s:
+            return _result(job.command, stdout, stderr, None, options, started, (), timed_out=True)
+        error = stopped or (
+            f"the temenos daemon at {self.address} reports job {job.daemon_id} killed after "
+            f"{elapsed:.1f} s, before its {options.timeout_s:g} s timeout (a DELETE /jobs "
+            "from another client, or the daemon shutting down)"
         )
-        try:
-            response = await self._client.send(request, stream=True)
-            try:
-                body = await _read_bounded(response)
-            finally:
-                await response.aclose()
-        except httpx.TransportError as exc:
-            raise _Failure(self._transport_problem(exc, method, path, answer_within_s)) from None
-        except RuntimeError:
-            if self._closed:  # aclose() closed the client under a request in flight
-                raise _Failure("the runner was closed while the command ran") from None
-            raise
-        if response.status_code == 404 and path.startswith("/jobs/"):
-            raise _NotFound(f"no job {path.removeprefix('/jobs/')}")
-        if response.status_code != 200:
-            raise _Failure(self._refusal(response.status_code, body))
-        try:
-            return shape.model_validate_json(body)
-        except ValidationError:
-            raise _Failure(
-                f"something at {self.address} answered {method} {path} with what is not a "
-                "temenos answer: check the address (is it a temenos daemon, or sandboxd's "
-                "socket?)"
-            ) from None
+        return _result(job.command, stdout, stderr, None, options, started, (), error=error)
 
-    def _refusal(self, status: int, body: bytes) -> str:
-        try:
-            message = wire.ErrorResponse.model_validate_json(body).message()
-        except ValidationError:
-            message = body.decode("utf-8", "replace").strip() or "no details"
-        return f"the temenos daemon at {self.address} refused (HTTP {status}): {message[:1000]}"
+    def _lost(self, job: _Job, failure: TemenosFailure) -> Result:
+        error = self._token.scrub(str(failure))
+        return Result(command=job.command, error=error, duration_s=time.monotonic() - job.started)
 
-    def _transport_problem(
-        self, exc: httpx.TransportError, method: str, path: str, timeout: float
-    ) -> str:
-        where = self.address
-        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            start = (
-                "start it (`temenos daemon`), or point --sandbox-addr / $TEMENOS_LISTEN_ADDR / "
-                "$TEMENOS_SOCKET_PATH at it"
-            )
-            return f"cannot reach a temenos daemon at {where} ({_reason(exc)}): {start}"
-        if isinstance(exc, httpx.TimeoutException):
-            return (
-                f"the temenos daemon at {where} did not answer {method} {path} within "
-                f"{timeout:g} s: check the daemon's log"
-            )
-        if isinstance(exc, _TooLarge):
-            return str(exc)
-        return (
-            f"the connection to the temenos daemon at {where} broke during {method} {path} "
-            f"({_reason(exc)}): the daemon may have stopped, and how the command ended is "
-            "unknown; check its log and restart it"
-        )
-
-
-class _TooLarge(httpx.TransportError):
-    """An answer over MAX_ANSWER_BYTES."""
-
-
-async def _read_bounded(response: httpx.Response) -> bytes:
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > MAX_ANSWER_BYTES:
-            raise _TooLarge(
-                f"the daemon's answer is over {MAX_ANSWER_BYTES // (1024 * 1024)} MiB, more "
-                "than any command's output it should send: it is not read"
-            )
-    return bytes(body)
+    def _known(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise LookupError(f"there is no job {job_id} (or its end was reported already)")
+        return job
 
 
 def _result(
@@ -338,11 +335,10 @@ def _result(
     notes: Iterable[str],
     *,
     timed_out: bool = False,
+    error: str | None = None,
 ) -> Result:
     """The Result of a command's end; -1 (no exit status) becomes words, never an exit code."""
-    error = None
-    if exit_code == _NO_EXIT_STATUS and not timed_out:
-        exit_code = None
+    if exit_code == _NO_EXIT_STATUS and not timed_out and error is None:
         if time.monotonic() - started >= options.timeout_s:
             timed_out = True
         else:
@@ -350,7 +346,7 @@ def _result(
                 "the daemon reports no exit status (temenos's -1): the command was killed by "
                 "a signal, or could not start; its stderr may say which"
             )
-    elif timed_out:
+    if timed_out or error is not None:
         exit_code = None
     out = _cut(stdout, options.max_output_bytes)
     err = _cut(_with_notes(stderr, notes), options.max_output_bytes)
@@ -365,6 +361,11 @@ def _result(
         stderr_dropped_bytes=err.dropped_bytes,
         error=error,
     )
+
+
+def _after(whole: str, shown: str) -> str:
+    """What came after the output already shown (all of it when the daemon's cut moved)."""
+    return whole[len(shown) :] if shown and whole.startswith(shown) else whole
 
 
 def _cut(text: str, limit: int) -> CapturedOutput:
@@ -394,15 +395,6 @@ def _with_notes(stderr: str, notes: Iterable[str]) -> str:
 
 def _failed(command: str, started: float, error: str) -> Result:
     return Result(command=command, error=error, duration_s=time.monotonic() - started)
-
-
-def _preview(stdout: str, stderr: str) -> str:
-    text = (stdout + stderr).strip()
-    return repr(text[-300:]) if text else "(no output)"
-
-
-def _reason(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 def _absolute(path: str) -> str:

@@ -4,13 +4,15 @@ it, and `--sandbox` alone still meaning sandboxd."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from logos.cli.arguments import with_command
 from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, sent_messages
-from tests.support.sandboxd_harness import Daemon
+from tests.support.sandboxd_harness import Daemon, running_daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.temenos_server import temenos_server
 
@@ -119,3 +121,32 @@ def test_the_environment_names_the_daemon_and_a_task_runs_over_tcp(
     assert sent[-1]["allowed_paths"] == [{"path": str(home.work), "read_only": False}]
     assert sent[-1]["network"] is False and sent[-1]["timeout"] == 120
     assert "over tcp" in sent_messages(sse_server, 1)[-1]["content"]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(180)
+def test_a_slow_command_is_a_job_the_model_waits_for(
+    docker_client: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Building.\n<cmd>echo started; sleep 4; echo built</cmd>"),
+        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
+        openai_stream("It built."),
+    )
+    with running_daemon(docker_client, "temenos_background_after_s = 1\n") as daemon:
+        args = ["--model", "m", "--sandbox", "temenos", "--sandbox-addr", str(daemon.socket)]
+        done = logos(
+            [*args, "--background-after", "1", "--json", "build it"],
+            home,
+            openai_env(home, sse_server),
+            timeout=150,
+        )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [started] = [event for event in events if event["type"] == "job_start"]
+    [ended] = [event for event in events if event["type"] == "job_end"]
+    assert (started["id"], ended["id"], ended["seen"]) == ("1", "1", True)
+    assert (ended["result"]["stdout"], ended["result"]["exit_code"]) == ("built\n", 0)
+    first = sent_messages(sse_server, 1)[-1]["content"]
+    assert "goes on as job 1" in first and "started" in first
+    assert '<job id="1">' in sent_messages(sse_server, 2)[-1]["content"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import anyio
 import pytest
 
 from logos.auth_token import AuthToken
+from logos.jobs import JobRunner
 from logos.options import AllowedPath, ExecOptions
 from logos.temenos_runner import TemenosRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon
@@ -215,3 +217,104 @@ async def test_a_workdir_temenos_cannot_honour_is_refused_before_sending(tmp_pat
         sent = server.run_bodies()
     assert refused.error is not None and "list it first in allowed_paths" in refused.error
     assert first.stdout == f"{tmp_path}\n" and len(sent) == 1
+
+
+# --- sandboxd's temenos jobs (a threshold of 1 s) -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def jobs_daemon(docker_client: Any) -> Iterator[Daemon]:
+    """sandboxd moving temenos commands to the background after 1 s instead of 30 s."""
+    with running_daemon(docker_client, "temenos_background_after_s = 1\n") as serving:
+        yield serving
+
+
+def _daemon_jobs(daemon: Daemon, runner: TemenosRunner) -> list[dict[str, Any]]:
+    """The runner's jobs as the daemon lists them (temenos's GET /jobs)."""
+    with daemon.client() as http:
+        listed: list[dict[str, Any]] = http.get(
+            "/jobs", params={"caller_id": runner.caller_id}
+        ).json()
+    return listed
+
+
+@pytest.mark.docker
+async def test_a_long_command_goes_on_as_a_job_and_is_followed_to_its_end(
+    jobs_daemon: Daemon, tmp_path: Path
+) -> None:
+    async with TemenosRunner(str(jobs_daemon.socket)) as runner:
+        result = await runner.run("echo start; sleep 3; echo end >&2; exit 5", _rw(tmp_path))
+        jobs = _daemon_jobs(jobs_daemon, runner)
+    assert (result.stdout, result.exit_code, result.error, result.job) == ("start\n", 5, None, None)
+    assert result.stderr == "end\n" and result.duration_s >= 3
+    assert [(job["status"], job["exit_code"]) for job in jobs] == [("completed", 5)]
+
+
+@pytest.mark.docker
+async def test_a_cancelled_command_s_job_is_killed_on_the_daemon(
+    jobs_daemon: Daemon, tmp_path: Path
+) -> None:
+    async with TemenosRunner(str(jobs_daemon.socket)) as runner:
+        with anyio.move_on_after(3):
+            await runner.run("sleep 60", _rw(tmp_path))
+        jobs = _daemon_jobs(jobs_daemon, runner)
+    assert [job["status"] for job in jobs] == ["killed"]
+
+
+@pytest.mark.docker
+async def test_a_job_past_its_timeout_is_a_timeout_on_sandboxd(
+    jobs_daemon: Daemon, tmp_path: Path
+) -> None:
+    options = ExecOptions(allowed_paths=(AllowedPath(str(tmp_path)),), timeout_s=3)
+    async with TemenosRunner(str(jobs_daemon.socket)) as runner:
+        result = await runner.run("echo partial; sleep 60", options)
+    assert result.timed_out and result.exit_code is None and result.error is None
+    assert result.stdout == "partial\n" and 3 <= result.duration_s < 30
+
+
+@pytest.mark.docker
+async def test_jobs_for_the_loop_wait_kill_and_end_with_the_runner(
+    jobs_daemon: Daemon, tmp_path: Path
+) -> None:
+    options = ExecOptions(
+        allowed_paths=(AllowedPath(str(tmp_path), read_only=False),),
+        timeout_s=60,
+        background_after_s=1,
+    )
+    runner = TemenosRunner(str(jobs_daemon.socket))
+    assert isinstance(runner, JobRunner)
+    async with runner:
+        waited = await runner.run("echo one; sleep 2; echo two; exit 3", options)
+        killed = await runner.run("echo x; sleep 60", options)
+        left = await runner.run("sleep 60; touch never", options)
+        assert [r.job.id if r.job else None for r in (waited, killed, left)] == ["1", "2", "3"]
+        assert waited.stdout == "one\n" and waited.exit_code is None
+        assert {"2", "3"} <= {job.id for job in await runner.list_jobs()}
+
+        end = await runner.wait_job("1", 30)
+        assert end is not None and (end.result.stdout, end.result.exit_code) == ("two\n", 3)
+        stopped = await runner.kill_job("2")
+        assert stopped.result.error is not None and "stopped on request" in stopped.result.error
+        assert await runner.ended_jobs() == []
+        with pytest.raises(LookupError, match="there is no job 1"):
+            await runner.wait_job("1", 1)
+        assert [job.id for job in await runner.list_jobs()] == ["3"]
+        jobs = _daemon_jobs(jobs_daemon, runner)
+    assert sorted(job["status"] for job in jobs) == ["completed", "killed", "running"]
+    assert sorted(job["status"] for job in _daemon_jobs(jobs_daemon, runner)) == [
+        "completed",
+        "killed",
+        "killed",
+    ]  # closing the runner killed job 3
+
+
+async def test_a_job_is_handed_out_at_the_later_of_both_thresholds(tmp_path: Path) -> None:
+    options = ExecOptions(allowed_paths=(AllowedPath(str(tmp_path)),), background_after_s=2)
+    with temenos_server(background_after_s=0.5) as server:
+        async with TemenosRunner(server.address) as runner:
+            quick = await runner.run("sleep 1; echo quick", options)
+            slow = await runner.run("echo slow; sleep 60", options)
+            assert (quick.job, quick.stdout, quick.exit_code) == (None, "quick\n", 0)
+            assert slow.job is not None and slow.job.id == "1" and slow.stdout == "slow\n"
+            assert 2 <= slow.duration_s < 20
+        assert server.jobs["000002"].status == "killed"  # closing the runner killed it

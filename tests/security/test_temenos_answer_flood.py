@@ -12,7 +12,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from logos.temenos_runner import MAX_ANSWER_BYTES
+from logos.temenos_client import MAX_ANSWER_BYTES
 
 FLOOD_BYTES = 256 * 1024 * 1024
 """What the daemon sends at most: far more than any command's output it should send."""

@@ -90,13 +90,29 @@ class TemenosServer:
         return job
 
     def _wait(self, job: _Job, timeout: float) -> None:
+        """Collect the output as it comes (a job's state shows its output so far), kill the
+        group at the timeout."""
+        readers = [
+            threading.Thread(target=_collect, args=(job, name), daemon=True)
+            for name in ("stdout", "stderr")
+        ]
+        for reader in readers:
+            reader.start()
         try:
-            job.stdout, job.stderr = job.process.communicate(timeout=timeout)
+            job.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             job.kill()
-            job.stdout, job.stderr = job.process.communicate()
+            job.process.wait()
+        for reader in readers:
+            reader.join()
         job.status = "killed" if job.killed else "completed"
         job.done.set()
+
+
+def _collect(job: _Job, name: str) -> None:
+    stream = getattr(job.process, name)
+    for line in iter(stream.readline, ""):
+        setattr(job, name, getattr(job, name) + line)
 
 
 def _handler(server: TemenosServer) -> type[BaseHTTPRequestHandler]:
