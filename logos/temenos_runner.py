@@ -235,6 +235,12 @@ class TemenosRunner:
                     return self._went_on(job, state)
                 await anyio.sleep(min(pause, max(0.0, until - time.monotonic())))
                 pause = min(pause * 1.5, _POLL_MAX_S)
+        except TemenosFailure as failure:
+            with anyio.CancelScope(shield=True):
+                await self._client.kill(job.daemon_id)
+            raise TemenosFailure(
+                f"lost job {job.daemon_id} after {time.monotonic() - job.started:.1f} s: {failure}"
+            ) from None
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._client.kill(job.daemon_id)

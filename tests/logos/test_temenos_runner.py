@@ -132,6 +132,22 @@ async def test_a_daemon_that_dies_mid_command_is_a_clear_error(
     )
 
 
+@pytest.mark.docker
+async def test_a_daemon_that_dies_while_a_job_runs_is_a_clear_error(
+    docker_client: Any, tmp_path: Path
+) -> None:
+    async def kill_daemon() -> None:
+        await anyio.sleep(4)  # the command went on as a job at 1 s
+        doomed.proc.send_signal(signal.SIGKILL)
+
+    with running_daemon(docker_client, "temenos_background_after_s = 1\n") as doomed:
+        async with TemenosRunner(str(doomed.socket)) as runner, anyio.create_task_group() as group:
+            group.start_soon(kill_daemon)
+            result = await runner.run("sleep 50", _rw(tmp_path))
+    assert result.error is not None and result.exit_code is None and result.duration_s < 30
+    assert result.error.startswith("lost job ") and "cannot reach a temenos daemon" in result.error
+
+
 # --- the jobs API and TCP, on the test server ---------------------------------------------
 
 
