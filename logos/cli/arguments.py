@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="logos doctor",
         help="check the provider, the runner and the sandbox",
         description="Send the model a one-token request, run `true` where commands would "
-        "run, and with --sandbox check sandboxd's health. Prints ok or FAIL with the fix for "
-        "each; exits 1 when any check fails.",
+        "run, and with --sandbox check the sandbox daemon's health. Prints ok or FAIL with "
+        "the fix for each; exits 1 when any check fails.",
     )
     _model_options(doctor)
     _runner_options(doctor)
