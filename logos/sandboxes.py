@@ -40,6 +40,9 @@ class SandboxSettings:
     says which it is given)."""
     session: str | None = None
     """The sandbox session that keeps state between runners (None: a fresh one per runner)."""
+    auth_token_file: str | None = None
+    """A file holding the token the daemon asks for (temenos in Kubernetes: the service
+    account's), read again when it changes; None: no token."""
 
 
 @runtime_checkable
@@ -79,6 +82,11 @@ class SandboxKind(Protocol):
         """What the system prompt tells the model about the sandbox (what it sees, the
         network)."""
         ...
+
+
+def installed_kinds() -> set[str]:
+    """The names of the installed kinds (without loading them)."""
+    return {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def sandbox_kind(name: str) -> SandboxKind:

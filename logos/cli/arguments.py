@@ -18,23 +18,49 @@ from pathlib import Path
 from typing import NoReturn
 
 from logos.approval import APPROVAL_MODES, ApprovalMode
+from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.cli.task import logos_version
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+from logos.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
 
 COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
+SANDBOX_OPTION = "--sandbox"
 
 
 def with_command(arguments: Sequence[str]) -> list[str]:
-    """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`."""
+    """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`, and
+    each `--sandbox` with its kind spelled out (see `_sandbox_kinds_spelled_out`)."""
+    arguments = _sandbox_kinds_spelled_out(arguments)
     if arguments and arguments[0] not in (*COMMANDS, "-h", "--help", "--version"):
         return ["run", *arguments]
-    return list(arguments)
+    return arguments
+
+
+def _sandbox_kinds_spelled_out(arguments: Sequence[str]) -> list[str]:
+    """`--sandbox KIND` when KIND is an installed sandbox kind, else `--sandbox=sandboxd`.
+
+    WHY: `--sandbox` takes an optional kind, and argparse would take whatever follows it as
+    one, so `logos --sandbox "fix the test"` would ask for a kind called "fix the test".
+    """
+    spelled: list[str] = []
+    kinds: set[str] | None = None
+    for index, argument in enumerate(arguments):
+        if argument == "--":
+            return [*spelled, *arguments[index:]]
+        if argument == SANDBOX_OPTION:
+            following = arguments[index + 1] if index + 1 < len(arguments) else None
+            if kinds is None:
+                kinds = installed_kinds()
+            if following not in kinds:
+                argument = f"{SANDBOX_OPTION}={DEFAULT_SANDBOX_KIND}"
+        spelled.append(argument)
+    return spelled
 
 
 def flags_of(args: argparse.Namespace) -> Flags:
@@ -157,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="logos doctor",
         help="check the provider, the runner and the sandbox",
         description="Send the model a one-token request, run `true` where commands would "
-        "run, and with --sandbox check sandboxd's health. Prints ok or FAIL with the fix for "
-        "each; exits 1 when any check fails.",
+        "run, and with --sandbox check the sandbox daemon's health. Prints ok or FAIL with "
+        "the fix for each; exits 1 when any check fails.",
     )
     _model_options(doctor)
     _runner_options(doctor)
@@ -285,16 +311,37 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
 def _runner_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where commands run")
     group.add_argument(
-        "--sandbox",
-        action=argparse.BooleanOptionalAction,
+        SANDBOX_OPTION,
+        nargs="?",
+        const=DEFAULT_SANDBOX_KIND,
         default=None,
-        help="run commands in the sandboxd Docker sandbox (default: local bash)",
+        metavar="KIND",
+        help=f"run commands in a sandbox: {DEFAULT_SANDBOX_KIND} (the default: Docker "
+        "containers of `sandboxd serve`) or temenos (a temenos daemon, or anything speaking "
+        "its API); default: local bash",
     )
     group.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_const",
+        const=False,
+        help="run commands with local bash (when the config file or a resumed run says otherwise)",
+    )
+    group.add_argument(
+        "--sandbox-addr",
         "--socket",
+        dest="socket",
+        metavar="ADDR",
+        help="the sandbox daemon's address. sandboxd: its socket (default: $SANDBOXD_SOCKET, "
+        "$XDG_RUNTIME_DIR/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
+        "(starting with / or .), http://host:port or host:port (default: "
+        "$TEMENOS_LISTEN_ADDR, $TEMENOS_SOCKET_PATH, ~/.temenos/daemon.sock)",
+    )
+    group.add_argument(
+        "--sandbox-token-file",
         metavar="PATH",
-        help="sandboxd's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
-        "~/.sandboxd/daemon.sock)",
+        help="temenos: a file holding the token the daemon asks for (in Kubernetes, the "
+        "service account's token), read again when it changes",
     )
     group.add_argument(
         "--allow",

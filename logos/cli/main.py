@@ -135,10 +135,10 @@ def _run_or_resume(
         else resolve.choose_provider_for(flags, settings, environ, recorded)
     )
 
-    recorded_sandbox = None if recorded is None else recorded.header.runner == "sandbox"
-    sandbox = resolve.first_or(False, flags.sandbox, recorded_sandbox, settings.sandbox)
+    recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
+    sandbox = resolve.sandbox_choice(flags.sandbox, recorded_sandbox, settings.sandbox)
     spec = resolve.runner_spec(flags, settings, sandbox)
-    approval = resolve.approval_mode(flags, sandbox, _stdin_is_terminal())
+    approval = resolve.approval_mode(flags, sandbox is not None, _stdin_is_terminal())
     default_dir = os.getcwd()
     if recorded is not None and not flags.allow:
         default_dir = recorded.header.cwd
@@ -157,7 +157,7 @@ def _run_or_resume(
     system_prompt = resolve.system_prompt(spec, options, settings, recorded, memory)
     rules = resolve.approval_rules(flags, settings)
     if sandbox:
-        _require_sandboxd(spec)
+        _require_sandbox(spec)
     limits = resolve.limits(flags, settings)
     if choice is not None:
         choice, note = resolve.resolve_model(choice)
@@ -208,7 +208,7 @@ def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
 
 def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
     settings = load_file_settings(flags.config, os.environ)
-    sandbox = resolve.first_or(False, flags.sandbox, settings.sandbox)
+    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
     spec = resolve.runner_spec(flags, settings, sandbox)
     approval = resolve.asked_approval(flags)
     if approval is None and not sandbox:
@@ -231,7 +231,7 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
         print("logos: the message has no <cmd> blocks: nothing to run", file=sys.stderr)
         return EXIT_OK
     if sandbox:
-        _require_sandboxd(spec)
+        _require_sandbox(spec)
     plan = ExecPlan(
         commands=blocks.commands,
         runner=spec,
@@ -268,22 +268,23 @@ def _doctor(flags: Flags, console: Console) -> int:
         )
     )
     checks.append(_doctor_provider(flags, settings))
-    sandbox = resolve.first_or(False, flags.sandbox, settings.sandbox)
-    spec = resolve.runner_spec(flags, settings, sandbox)
-    sandbox_ok = True
+    try:
+        sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
+        spec = resolve.runner_spec(flags, settings, sandbox)
+        problem = sandbox_problem(spec) if sandbox else None
+    except CliError as exc:
+        sandbox, problem = "sandbox", exc.message
     if sandbox:
-        problem = sandbox_problem(spec)
-        sandbox_ok = problem is None
         checks.append(
-            Check("sandboxd", "FAIL", problem)
+            Check(sandbox, "FAIL", problem)
             if problem
-            else Check("sandboxd", "ok", f"healthy on {sandbox_where(spec)}")
+            else Check(sandbox, "ok", f"healthy at {sandbox_where(spec)}")
         )
-    if sandbox_ok:
+    if problem is None:
         options = resolve.exec_options(flags, settings, os.getcwd())
         checks.append(anyio.run(check_runner, spec, options))
     else:
-        checks.append(Check("runner", "skip", "needs sandboxd (see above)"))
+        checks.append(Check("runner", "skip", f"needs {sandbox} (see above)"))
     print_checks(checks, console)
     return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
 
@@ -326,7 +327,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
 # Input and output ---------------------------------------------------------------------------------
 
 
-def _require_sandboxd(spec: RunnerSpec) -> None:
+def _require_sandbox(spec: RunnerSpec) -> None:
     problem = sandbox_problem(spec)
     if problem is not None:
         raise CliError(problem)

@@ -21,7 +21,7 @@ from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.model import open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
-from logos.cli.runners import RunnerSpec, make_runner, sandbox_problem
+from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
 from logos.cli.settings import FileSettings, Flags
 from logos.cli.task import logos_version
 from logos.config import Config
@@ -50,11 +50,13 @@ class _Runners:
     settings: FileSettings
 
     def spec(self, choice: RunnerChoice) -> RunnerSpec:
+        kind = resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
         return RunnerSpec(
-            sandbox=choice.sandbox,
+            sandbox=kind if choice.sandbox else None,
             socket=self.settings.socket,
             image=self.settings.image,
             network=choice.network,
+            auth_token_file=self.settings.sandbox_token_file,
         )
 
     def problem(self, choice: RunnerChoice) -> str | None:

@@ -26,7 +26,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from logos.approval import ApprovalMode
 from logos.approval_rules import ApprovalRules, RulesError, load_rules
 from logos.cli.errors import CliError
-from logos.cli.runners import RunnerSpec, allowed_paths, system_prompt_for
+from logos.cli.runners import (
+    DEFAULT_SANDBOX_KIND,
+    RunnerSpec,
+    allowed_paths,
+    system_prompt_for,
+)
 from logos.config import DEFAULT_MAX_STEPS
 from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
 from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
@@ -61,6 +66,8 @@ def _known_grammar(name: str) -> str:
 
 GrammarName = Annotated[str, AfterValidator(_known_grammar)]
 """A grammar's name in `logos.grammar.GRAMMARS`, or "none"."""
+SandboxName = Annotated[str, Field(min_length=1)]
+"""A sandbox kind's name (`logos.sandboxes`); an unknown one is refused when it is used."""
 
 NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
@@ -81,8 +88,12 @@ class FileSettings(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None
     """The variable holding the API key, instead of ANTHROPIC_API_KEY / OPENAI_API_KEY."""
-    sandbox: bool | None = None
+    sandbox: bool | SandboxName | None = None
+    """true for sandboxd, or the name of a sandbox kind ("temenos")."""
     socket: str | None = None
+    """The sandbox daemon's socket or address (--sandbox-addr)."""
+    sandbox_token_file: str | None = None
+    """A file holding the token the sandbox daemon asks for (temenos in Kubernetes)."""
     image: str | None = None
     timeout: float | None = Field(default=None, gt=0)
     background_after: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -359,8 +370,10 @@ class Flags:
     context_size: int = DEFAULT_CONTEXT_SIZE
     threads: int | None = None
     temperature: float | None = None
-    sandbox: bool | None = None
+    sandbox: str | bool | None = None
+    """A sandbox kind's name; False for local bash (--no-sandbox)."""
     socket: str | None = None
+    sandbox_token_file: str | None = None
     allow: Sequence[str] = ()
     network: bool = False
     timeout: float | None = None
@@ -426,17 +439,32 @@ def gguf_spec(flags: Flags, recorded: Trajectory | None) -> GgufSpec | None:
     return GgufSpec(Path(path).expanduser(), flags.context_size, flags.threads)
 
 
-def runner_spec(flags: Flags, settings: FileSettings, sandbox: bool) -> RunnerSpec:
+def sandbox_choice(*asked: str | bool | None) -> str | None:
+    """The sandbox kind the first choice that is set names (True: the default kind); None
+    for local bash (False, or nothing set)."""
+    choice = first(*asked)
+    if isinstance(choice, str):
+        return choice or None
+    return DEFAULT_SANDBOX_KIND if choice else None
+
+
+def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> RunnerSpec:
     if flags.network and not sandbox:
         raise CliError(
             "--network only applies to the sandbox: add --sandbox (commands run locally "
             "already use this machine's network)"
+        )
+    if flags.sandbox_token_file and not sandbox:
+        raise CliError(
+            "--sandbox-token-file is for a sandbox daemon that asks for a token: add "
+            "--sandbox temenos"
         )
     return RunnerSpec(
         sandbox=sandbox,
         socket=flags.socket or settings.socket,
         image=flags.image or settings.image,
         network=flags.network,
+        auth_token_file=flags.sandbox_token_file or settings.sandbox_token_file,
     )
 
 
