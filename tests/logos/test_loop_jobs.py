@@ -23,11 +23,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def marker() -> Iterator[str]:
     """A `sleep` argument no other process has; whatever still carries it is killed after."""
     marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
