@@ -5,8 +5,12 @@ the helpers every folder shares in tests/support."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require
+from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytest_plugins = ["tests.support.sse_server", "tests.support.llama"]
@@ -83,6 +88,16 @@ def daemon(docker_client: Any) -> Iterator[Daemon]:
     """A real sandboxd with the default config, shared by a module's tests."""
     with running_daemon(docker_client) as serving:
         yield serving
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A `sleep` argument no other process has; whatever still carries it is killed after."""
+    marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
+    yield marker
+    for pid in processes_matching(f"sleep {marker}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -4,12 +4,8 @@ is killed or the runner closes."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,16 +17,6 @@ from logos.result import JobEnd
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A `sleep` argument no other process has; whatever still carries it is killed after."""
-    marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
-    yield marker
-    for pid in processes_matching(f"sleep {marker}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _options(**fields: object) -> ExecOptions:

@@ -3,11 +3,7 @@ as a job, the model keeps working, and each job's end reaches it in a later enve
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +16,6 @@ from tests.support.processes import processes_matching
 from tests.support.scripted import Reply, ScriptedProvider
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A `sleep` argument no other process has; whatever still carries it is killed after."""
-    marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
-    yield marker
-    for pid in processes_matching(f"sleep {marker}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _config(provider: ScriptedProvider, **options: float) -> Config:

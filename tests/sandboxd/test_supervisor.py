@@ -7,14 +7,12 @@ same supervisor inside containers).
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import shlex
 import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,16 +84,6 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
         if process.returncode is None:
             process.kill()
         await process.wait()
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A unique `sleep` duration to find a command's processes; they are killed afterwards."""
-    value = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(1000):03d}"
-    yield value
-    for pid in processes_matching(f"sleep {value}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 async def test_reports_output_and_exit_status(running: Running) -> None:

@@ -8,15 +8,11 @@ exception, SIGTERM, or SIGKILL, when no hook of the program runs at all.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,16 +43,6 @@ PROGRAM = textwrap.dedent(
         time.sleep(600)  # until the test signals it
     """
 )
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A `sleep` argument no other process has; whatever still carries it is killed after."""
-    marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
-    yield marker
-    for pid in processes_matching(f"sleep {marker}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _start_program(
