@@ -41,6 +41,7 @@ from sandboxd.backend import (
     Limits,
     SandboxSpec,
     SessionInfo,
+    StartOutcome,
 )
 from sandboxd.docker.container import (
     SOCKET_NAME,
@@ -65,6 +66,7 @@ from sandboxd.docker.ownership import (
 from sandboxd.mount_check import check_mounts
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
+from sandboxd.step_clock import StepClock, describe_steps
 from sandboxd.supervisor_client import (
     ChannelLost,
     RunMessage,
@@ -94,6 +96,8 @@ class _Container(Sandbox):
     control_dir: Path
     channel: SupervisorChannel | None
     """None: the `docker exec` fallback."""
+    start_steps: dict[str, float]
+    """Seconds each step of its start took (see StartOutcome.steps)."""
 
     def usable(self) -> bool:
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
@@ -215,16 +219,19 @@ class DockerBackend:
             max_sessions_per_caller=self._sessions.slots.caps.per_caller,
         )
 
-    async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
+    async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
         """Start the session's container for `sandbox` unless it runs already, its mounts
-        checked; None, or why it could not start (a message for Result.error).
-
-        Raises BackendError (MountChangedError when a mount is not what was checked)."""
-        box = await self._sessions.sandbox_for(session, sandbox)
+        checked; see sandboxd.backend.Backend.start."""
+        if not wait and self._sessions.starting(session, sandbox):
+            return StartOutcome("starting")
+        box, fresh = await self._sessions.start(session, sandbox)
         if isinstance(box, str):
-            return box
+            return StartOutcome("failed", error=box)
         box.touch()
-        return None
+        if not fresh:
+            return StartOutcome("running", box.name)
+        logger.debug("started %s: %s", box.name, describe_steps(box.start_steps))
+        return StartOutcome("started", box.name, steps=box.start_steps)
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
         """Run one command in the session's container for `sandbox`, starting it if needed.
@@ -280,21 +287,23 @@ class DockerBackend:
     # Sandboxes -----------------------------------------------------------------------------
 
     async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Container | str:
-        started = await self._start_container(session, spec)
+        clock = StepClock()
+        started = await self._start_container(session, spec, clock)
         if isinstance(started, _NoPython):
             # WHY here and not where it was found: that container is removed first, so two
             # never hold one session slot at once.
-            started = await self._start_container(session, spec)
+            started = await self._start_container(session, spec, clock)
         assert not isinstance(started, _NoPython), "an image without python3 starts in exec mode"
         return started
 
     async def _start_container(
-        self, session: str, spec: SandboxSpec
+        self, session: str, spec: SandboxSpec, clock: StepClock
     ) -> _Container | str | _NoPython:
         layout = plan_layout(spec)
         if isinstance(layout, str):
             return layout
         image_id = await self._image_id(spec.image)
+        clock.lap("image")
         supervised = image_id not in self._exec_mode_images
         if not supervised and not spec.unix_sockets:
             raise _unix_sockets_not_deniable(spec.image)
@@ -309,6 +318,7 @@ class DockerBackend:
         try:
             if supervised:
                 listener = await self._listen(control_dir / SOCKET_NAME, spec)
+            clock.lap("control_dir")
             labels = {
                 LABEL_MANAGED: "1",
                 LABEL_SESSION: session,
@@ -327,7 +337,9 @@ class DockerBackend:
             )
             try:
                 container_id = created = await self._engine.call(create)
+                clock.lap("create")
                 await self._engine.call(lambda api: api.start(created))
+                clock.lap("start")
             except docker.errors.ImageNotFound as exc:
                 raise self._image_missing(spec.image) from exc
             except docker.errors.APIError as exc:
@@ -345,6 +357,7 @@ class DockerBackend:
                     self._exec_mode_images.add(image_id)
                     return _NO_PYTHON
                 channel, hello = waited
+                clock.lap("handshake")
                 try:
                     check_mounts(spec.mounts, hello.mounts)
                     _check_unix_sockets(spec, hello.unix_sockets)
@@ -361,11 +374,14 @@ class DockerBackend:
                     )
                 )
                 check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
+                clock.lap("mount_report")
             if self._sessions.closing:  # aclose() ran while this container started
                 if channel is not None:
                     await channel.aclose()
                 raise shutting_down()
-            box = _Container(name, session, spec, container_id, layout, control_dir, channel)
+            box = _Container(
+                name, session, spec, container_id, layout, control_dir, channel, clock.steps
+            )
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
             handed_over = True
