@@ -77,7 +77,12 @@ from sandboxd.supervisor_client import (
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not connected by then is given up."""
 STATUS_POLL_S = 0.1
-"""While waiting for the supervisor: how often to check that the container still runs."""
+"""While waiting for the supervisor: the first check that the container still runs; each
+next one waits twice as long, up to STATUS_POLL_MAX_S. WHY only a backstop: the supervisor's
+connection is awaited directly; these checks catch a container that exits without connecting
+(an image without python3, a crash), and 64 starts at once polling every 0.1 s kept the
+engine busy answering them."""
+STATUS_POLL_MAX_S = 1.0
 REPLY_MARGIN_S = 10.0
 """Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
 STALE_CONTROL_DIR_S = 60.0
@@ -148,8 +153,9 @@ class DockerBackend:
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
-        self._exec_mode_images: set[str] = set()
-        """Image ids without python3 (cached: an image id never changes)."""
+        self._exec_mode_images: dict[str, str] = {}
+        """Image names whose image had no python3, with that image's id (an id never
+        changes; a name may be given to another image)."""
         self._exit_stack = contextlib.AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
 
@@ -302,9 +308,8 @@ class DockerBackend:
         layout = plan_layout(spec)
         if isinstance(layout, str):
             return layout
-        image_id = await self._image_id(spec.image)
+        supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
-        supervised = image_id not in self._exec_mode_images
         if not supervised and not spec.unix_sockets:
             raise _unix_sockets_not_deniable(spec.image)
         token = secrets.token_hex(4)
@@ -354,7 +359,7 @@ class DockerBackend:
                     return waited
                 if waited is None:
                     # No python3 in this image: remember, and start it in exec mode.
-                    self._exec_mode_images.add(image_id)
+                    self._exec_mode_images[spec.image] = await self._image_id(spec.image)
                     return _NO_PYTHON
                 channel, hello = waited
                 clock.lap("handshake")
@@ -398,6 +403,15 @@ class DockerBackend:
                     with anyio.CancelScope(shield=True):
                         await self._remove_container(container_id)
                 shutil.rmtree(control_dir, ignore_errors=True)
+
+    async def _runs_in_exec_mode(self, image: str) -> bool:
+        """Whether `image` is one found without python3 (its commands run with `docker exec`).
+
+        WHY no inspection otherwise: an image is assumed to have python3 until a container of
+        it exits without one, so a start costs no engine call for it (a missing image fails
+        the create)."""
+        known = self._exec_mode_images.get(image)
+        return known is not None and known == await self._image_id(image)
 
     async def _image_id(self, image: str) -> str:
         try:
@@ -475,8 +489,10 @@ class DockerBackend:
 
                 async def watch() -> None:
                     nonlocal outcome
+                    pause = STATUS_POLL_S
                     while True:
-                        await anyio.sleep(STATUS_POLL_S)
+                        await anyio.sleep(pause)
+                        pause = min(pause * 2, STATUS_POLL_MAX_S)
                         try:
                             state = await self._engine.call(
                                 lambda api: api.inspect_container(container_id)["State"]
