@@ -6,11 +6,13 @@ Everything the model can get wrong (fake tool calls, commands in code fences, em
 replies, a reply cut inside a block, made-up results, the same failing command again and
 again, an answer before any command ran) is answered with a corrective message
 (`logos.notices`) rather than a crash, and every way a run can end keeps the steps and the
-usage spent so far.
+usage spent so far. The runner prepares (e.g. starts its sandbox) while the first model
+request is under way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -188,6 +190,7 @@ class _Run:
             async with anyio.create_task_group() as watchers:
                 if cancel is not None:
                     watchers.start_soon(self._cancel_when_set, cancel, watchers.cancel_scope)
+                watchers.start_soon(self._prepare_runner)
                 deadline = self.config.max_wall_s or math.inf
                 with anyio.move_on_after(deadline) as wall:
                     try:
@@ -213,6 +216,14 @@ class _Run:
             usage=self.usage,
             cost_usd=self.cost_usd if self.cost_known else None,
         )
+
+    async def _prepare_runner(self) -> None:
+        """Let the runner get ready (start its sandbox) while the first model request is
+        under way, so that the first block does not wait for it; the run's end cancels it."""
+        # WHY a failure is dropped: preparing only saves time, and the first command reports
+        # what stands in its way; a runner's bug here must not end the run.
+        with contextlib.suppress(Exception):
+            await self.config.runner.prepare(self.config.exec_options)
 
     async def _cancel_when_set(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
         await cancel.wait()
