@@ -35,6 +35,13 @@ class Plan:
     """Per request of the control-character flood (at the largest max_output_bytes)."""
     control_flood_requests: int = 8
     """Control-character floods sent at once, each in its own session."""
+    prepare_iterations: int = 10
+    """Interleaved samples of a run's first command (with and without preparation), of a
+    new session's start and of `docker run --rm`."""
+    prepare_model_delay_s: float = 0.5
+    """The scripted model's time to its first block."""
+    prepare_sessions: int = 64
+    """Sessions started at once."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -54,14 +61,18 @@ class Plan:
             overlap_command="sleep 0.3",
             flood_bytes=64 * 2**20,
             control_flood_requests=2,
+            prepare_iterations=2,
+            prepare_sessions=4,
         )
 
     def with_iterations(self, iterations: int) -> Plan:
-        """`-n`: round trips per method; cold samples are a third of that (at least one)."""
+        """`-n`: round trips per method; cold samples (new sessions, `docker run --rm`, a
+        run's first command) are a third of that (at least one)."""
         if iterations < 1:
             raise ValueError(f"-n must be at least 1, got {iterations}")
         return dataclasses.replace(
             self,
             roundtrip_iterations=iterations,
             cold_iterations=max(1, round(iterations / 3)),
+            prepare_iterations=max(1, round(iterations / 3)),
         )
