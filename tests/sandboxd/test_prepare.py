@@ -20,7 +20,7 @@ import pytest
 from logos import AllowedPath, ExecOptions, run
 from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.runner import SandboxRunner
-from tests.support.sandboxd_harness import Daemon, containers_of, running_daemon
+from tests.support.sandboxd_harness import Daemon
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
@@ -81,11 +81,19 @@ def test_a_start_while_another_is_under_way_answers_at_once(daemon: Daemon) -> N
             assert response.status_code == 200, response.text
             return response.json(), time.monotonic() - began
 
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(start)
-        time.sleep(0.05)  # the first one is starting the container
-        second = pool.submit(start)
-        (started, started_s), (repeat, repeat_s) = first.result(), second.result()
+    with daemon.client() as http:
+
+        def containers() -> int:
+            count: int = http.get("/v1/health").json()["containers"]  # starting ones too
+            return count
+
+        before = containers()
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(start)
+            while containers() == before and not first.done():  # until it is starting
+                time.sleep(0.005)
+            second = pool.submit(start)
+            (started, started_s), (repeat, repeat_s) = first.result(), second.result()
     assert started["state"] == "started", started
     assert repeat["state"] == "starting" and repeat["sandbox"] == "", repeat
     assert repeat_s < started_s
@@ -113,23 +121,6 @@ def test_a_refused_start_is_the_same_refusal_as_a_run(daemon: Daemon, tmp_path: 
         get = http.get(f"/v1/sessions/{session}/start")
         assert get.status_code == 405 and get.headers["allow"] == "POST"
     assert _containers(daemon, session) == []
-
-
-def test_starts_count_against_the_session_caps(docker_client: Any) -> None:
-    config = "max_sessions = 2\nmax_sessions_per_caller = 2\n"
-    with running_daemon(docker_client, config) as daemon, daemon.client() as http:
-        # Five sessions asked for at once: two start, three are refused by the cap.
-        with ThreadPoolExecutor(5) as pool:
-            answers = list(pool.map(lambda n: _start(http, f"cap-{n}"), range(5)))
-        statuses = sorted(answer.status_code for answer in answers)
-        assert statuses == [200, 200, 429, 429, 429], [a.text for a in answers]
-        refusal = next(a for a in answers if a.status_code == 429).json()["error"]
-        assert refusal["code"] == "too_many_sessions"
-        assert "max_sessions" in refusal["message"]
-        assert len(containers_of(docker_client, daemon.proc.pid)) == 2
-        # A running session's start is never refused: it takes no new place.
-        running = next(n for n, a in enumerate(answers) if a.status_code == 200)
-        assert _start(http, f"cap-{running}").json()["state"] == "running"
 
 
 @pytest.mark.anyio
