@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from logos.approval import APPROVAL_MODES, ApprovalMode
-from logos.cli.settings import DEFAULT_CONTEXT_SIZE, Flags
+from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.cli.task import logos_version
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
@@ -252,6 +252,13 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
         type=_positive_float,
         metavar="SECONDS",
         help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    group.add_argument(
+        "--background-after",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="a command still running after this long goes on as a job while the model "
+        f"keeps working (default {DEFAULT_BACKGROUND_AFTER_S:g}; not for `logos exec`)",
     )
     group.add_argument("--image", help="sandbox image (one the daemon allows)")
 
