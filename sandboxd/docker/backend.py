@@ -52,6 +52,7 @@ from sandboxd.docker.container import (
     create_container,
     install_supervisor,
     plan_layout,
+    stage_supervisor,
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
@@ -129,6 +130,8 @@ class DockerBackend:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
+        self._staged_supervisor = Path(state_dir).absolute() / "supervisor"
+        """The supervisor's files once per daemon (see stage_supervisor)."""
         longest = self._control_root / secrets.token_hex(4) / SOCKET_NAME
         if len(os.fsencode(longest)) > MAX_SOCKET_PATH:
             raise ValueError(
@@ -164,6 +167,7 @@ class DockerBackend:
 
     async def __aenter__(self) -> DockerBackend:
         self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stage_supervisor(self._staged_supervisor)
         caps = self._sessions.slots.caps
         logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
@@ -437,13 +441,12 @@ class DockerBackend:
             # WHY again here: a long-running daemon's state dir may be cleaned under it
             # (e.g. by a /tmp cleaner); the next container must not fail for that.
             self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            control_dir.mkdir(mode=0o755)
-            control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
-            install_supervisor(
-                control_dir,
-                mounts=[mount.path for mount in spec.mounts],
-                deny_unix_sockets=not spec.unix_sockets,
-            )
+            try:
+                self._fill_control_dir(control_dir, spec)
+            except FileNotFoundError:  # the staged supervisor was cleaned away too
+                shutil.rmtree(control_dir, ignore_errors=True)
+                stage_supervisor(self._staged_supervisor)
+                self._fill_control_dir(control_dir, spec)
         except OSError as exc:
             shutil.rmtree(control_dir, ignore_errors=True)
             raise BackendError(
@@ -452,6 +455,16 @@ class DockerBackend:
                 "another one in its config) and retry",
                 code="state_dir_unusable",
             ) from exc
+
+    def _fill_control_dir(self, control_dir: Path, spec: SandboxSpec) -> None:
+        control_dir.mkdir(mode=0o755)
+        control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
+        install_supervisor(
+            control_dir,
+            mounts=[mount.path for mount in spec.mounts],
+            deny_unix_sockets=not spec.unix_sockets,
+            staged=self._staged_supervisor,
+        )
 
     async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
         # WHY the backend listens and the supervisor connects (not the other way round): the
