@@ -40,6 +40,8 @@ class Plan:
     new session's start and of `docker run --rm`."""
     prepare_model_delay_s: float = 0.5
     """The scripted model's time to its first block."""
+    prepare_slow_model_delay_s: float = 2.0
+    """A slower model's, long enough for a container's start on a loaded machine."""
     prepare_sessions: int = 64
     """Sessions started at once."""
 

@@ -46,6 +46,7 @@ TARGET_START_MS = 120.0
 START_TIMEOUT_S = 120.0
 
 PREPARED = "with preparation"
+PREPARED_SLOW_MODEL = "with preparation, a slower model"
 UNPREPARED = "without preparation"
 START = "POST /v1/sessions/{id}/start"
 DOCKER_RUN = "docker run --rm (CLI)"
@@ -67,7 +68,13 @@ class _Unprepared(Runner):
 @dataclass
 class _Tally:
     samples: dict[str, list[float]] = field(
-        default_factory=lambda: {PREPARED: [], UNPREPARED: [], START: [], DOCKER_RUN: []}
+        default_factory=lambda: {
+            PREPARED: [],
+            PREPARED_SLOW_MODEL: [],
+            UNPREPARED: [],
+            START: [],
+            DOCKER_RUN: [],
+        }
     )
     steps: dict[str, list[float]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -156,6 +163,9 @@ async def run(plan: Plan) -> Section:
         async with async_daemon_client(daemon.socket, START_TIMEOUT_S) as http:
             samplers = {
                 PREPARED: lambda: first_command_s(daemon.socket, True, plan.prepare_model_delay_s),
+                PREPARED_SLOW_MODEL: lambda: first_command_s(
+                    daemon.socket, True, plan.prepare_slow_model_delay_s
+                ),
                 UNPREPARED: lambda: first_command_s(
                     daemon.socket, False, plan.prepare_model_delay_s
                 ),
@@ -184,7 +194,7 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
     run_median = series[DOCKER_RUN].median_s
     rows: list[tuple[str, ...]] = []
     first = "first command: block closed → result"
-    for label in (PREPARED, UNPREPARED):
+    for label in (PREPARED, UNPREPARED, PREPARED_SLOW_MODEL):
         rows.append(_row(first, series[label], "n/a"))
     for label in (START, DOCKER_RUN):
         rows.append(_row("new session", series[label], ratio(series[label].median_s, run_median)))
@@ -219,7 +229,7 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
         groups=(
             SeriesGroup(
                 "A run's first command: block closed → result",
-                (series[PREPARED], series[UNPREPARED]),
+                (series[PREPARED], series[UNPREPARED], series[PREPARED_SLOW_MODEL]),
             ),
             SeriesGroup("New session start", (series[START], series[DOCKER_RUN])),
         ),
@@ -245,7 +255,9 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
             f"{plan.prepare_iterations} interleaved samples per method after one unmeasured "
             f"round; each first-command sample is a run of a new session (`{COMMAND}`) with a "
             f"scripted model that takes {plan.prepare_model_delay_s:g} s to its first block; "
-            "without preparation, the runner is wrapped so that it has nothing to prepare",
+            "without preparation, the runner is wrapped so that it has nothing to prepare; "
+            f"the slower model takes {plan.prepare_slow_model_delay_s:g} s (the command finds "
+            "its container running even when the engine is slow to start one)",
             "start steps are the daemon's own timing of each start (medians): image (is it "
             "one without python3), control_dir (the supervisor's files and socket), create "
             "and start (the engine), handshake (until the supervisor connected and reported "

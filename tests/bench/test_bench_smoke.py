@@ -223,8 +223,8 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     assert section["problems"] == []
     first = section["samples_s"]["A run's first command: block closed → result"]
     starts = section["samples_s"]["New session start"]
-    for samples in (first, starts):
-        assert [len(series) for series in samples.values()] == [plan.prepare_iterations] * 2
+    assert [len(series) for series in first.values()] == [plan.prepare_iterations] * 3
+    assert [len(series) for series in starts.values()] == [plan.prepare_iterations] * 2
     # The daemon timed each step of every measured start.
     steps = section["raw"]["steps_s"]
     assert list(steps) == ["image", "control_dir", "create", "start", "handshake"]
