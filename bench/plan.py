@@ -44,6 +44,11 @@ class Plan:
     """A slower model's, long enough for a container's start on a loaded machine."""
     prepare_sessions: int = 64
     """Sessions started at once."""
+    serve_latency_events: int = 400
+    """Deltas whose way from the model to an SSE client is timed."""
+    serve_concurrent_runs: int = 50
+    serve_idle_runs: int = 50
+    """Runs left waiting for an approval, to measure the server's memory per run."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -65,6 +70,9 @@ class Plan:
             control_flood_requests=2,
             prepare_iterations=2,
             prepare_sessions=4,
+            serve_latency_events=50,
+            serve_concurrent_runs=8,
+            serve_idle_runs=8,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

@@ -5,6 +5,8 @@ logos resume FILE ["FOLLOW-UP"] continue a recorded run
 logos show FILE                 read a recorded run
 logos exec < message            run one message's <cmd> blocks, print the <result>
 logos doctor                    check the provider, the runner and the sandbox
+logos memory {list,show,set,forget}  the memory notes new runs start with
+logos serve                     runs as a service over HTTP (`pip install 'logos[serve]'`)
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from logos.cli.task import logos_version
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+from logos.serve.settings import DEFAULT_PORT
 
-COMMANDS = ("run", "resume", "show", "exec", "doctor")
+COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 
@@ -88,7 +91,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
-        usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,doctor} ...',
+        usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,doctor,memory,serve} ...',
         description="Give a model a task; it works on it through shell commands, which logos "
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
@@ -159,7 +162,63 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(doctor)
     _runner_options(doctor)
+
+    memory = commands.add_parser(
+        "memory",
+        prog="logos memory",
+        help="list, show, set or forget the memory notes new runs start with",
+        description="Memory notes are short notes by key (trimmed, lower-case) that every "
+        "new run finds in its system prompt. They live in $XDG_STATE_HOME/logos/memory.json "
+        "(~/.local/state/logos without XDG_STATE_HOME), private to you.",
+    )
+    actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
+    actions.add_parser("list", help="every note, the most recent first")
+    show_note = actions.add_parser("show", help="one note's text")
+    show_note.add_argument("key", metavar="KEY")
+    set_note = actions.add_parser("set", help="save a note (replacing one of the same key)")
+    set_note.add_argument("key", metavar="KEY")
+    set_note.add_argument("text", metavar="TEXT", help="the note; - reads it from stdin")
+    forget = actions.add_parser("forget", help="remove a note")
+    forget.add_argument("key", metavar="KEY")
+
+    serve = commands.add_parser(
+        "serve",
+        prog="logos serve",
+        help="serve runs over HTTP: live events, approvals, sessions, memory, a web page",
+        description="Start the logos server (needs pip install 'logos[serve]'). Every "
+        "request needs the bearer token it creates on first start (its path is printed); "
+        "the printed URL opens the page with the token. Settings come from the config "
+        "file, its [serve] table and these options.",
+    )
+    _model_options(serve)
+    listen = serve.add_argument_group("where to listen")
+    listen.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    listen.add_argument(
+        "--port", type=_port, help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    listen.add_argument(
+        "--socket",
+        dest="listen_socket",
+        metavar="PATH",
+        help="serve on this Unix socket (created 0600) instead",
+    )
+    listen.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow an address other than loopback: anyone who can reach it and has the "
+        "token runs commands on this machine",
+    )
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
 
 
 def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
@@ -280,6 +339,12 @@ def _approval_options(
         help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
     )
     group.add_argument("-y", "--yes", action="store_true", help="same as --approve auto")
+    group.add_argument(
+        "--approval-rules",
+        metavar="FILE",
+        help="a TOML file of rules by program and arguments: which commands run unasked, "
+        "which always ask, which never run (config key approval_rules)",
+    )
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:

@@ -32,11 +32,13 @@ from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
+from logos.cli.memory_command import memory_command
 from logos.cli.model import open_model
-from logos.cli.paths import runs_dir
+from logos.cli.paths import memory_path, runs_dir
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
+from logos.cli.serve_command import serve_command
 from logos.cli.settings import FileSettings, Flags, default_config_path, load_file_settings
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
@@ -44,6 +46,7 @@ from logos.cli.task import NewTrajectory, TaskPlan, run_task
 from logos.envelope import command_preview, format_results
 from logos.errors import RecordFileError
 from logos.events import ErrorEvent, RunSummary
+from logos.memory import MemoryStore
 from logos.pricing import price_for
 from logos.providers import RetryPolicy
 from logos.trajectory import Trajectory, load_trajectory
@@ -149,7 +152,9 @@ def _run_or_resume(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    system_prompt = resolve.system_prompt(spec, options, settings, recorded)
+    memory = MemoryStore(memory_path(environ))
+    system_prompt = resolve.system_prompt(spec, options, settings, recorded, memory)
+    rules = resolve.approval_rules(flags, settings)
     if sandbox:
         _require_sandboxd(spec)
     limits = resolve.limits(flags, settings)
@@ -163,6 +168,8 @@ def _run_or_resume(
                 "only applies if the server reports what each request cost"
             )
 
+    # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
+    can_ask_rules = rules is not None and approval != "never-run" and _stdin_is_terminal()
     plan = TaskPlan(
         prompt=prompt,
         history=recorded.history() if recorded is not None else (),
@@ -175,7 +182,8 @@ def _run_or_resume(
         if recorded is not None
         else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=flags.trajectory),
         environ=environ,
-        input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
+        input_fd=sys.stdin.fileno() if approval == "confirm" or can_ask_rules else -1,
+        rules=rules,
         temperature=resolve.first(flags.temperature, settings.temperature),
         provider_options=resolve.provider_options(flags, settings, choice),
         check_back=resolve.check_back(flags, settings),
@@ -228,6 +236,7 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
         exec_options=options,
         approval=approval or "auto",
         environ=os.environ,
+        rules=resolve.approval_rules(flags, settings),
     )
     results = anyio.run(execute_message, plan)
     with _guarded_stdout() as out:
@@ -291,12 +300,24 @@ def _doctor_provider(flags: Flags, settings: FileSettings) -> Check:
         return Check("provider", "FAIL", exc.message)
 
 
+def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
+    store = MemoryStore(memory_path(os.environ))
+    with _guarded_stdout() as out:
+        return memory_command(args, store, out, lambda text: _read_text_argument(text, "note"))
+
+
+def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:
+    return serve_command(args, flags, os.environ)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "run": _cmd_run,
     "resume": _cmd_run,
     "show": _cmd_show,
     "exec": _cmd_exec,
     "doctor": _cmd_doctor,
+    "memory": _cmd_memory,
+    "serve": _cmd_serve,
 }
 
 
