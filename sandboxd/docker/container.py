@@ -123,8 +123,7 @@ def stage_supervisor(directory: Path) -> None:
         made.chmod(0o755)  # whatever the umask: the container's uid must read them
     for source in _SUPERVISOR_SOURCES:
         target = directory / source.name
-        shutil.copyfile(source, target)
-        target.chmod(0o644)
+        _copy(source, target)
         compiled = importlib.util.cache_from_source(str(target))
         py_compile.compile(
             str(target),
