@@ -18,7 +18,16 @@ from pathlib import Path
 
 import anyio
 
-from bench import flood, loop_overhead, overlap, parser_speed, roundtrip, serve, throughput
+from bench import (
+    flood,
+    loop_overhead,
+    overlap,
+    parser_speed,
+    prepare,
+    roundtrip,
+    serve,
+    throughput,
+)
 from bench.daemon import BenchSetupError
 from bench.machine import QUIET_BUSY_SHARE, machine_info, wait_until_quiet
 from bench.plan import DEFAULT_IMAGE, Plan
@@ -41,6 +50,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     overlap.FAMILY: (overlap.TITLE, overlap.run),
     flood.FAMILY: (flood.TITLE, flood.run),
     serve.FAMILY: (serve.TITLE, serve.run),
+    prepare.FAMILY: (prepare.TITLE, prepare.run),
 }
 
 
@@ -183,7 +193,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="interleaved round trips per method (cold methods take N/3); default 30, quick 5",
+        help="interleaved round trips per method (cold methods and the prepare family take N/3); "
+        "default 30, quick 5",
     )
     parser.add_argument(
         "--image",

@@ -35,6 +35,15 @@ class Plan:
     """Per request of the control-character flood (at the largest max_output_bytes)."""
     control_flood_requests: int = 8
     """Control-character floods sent at once, each in its own session."""
+    prepare_iterations: int = 10
+    """Interleaved samples of a run's first command (with and without preparation), of a
+    new session's start and of `docker run --rm`."""
+    prepare_model_delay_s: float = 0.5
+    """The scripted model's time to its first block."""
+    prepare_slow_model_delay_s: float = 2.0
+    """A slower model's, long enough for a container's start on a loaded machine."""
+    prepare_sessions: int = 64
+    """Sessions started at once."""
     serve_latency_events: int = 400
     """Deltas whose way from the model to an SSE client is timed."""
     serve_concurrent_runs: int = 50
@@ -59,17 +68,21 @@ class Plan:
             overlap_command="sleep 0.3",
             flood_bytes=64 * 2**20,
             control_flood_requests=2,
+            prepare_iterations=2,
+            prepare_sessions=4,
             serve_latency_events=50,
             serve_concurrent_runs=8,
             serve_idle_runs=8,
         )
 
     def with_iterations(self, iterations: int) -> Plan:
-        """`-n`: round trips per method; cold samples are a third of that (at least one)."""
+        """`-n`: round trips per method; cold samples (new sessions, `docker run --rm`, a
+        run's first command) are a third of that (at least one)."""
         if iterations < 1:
             raise ValueError(f"-n must be at least 1, got {iterations}")
         return dataclasses.replace(
             self,
             roundtrip_iterations=iterations,
             cold_iterations=max(1, round(iterations / 3)),
+            prepare_iterations=max(1, round(iterations / 3)),
         )

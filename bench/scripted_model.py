@@ -42,6 +42,8 @@ class ScriptedModel:
 
     `tokens_per_s` paces the stream (one token = 4 characters) on a fixed schedule, so that
     sleeping late never stretches the whole reply; None streams without pausing.
+    `first_delta_s`: the pause before each reply's first delta (a model's time to its first
+    token).
     """
 
     name = "scripted"
@@ -54,10 +56,12 @@ class ScriptedModel:
         *,
         chunk_chars: int = CHARS_PER_TOKEN,
         tokens_per_s: float | None = None,
+        first_delta_s: float = 0.0,
     ) -> None:
         if chunk_chars < 1:
             raise ValueError(f"chunk_chars must be at least 1, got {chunk_chars}")
         self._replies = list(replies)
+        self._first_delta_s = first_delta_s
         self._chunk_chars = chunk_chars
         self._delta_interval_s = (
             None if tokens_per_s is None else chunk_chars / CHARS_PER_TOKEN / tokens_per_s
@@ -73,6 +77,7 @@ class ScriptedModel:
                 "than it scripted"
             )
         text = self._replies.pop(0)
+        await anyio.sleep(self._first_delta_s)
         started = time.perf_counter()
         step = self._chunk_chars
         for number, start in enumerate(range(0, len(text), step)):

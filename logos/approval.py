@@ -108,6 +108,10 @@ class ApprovalRunner(Runner):
             )
         return await answer(command)
 
+    async def prepare(self, options: ExecOptions) -> None:
+        """Prepare the inner runner: getting ready runs no command, so it needs no approval."""
+        await self.inner.prepare(options)
+
     async def aclose(self) -> None:
         """Close the inner runner (kills leftover background jobs, ends a sandbox session)."""
         await self.inner.aclose()

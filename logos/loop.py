@@ -12,7 +12,8 @@ Commands still running at `ExecOptions.background_after_s` go on as jobs (on a r
 keeps them): the next envelope after a job ends carries its end, the model waits for or
 stops one with commands the loop answers itself (`logos.job_commands`), an answer given
 while jobs still run is answered once with the list of them, and the run stops what is
-left when it ends (`RunResult.jobs`).
+left when it ends (`RunResult.jobs`). The runner prepares (e.g. starts its sandbox) while
+the first model request is under way.
 """
 
 from __future__ import annotations
@@ -213,6 +214,7 @@ class _Run:
             async with anyio.create_task_group() as watchers:
                 if cancel is not None:
                     watchers.start_soon(self._cancel_when_set, cancel, watchers.cancel_scope)
+                watchers.start_soon(self._prepare_runner)
                 deadline = self.config.max_wall_s or math.inf
                 with anyio.move_on_after(deadline) as wall:
                     try:
@@ -240,6 +242,14 @@ class _Run:
             cost_usd=self.cost_usd if self.cost_known else None,
             jobs=tuple(self.jobs.ends) if self.jobs is not None else (),
         )
+
+    async def _prepare_runner(self) -> None:
+        """Let the runner get ready (start its sandbox) while the first model request is
+        under way, so that the first block does not wait for it; the run's end cancels it."""
+        # WHY a failure is dropped: preparing only saves time, and the first command reports
+        # what stands in its way; a runner's bug here must not end the run.
+        with contextlib.suppress(Exception):
+            await self.config.runner.prepare(self.config.exec_options)
 
     async def _cancel_when_set(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
         await cancel.wait()

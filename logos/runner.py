@@ -19,9 +19,18 @@ class Runner(AsyncCloseable, Protocol):
 
     Close a runner when done with it (`aclose()`, or `async with`): it kills what its
     commands left running and releases what it holds (a sandbox session, connections). A
-    class that subclasses `Runner` explicitly gets the `async with` methods.
+    class that subclasses `Runner` explicitly gets the `async with` methods, and a `prepare()`
+    that does nothing.
     """
 
     async def run(self, command: str, options: ExecOptions) -> Result: ...
+
+    async def prepare(self, options: ExecOptions) -> None:
+        """Get ready for commands run with `options` (e.g. start a sandbox's container), so
+        that the first one does not wait for it. It may take as long as that takes: callers
+        run it beside other work (the loop does, beside its first model request). It never
+        raises for a failure: the first command reports it. By default there is nothing to
+        prepare (bash on this machine is ready)."""
+        return None
 
     async def aclose(self) -> None: ...

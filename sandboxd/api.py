@@ -58,19 +58,28 @@ class AllowedPathSpec(_Request):
     read_only: bool = True
 
 
-class RunRequest(_Request):
-    """POST /v1/run: one command in the session's sandbox."""
+class StartRequest(_Request):
+    """POST /v1/sessions/{id}/start: start the session's sandbox for these settings without
+    running a command, so that its first command finds it running. The session's commands
+    must send the same settings to use that sandbox."""
 
-    command: NulFreeStr = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     allowed_paths: tuple[AllowedPathSpec, ...] = ()
     workdir: str | None = None
-    timeout_s: float | None = Field(default=None, gt=0)
-    """None: the daemon's default_timeout_s. Larger than max_timeout_s: capped to it."""
     network: bool = False
     unix_sockets: bool = False
     """Let commands create Unix sockets (the daemon's config must allow it): they could then
     connect to host sockets under the allowed paths."""
+    image: str | None = None
+    """None: the daemon's configured image; another image must be in its allowed_images."""
+
+
+class RunRequest(StartRequest):
+    """POST /v1/run: one command in the session's sandbox."""
+
+    command: NulFreeStr = Field(min_length=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+    """None: the daemon's default_timeout_s. Larger than max_timeout_s: capped to it."""
     max_output_bytes: int = Field(
         default=DEFAULT_MAX_OUTPUT_BYTES, ge=64, le=MAX_OUTPUT_BYTES_LIMIT
     )
@@ -78,8 +87,6 @@ class RunRequest(_Request):
         default=DEFAULT_MAX_SAVED_OUTPUT_BYTES, ge=0, le=MAX_SAVED_OUTPUT_BYTES_LIMIT
     )
     session: str = Field(default=DEFAULT_SESSION, pattern=SESSION_PATTERN)
-    image: str | None = None
-    """None: the daemon's configured image; another image must be in its allowed_images."""
     background_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """A command still running after this many seconds goes on as a job: the answer has its
     output so far and `job` (see GET /v1/jobs/{id}). None: wait for its end."""
@@ -115,6 +122,19 @@ class RunResponse(Result):
 
 _RUN_RESPONSE = TypeAdapter(RunResponse)
 _RESULT_FIELDS = tuple(result_field.name for result_field in dataclasses.fields(Result))
+
+
+class StartResponse(_Response):
+    """POST /v1/sessions/{id}/start: the sandbox is running or starting."""
+
+    session: str
+    state: Literal["started", "running", "starting"]
+    """"started" by this request, "running" already, or "starting" (an earlier request's
+    start is under way: the session's first command waits for it)."""
+    sandbox: str
+    """The container's name ("" while starting)."""
+    steps: dict[str, float] = Field(default_factory=dict)
+    """Seconds each step of the start took, in order, when this request started it."""
 
 
 class ErrorDetail(_Response):

@@ -56,6 +56,8 @@ from sandboxd.api import (
     RunResponse,
     SessionModel,
     SessionsResponse,
+    StartRequest,
+    StartResponse,
     TemenosError,
     TemenosHealthResponse,
     TemenosJob,
@@ -76,6 +78,7 @@ from sandboxd.backend import (
     Mount,
     MountChangedError,
     SandboxSpec,
+    StartOutcome,
     TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
@@ -85,6 +88,7 @@ from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
+_START_ACTION = "start"
 _JOBS_PREFIX = f"{API_PREFIX}/jobs/"
 _TEMENOS_JOBS_PREFIX = "/jobs/"
 _TEMENOS_STATUSES: dict[str, JobStatus | None] = {
@@ -111,23 +115,45 @@ class _Problem(Exception):
 
 
 @dataclass(frozen=True)
-class _Order:
-    """One command to run, whichever wire shape (ours or temenos's) asked for it."""
+class _Placement:
+    """Where a session's commands run: what chooses (and starts) its sandbox, whichever
+    request (a run in our shape or temenos's, a start) asked for it."""
 
-    command: str
     env: dict[str, str]
     allowed_paths: Sequence[tuple[str, bool]]
     workdir: str | None
-    timeout_s: float | None
     network: bool
     unix_sockets: bool
-    max_output_bytes: int
-    max_saved_output_bytes: int
     session: str
     image: str | None
+
+
+@dataclass(frozen=True)
+class _Order:
+    """One command to run, and where."""
+
+    command: str
+    placement: _Placement
+    timeout_s: float | None
+    max_output_bytes: int
+    max_saved_output_bytes: int
     background_after_s: float | None
     caller_id: str | None = None
     """temenos's opaque caller id, kept with a job for its filter."""
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A placement checked and its sandbox started (or why it did not start)."""
+
+    session: str
+    """The backend's session (the caller's uid and session id)."""
+    spec: SandboxSpec
+    env: dict[str, str]
+    """Filtered by the policy."""
+    stripped_env_keys: list[str]
+    workdir: str | None
+    outcome: StartOutcome
 
 
 @dataclass(frozen=True)
@@ -224,7 +250,8 @@ class App:
                 404,
                 "not_found",
                 f"no route {request.path}: the API is POST {API_PREFIX}/run, GET "
-                f"{API_PREFIX}/health, GET {API_PREFIX}/sessions, DELETE "
+                f"{API_PREFIX}/health, GET {API_PREFIX}/sessions, POST "
+                f"{API_PREFIX}/sessions/{{id}}/{_START_ACTION}, DELETE "
                 f"{API_PREFIX}/sessions/{{id}}, GET {API_PREFIX}/sessions/{{id}}/jobs, GET or "
                 f"DELETE {API_PREFIX}/jobs/{{id}}, POST {API_PREFIX}/gc (and temenos's POST "
                 "/run, GET /health, GET /jobs, GET or DELETE /jobs/{id})",
@@ -243,10 +270,13 @@ class App:
         path = request.path
         methods = self._routes.get(path)
         if methods is None and path.startswith(_SESSIONS_PREFIX):
-            if "/" in path.removeprefix(_SESSIONS_PREFIX):  # a session id has no slash
-                methods = {"GET": self._session_jobs}
-            else:
+            _, slash, action = path.removeprefix(_SESSIONS_PREFIX).partition("/")
+            if not slash:  # a session id has no slash
                 methods = {"DELETE": self._close_session}
+            elif action == _START_ACTION:
+                methods = {"POST": self._start_session}
+            else:
+                methods = {"GET": self._session_jobs}
         elif methods is None and path.startswith(_JOBS_PREFIX):
             methods = {"GET": self._job, "DELETE": self._kill_job}
         elif methods is None and path.startswith(_TEMENOS_JOBS_PREFIX):
@@ -259,16 +289,10 @@ class App:
         body = _parse(RunRequest, request.body)
         order = _Order(
             command=body.command,
-            env=body.env,
-            allowed_paths=[(p.path, p.read_only) for p in body.allowed_paths],
-            workdir=body.workdir,
+            placement=_placement(body, body.session),
             timeout_s=body.timeout_s,
-            network=body.network,
-            unix_sockets=body.unix_sockets,
             max_output_bytes=body.max_output_bytes,
             max_saved_output_bytes=body.max_saved_output_bytes,
-            session=body.session,
-            image=body.image,
             background_after_s=body.background_after_s,
         )
         ran = await self._execute(order, request.peer, note)
@@ -293,16 +317,18 @@ class App:
                 )
         order = _Order(
             command=body.command,
-            env=dict(body.env or {}),
-            allowed_paths=[(p.path, p.read_only) for p in paths],
-            workdir=None,
+            placement=_Placement(
+                env=dict(body.env or {}),
+                allowed_paths=[(p.path, p.read_only) for p in paths],
+                workdir=None,
+                network=bool(body.network),
+                unix_sockets=False,
+                session=body.session_id(),
+                image=None,
+            ),
             timeout_s=body.timeout or None,
-            network=bool(body.network),
-            unix_sockets=False,
             max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
             max_saved_output_bytes=DEFAULT_MAX_SAVED_OUTPUT_BYTES,
-            session=body.session_id(),
-            image=None,
             background_after_s=self._config.temenos_background_after_s,
             caller_id=body.caller_id,
         )
@@ -323,59 +349,49 @@ class App:
             )
             return Response.json(200, answer, exclude_none=True, release=release)
 
+    async def _start_session(self, request: Request, note: AuditNote) -> Response:
+        session = request.path.removeprefix(_SESSIONS_PREFIX).partition("/")[0]
+        note.session = session
+        _check_session_id(session)
+        body = _parse(StartRequest, request.body)
+        # WHY not waiting for another request's start: the caller only wants the sandbox
+        # ready; its first command waits for that start in the daemon.
+        placed = await self._place(_placement(body, session), request.peer, note, wait=False)
+        outcome = placed.outcome
+        if outcome.state == "failed":
+            raise _Problem(
+                502,
+                "start_failed",
+                f"the sandbox of session {session!r} did not start: {outcome.error}",
+            )
+        answer = StartResponse(
+            session=session,
+            state=outcome.state,
+            sandbox=outcome.sandbox,
+            steps=dict(outcome.steps),
+        )
+        return Response.json(200, answer)
+
     async def _execute(self, order: _Order, peer: PeerCredentials | None, note: AuditNote) -> _Ran:
-        note.session = order.session
         note.command = order.command
-        note.network = order.network
-        uid, gid = _identity(peer)
-        self._check_path_count(order)
-        try:
-            image = self._policy.check_image(order.image)
-            note.image = image
-            self._policy.check_network(order.network)
-            self._policy.check_unix_sockets(order.unix_sockets)
-            grant, workdir = await self._checked_paths(order, uid, note)
-        except PolicyError as refusal:
-            raise _Problem(refusal.status, refusal.code, refusal.message) from None
-        with grant:
-            granted = grant.paths
-            try:
-                env, stripped = self._policy.filter_env(order.env)
-            except PolicyError as refusal:
-                raise _Problem(refusal.status, refusal.code, refusal.message) from None
-            note.stripped_env_keys = stripped
-            timeout_s = min(
-                order.timeout_s or self._config.default_timeout_s, self._config.max_timeout_s
-            )
-            spec = SandboxSpec(
-                image=image,
-                mounts=tuple(
-                    Mount(path=g.path, read_only=g.read_only, identity=g.identity) for g in granted
-                ),
-                network=order.network,
-                uid=uid,
-                gid=gid,
-                limits=self._config.limits,
-                unix_sockets=order.unix_sockets,
-            )
-            session = _backend_session(uid, order.session)
-            started = time.monotonic()
-            try:
-                # WHY in two steps: the paths stay pinned while the sandbox starts and its
-                # mounts are checked, and not for the whole (maybe hour-long) command.
-                unstarted = await self._backend.start(session, spec)
-            except BackendError as exc:
-                raise _backend_problem(exc) from None
-        if unstarted is not None:
+        started = time.monotonic()
+        placed = await self._place(order.placement, peer, note, wait=True)
+        timeout_s = min(
+            order.timeout_s or self._config.default_timeout_s, self._config.max_timeout_s
+        )
+        stripped = placed.stripped_env_keys
+        if placed.outcome.error is not None:
             failed = Result(
-                command=order.command, error=unstarted, duration_s=time.monotonic() - started
+                command=order.command,
+                error=placed.outcome.error,
+                duration_s=time.monotonic() - started,
             )
-            note.error = unstarted
+            note.error = placed.outcome.error
             return _Ran(ExecOutcome(failed, sandbox=""), stripped, timeout_s, None)
         exec_request = ExecRequest(
             command=order.command,
-            env=env,
-            workdir=workdir,
+            env=placed.env,
+            workdir=placed.workdir,
             timeout_s=timeout_s,
             max_output_bytes=order.max_output_bytes,
             max_saved_output_bytes=order.max_saved_output_bytes,
@@ -383,7 +399,7 @@ class App:
         )
         output_memory = await self._reserve_output_memory(order.max_output_bytes)
         try:
-            outcome = await self._backend.run(session, spec, exec_request)
+            outcome = await self._backend.run(placed.session, placed.spec, exec_request)
         except BackendError as exc:
             output_memory.release()
             raise _backend_problem(exc) from None
@@ -395,7 +411,7 @@ class App:
         job = None
         if outcome.job is not None:
             try:
-                job = await self._keep_job(outcome.job, order, uid, timeout_s, result)
+                job = await self._keep_job(outcome.job, order, placed.spec.uid, timeout_s, result)
             except BaseException:
                 output_memory.release()
                 raise
@@ -424,7 +440,7 @@ class App:
                 job = await self._jobs.add(
                     backend_job,
                     uid=uid,
-                    session=order.session,
+                    session=order.placement.session,
                     command=order.command,
                     caller_id=order.caller_id,
                     started_at=time.time() - result.duration_s,
@@ -437,8 +453,54 @@ class App:
             raise _Problem(429, "too_many_jobs", str(refused)) from None
         return job
 
-    def _check_path_count(self, order: _Order) -> None:
-        count, most = len(order.allowed_paths), self._config.max_allowed_paths
+    async def _place(
+        self, placement: _Placement, peer: PeerCredentials | None, note: AuditNote, *, wait: bool
+    ) -> _Placed:
+        """Check `placement` against the policy and start its sandbox unless it runs (see
+        Backend.start for `wait`). Raises _Problem for a refusal (403, 409, 429, 503…)."""
+        note.session = placement.session
+        note.network = placement.network
+        uid, gid = _identity(peer)
+        self._check_path_count(placement)
+        try:
+            image = self._policy.check_image(placement.image)
+            note.image = image
+            self._policy.check_network(placement.network)
+            self._policy.check_unix_sockets(placement.unix_sockets)
+            grant, workdir = await self._checked_paths(placement, uid, note)
+        except PolicyError as refusal:
+            raise _Problem(refusal.status, refusal.code, refusal.message) from None
+        with grant:
+            try:
+                env, stripped = self._policy.filter_env(placement.env)
+            except PolicyError as refusal:
+                raise _Problem(refusal.status, refusal.code, refusal.message) from None
+            note.stripped_env_keys = stripped
+            spec = SandboxSpec(
+                image=image,
+                mounts=tuple(
+                    Mount(path=g.path, read_only=g.read_only, identity=g.identity)
+                    for g in grant.paths
+                ),
+                network=placement.network,
+                uid=uid,
+                gid=gid,
+                limits=self._config.limits,
+                unix_sockets=placement.unix_sockets,
+            )
+            session = _backend_session(uid, placement.session)
+            try:
+                # WHY the paths stay pinned only until here: while the sandbox starts and its
+                # mounts are checked, and not for the whole (maybe hour-long) command.
+                outcome = await self._backend.start(session, spec, wait=wait)
+            except BackendError as exc:
+                raise _backend_problem(exc) from None
+        if outcome.steps:
+            note.start_steps = dict(outcome.steps)
+        return _Placed(session, spec, env, stripped, workdir, outcome)
+
+    def _check_path_count(self, placement: _Placement) -> None:
+        count, most = len(placement.allowed_paths), self._config.max_allowed_paths
         if count > most:
             raise _Problem(
                 422,
@@ -448,13 +510,13 @@ class App:
             )
 
     async def _checked_paths(
-        self, order: _Order, uid: int, note: AuditNote
+        self, placement: _Placement, uid: int, note: AuditNote
     ) -> tuple[PathGrant, str | None]:
         """The pinned mounts and the resolved workdir, checked on a path-check thread."""
         granted: list[PathGrant] = []
 
         def check() -> str | None:
-            grant = self._grant_paths(order, uid)
+            grant = self._grant_paths(placement, uid)
             granted.append(grant)
             note.mounts = [
                 AuditMount(
@@ -466,10 +528,10 @@ class App:
                 )
                 for g in grant.paths
             ]
-            return self._policy.check_workdir(order.workdir, grant.paths)
+            return self._policy.check_workdir(placement.workdir, grant.paths)
 
         try:
-            if not order.allowed_paths and order.workdir is None:
+            if not placement.allowed_paths and placement.workdir is None:
                 workdir = check()  # nothing to resolve: spare the warm path a thread hop
             else:
                 # WHY not abandoned on cancel: the thread's grant holds descriptors, closed
@@ -481,9 +543,9 @@ class App:
             raise
         return granted[0], workdir
 
-    def _grant_paths(self, order: _Order, uid: int) -> PathGrant:
-        """Policy.grant_paths for `order` (blocking: resolves, pins and stats every path)."""
-        return self._policy.grant_paths(order.allowed_paths, caller_home=self._caller_home(uid))
+    def _grant_paths(self, placement: _Placement, uid: int) -> PathGrant:
+        """Policy.grant_paths for `placement` (blocking: resolves, pins and stats every path)."""
+        return self._policy.grant_paths(placement.allowed_paths, caller_home=self._caller_home(uid))
 
     async def _reserve_output_memory(self, max_output_bytes: int) -> Reservation:
         try:
@@ -803,6 +865,18 @@ def _describe(exc: ValidationError) -> str:
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append(f"field {where!r}: {message}")
     return "invalid request: " + "; ".join(problems)
+
+
+def _placement(body: StartRequest, session: str) -> _Placement:
+    return _Placement(
+        env=body.env,
+        allowed_paths=[(p.path, p.read_only) for p in body.allowed_paths],
+        workdir=body.workdir,
+        network=body.network,
+        unix_sockets=body.unix_sockets,
+        session=session,
+        image=body.image,
+    )
 
 
 def _identity(peer: PeerCredentials | None) -> tuple[int, int]:

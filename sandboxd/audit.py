@@ -62,6 +62,8 @@ class AuditNote(BaseModel):
     network: bool | None = None
     stripped_env_keys: list[str] | None = None
     sandbox: str | None = None
+    start_steps: dict[str, float] | None = None
+    """Seconds each step of the sandbox's start took, when this request started it."""
     exit_code: int | None = None
     signal: int | None = None
     timed_out: bool | None = None

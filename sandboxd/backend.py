@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Annotated, Protocol, Self
+from typing import Annotated, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,7 @@ __all__ = [
     "MountChangedError",
     "SandboxSpec",
     "SessionInfo",
+    "StartOutcome",
     "TooManySessionsError",
 ]
 
@@ -205,6 +206,22 @@ class ExecOutcome:
 
 
 @dataclass(frozen=True)
+class StartOutcome:
+    """What a start request found or did: the sandbox running, under way, or why it is not."""
+
+    state: Literal["started", "running", "starting", "failed"]
+    """"started" by this call, "running" already, "starting" (another call's start is under
+    way and this one did not wait for it), or "failed" (see `error`)."""
+    sandbox: str = ""
+    """The sandbox's name, once it runs."""
+    error: str | None = None
+    """Why it could not start (a message for Result.error)."""
+    steps: Mapping[str, float] = field(default_factory=dict)
+    """Seconds each step of the start took, in order, when this call started it: where a
+    new session's time goes (the audit line and the benchmark show them)."""
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     id: str
     containers: tuple[str, ...]
@@ -291,11 +308,12 @@ class Backend(Protocol):
         """Whether the engine answers and the default image is there, each problem with its fix."""
         ...
 
-    async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
-        """Start the session's sandbox for `sandbox` unless it runs already, its mounts checked;
-        None, or why it could not start (a message for Result.error).
+    async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
+        """Start the session's sandbox for `sandbox` unless it runs already, its mounts checked.
 
-        Raises BackendError (MountChangedError when a mount is not what was checked)."""
+        `wait=False`: while another call is starting it, answer "starting" at once instead of
+        waiting for that start. Raises BackendError (MountChangedError when a mount is not what
+        was checked, TooManySessionsError over a session cap)."""
         ...
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:

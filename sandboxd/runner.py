@@ -8,6 +8,10 @@ to the model: a sandbox problem never ends a run.
 It keeps jobs (a `logos.jobs.JobRunner`): a command still running at its background threshold
 goes on in the session's container, and the daemon's jobs routes report it; its output goes
 on into files in the container, which the session's later commands can read.
+
+`prepare()` starts the session's container while the model writes (the loop calls it beside
+its first model request): a command sent with the same options waits for that start instead
+of asking for a second one, and a start that failed is that command's result.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import contextlib
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import anyio
 import httpx
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
@@ -39,6 +44,18 @@ _HTTP_MARGIN_S = 90.0
 """On top of the command's timeout: the container's first start (the daemon gives it up
 to 60 s), the kill grace and the daemon's own reply margin."""
 _CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(eq=False)
+class _Preparation:
+    """One start of the session's container, asked for by prepare()."""
+
+    body: str
+    """The start request's JSON: a command whose options give the same one waits for it."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str | None = None
+    """Why the container did not start (set before `done`)."""
 
 
 class SandboxRunner:
@@ -80,6 +97,7 @@ class SandboxRunner:
         self.unix_sockets = unix_sockets
         self._close_session = close_session
         self._used = False
+        self._preparation: _Preparation | None = None
         self._client = async_daemon_client(
             self.socket_path, httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S)
         )
@@ -97,31 +115,48 @@ class SandboxRunner:
     ) -> None:
         await self.aclose()
 
+    async def prepare(self, options: ExecOptions) -> None:
+        """Start the session's container for commands run with `options`, and return once it
+        runs or could not start; never raises for a failure (the first command with these
+        options reports it). Run it beside other work: the loop does, beside its first model
+        request. A command sent meanwhile waits for this start; `aclose()` cancels it."""
+        try:
+            body = self._start_request(options).model_dump_json()
+        except (ValidationError, PydanticSerializationError):
+            return  # the command's own request says what is wrong with these options
+        current = self._preparation
+        if current is not None and current.body == body and not current.done.is_set():
+            await current.done.wait()
+            return
+        preparation = self._preparation = _Preparation(body)
+        try:
+            with preparation.scope:
+                preparation.error = await self._start(body)
+        finally:
+            preparation.done.set()
+
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
         try:
+            place = self._start_request(options)
             body = wire.RunRequest(
+                **dict(place),
                 command=command,
-                env=dict(options.env),
-                allowed_paths=tuple(
-                    wire.AllowedPathSpec(path=_absolute(p.path), read_only=p.read_only)
-                    for p in options.allowed_paths
-                ),
-                workdir=None if options.workdir is None else _absolute(options.workdir),
                 timeout_s=options.timeout_s,
-                network=self.network,
-                unix_sockets=self.unix_sockets,
                 max_output_bytes=options.max_output_bytes,
                 max_saved_output_bytes=options.max_saved_output_bytes,
                 session=self.session,
-                image=self.image,
                 background_after_s=options.background_at_s(),
             )
             # WHY serialised here: text with a lone surrogate (e.g. from a model's JSON
             # escapes) passes some validators but cannot be encoded as UTF-8.
             content = body.model_dump_json()
+            prepared = place.model_dump_json()
         except (ValidationError, PydanticSerializationError) as exc:
             return _failed(command, started, f"sandboxd cannot run this request: {_invalid(exc)}")
+        unprepared = await self._wait_for_preparation(prepared)
+        if unprepared is not None:
+            return _failed(command, started, unprepared)
         try:
             response = await self._client.post(
                 f"{wire.API_PREFIX}/run",
@@ -250,7 +285,13 @@ class SandboxRunner:
         return response
 
     async def aclose(self) -> None:
-        """Close the session on the daemon (unless told not to) and the connections."""
+        """Cancel a preparation still under way, close the session on the daemon (unless told
+        not to) and the connections."""
+        preparation = self._preparation
+        if preparation is not None:
+            preparation.scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await preparation.done.wait()
         try:
             if self._close_session and self._used:
                 # A daemon that is gone has removed the session's containers already.
@@ -260,6 +301,53 @@ class SandboxRunner:
                     )
         finally:
             await self._client.aclose()
+
+    def _start_request(self, options: ExecOptions) -> wire.StartRequest:
+        """Where commands run with `options` go: the fields a run and a start share."""
+        return wire.StartRequest(
+            env=dict(options.env),
+            allowed_paths=tuple(
+                wire.AllowedPathSpec(path=_absolute(p.path), read_only=p.read_only)
+                for p in options.allowed_paths
+            ),
+            workdir=None if options.workdir is None else _absolute(options.workdir),
+            network=self.network,
+            unix_sockets=self.unix_sockets,
+            image=self.image,
+        )
+
+    async def _start(self, body: str) -> str | None:
+        """Ask the daemon to start the session's container; None, or why it did not start."""
+        try:
+            response = await self._client.post(
+                f"{wire.API_PREFIX}/sessions/{self.session}/start",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+        except httpx.TransportError as exc:
+            self._used = self._used or not isinstance(exc, httpx.ConnectError)
+            return self._transport_problem(exc, 0.0)
+        except BaseException:
+            self._used = True  # cancelled mid-request: the container may exist
+            raise
+        self._used = True
+        if response.status_code != 200:
+            return _refusal(response, "to start the sandbox")
+        return None
+
+    async def _wait_for_preparation(self, prepared: str) -> str | None:
+        """Wait for a preparation of the same sandbox under way; why it failed, once (the
+        first command after it says why it did not run, the next ones try again)."""
+        preparation = self._preparation
+        if preparation is None or preparation.body != prepared:
+            return None
+        await preparation.done.wait()
+        if self._preparation is not preparation or preparation.error is None:
+            return None
+        self._preparation = None
+        return (
+            f"the sandbox could not be prepared, so this command did not run: {preparation.error}"
+        )
 
     def _transport_problem(self, exc: httpx.TransportError, timeout_s: float) -> str:
         where = self.socket_path
@@ -305,12 +393,12 @@ def _invalid(exc: ValidationError | PydanticSerializationError) -> str:
     )
 
 
-def _refusal(response: httpx.Response) -> str:
+def _refusal(response: httpx.Response, what: str = "the command") -> str:
     detail = error_detail(response)
     if detail is None:
         text = response.text.strip()[:500] or "no details"
         return f"sandboxd answered HTTP {response.status_code}: {text}"
-    return f"sandboxd refused the command ({response.status_code} {detail.code}): {detail.message}"
+    return f"sandboxd refused {what} ({response.status_code} {detail.code}): {detail.message}"
 
 
 def _absolute(path: str) -> str:

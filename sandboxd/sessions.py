@@ -97,17 +97,23 @@ class Sessions(Generic[BoxT]):
         """The session's live sandbox for `spec`, started if needed; or why it cannot be.
 
         Raises BackendError (TooManySessionsError over a cap, shutting down, the backend's)."""
+        box, _ = await self.start(session, spec)
+        return box
+
+    async def start(self, session: str, spec: SandboxSpec) -> tuple[BoxT | str, bool]:
+        """`sandbox_for`, and whether this call started the sandbox (False: it was running,
+        or another call started it meanwhile)."""
         if self.closing:
             raise shutting_down()
         existing = self.live(session, spec)
         if existing is not None:
-            return existing
+            return existing, False
         lock = self._start_locks.setdefault((session, spec), anyio.Lock())
         try:
             async with lock:
                 existing = self.live(session, spec)
                 if existing is not None:
-                    return existing
+                    return existing, False
                 slot = self.slots.claim(spec.uid)  # before any await: concurrent starts count
                 try:
                     started = await self._start(session, spec)
@@ -116,13 +122,18 @@ class Sessions(Generic[BoxT]):
                     raise
                 if isinstance(started, str):
                     slot.release()
-                    return started
+                    return started, False
                 started.slot = slot
                 self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
-                return started
+                return started, True
         finally:
             if session not in self._sessions:  # the start failed: nothing will retire it
                 self._forget_start_locks(session)
+
+    def starting(self, session: str, spec: SandboxSpec) -> bool:
+        """Whether a start of the session's sandbox for `spec` is under way."""
+        lock = self._start_locks.get((session, spec))
+        return lock is not None and lock.locked()
 
     def live(self, session: str, spec: SandboxSpec) -> BoxT | None:
         record = self._sessions.get(session)

@@ -46,29 +46,25 @@ Standard library only, and Python 3.8 syntax: it runs on whatever python3 the im
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-import selectors
 import signal
 import socket
 import stat
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-try:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
+    import contextlib
+    import selectors
+    import subprocess
+    import threading
+    from collections.abc import Callable
+    from typing import Any
+
     from logos.capture import CapturedOutput, OutputCapture, private_output_dir
-except ImportError:  # inside the container capture.py is mounted next to this file
-    from capture import (  # type: ignore[import-not-found,no-redef]
-        CapturedOutput,
-        OutputCapture,
-        private_output_dir,
-    )
 
 PROTOCOL = 3
 HELLO = "sandboxd-supervisor"
@@ -81,8 +77,9 @@ LINGER_S = 0.02
 pipes (`sleep 1000 & echo hi`): what the shell wrote is already in the pipe by then."""
 MAX_WAIT_S = 0.25
 """Longest sleep of a command's read loop, so that a cancel's SIGKILL escalation is timely."""
-SAVED_OUTPUT_DIR = private_output_dir("/tmp")
-"""The caller's private directory in the container's own /tmp; the captures create and check it."""
+SAVED_OUTPUT_DIR_IN = "/tmp"
+"""Where the caller's private directory for saved outputs goes: the container's own /tmp (the
+captures create and check it)."""
 SPAWN_ATTEMPTS = 5
 OUT_OF_PROCESSES = (
     "the sandbox is out of processes (its pids limit is reached by running commands): "
@@ -176,12 +173,8 @@ class Supervisor:
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
 
-    def serve(self, report: dict[str, Any]) -> None:
-        """Say hello with `report`, serve requests until the backend hangs up, then kill
-        everything still running."""
-        hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": self._shell}
-        hello.update(report)
-        self.send(hello)
+    def serve(self) -> None:
+        """Serve requests until the backend hangs up, then kill everything still running."""
         with self._conn.makefile("rb") as lines:
             for line in lines:
                 self.dispatch(line)
@@ -740,6 +733,38 @@ def pick_shell() -> str:
     return "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
 
 
+def load_command_modules() -> None:
+    """Import what only commands need: subprocess, selectors, threading, the capture.
+
+    WHY not at the top: the backend waits for the hello before it uses the sandbox, and these
+    imports took about a third of the time from the supervisor's start to its hello. Made
+    after the hello, they overlap the backend's handshake and, in a session prepared while
+    the model writes, are done before the first command comes.
+    """
+    global contextlib, selectors, subprocess, threading
+    global CapturedOutput, OutputCapture, private_output_dir
+    import contextlib
+    import selectors
+    import subprocess
+    import threading
+
+    try:
+        from logos.capture import CapturedOutput, OutputCapture, private_output_dir
+    except ImportError:  # inside the container capture.py is mounted next to this file
+        from capture import (  # type: ignore[import-not-found,no-redef]
+            CapturedOutput,
+            OutputCapture,
+            private_output_dir,
+        )
+
+
+def say_hello(conn: socket.socket, shell: str, report: dict[str, Any]) -> None:
+    """The first line on the connection: who we are, and `report` (mounts, seccomp)."""
+    hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": shell}
+    hello.update(report)
+    conn.sendall(json.dumps(hello, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print("usage: supervisor.py SOCKET [SAVED_OUTPUT_DIR]", file=sys.stderr)
@@ -751,7 +776,6 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"sandboxd supervisor: cannot connect to {argv[1]}: {exc}", file=sys.stderr)
         return 4
-    output_dir = argv[2] if len(argv) == 3 else SAVED_OUTPUT_DIR
     settings = read_settings(__file__)
     # WHY this order: the mounts are looked at before any command exists, and the filter is
     # installed after our own connection is made and before any thread or command starts.
@@ -761,7 +785,14 @@ def main(argv: list[str]) -> int:
         report["unix_sockets"] = "denied" if problem is None else f"not denied: {problem}"
     else:
         report["unix_sockets"] = "allowed"
-    Supervisor(conn, pick_shell(), output_dir).serve(report)
+    shell = pick_shell()
+    try:
+        say_hello(conn, shell, report)
+    except OSError:
+        return 4  # the backend is gone: there is nothing to serve
+    load_command_modules()
+    output_dir = argv[2] if len(argv) == 3 else private_output_dir(SAVED_OUTPUT_DIR_IN)
+    Supervisor(conn, shell, output_dir).serve()
     return 0
 
 

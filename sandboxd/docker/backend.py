@@ -43,6 +43,7 @@ from sandboxd.backend import (
     Limits,
     SandboxSpec,
     SessionInfo,
+    StartOutcome,
 )
 from sandboxd.docker.container import (
     SOCKET_NAME,
@@ -51,6 +52,7 @@ from sandboxd.docker.container import (
     create_container,
     install_supervisor,
     plan_layout,
+    stage_supervisor,
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
@@ -68,6 +70,7 @@ from sandboxd.docker.ownership import (
 from sandboxd.mount_check import check_mounts
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
+from sandboxd.step_clock import StepClock, describe_steps
 from sandboxd.supervisor_client import (
     ChannelLost,
     RunMessage,
@@ -78,7 +81,12 @@ from sandboxd.supervisor_client import (
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not connected by then is given up."""
 STATUS_POLL_S = 0.1
-"""While waiting for the supervisor: how often to check that the container still runs."""
+"""While waiting for the supervisor: the first check that the container still runs; each
+next one waits twice as long, up to STATUS_POLL_MAX_S. WHY only a backstop: the supervisor's
+connection is awaited directly; these checks catch a container that exits without connecting
+(an image without python3, a crash), and 64 starts at once polling every 0.1 s kept the
+engine busy answering them."""
+STATUS_POLL_MAX_S = 1.0
 REPLY_MARGIN_S = 10.0
 """Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
 STALE_CONTROL_DIR_S = 60.0
@@ -97,6 +105,8 @@ class _Container(Sandbox):
     control_dir: Path
     channel: SupervisorChannel | None
     """None: the `docker exec` fallback."""
+    start_steps: dict[str, float]
+    """Seconds each step of its start took (see StartOutcome.steps)."""
 
     def usable(self) -> bool:
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
@@ -120,6 +130,8 @@ class DockerBackend:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
+        self._staged_supervisor = Path(state_dir).absolute() / "supervisor"
+        """The supervisor's files once per daemon (see stage_supervisor)."""
         longest = self._control_root / secrets.token_hex(4) / SOCKET_NAME
         if len(os.fsencode(longest)) > MAX_SOCKET_PATH:
             raise ValueError(
@@ -147,13 +159,15 @@ class DockerBackend:
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
-        self._exec_mode_images: set[str] = set()
-        """Image ids without python3 (cached: an image id never changes)."""
+        self._exec_mode_images: dict[str, str] = {}
+        """Image names whose image had no python3, with that image's id (an id never
+        changes; a name may be given to another image)."""
         self._exit_stack = contextlib.AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> DockerBackend:
         self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stage_supervisor(self._staged_supervisor)
         caps = self._sessions.slots.caps
         logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
@@ -218,16 +232,19 @@ class DockerBackend:
             max_sessions_per_caller=self._sessions.slots.caps.per_caller,
         )
 
-    async def start(self, session: str, sandbox: SandboxSpec) -> str | None:
+    async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
         """Start the session's container for `sandbox` unless it runs already, its mounts
-        checked; None, or why it could not start (a message for Result.error).
-
-        Raises BackendError (MountChangedError when a mount is not what was checked)."""
-        box = await self._sessions.sandbox_for(session, sandbox)
+        checked; see sandboxd.backend.Backend.start."""
+        if not wait and self._sessions.starting(session, sandbox):
+            return StartOutcome("starting")
+        box, fresh = await self._sessions.start(session, sandbox)
         if isinstance(box, str):
-            return box
+            return StartOutcome("failed", error=box)
         box.touch()
-        return None
+        if not fresh:
+            return StartOutcome("running", box.name)
+        logger.debug("started %s: %s", box.name, describe_steps(box.start_steps))
+        return StartOutcome("started", box.name, steps=box.start_steps)
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
         """Run one command in the session's container for `sandbox`, starting it if needed.
@@ -282,22 +299,23 @@ class DockerBackend:
     # Sandboxes -----------------------------------------------------------------------------
 
     async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Container | str:
-        started = await self._start_container(session, spec)
+        clock = StepClock()
+        started = await self._start_container(session, spec, clock)
         if isinstance(started, _NoPython):
             # WHY here and not where it was found: that container is removed first, so two
             # never hold one session slot at once.
-            started = await self._start_container(session, spec)
+            started = await self._start_container(session, spec, clock)
         assert not isinstance(started, _NoPython), "an image without python3 starts in exec mode"
         return started
 
     async def _start_container(
-        self, session: str, spec: SandboxSpec
+        self, session: str, spec: SandboxSpec, clock: StepClock
     ) -> _Container | str | _NoPython:
         layout = plan_layout(spec)
         if isinstance(layout, str):
             return layout
-        image_id = await self._image_id(spec.image)
-        supervised = image_id not in self._exec_mode_images
+        supervised = not await self._runs_in_exec_mode(spec.image)
+        clock.lap("image")
         if not supervised and not spec.unix_sockets:
             raise _unix_sockets_not_deniable(spec.image)
         token = secrets.token_hex(4)
@@ -311,6 +329,7 @@ class DockerBackend:
         try:
             if supervised:
                 listener = await self._listen(control_dir / SOCKET_NAME, spec)
+            clock.lap("control_dir")
             labels = {
                 LABEL_MANAGED: "1",
                 LABEL_SESSION: session,
@@ -329,7 +348,9 @@ class DockerBackend:
             )
             try:
                 container_id = created = await self._engine.call(create)
+                clock.lap("create")
                 await self._engine.call(lambda api: api.start(created))
+                clock.lap("start")
             except docker.errors.ImageNotFound as exc:
                 raise self._image_missing(spec.image) from exc
             except docker.errors.APIError as exc:
@@ -344,9 +365,10 @@ class DockerBackend:
                     return waited
                 if waited is None:
                     # No python3 in this image: remember, and start it in exec mode.
-                    self._exec_mode_images.add(image_id)
+                    self._exec_mode_images[spec.image] = await self._image_id(spec.image)
                     return _NO_PYTHON
                 channel, hello = waited
+                clock.lap("handshake")
                 try:
                     check_mounts(spec.mounts, hello.mounts)
                     _check_unix_sockets(spec, hello.unix_sockets)
@@ -363,11 +385,14 @@ class DockerBackend:
                     )
                 )
                 check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
+                clock.lap("mount_report")
             if self._sessions.closing:  # aclose() ran while this container started
                 if channel is not None:
                     await channel.aclose()
                 raise shutting_down()
-            box = _Container(name, session, spec, container_id, layout, control_dir, channel)
+            box = _Container(
+                name, session, spec, container_id, layout, control_dir, channel, clock.steps
+            )
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
             handed_over = True
@@ -384,6 +409,15 @@ class DockerBackend:
                     with anyio.CancelScope(shield=True):
                         await self._remove_container(container_id)
                 shutil.rmtree(control_dir, ignore_errors=True)
+
+    async def _runs_in_exec_mode(self, image: str) -> bool:
+        """Whether `image` is one found without python3 (its commands run with `docker exec`).
+
+        WHY no inspection otherwise: an image is assumed to have python3 until a container of
+        it exits without one, so a start costs no engine call for it (a missing image fails
+        the create)."""
+        known = self._exec_mode_images.get(image)
+        return known is not None and known == await self._image_id(image)
 
     async def _image_id(self, image: str) -> str:
         try:
@@ -407,13 +441,12 @@ class DockerBackend:
             # WHY again here: a long-running daemon's state dir may be cleaned under it
             # (e.g. by a /tmp cleaner); the next container must not fail for that.
             self._control_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            control_dir.mkdir(mode=0o755)
-            control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
-            install_supervisor(
-                control_dir,
-                mounts=[mount.path for mount in spec.mounts],
-                deny_unix_sockets=not spec.unix_sockets,
-            )
+            try:
+                self._fill_control_dir(control_dir, spec)
+            except FileNotFoundError:  # the staged supervisor was cleaned away too
+                shutil.rmtree(control_dir, ignore_errors=True)
+                stage_supervisor(self._staged_supervisor)
+                self._fill_control_dir(control_dir, spec)
         except OSError as exc:
             shutil.rmtree(control_dir, ignore_errors=True)
             raise BackendError(
@@ -422,6 +455,16 @@ class DockerBackend:
                 "another one in its config) and retry",
                 code="state_dir_unusable",
             ) from exc
+
+    def _fill_control_dir(self, control_dir: Path, spec: SandboxSpec) -> None:
+        control_dir.mkdir(mode=0o755)
+        control_dir.chmod(0o755)  # whatever the umask: the container's uid must traverse it
+        install_supervisor(
+            control_dir,
+            mounts=[mount.path for mount in spec.mounts],
+            deny_unix_sockets=not spec.unix_sockets,
+            staged=self._staged_supervisor,
+        )
 
     async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
         # WHY the backend listens and the supervisor connects (not the other way round): the
@@ -461,8 +504,10 @@ class DockerBackend:
 
                 async def watch() -> None:
                     nonlocal outcome
+                    pause = STATUS_POLL_S
                     while True:
-                        await anyio.sleep(STATUS_POLL_S)
+                        await anyio.sleep(pause)
+                        pause = min(pause * 2, STATUS_POLL_MAX_S)
                         try:
                             state = await self._engine.call(
                                 lambda api: api.inspect_container(container_id)["State"]

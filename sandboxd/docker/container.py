@@ -8,8 +8,10 @@ tmpfs /tmp and $HOME plus the read-write mounts.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import py_compile
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -33,11 +35,18 @@ TMP_DIR = "/tmp"
 PYTHON_FLAGS = ("-E", "-s", "-S")
 """Only the standard library and the supervisor's directory on sys.path, fast start."""
 
+SUPERVISOR_MODULE = Path(supervisor.__file__).stem
+_SUPERVISOR_SOURCES = (Path(supervisor.__file__), Path(logos.capture.__file__))
+_BYTECODE_DIR = "__pycache__"
+
 # The container's main process. With python3 it becomes the supervisor; without, it exits 3
 # and the backend falls back to `docker exec` for this image (see sandboxd.docker.exec_fallback).
+# WHY `-m` from the control directory: a module's bytecode is loaded from __pycache__ (see
+# stage_supervisor), a script's never is.
 SUPERVISED_LAUNCHER = f"""mkdir -p "$HOME" 2>/dev/null
 command -v python3 >/dev/null 2>&1 || exit 3
-exec python3 {" ".join(PYTHON_FLAGS)} {CONTROL_DIR}/supervisor.py {CONTROL_DIR}/{SOCKET_NAME}
+cd {CONTROL_DIR} || exit 4
+exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}/{SOCKET_NAME}
 """
 EXEC_MODE_LAUNCHER = """mkdir -p "$HOME" 2>/dev/null
 exec sleep 2147483647
@@ -98,19 +107,56 @@ def plan_layout(spec: SandboxSpec) -> Layout | str:
     return Layout(home=HOME_DIR, home_tmpfs=HOME_DIR not in targets, tmp_tmpfs=tmp_tmpfs)
 
 
+def stage_supervisor(directory: Path) -> None:
+    """Copy the supervisor and its capture module into `directory` with their bytecode, once
+    per daemon: each sandbox's control directory then links to these files.
+
+    WHY: the control directory is read-only in the container, so its Python compiled the
+    supervisor at every start and could keep nothing. Now it loads the bytecode compiled
+    here when it is the same Python version as the daemon's (`cpython-311`…), and compiles
+    the source as before otherwise. The bytecode is checked against the source's hash.
+    Copies, so that an upgrade on disk never mixes versions in a running container.
+    """
+    bytecode = directory / _BYTECODE_DIR
+    for made in (directory, bytecode):
+        made.mkdir(mode=0o755, parents=True, exist_ok=True)
+        made.chmod(0o755)  # whatever the umask: the container's uid must read them
+    for source in _SUPERVISOR_SOURCES:
+        target = directory / source.name
+        _copy(source, target)
+        compiled = importlib.util.cache_from_source(str(target))
+        py_compile.compile(
+            str(target),
+            cfile=compiled,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+        )
+        Path(compiled).chmod(0o644)
+
+
 def install_supervisor(
-    directory: Path, *, mounts: Sequence[str] = (), deny_unix_sockets: bool = True
+    directory: Path,
+    *,
+    mounts: Sequence[str] = (),
+    deny_unix_sockets: bool = True,
+    staged: Path | None = None,
 ) -> Path:
-    """Copy the supervisor and its capture module into `directory`, with the settings it
+    """Put the supervisor and its capture module into `directory`, with the settings it
     needs before any command runs (the mount roots to report, whether to deny Unix sockets);
     returns the script.
 
-    Copies, so that an upgrade on disk never mixes versions in a running container.
+    From `staged` (see stage_supervisor) as hard links, copies where a link cannot be made;
+    without it, copies of the sources.
     """
-    for source in (Path(supervisor.__file__), Path(logos.capture.__file__)):
-        target = directory / source.name
-        shutil.copyfile(source, target)
-        target.chmod(0o644)
+    if staged is None:
+        for source in _SUPERVISOR_SOURCES:
+            _copy(source, directory / source.name)
+    else:
+        (directory / _BYTECODE_DIR).mkdir(mode=0o755)
+        (directory / _BYTECODE_DIR).chmod(0o755)
+        for source in [*staged.iterdir(), *(staged / _BYTECODE_DIR).iterdir()]:
+            if source.is_file():
+                _link(source, directory / source.relative_to(staged))
     settings = directory / supervisor.SETTINGS_FILE
     settings.write_text(
         json.dumps(
@@ -122,6 +168,19 @@ def install_supervisor(
     )
     settings.chmod(0o644)
     return directory / Path(supervisor.__file__).name
+
+
+def _copy(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+    target.chmod(0o644)
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link: no copy per sandbox (the control directory is mounted read-only)."""
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed: a copy does the same
+        _copy(source, target)
 
 
 def container_name(session: str, token: str) -> str:

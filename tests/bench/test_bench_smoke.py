@@ -115,7 +115,7 @@ def test_unknown_family_is_a_usage_error_that_lists_the_choices() -> None:
     completed = run_bench("--only", "roundtrip,nonsense", timeout=60)
     assert completed.returncode == 2
     assert "unknown benchmark nonsense" in completed.stderr
-    assert "roundtrip,throughput,loop,parser,overlap,flood" in completed.stderr
+    assert "roundtrip,throughput,loop,parser,overlap,flood,serve,prepare" in completed.stderr
 
 
 @pytest.mark.timeout(180)
@@ -227,6 +227,33 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    completed = run_bench("--quick", "--only", "prepare", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["prepare"]
+    assert section["problems"] == []
+    first = section["samples_s"]["A run's first command: block closed → result"]
+    starts = section["samples_s"]["New session start"]
+    assert [len(series) for series in first.values()] == [plan.prepare_iterations] * 3
+    assert [len(series) for series in starts.values()] == [plan.prepare_iterations] * 2
+    # The daemon timed each step of every measured start.
+    steps = section["raw"]["steps_s"]
+    assert list(steps) == ["image", "control_dir", "create", "start", "handshake"]
+    assert all(len(samples) == plan.prepare_iterations for samples in steps.values())
+    assert section["raw"]["many"] == {
+        "sessions": plan.prepare_sessions,
+        "wall_s": section["raw"]["many"]["wall_s"],
+        "errors": [],
+    }
+    goals = {target["goal"] for target in section["targets"]}
+    assert "first command with preparation <= 15 ms (model 0.5 s to its first block)" in goals
+    assert "new session start <= 120 ms" in goals
+    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
 
 
 def children_of(parent: int, marker: bytes) -> list[int]:

@@ -3,6 +3,7 @@ checks that must fail before the model is called when the daemon is missing."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -50,6 +51,12 @@ def test_a_task_runs_its_commands_in_the_sandbox(
     assert [(a["action"], a["runner"]) for a in home.audit()] == [("auto", "sandbox")]
     with daemon.client() as http:  # the run's session was closed at the end
         assert http.get("/v1/sessions").json()["sessions"] == []
+    # The sandbox was started as the run began (while the model wrote), not by the command.
+    audited = [json.loads(line) for line in daemon.audit_log.read_text().splitlines()]
+    (command,) = [line for line in audited if line["command"] and "proof.txt" in line["command"]]
+    (start,) = [line for line in audited if line["session"] == command["session"]][:1]
+    assert start["path"] == f"/v1/sessions/{command['session']}/start" and start["start_steps"]
+    assert command["start_steps"] is None
 
 
 @pytest.mark.docker

@@ -205,6 +205,27 @@ async def test_warm_commands_reuse_the_container(backend: DockerBackend) -> None
     assert other.sandbox != first.sandbox and other.result.exit_code != 0
 
 
+async def test_sandboxes_load_the_supervisor_compiled_once_even_after_a_cleanup(
+    backend: DockerBackend, state_dir: Path
+) -> None:
+    # The container's Python loads the supervisor from the bytecode beside it (-v says so).
+    script = (
+        "cd /.sandboxd && python3 -E -s -S -v -c 'import supervisor' 2>&1 "
+        "| grep -o 'code object from .*supervisor.*'"
+    )
+    for session in ("compiled", "restaged"):
+        outcome = await backend.run(session, spec(), ExecRequest(script))
+        assert outcome.result.exit_code == 0, outcome.result
+        loaded = outcome.result.stdout.strip().removeprefix("code object from ").strip("'")
+        assert loaded.startswith("/.sandboxd/__pycache__/supervisor."), loaded
+        name = Path(loaded).name
+        control = state_dir / "run" / outcome.sandbox.rsplit("-", 1)[-1]
+        staged = state_dir / "supervisor" / "__pycache__" / name
+        assert (control / "__pycache__" / name).stat().st_ino == staged.stat().st_ino  # linked
+        # A cleaner that empties the state dir must not break the next sandbox.
+        shutil.rmtree(state_dir / "supervisor")
+
+
 async def test_fork_bomb_is_contained(backend: DockerBackend) -> None:
     bounded = spec(limits=Limits(pids=64))
     first = await backend.run("bomb", bounded, ExecRequest("echo ready"))
@@ -401,7 +422,8 @@ async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> N
     )
     result = await run(backend, probe)
     assert result.stdout == (
-        "capture.py\nsandbox.json\nsupervisor.py\nRead-only file system\nPermission denied\n"
+        "__pycache__\ncapture.py\nsandbox.json\nsupervisor.py\nRead-only file system\n"
+        "Permission denied\n"
         "PermissionError\n"
     ), result
 

@@ -2,7 +2,7 @@
 
 Through a real daemon: the caps refuse the start over them (429 naming the setting), leave
 other callers and running sessions alone, free a slot when a session closes, and hold under
-concurrent starts (starts in progress count).
+concurrent starts (starts in progress count), also for sessions started without a command.
 """
 
 from __future__ import annotations
@@ -174,3 +174,25 @@ def test_failed_starts_and_idle_containers_give_their_slot_back(docker_client: A
             assert time.monotonic() < deadline, "the idle container was not removed"
             time.sleep(0.2)
         assert _start(daemon, "second").status_code == 200
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(240)
+def test_sessions_started_without_a_command_count_against_the_caps(docker_client: Any) -> None:
+    """Attack: hold containers by starting sessions (POST /v1/sessions/{id}/start) instead of
+    running commands."""
+    config = "max_sessions = 2\nmax_sessions_per_caller = 2\n"
+    with running_daemon(docker_client, config) as daemon, daemon.client() as http:
+        # Five sessions asked for at once: two start, three are refused by the cap.
+        with ThreadPoolExecutor(5) as pool:
+            answers = list(
+                pool.map(lambda n: http.post(f"/v1/sessions/cap-{n}/start", json={}), range(5))
+            )
+        statuses = sorted(answer.status_code for answer in answers)
+        assert statuses == [200, 200, 429, 429, 429], [a.text for a in answers]
+        assert "max_sessions" in _refusal(next(a for a in answers if a.status_code == 429))
+        assert len(containers_of(docker_client, daemon.proc.pid)) == 2
+        # A running session's start is never refused: it takes no new place.
+        running = next(n for n, a in enumerate(answers) if a.status_code == 200)
+        again = http.post(f"/v1/sessions/cap-{running}/start", json={})
+        assert again.json()["state"] == "running"
