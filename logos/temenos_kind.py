@@ -10,7 +10,7 @@ import httpx
 from pydantic import ValidationError
 
 from logos.auth_token import AuthToken, TokenError
-from logos.sandboxes import SandboxSettings
+from logos.sandboxes import SandboxKind, SandboxSettings
 from logos.temenos_address import AddressError, TemenosAddress, resolve_address
 from logos.temenos_api import HealthResponse
 from logos.temenos_client import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S
@@ -103,5 +103,5 @@ def _token(settings: SandboxSettings) -> AuthToken:
     return AuthToken(path=settings.auth_token_file)
 
 
-TEMENOS = TemenosKind()
+TEMENOS: SandboxKind = TemenosKind()
 """The object the entry point `temenos` names."""

@@ -34,6 +34,7 @@ from logos.auth_token import AuthToken, TokenError
 from logos.capture import CapturedOutput, OutputCapture
 from logos.options import NONINTERACTIVE_ENV, ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
+from logos.runner import Runner
 from logos.temenos_address import TemenosAddress, resolve_address
 from logos.temenos_client import TemenosClient, TemenosFailure
 
@@ -68,7 +69,7 @@ class _Job:
         return time.monotonic() >= deadline
 
 
-class TemenosRunner:
+class TemenosRunner(Runner):
     """Runs commands through a temenos daemon (or sandboxd's temenos routes).
 
     `address`: a socket path, `http://host:port` or `host:port` (default: $TEMENOS_LISTEN_ADDR,
@@ -104,12 +105,6 @@ class TemenosRunner:
 
     def __repr__(self) -> str:
         return f"TemenosRunner(address={str(self.address)!r}, caller_id={self.caller_id!r})"
-
-    async def __aenter__(self) -> TemenosRunner:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
