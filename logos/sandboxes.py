@@ -8,7 +8,10 @@ registers under the entry-point group `logos.sandboxes` in that package's pyproj
 
 so logos finds it by name and never imports the package itself. A front end (the `logos`
 command, a server) states what it wants as `SandboxSettings` and asks the kind for a runner,
-for what stands in the way, and for what the system prompt should say about it.
+for what stands in the way, and for what the system prompt should say about it. A batch of
+tasks also asks how many sessions it may hold at once, whether a command was refused only
+because the sandbox is full (to wait and retry it), and for the service to be started on a
+cluster node that has none running.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
 
 from logos.options import AllowedPath
+from logos.result import Result
 from logos.runner import Runner
 
 ENTRY_POINT_GROUP = "logos.sandboxes"
@@ -78,6 +82,22 @@ class SandboxKind(Protocol):
     def prompt_note(self, settings: SandboxSettings) -> str:
         """What the system prompt tells the model about the sandbox (what it sees, the
         network)."""
+        ...
+
+    def session_cap(self, settings: SandboxSettings) -> int | None:
+        """How many sessions one caller may hold at once (None: unknown, or no cap), so that
+        a batch runs no more tasks at once than the sandbox would take."""
+        ...
+
+    def refused_when_full(self, result: Result) -> bool:
+        """Whether `result` is the sandbox refusing a new session only because it holds as
+        many as it may: the command never ran, and the same one can be retried later."""
+        ...
+
+    def ensure_running(self, settings: SandboxSettings) -> None:
+        """Start the sandbox's service on this machine if none answers, and return once it
+        can run commands (a cluster node needs none started by hand). ValueError says why
+        it cannot."""
         ...
 
 

@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 from logos.options import ExecOptions
 from logos.result import Result
 from sandboxd import api as wire
+from sandboxd.backend import TooManySessionsError
 from sandboxd.client import (
     async_daemon_client,
     error_detail,
@@ -34,6 +35,8 @@ _HTTP_MARGIN_S = 90.0
 """On top of the command's timeout: the container's first start (the daemon gives it up
 to 60 s), the kill grace and the daemon's own reply margin."""
 _CONNECT_TIMEOUT_S = 5.0
+_REFUSED = "sandboxd refused the command ({status} {code})"
+_FULL = _REFUSED.format(status=429, code=TooManySessionsError.code)
 
 
 class SandboxRunner:
@@ -194,7 +197,14 @@ def _refusal(response: httpx.Response) -> str:
     if detail is None:
         text = response.text.strip()[:500] or "no details"
         return f"sandboxd answered HTTP {response.status_code}: {text}"
-    return f"sandboxd refused the command ({response.status_code} {detail.code}): {detail.message}"
+    refused = _REFUSED.format(status=response.status_code, code=detail.code)
+    return f"{refused}: {detail.message}"
+
+
+def refused_when_full(result: Result) -> bool:
+    """Whether `result` is the daemon's 429 for a new session over its caps: the command
+    never ran, and the same one can be sent again once a session ends."""
+    return result.error is not None and result.error.startswith(f"{_FULL}:")
 
 
 def _absolute(path: str) -> str:
