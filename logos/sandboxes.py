@@ -16,11 +16,13 @@ cluster node that has none running.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
 
 from logos.options import AllowedPath
+from logos.prompt import build_system_prompt
 from logos.result import Result
 from logos.runner import Runner
 
@@ -120,6 +122,21 @@ def sandbox_kind(name: str) -> SandboxKind:
             "that matches this logos"
         )
     return kind
+
+
+def sandbox_system_prompt(
+    kind: SandboxKind,
+    settings: SandboxSettings,
+    working_dir: str,
+    extra: str = "",
+    date: dt.date | None = None,
+) -> str:
+    """The system prompt for commands run in `kind`'s sandbox: what they run on and what
+    the sandbox lets them see (as of `date`, by default today)."""
+    note = kind.prompt_note(settings)
+    return build_system_prompt(
+        working_dir=working_dir, platform=kind.platform, date=date, extra=f"{note}\n{extra}"
+    )
 
 
 def _describe(entry: EntryPoint) -> str:

@@ -16,7 +16,7 @@ from logos.local_runner import LocalRunner
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
 from logos.runner import Runner
-from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
+from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind, sandbox_system_prompt
 
 SANDBOX_KIND = "sandboxd"
 """The sandbox kind `--sandbox` runs commands in."""
@@ -101,8 +101,5 @@ def system_prompt_for(
     workdir = options.resolved_workdir() or os.getcwd()
     if not spec.sandbox:
         return build_system_prompt(working_dir=workdir, date=date, extra=extra)
-    kind = sandbox()
-    note = kind.prompt_note(spec.sandbox_settings(options.allowed_paths))
-    return build_system_prompt(
-        working_dir=workdir, platform=kind.platform, date=date, extra=f"{note}\n{extra}"
-    )
+    settings = spec.sandbox_settings(options.allowed_paths)
+    return sandbox_system_prompt(sandbox(), settings, workdir, extra, date)

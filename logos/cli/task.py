@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from logos.result import Result
 from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
 from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
+from logos.version import logos_version
 
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close the runner at the end (kill leftovers, end the session)."""
@@ -96,13 +96,6 @@ def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
     if stop_reason == "canceled":
         return 128 + signals[0] if signals else EXIT_INTERRUPTED
     return EXIT_STOPPED
-
-
-def logos_version() -> str:
-    try:
-        return version("logos")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class _Turns:
