@@ -4,10 +4,11 @@ Ray places each task by the resources it declares (CPUs, memory). On its node th
 its workspace in the node's scratch space and runs with the node's runner: local bash, or
 the node's sandboxd (started there on demand when none answers on its socket). As it goes,
 it streams its trajectory's new lines back (a Ray streaming generator), and its result
-last; the driver writes both into the output directory as they arrive, so a lost node or
-Ctrl-C loses nothing the task had recorded. A node lost mid-task ends its tasks as `error`
-with Ray's reason (`--retry-failed` runs them again); Ctrl-C cancels the running tasks
-(recorded `canceled`), and those not started stay to run next time.
+last; the driver writes both into the output directory as they arrive, so a lost node
+loses nothing the task had sent. A node lost mid-task ends its tasks as `error` with Ray's
+reason (`--retry-failed` runs them again). On Ctrl-C the running tasks are told to stop
+(through a small actor they ask) and end as `canceled` with their whole trajectory; those
+not started stay to run next time.
 
 Ray is optional (`pip install 'logos[ray]'`) and imported only here, when `--ray` is used.
 """
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +46,8 @@ before their workers are killed."""
 _WAKE_S = 0.2
 """How often a task on its node looks for new trajectory lines to send (it is also woken at
 once when a step is recorded)."""
+_ASK_STOP_S = 0.5
+"""How often a running task asks whether the batch was stopped."""
 _REASON_CHARS = 1000
 
 
@@ -108,18 +111,24 @@ async def run_on_ray(
             memory=options.memory_per_task,
             max_retries=0,  # WHY: a task on a lost node is recorded as failed, not rerun
         )
+        # WHY on the driver's node: a lost worker node must not take the flag with it.
+        strategies = importlib.import_module("ray.util.scheduling_strategies")
+        here = strategies.NodeAffinitySchedulingStrategy(
+            node_id=ray.get_runtime_context().get_node_id(), soft=False
+        )
+        stop = ray.remote(num_cpus=0)(StopFlag).options(scheduling_strategy=here).remote()
         generators = {
-            run.task.id: remote.remote(run.task, run.attempt, run.trajectory_name, settings)
+            run.task.id: remote.remote(run.task, run.attempt, run.trajectory_name, settings, stop)
             for run in runs
         }
-        following = set(generators)
+        tracking = _Tracking(following=set(generators))
         async with anyio.create_task_group() as stopper:
-            stopper.start_soon(_cancel_when_set, ray, generators, following, cancel)
+            stopper.start_soon(_stop_when_canceled, ray, generators, stop, tracking, cancel)
             async with anyio.create_task_group() as followers:
                 for task_run in runs:
                     generator = generators[task_run.task.id]
                     followers.start_soon(
-                        _follow, ray, task_run, generator, following, cancel, record, display
+                        _follow, ray, task_run, generator, tracking, cancel, record, display
                     )
             stopper.cancel_scope.cancel()
     finally:
@@ -127,19 +136,49 @@ async def run_on_ray(
             await anyio.to_thread.run_sync(ray.shutdown)
 
 
-async def _cancel_when_set(
-    ray: ModuleType, generators: dict[str, Any], following: set[str], cancel: anyio.Event
+class StopFlag:
+    """A Ray actor the running tasks ask whether the batch was stopped (Ctrl-C): a task told
+    so stops its run and still sends its last lines and its result, which a task that Ray
+    cancels cannot."""
+
+    def __init__(self) -> None:
+        self._stopped = False
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def stopped(self) -> bool:
+        return self._stopped
+
+
+@dataclass
+class _Tracking:
+    following: set[str]
+    """Tasks whose stream the driver still reads."""
+    started: set[str] = field(default_factory=set)
+    """Tasks that began on a node."""
+
+
+async def _stop_when_canceled(
+    ray: ModuleType,
+    generators: dict[str, Any],
+    stop: Any,
+    tracking: _Tracking,
+    cancel: anyio.Event,
 ) -> None:
-    """On Ctrl-C, ask the tasks to stop; kill the workers of those that do not in time."""
+    """On Ctrl-C: tasks not started never start; running ones are told to stop, and those
+    still running after a grace period are cancelled by Ray, then killed."""
     await cancel.wait()
-    for task_id in following:
+    stop.stop.remote()
+    for task_id in tracking.following - tracking.started:
         ray.cancel(generators[task_id])
-    with anyio.move_on_after(CANCEL_GRACE_S):
-        # WHY wait: a task closes its sandbox session and sends its last lines first.
-        while following:
-            await anyio.sleep(0.1)
-    for task_id in following:
-        ray.cancel(generators[task_id], force=True)
+    for force in (False, True):
+        with anyio.move_on_after(CANCEL_GRACE_S):
+            # WHY wait: a task closes its sandbox session and sends what it recorded first.
+            while tracking.following:
+                await anyio.sleep(0.1)
+        for task_id in tracking.following:
+            ray.cancel(generators[task_id], force=force)
 
 
 def _connect(ray: ModuleType, address: str) -> None:
@@ -156,7 +195,7 @@ async def _follow(
     ray: ModuleType,
     task_run: TaskRun,
     generator: Any,
-    following: set[str],
+    tracking: _Tracking,
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],
     display: Display,
@@ -170,6 +209,7 @@ async def _follow(
             event = await reference
             if isinstance(event, _Started):
                 node = event.node
+                tracking.started.add(task_run.task.id)
                 display.task_started(task_run.task.id)
             elif isinstance(event, _Lines):
                 if trajectory is None:
@@ -190,7 +230,7 @@ async def _follow(
             reason = f"the task's Ray worker or node failed: {_reason(exc)}"
             record(unfinished_result(here, "error", reason, began_at, wall_s))
     finally:
-        following.discard(task_run.task.id)
+        tracking.following.discard(task_run.task.id)
         if trajectory is not None:
             os.close(trajectory)
 
@@ -201,10 +241,12 @@ def _reason(exc: BaseException) -> str:
 
 
 def _task_on_node(
-    task: TaskSpec, attempt: int, trajectory_name: str, settings: BatchSettings
+    task: TaskSpec, attempt: int, trajectory_name: str, settings: BatchSettings, stop: Any
 ) -> Iterator[_Started | _Lines | _Finished]:
     """The Ray task: run one task on this node, sending its trajectory as it is written."""
     ray = import_ray()
+    if _stopped(ray, stop):
+        return  # the batch was stopped before this task began: it stays to run next time
     node = ray.get_runtime_context().get_node_id()
     yield _Started(node)
     scratch = Path(tempfile.mkdtemp(prefix="logos-batch-"))
@@ -217,6 +259,7 @@ def _task_on_node(
         node=node,
     )
     node_run = _NodeRun(task_run, settings)
+    asked = time.monotonic()
     try:
         node_run.thread.start()
         while node_run.thread.is_alive():
@@ -225,15 +268,28 @@ def _task_on_node(
             lines = node_run.new_lines()
             if lines:
                 yield _Lines(lines)
+            if time.monotonic() - asked >= _ASK_STOP_S:
+                asked = time.monotonic()
+                if _stopped(ray, stop):
+                    node_run.stop()
         lines = node_run.new_lines()
         if lines:
             yield _Lines(lines)
         yield _Finished(node_run.outcome())
-    except KeyboardInterrupt:  # ray.cancel(): stop the run cleanly, then end as asked
+    except KeyboardInterrupt:  # cancelled by Ray after the grace period
         node_run.stop()
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _stopped(ray: ModuleType, stop: Any) -> bool:
+    """Whether the batch was stopped; a flag that cannot be reached (its driver is gone)
+    leaves the task running, as Ray ends the tasks of a driver that left."""
+    try:
+        return bool(ray.get(stop.stopped.remote(), timeout=_ASK_STOP_S * 10))
+    except ray.exceptions.RayError:
+        return False
 
 
 class _NodeRun:

@@ -4,6 +4,7 @@ separate processes), the real command as the driver, the scripted model over rea
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -173,3 +174,63 @@ def test_ray_missing_says_how_to_install_it(home: Home, sse_server: ScriptedServ
     assert done.returncode == 2
     assert "pip install 'logos[ray]'" in done.stderr
     assert not sse_server.requests
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_running_ray_tasks_with_their_whole_trajectory(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.answer_with(run_what_is_asked)
+    go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
+    tasks = write_tasks(
+        home.work / "tasks.jsonl",
+        *(
+            {
+                "id": f"t{n}",
+                "prompt": f"run: while ! test -e {go_on}; do sleep 0.1; done",
+                "workspace": {"copy": "project"},
+            }
+            for n in range(3)
+        ),
+    )
+    with ray_cluster() as cluster:
+        driver = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "logos",
+                "batch",
+                "--model",
+                "m",
+                str(tasks),
+                "--out",
+                "out",
+                "--yes",
+                "--ray",
+                cluster.address,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**openai_env(home, sse_server), "PATH": cluster.env["PATH"]},
+            cwd=home.work,
+            text=True,
+        )
+        try:
+            # two tasks wait in their command (one per node); the third waits for a CPU
+            assert wait_for(lambda: len(processes_matching(str(go_on))) >= 2)
+            driver.send_signal(signal.SIGINT)
+            _, stderr = driver.communicate(timeout=120)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert driver.returncode == 130, stderr
+    assert processes_matching(str(go_on)) == []
+    lines = read_jsonl(home.work / "out" / "results.jsonl")
+    assert len(lines) == 2 and all(line["status"] == "canceled" for line in lines), lines
+    for line in lines:
+        assert line["stop_reason"] == "canceled" and line["steps"] == 1
+        records = read_jsonl(home.work / "out" / line["trajectory"])
+        assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+        assert "the command was killed" in records[-2]["content"]
