@@ -221,9 +221,24 @@ def _serve(xllamacpp: Any, params: Any) -> Any:
 def _import_xllamacpp() -> Any:
     try:
         import xllamacpp
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name != "xllamacpp":
+            raise _unloadable(exc) from exc
         raise LocalModelError(
             "running a local GGUF model needs the xllamacpp package, which is not installed: "
             "pip install 'logos[local]'"
         ) from exc
+    except ImportError as exc:
+        raise _unloadable(exc) from exc
     return xllamacpp
+
+
+def _unloadable(exc: ImportError) -> LocalModelError:
+    """xllamacpp is installed but cannot load: usually a system library it links is missing."""
+    hint = ""
+    if "libgomp" in str(exc):
+        hint = " (it needs the OpenMP runtime: e.g. apt-get install libgomp1)"
+    return LocalModelError(
+        f"the xllamacpp package is installed but cannot be loaded: {exc}{hint}; install the "
+        "missing system library, or reinstall it with pip install --force-reinstall 'logos[local]'"
+    )

@@ -47,12 +47,11 @@ class SandboxdKind:
     platform = "Linux in a Docker sandbox, shell bash"
 
     def open(self, settings: Settings) -> SandboxRunner:
-        # SandboxRunner's parameters: socket, session, image, network, then unix_sockets.
         return SandboxRunner(
-            settings.socket,
-            settings.session,
-            settings.image,
-            settings.network,
+            socket=settings.socket,
+            session=settings.session,
+            image=settings.image,
+            network=settings.network,
             unix_sockets=settings.unix_sockets,
         )
 

@@ -120,6 +120,9 @@ class Supervisor:
         self._send_lock = threading.Lock()
         self._running: dict[int, Command] = {}
         self._running_lock = threading.Lock()
+        self._starting: dict[int, str | None] = {}
+        """Commands whose thread has not started their process yet, with the reason to stop
+        them once it has (a cancel or a hang-up that came first), else None."""
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
 
@@ -134,6 +137,8 @@ class Supervisor:
                 self.dispatch(line)
         with self._running_lock:
             commands = list(self._running.values())
+            for request_id in self._starting:
+                self._starting[request_id] = "the backend hung up"
         for command in commands:
             command.stop("the backend hung up")
         time.sleep(KILL_GRACE_S if commands else 0)
@@ -149,6 +154,8 @@ class Supervisor:
             print(f"sandboxd supervisor: ignoring malformed request: {exc}", file=sys.stderr)
             return
         if op == "run":
+            with self._running_lock:
+                self._starting[request_id] = None
             for attempt in range(SPAWN_ATTEMPTS):
                 worker = threading.Thread(target=self._run, args=(request_id, message), daemon=True)
                 try:
@@ -156,10 +163,16 @@ class Supervisor:
                     return
                 except RuntimeError:  # no thread: the container is at its pids limit
                     self._make_room(attempt)
+            with self._running_lock:
+                self._starting.pop(request_id, None)
             self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
         elif op == "cancel":
             with self._running_lock:
                 command = self._running.get(request_id)
+                if request_id in self._starting:
+                    # WHY: the cancel can come before the command's thread has started its
+                    # process (the caller went away at once); it must not run on unseen.
+                    self._starting[request_id] = "cancelled by the caller"
             if command is not None:
                 command.stop("cancelled by the caller")
 
@@ -198,6 +211,9 @@ class Supervisor:
             reply, stopped = self._execute(request_id, request)
         except Exception as exc:  # a reply must come back whatever happens
             reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
+        finally:
+            with self._running_lock:
+                self._starting.pop(request_id, None)
         reply["id"] = request_id
         self.send_reply(reply)
         if stopped is not None:
@@ -250,6 +266,9 @@ class Supervisor:
         command = Command(proc)
         with self._running_lock:
             self._running[request_id] = command
+            stop_reason = self._starting.pop(request_id, None)
+        if stop_reason is not None:
+            command.stop(stop_reason)
         try:
             pump(command, stdout, stderr, deadline=started + float(request["timeout_s"]))
         finally:

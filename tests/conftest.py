@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require
+from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytest_plugins = ["tests.support.sse_server", "tests.support.llama"]
 
@@ -75,3 +76,16 @@ def dash_exec_image(docker_client: Any) -> str:
         )
         docker_client.images.build(path=context, tag=tag, rm=True)
     return tag
+
+
+@pytest.fixture(scope="module")
+def daemon(docker_client: Any) -> Iterator[Daemon]:
+    """A real sandboxd with the default config, shared by a module's tests."""
+    with running_daemon(docker_client) as serving:
+        yield serving
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the loop the CLI and the daemons use."""
+    return "asyncio"

@@ -8,27 +8,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, sent_messages
 from tests.support.processes import processes_matching
-from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, json_error, openai_stream
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
     return make_home(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 @pytest.mark.docker

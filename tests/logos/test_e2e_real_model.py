@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 from tests.support.cli_harness import Home, logos, make_home
 from tests.support.llama import find_test_gguf
 from tests.support.parts import require
-from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.sandboxd_harness import Daemon
 
 TRIES = int(os.environ.get("LOGOS_E2E_TRIES", "3"))
 TASK = "Create a file named hello.txt that contains the word hello. Then say Done."
@@ -85,12 +84,6 @@ def gguf() -> Path:
     require(path is not None and path.is_file(), "no test model: run scripts/fetch-model")
     assert path is not None
     return path
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 def attempt(

@@ -21,11 +21,6 @@ from logos.execute import BlockExecutor
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.timeout(30)
 async def test_eight_sleeps_run_concurrently_and_results_keep_order() -> None:
     commands = [f"sleep 1; echo {i}" for i in range(8)]

@@ -118,3 +118,21 @@ def test_ctrl_c_while_the_model_loads_stops_the_server(gguf: Path) -> None:
     outcome = json.loads(child.stdout.splitlines()[-1])
     assert outcome["interrupted"], "start() finished before the Ctrl-C landed: nothing tested"
     assert outcome == {"interrupted": True, "running": False, "answers": False}
+
+
+def test_an_installed_xllamacpp_that_cannot_load_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message a fresh machine without the OpenMP runtime gets: not "not installed"."""
+    broken = tmp_path / "xllamacpp"
+    broken.mkdir()
+    (broken / "__init__.py").write_text(
+        "raise ImportError('libgomp.so.1: cannot open shared object file: No such file or "
+        "directory')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "xllamacpp", raising=False)
+    with pytest.raises(LocalModelError) as caught:
+        LocalModelServer(Path("/nonexistent.gguf")).start()
+    message = str(caught.value)
+    assert "installed but cannot be loaded" in message and "apt-get install libgomp1" in message

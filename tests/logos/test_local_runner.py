@@ -19,11 +19,6 @@ from tests.support.processes import processes_matching
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_stdout_stderr_and_exit_code() -> None:
     result = await LocalRunner().run("echo out; echo err >&2; exit 3", ExecOptions())
     assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)

@@ -13,7 +13,6 @@ from logos import (
     Callbacks,
     Config,
     ExecOptions,
-    LocalRunner,
     Result,
     Runner,
     format_results,
@@ -21,25 +20,14 @@ from logos import (
     run_sync,
 )
 from logos.errors import AuthenticationError
-from logos.providers import OpenAIProvider, Provider, RetryPolicy
+from logos.providers import OpenAIProvider, RetryPolicy
 from logos.providers.base import Message, Usage
 from logos.steps import StepMessage, steps_to_messages
 from tests.support.processes import processes_matching
-from tests.support.scripted import Reply, ScriptedProvider
+from tests.support.scripted import Reply, ScriptedProvider, config_for
 from tests.support.sse_server import ScriptedServer, json_error, openai_stream
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def config_for(provider: Provider, **overrides: object) -> Config:
-    options = {"system_prompt": "test system prompt", "runner": LocalRunner()}
-    options.update(overrides)
-    return Config(provider=provider, **options)  # type: ignore[arg-type]
 
 
 async def test_answer_without_blocks_is_final() -> None:

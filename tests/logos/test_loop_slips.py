@@ -9,28 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from logos import Config, LocalRunner, run
+from logos import run
 from logos.envelope import format_results
 from logos.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
-from logos.providers import OpenAIProvider, Provider
+from logos.providers import OpenAIProvider
 from logos.providers.base import Message, Usage
 from logos.result import Result
 from logos.steps import RunResult, StepMessage, steps_to_messages
-from tests.support.scripted import Reply, ScriptedProvider
+from tests.support.scripted import Reply, ScriptedProvider, config_for
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def config_for(provider: Provider, **overrides: object) -> Config:
-    options = {"system_prompt": "test system prompt", "runner": LocalRunner()}
-    options.update(overrides)
-    return Config(provider=provider, **options)  # type: ignore[arg-type]
 
 
 def roles(steps: Sequence[StepMessage]) -> list[str]:

@@ -83,8 +83,3 @@ def test_sandboxd_says_what_stands_in_the_way(tmp_path: Path) -> None:
     assert f"sandboxd is not running on {missing}" in problem and "`sandboxd serve`" in problem
     too_long = SANDBOXD.problem(SandboxSettings(socket="/tmp/" + "s" * 200))
     assert too_long is not None and "choose a shorter path" in too_long
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

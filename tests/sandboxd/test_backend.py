@@ -38,11 +38,6 @@ UID = GID = 1000
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def remove_our_containers(docker_client: Any) -> Iterator[None]:
     """Whatever a failing test leaves behind: containers created by this test process."""

@@ -37,11 +37,6 @@ SOME_DIRECTORY = FileIdentity(device=1, inode=2, kind="directory")
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def state_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="sbx-"))
     yield path

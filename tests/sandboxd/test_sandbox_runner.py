@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,6 @@ from sandboxd.runner import SandboxRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 def _sessions(daemon: Daemon) -> dict[str, dict[str, Any]]:

@@ -16,11 +16,6 @@ from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_the_bound_covers_both_streams_escaped_three_times_over() -> None:
     kept = 2 * MAX_OUTPUT_BYTES_LIMIT
     bound = reply_memory_bound(MAX_OUTPUT_BYTES_LIMIT)

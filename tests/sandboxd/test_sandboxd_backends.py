@@ -12,11 +12,6 @@ from tests.support.sandboxd_harness import short_dir
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_the_docker_backend_is_built_with_the_configs_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

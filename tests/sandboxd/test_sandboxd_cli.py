@@ -7,13 +7,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.sandboxd_harness import REPO, Daemon, running_daemon, short_dir
+from tests.support.sandboxd_harness import REPO, Daemon, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -29,12 +28,6 @@ def sandboxd(
         timeout=timeout,
         env={**os.environ, "SANDBOXD_CONFIG": "/nonexistent/sandboxd.toml"},
     )
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 def test_without_a_subcommand_it_prints_usage() -> None:

@@ -21,24 +21,17 @@ import httpx
 import pytest
 
 from sandboxd.api import MAX_REQUEST_BODY_BYTES
-from tests.support.parts import require
 from tests.support.sandboxd_harness import (
     Daemon,
     containers_of,
-    python_for_others,
     running_daemon,
+    running_daemon_as,
     short_dir,
     start_daemon,
     wait_until_serving,
 )
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 @pytest.fixture
@@ -476,30 +469,12 @@ def test_an_unreachable_engine_is_a_503_with_the_fix() -> None:
 
 @pytest.mark.timeout(180)
 def test_commands_run_as_a_non_root_caller_and_others_are_kept_out(docker_client: Any) -> None:
-    require(os.getuid() == 0, "switching to another user needs root")
-    found = python_for_others()
-    require(found is not None, "no Python interpreter that a non-root user may execute")
-    assert found is not None
-    python, python_env = found
-    docker_gid = os.stat("/var/run/docker.sock").st_gid
     uid = gid = 1000
-    root = short_dir()
-    os.chown(root, uid, gid)
-    home = root / "home"
-    home.mkdir()
-    os.chown(home, uid, gid)
-    work = root / "work"
-    work.mkdir()
-    os.chown(work, uid, gid)
-    with running_daemon(
-        docker_client,
-        socket_path=root / "sd.sock",
-        user=uid,
-        group=gid,
-        extra_groups=[docker_gid],
-        env={"HOME": str(home), **python_env},
-        python=python,
-    ) as serving:
+    with running_daemon_as(docker_client, uid) as (serving, user):
+        python, python_env, home = user.python, user.python_env, user.home
+        work = serving.socket.parent / "work"
+        work.mkdir()
+        os.chown(work, uid, gid)
         assert os.stat(serving.socket).st_uid == uid
         client_env = {**os.environ, "HOME": str(home), **python_env}
         run = subprocess.run(

@@ -23,11 +23,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def socket_dir() -> Iterator[Path]:
     # WHY not tmp_path: Unix socket paths must stay under 108 bytes.
     path = Path(tempfile.mkdtemp(prefix="sdh", dir="/tmp"))

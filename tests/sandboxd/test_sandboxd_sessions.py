@@ -20,11 +20,6 @@ pytestmark = pytest.mark.anyio
 SPEC = SandboxSpec("image", (), False, 1000, 1000)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass(eq=False)
 class DirectorySandbox(Sandbox):
     """A sandbox that is a real directory: started by creating it, torn down by removing it."""

@@ -7,11 +7,11 @@ same supervisor inside containers).
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shlex
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,11 +33,6 @@ from sandboxd.supervisor_client import (
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -98,7 +93,9 @@ def marker() -> Iterator[str]:
     """A unique `sleep` duration to find a command's processes; they are killed afterwards."""
     value = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(1000):03d}"
     yield value
-    subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
+    for pid in processes_matching(f"sleep {value}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_reports_output_and_exit_status(running: Running) -> None:
@@ -205,6 +202,18 @@ async def test_cancellation_kills_the_command(running: Running, marker: str) -> 
         while processes_matching(f"sleep {marker}"):
             await anyio.sleep(0.05)
     assert (await running.run("echo still-serving")).stdout == "still-serving\n"
+
+
+async def test_a_cancel_right_after_the_request_kills_the_command(
+    running: Running, marker: str
+) -> None:
+    """A caller gone at once sends its cancel before the command's process exists."""
+    for attempt in range(40):
+        with anyio.move_on_after(0.0005 * attempt):
+            await running.run(f"sleep {marker}")
+    with anyio.fail_after(10):
+        while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.05)
 
 
 async def test_hang_up_kills_commands_and_stops_the_supervisor(

@@ -12,23 +12,17 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.sandboxd_harness import Daemon
 
 pytestmark = pytest.mark.docker
 
 KILLED_WITHIN_S = 10.0
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 def _request(command: str, session: str) -> bytes:

@@ -12,7 +12,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,11 @@ import pytest
 from tests.support.sandboxd_harness import (
     REPO,
     Daemon,
-    running_daemon,
     short_dir,
     wait_until_serving,
 )
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 def _own_files(daemon: Daemon) -> dict[str, Path]:

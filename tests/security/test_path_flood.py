@@ -12,15 +12,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sandboxd.api import MAX_REQUEST_BODY_BYTES
-from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -29,12 +27,6 @@ MAX_ALLOWED_PATHS = 64
 """The daemon's default max_allowed_paths."""
 HEALTH_BOUND_S = 1.0
 """Health answers in tens of milliseconds here; blocked behind path work it took seconds."""
-
-
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
 
 
 class _HealthProbe:

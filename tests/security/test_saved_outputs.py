@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.support.parts import require
-from tests.support.sandboxd_harness import python_for_others, running_daemon, short_dir
+from tests.support.sandboxd_harness import python_for_others, running_daemon_as, short_dir
 
 VICTIM = 47_311
 ATTACKER = 47_312
@@ -169,22 +169,7 @@ def test_a_local_runner_checked_directory_cannot_be_swapped_for_a_symlink() -> N
 @pytest.fixture
 def victim_daemon(docker_client: Any) -> Iterator[str]:
     """The socket of a daemon run by the victim, who is also its only caller."""
-    python, python_env = _python()
-    docker_gid = os.stat("/var/run/docker.sock").st_gid
-    root = short_dir()
-    os.chown(root, VICTIM, VICTIM)
-    home = root / "home"
-    home.mkdir()
-    os.chown(home, VICTIM, VICTIM)
-    with running_daemon(
-        docker_client,
-        socket_path=root / "sd.sock",
-        user=VICTIM,
-        group=VICTIM,
-        extra_groups=[docker_gid],
-        env={"HOME": str(home), **python_env},
-        python=python,
-    ) as daemon:
+    with running_daemon_as(docker_client, VICTIM) as (daemon, _):
         yield str(daemon.socket)
 
 

@@ -97,12 +97,6 @@ def _try(client: httpx.Client, project: Path, target: Path, how: str, **fields: 
     return str(body["stdout"]).strip()
 
 
-@pytest.fixture(scope="module")
-def daemon(docker_client: Any) -> Iterator[Daemon]:
-    with running_daemon(docker_client) as serving:
-        yield serving
-
-
 @pytest.mark.parametrize("how", ["stream-socket", "dgram-socket", "dgram-pair"])
 def test_a_host_socket_under_a_read_only_mount_is_unreachable(daemon: Daemon, how: str) -> None:
     project = short_dir("unix")

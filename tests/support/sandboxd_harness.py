@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+from tests.support.parts import require
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_MAX_SESSIONS = 64
@@ -206,4 +207,48 @@ def running_daemon(docker_client: Any, config: str = "", **options: Any) -> Iter
         for container in containers_of(docker_client, daemon.proc.pid):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class OtherUser:
+    """A non-root user the tests run programs as: its uid (and same-numbered gid), its home,
+    and a Python it may execute with the env that imports this checkout."""
+
+    uid: int
+    home: Path
+    python: str
+    python_env: dict[str, str]
+
+
+@contextlib.contextmanager
+def running_daemon_as(
+    docker_client: Any, uid: int, config: str = ""
+) -> Iterator[tuple[Daemon, OtherUser]]:
+    """A daemon deployed as the README says: run by a non-root user (`uid`, its own group) who
+    is a member of the docker group and has a home of its own."""
+    require(os.getuid() == 0, "switching to another user needs root")
+    found = python_for_others()
+    require(found is not None, "no Python interpreter that a non-root user may execute")
+    assert found is not None
+    python, python_env = found
+    root = short_dir()
+    os.chown(root, uid, uid)
+    home = root / "home"
+    home.mkdir()
+    os.chown(home, uid, uid)
+    user = OtherUser(uid, home, python, python_env)
+    try:
+        with running_daemon(
+            docker_client,
+            config,
+            socket_path=root / "sd.sock",
+            user=uid,
+            group=uid,
+            extra_groups=[os.stat("/var/run/docker.sock").st_gid],
+            env={"HOME": str(home), **python_env},
+            python=python,
+        ) as daemon:
+            yield daemon, user
+    finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from logos.config import Config
 from logos.errors import ProviderError, StreamInterruptedError
+from logos.local_runner import LocalRunner
 from logos.providers.base import (
     Finish,
     FinishReason,
     ModelRequest,
     OnRetry,
+    Provider,
     ReasoningDelta,
     ReasoningSignature,
     StreamEvent,
@@ -85,3 +88,10 @@ class ScriptedProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def config_for(provider: Provider, **overrides: object) -> Config:
+    """A run's config for tests: a fixed system prompt, local bash, and `overrides`."""
+    options: dict[str, object] = {"system_prompt": "test system prompt", "runner": LocalRunner()}
+    options.update(overrides)
+    return Config(provider=provider, **options)  # type: ignore[arg-type]
