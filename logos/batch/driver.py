@@ -33,7 +33,7 @@ from logos.batch.settings import SANDBOX_KIND, BatchSettings
 from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
 from logos.jsonl import make_private_dir
-from logos.sandboxes import sandbox_kind
+from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
 
 TRAJECTORIES = "trajectories"
 WORKSPACES = "workspaces"
@@ -74,8 +74,11 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
         pending = [t for t in tasks if not past.is_done(t.id, retry_failed=plan.retry_failed)]
         runs = [_task_run(task, past, out) for task in pending]
         size = plan.workers
-        if plan.ray is None:
-            size = await _local_pool_size(plan, display)
+        # WHY once here: each task on this machine needs it, and finding it takes a while.
+        sandbox = plan.settings.sandbox
+        kind = None if sandbox is None else sandbox_kind(SANDBOX_KIND)
+        if plan.ray is None and kind is not None and sandbox is not None:
+            size = await _local_pool_size(plan.workers, kind, sandbox, display)
         display.start(
             BatchStart(
                 tasks=len(tasks),
@@ -107,7 +110,9 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
                 if plan.ray is not None:
                     await run_on_ray(runs, plan.settings, plan.ray, cancel, record, display)
                 else:
-                    await run_local(runs, plan.settings, size, cancel, record, display, on_full)
+                    await run_local(
+                        runs, plan.settings, kind, size, cancel, record, display, on_full
+                    )
             finally:
                 summary = summarize(
                     (task.id for task in tasks),
@@ -134,16 +139,15 @@ def _task_run(task: TaskSpec, past: PastResults, out: Path) -> TaskRun:
     )
 
 
-async def _local_pool_size(plan: BatchPlan, display: Display) -> int:
+async def _local_pool_size(
+    workers: int, kind: SandboxKind, sandbox: SandboxSettings, display: Display
+) -> int:
     """The workers asked for, lowered to the sandbox's session cap (with a notice)."""
-    if plan.settings.sandbox is None:
-        return plan.workers
-    kind = sandbox_kind(SANDBOX_KIND)
-    cap = await anyio.to_thread.run_sync(kind.session_cap, plan.settings.sandbox)
-    size = pool_size(plan.workers, cap)
-    if size < plan.workers:
+    cap = await anyio.to_thread.run_sync(kind.session_cap, sandbox)
+    size = pool_size(workers, cap)
+    if size < workers:
         display.notice(
-            f"{size} tasks at once, not {plan.workers}: the sandbox lets one caller hold "
+            f"{size} tasks at once, not {workers}: the sandbox lets one caller hold "
             f"{cap} sessions (max_sessions_per_caller)"
         )
     return size

@@ -19,11 +19,13 @@ from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.jsonl import utc_now
 from logos.providers.base import Provider
+from logos.sandboxes import SandboxKind
 
 
 async def run_local(
     runs: Sequence[TaskRun],
     settings: BatchSettings,
+    kind: SandboxKind | None,
     size: int,
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],
@@ -31,7 +33,8 @@ async def run_local(
     on_full: Callable[[], None],
 ) -> None:
     """Run every task, `size` at a time, calling `record` as each ends. Once `cancel` is
-    set, running tasks stop (recorded `canceled`) and the others do not start."""
+    set, running tasks stop (recorded `canceled`) and the others do not start. `kind`: the
+    sandbox kind of `settings.sandbox`."""
     provider = settings.model.open()
     limiter = anyio.CapacityLimiter(size)
     try:
@@ -42,6 +45,7 @@ async def run_local(
                     task_run,
                     settings,
                     provider,
+                    kind,
                     limiter,
                     cancel,
                     record,
@@ -57,6 +61,7 @@ async def _run_one(
     task_run: TaskRun,
     settings: BatchSettings,
     provider: Provider,
+    kind: SandboxKind | None,
     limiter: anyio.CapacityLimiter,
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],
@@ -69,7 +74,9 @@ async def _run_one(
         display.task_started(task_run.task.id)
         started, started_at = time.monotonic(), utc_now()
         try:
-            result = await execute_task(task_run, settings, provider, cancel, on_full=on_full)
+            result = await execute_task(
+                task_run, settings, provider, cancel, kind=kind, on_full=on_full
+            )
         except anyio.get_cancelled_exc_class():
             # A hard stop (a second Ctrl-C): the line still says the task did not finish.
             wall_s = time.monotonic() - started

@@ -345,6 +345,7 @@ class _NodeRun:
         self._token = anyio.lowlevel.current_token()
         self._ready.set()
         settings = self.settings
+        kind = None
         if settings.sandbox is not None:
             try:
                 kind = sandbox_kind(SANDBOX_KIND)
@@ -355,7 +356,12 @@ class _NodeRun:
         provider = settings.model.open()
         try:
             return await execute_task(
-                self.task_run, settings, provider, self._cancel, on_recorded=self.wake.set
+                self.task_run,
+                settings,
+                provider,
+                self._cancel,
+                kind=kind,
+                on_recorded=self.wake.set,
             )
         finally:
             with anyio.CancelScope(shield=True):
