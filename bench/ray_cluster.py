@@ -3,6 +3,8 @@ own `ray start --block` process (1 CPU each), importing this checkout.
 
 Each node can be killed on its own, as a lost machine would be: the node's `ray start`
 process and everything under it (raylet, workers, the commands they ran) get SIGKILL.
+The `batch` benchmark runs tasks on it, and the tests of `logos batch --ray` use it too
+(through tests/support/ray_cluster.py, which skips when Ray is missing).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.parts import require
-from tests.support.sandboxd_harness import REPO, short_dir
+from bench.daemon import BenchSetupError
 
+REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 90.0
 NODE_IP = "127.0.0.1"
 
@@ -96,13 +98,19 @@ def _free_port() -> int:
         return port
 
 
+def ray_command() -> Path:
+    """The `ray` command beside this Python (installed with it by `pip install 'logos[ray]'`)."""
+    return Path(sys.executable).with_name("ray")
+
+
 @contextlib.contextmanager
-def ray_cluster() -> Iterator[RayCluster]:
-    """A head and a second node, stopped (with everything they started) afterwards."""
-    ray_bin = Path(sys.executable).with_name("ray")
-    require(ray_bin.exists(), "Ray is not installed: pip install 'logos[ray]'")
+def ray_cluster(temp_dir: Path) -> Iterator[RayCluster]:
+    """A head and a second node keeping their files in `temp_dir` (keep its path short: Ray
+    puts Unix sockets there), stopped with everything they started afterwards."""
+    ray_bin = ray_command()
+    if not ray_bin.exists():
+        raise BenchSetupError("Ray is not installed: pip install 'logos[ray]'")
     port = _free_port()
-    temp_dir = short_dir("ray")
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(":"),
@@ -160,9 +168,9 @@ def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if any(node.poll() is not None for node in cluster.nodes):
-            raise AssertionError("a Ray node exited while starting")
+            raise BenchSetupError("a Ray node exited while starting")
         with contextlib.suppress(subprocess.SubprocessError, ValueError, StopIteration):
             if len(cluster.alive_node_ids()) >= count:
                 return
         time.sleep(0.5)
-    raise AssertionError(f"the Ray cluster did not reach {count} nodes in {START_TIMEOUT_S:g} s")
+    raise BenchSetupError(f"the Ray cluster did not reach {count} nodes in {START_TIMEOUT_S:g} s")
