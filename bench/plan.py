@@ -35,6 +35,14 @@ class Plan:
     """Per request of the control-character flood (at the largest max_output_bytes)."""
     control_flood_requests: int = 8
     """Control-character floods sent at once, each in its own session."""
+    batch_tasks: int = 200
+    """Tasks of `logos batch` with local bash, at each worker count and on Ray."""
+    batch_workers: tuple[int, ...] = (1, 8, 32)
+    batch_sandbox_tasks: int = 40
+    """Tasks with the sandbox (each starts a container), at each worker count."""
+    batch_sandbox_workers: tuple[int, ...] = (1, 8)
+    batch_rounds: int = 4
+    """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -54,6 +62,11 @@ class Plan:
             overlap_command="sleep 0.3",
             flood_bytes=64 * 2**20,
             control_flood_requests=2,
+            batch_tasks=6,
+            batch_workers=(1, 4),
+            batch_sandbox_tasks=3,
+            batch_sandbox_workers=(1, 2),
+            batch_rounds=1,
         )
 
     def with_iterations(self, iterations: int) -> Plan:
