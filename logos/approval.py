@@ -3,7 +3,9 @@
 Modes: `auto` runs everything, `confirm` asks someone (the `logos` command asks at the
 terminal; a server would ask its client), `never-run` runs nothing (a dry run). Approval is
 a Runner wrapper (`ApprovalRunner`), so the loop does not know it exists: a declined
-command simply comes back as a `Result` with `error` set.
+command simply comes back as a `Result` with `error` set. Commands the loop answers itself
+(`logos.loop_commands`) whose family asks for approval go through `run_approved`; a wrapped
+runner that keeps jobs keeps them through its wrapper too.
 
 What the model sees for each decision:
 
@@ -22,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeAlias
 
 from logos.callback import invoke_callback
+from logos.jobs import JobRunner
 from logos.jsonl import utc_now
 from logos.options import ExecOptions
-from logos.result import Result
+from logos.result import JobEnd, JobInfo, Result
 from logos.runner import Runner
 
 ApprovalMode: TypeAlias = Literal["auto", "confirm", "never-run"]
@@ -63,8 +66,17 @@ OnDecision = Callable[[ApprovalDecision], Awaitable[None] | None]
 class ApprovalRunner(Runner):
     """Asks `approver` about each command, then runs it on `inner` or explains why not.
 
-    `on_decision` sees every decision first (the audit log and the trajectory use it).
+    `on_decision` sees every decision first (the audit log and the trajectory use it). When
+    `inner` keeps jobs, so does the wrapper (it is then a `logos.jobs.JobRunner`): waiting
+    for a job, stopping one or listing them asks nobody, as they start no command.
     """
+
+    def __new__(
+        cls, inner: Runner, approver: Approver, on_decision: OnDecision | None = None
+    ) -> ApprovalRunner:
+        if cls is ApprovalRunner and isinstance(inner, JobRunner):
+            return super().__new__(_JobApprovalRunner)
+        return super().__new__(cls)
 
     def __init__(
         self, inner: Runner, approver: Approver, on_decision: OnDecision | None = None
@@ -74,6 +86,15 @@ class ApprovalRunner(Runner):
         self._on_decision = on_decision
 
     async def run(self, command: str, options: ExecOptions) -> Result:
+        async def on_inner(approved: str) -> Result:
+            return await self.inner.run(approved, options)
+
+        return await self.run_approved(command, on_inner)
+
+    async def run_approved(
+        self, command: str, answer: Callable[[str], Awaitable[Result]]
+    ) -> Result:
+        """Ask about `command`; if it may run, `answer` it (as edited, after an edit)."""
         decision = await self._approver.decide(command)
         await invoke_callback(self._on_decision, decision)
         if decision.action == "never-run":
@@ -81,15 +102,33 @@ class ApprovalRunner(Runner):
         if decision.action == "no":
             return Result(command=command, error=declined_error(decision.reason))
         if decision.action == "edit" and decision.edited_command is not None:
-            result = await self.inner.run(decision.edited_command, options)
+            result = await answer(decision.edited_command)
             return replace(
                 result, command=decision.edited_command, stderr=EDITED_NOTE + result.stderr
             )
-        return await self.inner.run(command, options)
+        return await answer(command)
 
     async def aclose(self) -> None:
         """Close the inner runner (kills leftover background jobs, ends a sandbox session)."""
         await self.inner.aclose()
+
+
+class _JobApprovalRunner(ApprovalRunner):
+    """An ApprovalRunner around a runner that keeps jobs."""
+
+    inner: JobRunner
+
+    async def list_jobs(self) -> list[JobInfo]:
+        return await self.inner.list_jobs()
+
+    async def wait_job(self, job_id: str, timeout_s: float) -> JobEnd | None:
+        return await self.inner.wait_job(job_id, timeout_s)
+
+    async def kill_job(self, job_id: str) -> JobEnd:
+        return await self.inner.kill_job(job_id)
+
+    async def ended_jobs(self) -> list[JobEnd]:
+        return await self.inner.ended_jobs()
 
 
 def declined_error(reason: str | None) -> str:

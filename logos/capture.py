@@ -118,10 +118,28 @@ class OutputCapture:
         self._save_fd: int | None = None
         self._saved = 0
         self._unsaved_reason: str | None = None
+        self._whole = False
+        """Saving the whole output, cut or not (`save_whole`): the copy is always reported."""
 
     @property
     def total_bytes(self) -> int:
         return self._total
+
+    def save_whole(self) -> None:
+        """Save the whole output from now on, whether or not it is ever cut.
+
+        WHY: a command that goes on as a job shows its output so far once; the rest reaches
+        the model through the copy. Nothing was dropped before a copy would have started (a
+        copy starts before the first cut), so the copy holds the output from its first byte.
+        """
+        self._whole = True
+        if self._save_path is not None and self._save_fd is None:
+            self._start_saving()
+
+    @property
+    def saved_path(self) -> str | None:
+        """The copy being written, if there is one."""
+        return self._save_path if self._save_fd is not None else None
 
     def write(self, data: bytes) -> None:
         if not data:
@@ -207,40 +225,67 @@ class OutputCapture:
                 os.unlink(os.path.basename(self._save_path), dir_fd=self._dir_fd)
         self._stop_saving(None)
 
-    def finish(self) -> CapturedOutput:
-        """Close the saved file and decode what was kept."""
+    def snapshot(self, skip: int = 0) -> CapturedOutput:
+        """What was captured so far, the copy left open; see `finish` for `skip`."""
+        return self._captured(skip)
+
+    def finish(self, skip: int = 0) -> CapturedOutput:
+        """Close the saved file and decode what was kept.
+
+        `skip`: leave out the output's first `skip` bytes, which the reader has seen already
+        (a job's end shows only what came after its output so far).
+        """
         if self._save_fd is not None:
             unsaved = self._total - self._saved
             if unsaved:
                 self._write_all(SAVE_LIMIT_NOTE.format(unsaved=unsaved, saved=self._saved).encode())
-        saved_path, saved_bytes, unsaved_reason = self._save_path, self._saved, self._unsaved_reason
+        captured = self._captured(skip)
         if self._save_fd is not None:
             self._stop_saving(None)
+        return captured
+
+    def _captured(self, skip: int) -> CapturedOutput:
+        total = self._total
+        skip = min(max(skip, 0), total)
         tail = self._tail[-self._tail_limit :] if self._tail_limit else bytearray()
-        kept = len(self._head) + len(tail)
-        if kept >= self._total:
-            text = (bytes(self._head) + bytes(tail)).decode("utf-8", errors="replace")
-            return CapturedOutput(text=text, total_bytes=self._total, dropped_bytes=0)
-        head = bytes(self._head[: _back_to_line_end(self._head, _complete_prefix(self._head))])
+        tail_start = total - len(tail)
+        head = self._head[skip:]
+        tail = tail[max(skip - tail_start, 0) :]
+        gap = tail_start - max(skip, len(self._head))
+        saved_path = self._save_path if self._save_fd is not None else None
+        if gap <= 0:
+            kept = bytes(head) + bytes(tail)
+            text = kept[_leading_continuations(bytearray(kept)) if skip else 0 :].decode(
+                "utf-8", errors="replace"
+            )
+            return CapturedOutput(
+                text=text,
+                total_bytes=total,
+                dropped_bytes=0,
+                saved_path=saved_path if self._whole else None,
+                saved_bytes=self._saved if self._whole else 0,
+            )
+        head = head[_leading_continuations(head) if skip else 0 :]
+        head_bytes = bytes(head[: _back_to_line_end(head, _complete_prefix(head))])
         tail_bytes = bytes(tail[_on_to_line_start(tail, _leading_continuations(tail)) :])
-        dropped = self._total - len(head) - len(tail_bytes)
-        if unsaved_reason is None:
+        dropped = total - skip - len(head_bytes) - len(tail_bytes)
+        if self._unsaved_reason is None:
             marker = OMISSION_MARKER.format(dropped=dropped)
         else:
-            marker = UNSAVED_MARKER.format(dropped=dropped, reason=unsaved_reason)
-        if head.endswith(b"\n"):
+            marker = UNSAVED_MARKER.format(dropped=dropped, reason=self._unsaved_reason)
+        if not head_bytes or head_bytes.endswith(b"\n"):
             marker = marker[1:]
         text = (
-            head.decode("utf-8", errors="replace")
+            head_bytes.decode("utf-8", errors="replace")
             + marker
             + tail_bytes.decode("utf-8", errors="replace")
         )
         return CapturedOutput(
             text=text,
-            total_bytes=self._total,
+            total_bytes=total,
             dropped_bytes=dropped,
-            saved_path=saved_path if saved_bytes else None,
-            saved_bytes=saved_bytes,
+            saved_path=saved_path if self._saved or self._whole else None,
+            saved_bytes=self._saved,
         )
 
 

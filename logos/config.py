@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from logos.local_runner import LocalRunner
+from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.policy import CommandPolicy, check_command
 from logos.pricing import Price
 from logos.providers.base import Provider
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.steps import StepMessage
 
@@ -36,6 +37,10 @@ class Config:
     """Timeout, output limits, allowed paths and environment for every command."""
     policy: CommandPolicy = check_command
     """Decides which commands may run; a refusal goes back to the model as its result."""
+    loop_commands: Sequence[CommandFamily] = ()
+    """Commands the loop answers itself (`logos.loop_commands`), asked before the policy;
+    the jobs' own (`jobs`, `wait %1`, `kill %1`) are added when commands go on as jobs
+    (`exec_options.background_after_s` on a `logos.jobs.JobRunner`)."""
     max_concurrency: int = 8
     """Commands of one reply that may run at the same time."""
     max_steps: int = DEFAULT_MAX_STEPS
@@ -100,5 +105,8 @@ class Callbacks:
     on_command_result: Callable[[int, Result], Awaitable[None] | None] | None = None
     on_step_end: Callable[[StepMessage], Awaitable[None] | None] | None = None
     """A `StepMessage` was added (assistant turn or result envelope): persist it here."""
+    on_job_end: Callable[[JobEnd, bool], Awaitable[None] | None] | None = None
+    """A job ended: its end, and whether the model is shown it (False: the run stopped it
+    as the run ended). A job's start is a command result with `Result.job` set."""
     on_retry: Callable[[str, int], Awaitable[None] | None] | None = None
     """A provider request is being retried: (reason, attempt)."""

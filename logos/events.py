@@ -3,7 +3,7 @@
 The `logos` command prints them with `--json`, one per line; a server can send them as
 server-sent events. Parse them with `EVENT_ADAPTER`. A run's events end with a `done`
 event (`RunSummary`), also when the run could not start; a run that fails sends an `error`
-event first. `ApprovalEvent` and `RunSummary` are also trajectory records
+event first. `ApprovalEvent`, the job events and `RunSummary` are also trajectory records
 (`logos.trajectory`).
 """
 
@@ -15,7 +15,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
 
 from logos.approval import ApprovalAction
 from logos.providers.base import Usage
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.steps import StepMessage, StopReason
 
 START = "start"
@@ -26,6 +26,8 @@ COMMAND_RESULT = "command_result"
 STEP_END = "step_end"
 RETRY = "retry"
 APPROVAL = "approval"
+JOB_START = "job_start"
+JOB_END = "job_end"
 DONE = "done"
 ERROR = "error"
 
@@ -38,6 +40,8 @@ EVENT_TYPES = (
     STEP_END,
     RETRY,
     APPROVAL,
+    JOB_START,
+    JOB_END,
     DONE,
     ERROR,
 )
@@ -110,6 +114,45 @@ class ApprovalEvent(_Event):
     time: str
 
 
+class JobStartEvent(_Event):
+    """A command went on as a job (its `command_result` has `result.job` set)."""
+
+    type: Literal["job_start"] = "job_start"
+    turn: int
+    index: int
+    id: str
+    command: str
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+
+    @classmethod
+    def of(cls, turn: int, index: int, result: Result) -> JobStartEvent:
+        assert result.job is not None, "a job start is a result with a job"
+        job = result.job
+        return cls(
+            turn=turn,
+            index=index,
+            id=job.id,
+            command=result.command,
+            stdout_file=job.stdout_file,
+            stderr_file=job.stderr_file,
+        )
+
+
+class JobEndEvent(_Event):
+    """A job ended: shown to the model in the next envelope (`seen`), or stopped by the run
+    as it ended (`seen` false)."""
+
+    type: Literal["job_end"] = "job_end"
+    id: str
+    result: Result
+    seen: bool
+
+    @classmethod
+    def of(cls, end: JobEnd, seen: bool) -> JobEndEvent:
+        return cls(id=end.id, result=end.result, seen=seen)
+
+
 class ErrorEvent(_Event):
     type: Literal["error"] = "error"
     message: str
@@ -145,6 +188,8 @@ Event: TypeAlias = Annotated[
     | StepEndEvent
     | RetryEvent
     | ApprovalEvent
+    | JobStartEvent
+    | JobEndEvent
     | ErrorEvent
     | RunSummary,
     Field(discriminator="type"),

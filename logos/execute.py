@@ -1,4 +1,8 @@
-"""Run a message's command blocks concurrently; results come back in block order."""
+"""Run a message's command blocks concurrently; results come back in block order.
+
+A block that is exactly one of the commands the loop answers itself (`logos.loop_commands`)
+is answered by its family, before the policy and the runner see it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskGroup
 
+from logos.approval import ApprovalRunner
 from logos.callback import invoke_callback
+from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.policy import CommandPolicy, check_command
 from logos.result import Result
@@ -37,12 +43,14 @@ class BlockExecutor:
         policy: CommandPolicy = check_command,
         on_start: OnCommandStart | None = None,
         on_result: OnCommandResult | None = None,
+        families: Sequence[CommandFamily] = (),
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         self._runner = runner
         self._options = options
         self._policy = policy
+        self._families = tuple(families)
         self._on_start = on_start
         self._on_result = on_result
         self._limiter = anyio.CapacityLimiter(max_concurrency)
@@ -99,8 +107,13 @@ class BlockExecutor:
         ]
 
     async def _run_one(self, index: int, command: str) -> None:
-        refusal = _check_contained(self._policy, command)
-        if refusal is not None:
+        family = _family_of(self._families, command)
+        if family is not None:
+            # WHY outside the concurrency limit: it starts no process (a `wait` may take
+            # the block's whole timeout without holding a place a command needs).
+            await invoke_callback(self._on_start, index, command)
+            result = await self._answer(family, command)
+        elif (refusal := _check_contained(self._policy, command)) is not None:
             result = Result(command=command, error=refusal)
         else:
             async with self._limiter:
@@ -108,6 +121,25 @@ class BlockExecutor:
                 result = await _run_contained(self._runner, command, self._options)
         self._results[index] = result
         await invoke_callback(self._on_result, index, result)
+
+    async def _answer(self, family: CommandFamily, command: str) -> Result:
+        async def answer(approved: str) -> Result:
+            if not family.matches(approved):
+                return Result(
+                    command=approved,
+                    error="the edited command is not one logos answers itself like the one "
+                    "it replaced, so it was not run; write it in a block of its own",
+                )
+            try:
+                return await family.run(approved, self._options)
+            except Exception as exc:  # a family's bug reaches the model, never the turn
+                return Result(
+                    command=approved, error=f"logos failed to answer: {type(exc).__name__}: {exc}"
+                )
+
+        if family.needs_approval and isinstance(self._runner, ApprovalRunner):
+            return await self._runner.run_approved(command, answer)
+        return await answer(command)
 
 
 async def execute_blocks(
@@ -117,13 +149,19 @@ async def execute_blocks(
     *,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     policy: CommandPolicy = check_command,
+    families: Sequence[CommandFamily] = (),
 ) -> list[Result]:
     """Run `commands` concurrently on `runner`; results in input order.
 
-    A command the policy refuses is not run: its result carries the policy's message.
+    A command the policy refuses is not run: its result carries the policy's message. A
+    command of one of the `families` is answered by it (`logos.loop_commands`).
     """
     executor = BlockExecutor(
-        runner, options or ExecOptions(), max_concurrency=max_concurrency, policy=policy
+        runner,
+        options or ExecOptions(),
+        max_concurrency=max_concurrency,
+        policy=policy,
+        families=families,
     )
     async with executor:
         for command in commands:
@@ -138,15 +176,25 @@ def execute_blocks_sync(
     *,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     policy: CommandPolicy = check_command,
+    families: Sequence[CommandFamily] = (),
 ) -> list[Result]:
     """`execute_blocks` for synchronous callers (starts its own event loop)."""
 
     async def main() -> list[Result]:
         return await execute_blocks(
-            commands, runner, options, max_concurrency=max_concurrency, policy=policy
+            commands,
+            runner,
+            options,
+            max_concurrency=max_concurrency,
+            policy=policy,
+            families=families,
         )
 
     return anyio.run(main)
+
+
+def _family_of(families: Sequence[CommandFamily], command: str) -> CommandFamily | None:
+    return next((family for family in families if family.matches(command)), None)
 
 
 def _check_contained(policy: CommandPolicy, command: str) -> str | None:

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from typing import BinaryIO
@@ -31,31 +32,43 @@ _POLL_S = 0.02
 class BackgroundGroups:
     """The process groups a runner's commands started, kept while anything is left in them.
 
-    The watchdog is started only when a command first leaves something behind: a runner
-    whose commands all finish cleanly costs no process.
+    The watchdog is started only when a command first leaves something behind (or goes on
+    as a job): a runner whose commands all finish cleanly costs no process. Thread-safe: a
+    job's end is settled from the thread that watches it.
     """
 
     def __init__(self) -> None:
         self._pgids: set[int] = set()
         self._watchdog: Watchdog | None = None
         self._owner = os.getpid()
+        self._lock = threading.RLock()
 
     @property
     def pgids(self) -> frozenset[int]:
-        return frozenset(self._pgids)
+        with self._lock:
+            return frozenset(self._pgids)
 
     def started(self, pgid: int) -> None:
         """A command started as the leader of its own session and group `pgid`."""
-        self._pgids.add(pgid)
-        if self._watchdog is not None:
-            self._watchdog.watch(pgid)
+        with self._lock:
+            self._pgids.add(pgid)
+            if self._watchdog is not None:
+                self._watchdog.watch(pgid)
+
+    def detached(self, pgid: int) -> None:
+        """The command goes on without its caller (a job): the watchdog must know its group
+        before the caller returns, in case the program dies meanwhile."""
+        with self._lock:
+            assert pgid in self._pgids, "a group is started before it goes on as a job"
+            self._ensure_watchdog()
 
     def settled(self, pgid: int) -> None:
         """The command's shell is gone: keep its group only if something is left in it."""
-        if group_alive(pgid):
-            self._ensure_watchdog()
-        else:
-            self._forget(pgid)
+        with self._lock:
+            if group_alive(pgid):
+                self._ensure_watchdog()
+            else:
+                self._forget(pgid)
 
     def forget_ended(self) -> None:
         """Drop groups with no process left.
@@ -63,23 +76,25 @@ class BackgroundGroups:
         WHY: the id of an ended group may be given to an unrelated process group, which
         would then be killed; a group that still has a zombie keeps its id reserved.
         """
-        for pgid in list(self._pgids):
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                self._forget(pgid)
-            except PermissionError:
-                pass
+        with self._lock:
+            for pgid in list(self._pgids):
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    self._forget(pgid)
+                except PermissionError:
+                    pass
 
     def close(self) -> None:
         """Kill every group now (SIGTERM, then SIGKILL after the grace); blocks until done."""
-        terminate_groups(self._pgids)
-        for pgid in list(self._pgids):
-            self._forget(pgid)
-        if self._watchdog is not None:
-            self._watchdog.release()
-            self._watchdog.wait(timeout_s=KILL_GRACE_S)
-            self._watchdog = None
+        terminate_groups(self.pgids)
+        with self._lock:
+            for pgid in list(self._pgids):
+                self._forget(pgid)
+            if self._watchdog is not None:
+                self._watchdog.release()
+                self._watchdog.wait(timeout_s=KILL_GRACE_S)
+                self._watchdog = None
 
     def abandon(self) -> None:
         """The runner is gone unclosed (collected, or the interpreter is exiting).
@@ -88,14 +103,15 @@ class BackgroundGroups:
         """
         if os.getpid() != self._owner:
             return  # a forked child's copy: the groups are its parent's
-        if self._watchdog is not None:
-            self._watchdog.release()
-            self._watchdog = None
-        else:  # it could not be started: nobody is left to wait the grace
-            for pgid in self._pgids:
-                if group_alive(pgid, leading_a_session=True):
-                    signal_group(pgid, signal.SIGKILL)
-        self._pgids.clear()
+        with self._lock:
+            if self._watchdog is not None:
+                self._watchdog.release()
+                self._watchdog = None
+            else:  # it could not be started: nobody is left to wait the grace
+                for pgid in self._pgids:
+                    if group_alive(pgid, leading_a_session=True):
+                        signal_group(pgid, signal.SIGKILL)
+            self._pgids.clear()
 
     def _forget(self, pgid: int) -> None:
         self._pgids.discard(pgid)

@@ -6,29 +6,28 @@ import contextlib
 import itertools
 import os
 import secrets
-import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
 from logos.capture import OutputCapture, UntrustedDirectory, open_private_dir, private_output_dir
-from logos.group_reaper import KILL_GRACE_S, BackgroundGroups, group_alive, signal_group
+from logos.group_reaper import BackgroundGroups
+from logos.local_process import LocalProcess, NotKept
 from logos.options import NONINTERACTIVE_ENV, ExecOptions
-from logos.result import Result
+from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.runner import Runner
-
-DRAIN_GRACE_S = 0.25
-"""After bash exits, how long to keep reading pipes a background process may hold open."""
 
 SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
 """Saved copies of cut outputs older than this are deleted when a runner first saves one."""
-
-_READ_CHUNK = 64 * 1024
+DEFAULT_MAX_JOBS = 16
+"""Jobs a runner keeps at once: running, or ended with their end not yet taken."""
+_JOIN_S = 1.0
+"""After the kill grace, how long `close()` waits for each job's end to be recorded."""
 
 
 class LocalRunner(Runner):
@@ -39,18 +38,24 @@ class LocalRunner(Runner):
     `with`/`async with`) kills whatever is still running, and so does dropping the runner,
     the interpreter exiting, or the program dying by a signal (see `logos.group_reaper`).
     On timeout or cancellation the whole process group is killed: nothing survives it.
+
+    It keeps jobs (`logos.jobs.JobRunner`): with `ExecOptions.background_after_s`, a command
+    still running then goes on in its group, its output flowing into its saved copies, until
+    it ends, times out, is killed, or the runner closes. It keeps at most `max_jobs` at once.
     """
 
-    def __init__(self, shell: str = "bash") -> None:
+    def __init__(self, shell: str = "bash", *, max_jobs: int = DEFAULT_MAX_JOBS) -> None:
+        if max_jobs < 1:
+            raise ValueError(f"max_jobs must be at least 1, got {max_jobs}")
         self._shell = shell
         self._background = BackgroundGroups()
         weakref.finalize(self, self._background.abandon)
+        self._jobs = _Jobs(max_jobs)
         self._output_prefix = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = itertools.count(1)
         self._swept_saved_outputs = False
 
     async def run(self, command: str, options: ExecOptions) -> Result:
-        started = time.monotonic()
         if "\0" in command:
             return Result(
                 command=command,
@@ -72,9 +77,14 @@ class LocalRunner(Runner):
         stdout = self._capture(options, save_dir, "stdout")
         stderr = self._capture(options, save_dir, "stderr")
         try:
-            process = await anyio.open_process(
+            # WHY here and not in a worker thread: starting is as quick as anyio's own
+            # open_process, which also forks on the event loop's thread, and a thread hop
+            # would leave a window where a cancel loses the process.
+            process = subprocess.Popen(  # noqa: ASYNC220
                 [self._shell, "-c", command],
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 cwd=workdir,
                 env=_command_env(options),
                 start_new_session=True,
@@ -84,45 +94,68 @@ class LocalRunner(Runner):
 
         self._background.forget_ended()
         self._background.started(process.pid)
-        timed_out = False
-        try:
-            timed_out = await _supervise(process, stdout, stderr, options.timeout_s)
-        except BaseException:
-            # Cancelled (or failed): no result will point at the saved copies.
-            stdout.discard()
-            stderr.discard()
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                if timed_out or process.returncode is None:
-                    await _kill_group(process)
-                await process.aclose()
-            self._background.settled(process.pid)
-
-        out, err = stdout.finish(), stderr.finish()
-        returncode = process.returncode
-        return Result(
+        background, jobs = self._background, self._jobs
+        watched = LocalProcess(
+            process,
+            stdout,
+            stderr,
             command=command,
-            stdout=out.text,
-            stderr=err.text,
-            exit_code=returncode if returncode is not None and returncode >= 0 else None,
-            signal=-returncode if returncode is not None and returncode < 0 else None,
-            timed_out=timed_out,
-            duration_s=time.monotonic() - started,
-            stdout_dropped_bytes=out.dropped_bytes,
-            stderr_dropped_bytes=err.dropped_bytes,
-            stdout_file=out.saved_path,
-            stderr_file=err.saved_path,
+            timeout_s=options.timeout_s,
+            background_at_s=options.background_at_s(),
+            on_background=lambda job: jobs.admit(job, background),
+            on_end=lambda ended: background.settled(ended.pid),
         )
+        try:
+            await watched.settled.wait()
+        except BaseException:
+            # Cancelled: nothing it started survives it, and no result will point at its
+            # saved copies nor name its job.
+            watched.stop(discard=True)
+            jobs.drop(watched)
+            with anyio.CancelScope(shield=True):
+                await watched.ended.wait()
+            raise
+        if watched.background is not None:
+            shown = watched.background
+            return Result(
+                command=command,
+                stdout=shown.stdout.text,
+                stderr=shown.stderr.text,
+                duration_s=shown.duration_s,
+                stdout_dropped_bytes=shown.stdout.dropped_bytes,
+                stderr_dropped_bytes=shown.stderr.dropped_bytes,
+                job=JobStarted(shown.job_id, shown.stdout.saved_path, shown.stderr.saved_path),
+            )
+        return watched.result()
+
+    async def list_jobs(self) -> list[JobInfo]:
+        return self._jobs.running()
+
+    async def wait_job(self, job_id: str, timeout_s: float) -> JobEnd | None:
+        job = self._jobs.get(job_id)
+        with anyio.move_on_after(timeout_s):
+            await job.ended.wait()
+        return self._jobs.take(job_id) if job.ended.is_set() else None
+
+    async def kill_job(self, job_id: str) -> JobEnd:
+        job = self._jobs.get(job_id)
+        job.stop()
+        await job.ended.wait()
+        return self._jobs.take(job_id)
+
+    async def ended_jobs(self) -> list[JobEnd]:
+        return self._jobs.take_ended()
 
     def close(self) -> None:
-        """Kill what commands left running in the background (`server &`); blocks for up
-        to the kill grace. The runner stays usable."""
+        """Kill what commands left running in the background (`server &`) and the jobs;
+        blocks for up to the kill grace. The runner stays usable."""
         self._background.close()
+        for job in self._jobs.clear():
+            job.join(_JOIN_S)
 
     async def aclose(self) -> None:
         """`close()` for async callers (in a worker thread: the event loop keeps running)."""
-        await anyio.to_thread.run_sync(self._background.close)
+        await anyio.to_thread.run_sync(self.close)
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -131,12 +164,85 @@ class LocalRunner(Runner):
         self.close()
 
     def _capture(self, options: ExecOptions, save_dir: str | None, stream: str) -> OutputCapture:
-        """A capture that saves the full output to a file only if it overflows."""
+        """A capture that saves the full output to a file only if it overflows (or when the
+        command goes on as a job)."""
         save_path = None
         if save_dir is not None:
             name = f"{self._output_prefix}-{next(self._counter):04d}-{stream}.txt"
             save_path = os.path.join(save_dir, name)
         return OutputCapture(options.max_output_bytes, save_path, options.max_saved_output_bytes)
+
+
+class _Jobs:
+    """A runner's jobs by id, until their end is taken; shared with the watching threads."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._jobs: dict[str, LocalProcess] = {}
+
+    def admit(self, job: LocalProcess, groups: BackgroundGroups) -> str:
+        """The id of a command that goes on as a job; NotKept when `most` are kept already."""
+        with self._lock:
+            if len(self._jobs) >= self._most:
+                raise NotKept(
+                    f"the command was still running at its background threshold, and this "
+                    f"runner already keeps {self._most} jobs, its most: it was stopped. Wait "
+                    "for a job or stop one (`jobs` lists them), then run it again"
+                )
+            job_id = str(next(self._ids))
+            self._jobs[job_id] = job
+        groups.detached(job.pid)
+        return job_id
+
+    def get(self, job_id: str) -> LocalProcess:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise LookupError(f"there is no job {job_id} (or its end was reported already)")
+        return job
+
+    def take(self, job_id: str) -> JobEnd:
+        """The end of an ended job, handed out once."""
+        with self._lock:
+            job = self._jobs.pop(job_id, None)
+        if job is None:
+            raise LookupError(f"job {job_id}'s end was reported already")
+        return JobEnd(job_id, job.result())
+
+    def take_ended(self) -> list[JobEnd]:
+        with self._lock:
+            ended = [job_id for job_id, job in self._jobs.items() if job.ended.is_set()]
+        return [self.take(job_id) for job_id in ended]
+
+    def running(self) -> list[JobInfo]:
+        with self._lock:
+            jobs = list(self._jobs.items())
+        now = time.monotonic()
+        return [
+            JobInfo(
+                id=job_id,
+                command=job.command,
+                running_s=now - job.started,
+                stdout_file=job.background.stdout.saved_path if job.background else None,
+                stderr_file=job.background.stderr.saved_path if job.background else None,
+            )
+            for job_id, job in jobs
+            if not job.ended.is_set()
+        ]
+
+    def drop(self, job: LocalProcess) -> None:
+        """Forget `job` if it was admitted (its caller was cancelled as it went on)."""
+        with self._lock:
+            for job_id in [i for i, kept in self._jobs.items() if kept is job]:
+                del self._jobs[job_id]
+
+    def clear(self) -> list[LocalProcess]:
+        with self._lock:
+            jobs = list(self._jobs.values())
+            self._jobs.clear()
+        return jobs
 
 
 def _remove_old_saved_outputs(save_dir: str, cutoff: float) -> None:
@@ -167,51 +273,3 @@ def _command_env(options: ExecOptions) -> dict[str, str]:
     env.update(NONINTERACTIVE_ENV)
     env.update(options.env)
     return env
-
-
-async def _supervise(
-    process: Process, stdout: OutputCapture, stderr: OutputCapture, timeout_s: float
-) -> bool:
-    """Pump both pipes until bash exits or the timeout hits; True when it timed out.
-
-    WHY a drain grace: a backgrounded grandchild (`sleep 1000 & echo hi`) keeps the pipes
-    open after bash exits; waiting for EOF would hang until the timeout.
-    """
-    assert process.stdout is not None and process.stderr is not None
-    timed_out = False
-    async with anyio.create_task_group() as pumps:
-        drained = [anyio.Event(), anyio.Event()]
-        pumps.start_soon(_pump, process.stdout, stdout, drained[0])
-        pumps.start_soon(_pump, process.stderr, stderr, drained[1])
-        with anyio.move_on_after(timeout_s) as deadline:
-            await process.wait()
-        if deadline.cancelled_caught:
-            timed_out = True
-            await _kill_group(process)
-        with anyio.move_on_after(DRAIN_GRACE_S):
-            for event in drained:
-                await event.wait()
-        pumps.cancel_scope.cancel()
-    return timed_out
-
-
-async def _pump(stream: ByteReceiveStream, capture: OutputCapture, done: anyio.Event) -> None:
-    try:
-        while True:
-            capture.write(await stream.receive(_READ_CHUNK))
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        done.set()
-
-
-async def _kill_group(process: Process) -> None:
-    """SIGTERM the process group, SIGKILL it after a grace; returns once bash is reaped."""
-    pgid = process.pid
-    signal_group(pgid, signal.SIGTERM)
-    with anyio.move_on_after(KILL_GRACE_S):
-        await process.wait()
-        while group_alive(pgid):
-            await anyio.sleep(0.02)
-    signal_group(pgid, signal.SIGKILL)
-    await process.wait()

@@ -7,10 +7,17 @@ replies, a reply cut inside a block, made-up results, the same failing command a
 again, an answer before any command ran) is answered with a corrective message
 (`logos.notices`) rather than a crash, and every way a run can end keeps the steps and the
 usage spent so far.
+
+Commands still running at `ExecOptions.background_after_s` go on as jobs (on a runner that
+keeps them): the next envelope after a job ends carries its end, the model waits for or
+stops one with commands the loop answers itself (`logos.job_commands`), an answer given
+while jobs still run is answered once with the list of them, and the run stops what is
+left when it ends (`RunResult.jobs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +38,8 @@ from logos.execute import BlockExecutor
 from logos.fabricated_result import RESULT_TAG, find_fabricated_result
 from logos.fenced_command import find_fenced_command
 from logos.hallucination import find_tool_call_hallucination
+from logos.job_commands import JobCommands
+from logos.jobs import JobRunner
 from logos.notices import (
     CHECK_BACK_NOTICE,
     CUT_AFTER_BLOCKS_NOTICE,
@@ -38,6 +47,7 @@ from logos.notices import (
     INTERRUPTED_NOTICE,
     empty_reply_notice,
     not_run_notice,
+    running_jobs_notice,
     unclosed_block_notice,
 )
 from logos.parse import CmdStreamParser, CommandBlock, ProseDelta, UnclosedBlock, strip_cmd_blocks
@@ -57,6 +67,7 @@ from logos.providers.base import (
 )
 from logos.repeated_failure import RepeatedFailures
 from logos.result import Result
+from logos.run_jobs import RunJobs
 from logos.steps import (
     HistoryItem,
     RunResult,
@@ -72,6 +83,8 @@ MAX_STREAM_INTERRUPTIONS = 3
 MAX_WINDOW_SHRINKS = 3
 WINDOW_SHRINK = 0.7
 """After the server says the conversation is too long, aim at this share of what was sent."""
+STOP_JOBS_S = 30.0
+"""At most this long, as a run ends, to stop its jobs (the runner's close ends the rest)."""
 
 
 async def run(
@@ -166,8 +179,20 @@ class _Run:
             if config.repeated_failure_note is None
             else RepeatedFailures(config.repeated_failure_note)
         )
+        after = config.exec_options.background_after_s
+        self.jobs = (
+            RunJobs(config.runner, callbacks.on_job_end)
+            if after is not None and isinstance(config.runner, JobRunner)
+            else None
+        )
+        self.families = [*config.loop_commands]
+        if self.jobs is not None and after is not None:
+            self.families.append(JobCommands(self.jobs, after))
         self.system = (
-            build_system_prompt(working_dir=config.exec_options.resolved_workdir())
+            build_system_prompt(
+                working_dir=config.exec_options.resolved_workdir(),
+                loop_commands=[line for family in self.families for line in family.usage],
+            )
             if config.system_prompt is None
             else config.system_prompt
         )
@@ -205,6 +230,7 @@ class _Run:
                 stop, error, response = "canceled", None, ""
         finally:
             await self._keep_partial_turn(_why_unfinished(stop, error, self.canceled))
+            await self._stop_jobs()
         return RunResult(
             response=response,
             steps=tuple(self.steps),
@@ -212,6 +238,7 @@ class _Run:
             error=error,
             usage=self.usage,
             cost_usd=self.cost_usd if self.cost_known else None,
+            jobs=tuple(self.jobs.ends) if self.jobs is not None else (),
         )
 
     async def _cancel_when_set(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
@@ -222,7 +249,7 @@ class _Run:
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
         ran_commands = has_run_commands(self.messages)
-        checked_back = False
+        checked_back = jobs_told = False
         for step in range(self.config.max_steps):
             budget = self._budget_stop()
             if budget is not None:
@@ -303,9 +330,19 @@ class _Run:
                     return "error", _empty_replies_error(empty_replies, turn.finish), ""
                 await self._add_results([], [empty_reply_notice(turn.finish)])
                 continue
-            # WHY not on the last turn: with no turn left to answer it, a check-back would
-            # only lose the answer.
+            # WHY not on the last turn: with no turn left to answer it, a check-back (or
+            # the jobs' notice) would only lose the answer.
             last_turn = step == self.config.max_steps - 1
+            if (
+                self.jobs is not None
+                and not (jobs_told or last_turn)
+                and await self.jobs.has_news()
+            ):
+                jobs_told = True
+                empty_replies = 0
+                running = await self.jobs.running()
+                await self._add_results([], [running_jobs_notice(running)] if running else [])
+                continue
             if self.config.check_back and not (ran_commands or checked_back or last_turn):
                 checked_back = True
                 empty_replies = 0
@@ -366,6 +403,7 @@ class _Run:
             policy=config.policy,
             on_start=self.callbacks.on_command_start,
             on_result=self.callbacks.on_command_result,
+            families=self.families,
         )
         turn.executor = executor
         failure: ProviderError | None = None
@@ -463,13 +501,17 @@ class _Run:
 
     async def _add_results(self, results: Sequence[Result], notices: Sequence[str]) -> None:
         notes = {} if self.repeated_failures is None else self.repeated_failures.notes(results)
-        parts = [format_results(results, notes=notes)] if results else []
+        job_ends = await self.jobs.take_unseen() if self.jobs is not None else []
+        parts = (
+            [format_results(results, notes=notes, job_ends=job_ends)] if results or job_ends else []
+        )
         parts += notices
         step = StepMessage(
             role="result",
             content="\n\n".join(parts),
             results=tuple(results),
             block_notes=notes,
+            job_ends=tuple(job_ends),
         )
         self.messages.extend(steps_to_messages([step]))
         await self._add_step(step)
@@ -494,6 +536,23 @@ class _Run:
                     role="result", content=format_results(results), results=tuple(results)
                 )
                 await self._add_step(step)
+
+    async def _stop_jobs(self) -> None:
+        """Stop the jobs still running: the run is ending, whatever ends it."""
+        if self.jobs is None:
+            return
+        # WHY suppress: a runner that cannot stop them now (a daemon gone) ends them when
+        # it is closed; the run's result must not be lost for it.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(STOP_JOBS_S),
+            contextlib.suppress(Exception),
+        ):
+            await self.jobs.stop_all()
+
+    async def _jobs_have_news(self) -> bool:
+        """Whether jobs still run, or ended with the model not shown their end yet."""
+        return self.jobs is not None and await self.jobs.has_news()
 
 
 def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:

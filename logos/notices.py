@@ -10,7 +10,10 @@ and the system prompt against a list of harmless commands.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from logos.providers.base import FinishReason
+from logos.result import JobInfo
 
 _EXAMPLE = "<cmd>ls</cmd>"
 
@@ -85,3 +88,24 @@ def repeated_failure_note(times: int) -> str:
         "not change that. Try something else: read the error above, check what the command "
         "expects, or take another approach."
     )
+
+
+def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:
+    """Sent once when the model answers while jobs still run: they are stopped if it does
+    it again."""
+    described = "; ".join(
+        f"job {job.id} (running for {job.running_s:.0f} s: {_first_line(job.command)})"
+        for job in jobs
+    )
+    first = jobs[0].id
+    return (
+        f"Your reply has no block, but these jobs are still running: {described}. If you "
+        "reply again without a block, that reply is your final answer and they are stopped. "
+        f"To see how one ends first, wait for it in a block such as <cmd>wait %{first}</cmd>; "
+        f"to stop one now, use `kill %{first}`."
+    )
+
+
+def _first_line(command: str) -> str:
+    lines = command.strip().splitlines()
+    return lines[0] + (" …" if len(lines) > 1 else "") if lines else ""

@@ -66,6 +66,10 @@ class ExecOptions:
     """Start from the parent's environment (local runner) or only `env` when False."""
     max_saved_output_bytes: int = DEFAULT_MAX_SAVED_OUTPUT_BYTES
     """Per stream: how much of a truncated output is saved to a file the model can read."""
+    background_after_s: float | None = None
+    """A command still running after this many seconds goes on as a job (its result says
+    so, `Result.job`) on a runner that keeps jobs (`logos.jobs.JobRunner`); others ignore
+    it. None: commands are waited for until they end or time out."""
 
     def __post_init__(self) -> None:
         if not 0 < self.timeout_s < math.inf:
@@ -82,6 +86,11 @@ class ExecOptions:
             raise ValueError(f"max_output_bytes must be at least 64, got {self.max_output_bytes}")
         if self.max_saved_output_bytes < 0:
             raise ValueError("max_saved_output_bytes must be >= 0 (0 disables saving)")
+        if self.background_after_s is not None and not 0 < self.background_after_s < math.inf:
+            raise ValueError(
+                "background_after_s must be a finite number of seconds > 0, or None to wait "
+                f"for every command, got {self.background_after_s}"
+            )
 
     def resolved_workdir(self) -> str | None:
         """The working directory rule: `workdir`, else the first allowed path, else None."""
@@ -90,3 +99,9 @@ class ExecOptions:
         if self.allowed_paths:
             return self.allowed_paths[0].path
         return None
+
+    def background_at_s(self) -> float | None:
+        """When a command goes on as a job: `background_after_s`, unless its timeout ends it
+        first (then never)."""
+        after = self.background_after_s
+        return after if after is not None and after < self.timeout_s else None

@@ -23,8 +23,12 @@ def build_system_prompt(
     date: str | _dt.date | None = None,
     commands: DocumentedCommands = (),
     extra: str = "",
+    loop_commands: Sequence[str] = (),
 ) -> str:
-    """Render the system prompt; unspecified facts are read from this machine."""
+    """Render the system prompt; unspecified facts are read from this machine.
+
+    `loop_commands`: the usage lines of the commands the loop answers itself
+    (`logos.loop_commands.CommandFamily.usage`)."""
     if isinstance(date, _dt.date):
         date = date.isoformat()
     values = {
@@ -32,6 +36,7 @@ def build_system_prompt(
         "platform": platform or describe_platform(),
         "date": date or _dt.date.today().isoformat(),
         "commands": _commands_section(commands),
+        "loop_commands": _loop_commands_section(loop_commands),
         "extra": f"\n{extra.strip()}\n" if extra.strip() else "",
     }
     rendered = _PLACEHOLDER.sub(lambda match: values[match.group(1)], load_template())
@@ -68,3 +73,14 @@ def _commands_section(commands: DocumentedCommands) -> str:
     if not lines:
         return ""
     return "\n## Commands available here\n" + "\n".join(lines) + "\n"
+
+
+def _loop_commands_section(lines: Sequence[str]) -> str:
+    if not lines:
+        return ""
+    bullets = "\n".join(f"- {line}" for line in lines)
+    return (
+        "\n## Commands this harness answers itself\n"
+        "A block that is exactly one of these commands is answered by this harness, not by "
+        f"the shell:\n{bullets}\n"
+    )

@@ -32,7 +32,7 @@ class _Failure:
 
 
 def _failure_of(result: Result) -> _Failure | None:
-    if result.ok:
+    if result.ok or result.job is not None:  # a job has not ended, let alone failed
         return None
     return _Failure(
         " ".join(result.command.split()),

@@ -1,9 +1,24 @@
-"""The outcome of one command, as every runner reports it."""
+"""The outcome of one command, as every runner reports it: at once, or, for a command that
+went on as a job (`ExecOptions.background_after_s`), its output so far now and its end later.
+"""
 
 from __future__ import annotations
 
 import signal as _signal
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobStarted:
+    """The command was still running at its background threshold: it goes on as job `id`.
+
+    Its output from then on goes to the files (readable by later commands of the same
+    runner; inside the sandbox for a sandbox's runner), None when no copy could be kept.
+    """
+
+    id: str
+    stdout_file: str | None = None
+    stderr_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,9 @@ class Result:
     stdout_file: str | None = None
     """Where the full stdout was saved when it was truncated (readable by a later command)."""
     stderr_file: str | None = None
+    job: JobStarted | None = None
+    """Set when the command went on as a job: then it has not ended, and stdout and stderr
+    hold its output so far; its end comes later as a `JobEnd`."""
 
     @property
     def ok(self) -> bool:
@@ -46,3 +64,28 @@ class Result:
             return _signal.Signals(self.signal).name
         except ValueError:
             return f"signal {self.signal}"
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended.
+
+    `result` is its command's outcome over its whole life (exit code, signal, timeout,
+    duration since it started, the files with its whole output); its stdout and stderr hold
+    the output that came after the output so far its start showed (head and tail).
+    """
+
+    id: str
+    result: Result
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job that is still running, as a runner lists it."""
+
+    id: str
+    command: str
+    running_s: float
+    """Seconds since its command started."""
+    stdout_file: str | None = None
+    stderr_file: str | None = None

@@ -17,6 +17,7 @@ cluster node that has none running.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
@@ -130,12 +131,18 @@ def sandbox_system_prompt(
     working_dir: str,
     extra: str = "",
     date: dt.date | None = None,
+    loop_commands: Sequence[str] = (),
 ) -> str:
     """The system prompt for commands run in `kind`'s sandbox: what they run on and what
-    the sandbox lets them see (as of `date`, by default today)."""
+    the sandbox lets them see (as of `date`, by default today); `loop_commands` as
+    `build_system_prompt` takes them."""
     note = kind.prompt_note(settings)
     return build_system_prompt(
-        working_dir=working_dir, platform=kind.platform, date=date, extra=f"{note}\n{extra}"
+        working_dir=working_dir,
+        platform=kind.platform,
+        date=date,
+        extra=f"{note}\n{extra}",
+        loop_commands=loop_commands,
     )
 
 

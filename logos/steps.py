@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 from logos.envelope import elide_outputs
 from logos.parse import parse_cmd_blocks
 from logos.providers.base import Message, Usage
-from logos.result import Result
+from logos.result import JobEnd, Result
 
 StopReason: TypeAlias = Literal[
     "final",
@@ -34,8 +34,8 @@ class StepMessage:
 
     `assistant`: what the model wrote (its `<cmd>` blocks included), its reasoning and the
     turn's usage. `result`: what logos sent back — the `<result>` envelope with the
-    `results` it renders and the `block_notes` it shows under some blocks, or a corrective
-    notice (then `results` is empty).
+    `results` it renders, the `block_notes` it shows under some blocks and the `job_ends`
+    that follow them, and maybe notices after the envelope; or a notice alone.
     """
 
     role: Literal["assistant", "result"]
@@ -47,6 +47,8 @@ class StepMessage:
     block_notes: Mapping[int, str] = field(default_factory=dict)
     """Notes logos wrote under blocks of the envelope, by position in `results` (e.g. that
     the command failed the same way several times in a row)."""
+    job_ends: tuple[JobEnd, ...] = ()
+    """Ends of jobs the envelope reports after its blocks."""
     usage: Usage | None = None
     timestamp: float = field(default_factory=time.time)
 
@@ -63,6 +65,9 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     """Known when the provider reported it or the model is in the price table."""
+    jobs: tuple[JobEnd, ...] = ()
+    """How each job of the run ended, in the order the run learned it: those whose end the
+    model saw, then those the run stopped as it ended (it never leaves one running)."""
 
     @property
     def ok(self) -> bool:
@@ -93,7 +98,7 @@ def steps_to_messages(steps: Iterable[StepMessage]) -> list[Message]:
                 )
             )
         else:
-            elided = elide_outputs(step.content, step.results, step.block_notes)
+            elided = elide_outputs(step.content, step.results, step.block_notes, step.job_ends)
             messages.append(Message(role="user", content=step.content, elided=elided))
     return messages
 

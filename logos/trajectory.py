@@ -9,11 +9,14 @@ warning and resuming cuts off). The format, version 1:
     {"type": "prompt", "content", "time"}                          the task / a follow-up
     {"type": "step", ...a logos.StepMessage: role, content, reasoning, results, usage…}
     {"type": "approval", "action", "command", "edited_command", "reason", "time"}
+    {"type": "job_start", "turn", "index", "id", "command", "stdout_file", "stderr_file"}
+    {"type": "job_end", "id", "result", "seen"}                    a job's end
     {"type": "done", "stop_reason", "error", "usage", "cost_usd", "steps", "wall_s",
      "model", "time"}                                              a `RunSummary`
 
 `logos resume` appends a new prompt and its steps to the same file; the conversation is the
-prompts and steps in file order. A writer holds an exclusive `flock` on the file while it
+prompts and steps in file order (the job records are for reading: each end the model saw is
+in a step too). A writer holds an exclusive `flock` on the file while it
 writes, so a run that is still going cannot be resumed at the same time.
 """
 
@@ -33,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from logos.approval import ApprovalDecision
 from logos.errors import RecordFileError
-from logos.events import ApprovalEvent, RunSummary
+from logos.events import ApprovalEvent, JobEndEvent, JobStartEvent, RunSummary
 from logos.jsonl import JsonLinesFile, open_private_append, utc_now, write_line
 from logos.providers.base import Message
 from logos.providers.registry import ProviderName
@@ -72,11 +75,16 @@ class PromptRecord(_Record):
 
 
 _OTHER_RECORDS: TypeAdapter[Any] = TypeAdapter(
-    Annotated[PromptRecord | ApprovalEvent | RunSummary, Field(discriminator="type")]
+    Annotated[
+        PromptRecord | ApprovalEvent | JobStartEvent | JobEndEvent | RunSummary,
+        Field(discriminator="type"),
+    ]
 )
 _STEP: TypeAdapter[StepMessage] = TypeAdapter(StepMessage)
 
-Entry: TypeAlias = PromptRecord | StepMessage | ApprovalEvent | RunSummary
+Entry: TypeAlias = (
+    PromptRecord | StepMessage | ApprovalEvent | JobStartEvent | JobEndEvent | RunSummary
+)
 
 
 def step_to_json(step: StepMessage) -> dict[str, Any]:
@@ -288,6 +296,9 @@ class TrajectoryWriter(JsonLinesFile):
 
     def approval(self, decision: ApprovalDecision) -> None:
         self._write(ApprovalEvent(**vars(decision)).model_dump(mode="json"))
+
+    def job(self, event: JobStartEvent | JobEndEvent) -> None:
+        self._write(event.model_dump(mode="json"))
 
     def done(self, summary: RunSummary, *, model: str | None) -> None:
         """The run's end, with the model it used (a resumed run may switch models)."""

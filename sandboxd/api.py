@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import re
 from dataclasses import field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -80,6 +80,9 @@ class RunRequest(_Request):
     session: str = Field(default=DEFAULT_SESSION, pattern=SESSION_PATTERN)
     image: str | None = None
     """None: the daemon's configured image; another image must be in its allowed_images."""
+    background_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """A command still running after this many seconds goes on as a job: the answer has its
+    output so far and `job` (see GET /v1/jobs/{id}). None: wait for its end."""
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="ignore"))
@@ -165,6 +168,47 @@ class CloseSessionResponse(_Response):
     closed: bool
 
 
+MAX_JOB_WAIT_S = 3600.0
+"""The longest `wait_s` a GET /v1/jobs/{id} may ask for."""
+JobStatus = Literal["running", "completed", "killed"]
+"""temenos's statuses: "killed" when stopped on request, by its timeout, or with its sandbox."""
+JOB_ID_PATTERN = r"^[0-9]{1,12}$"
+_JOB_ID_RE = re.compile(JOB_ID_PATTERN)
+
+
+def is_valid_job_id(job_id: str) -> bool:
+    return _JOB_ID_RE.fullmatch(job_id) is not None
+
+
+class JobModel(_Response):
+    """One of the caller's jobs: a command that went on past its background threshold."""
+
+    id: str
+    session: str
+    command: str
+    """Its first 4 KiB."""
+    status: JobStatus
+    started_at: float
+    """Unix time."""
+    ended_at: float | None = None
+    stdout_file: str | None = None
+    """Inside its sandbox: the copies of its whole output."""
+    stderr_file: str | None = None
+
+
+class JobsResponse(_Response):
+    """GET /v1/sessions/{id}/jobs: the caller's jobs of that session."""
+
+    jobs: list[JobModel]
+
+
+class JobResponse(JobModel):
+    """GET or DELETE /v1/jobs/{id}: the job and its output (so far, or once ended its
+    last), with its end's status fields once it ended."""
+
+    result: Result
+
+
 class GcResponse(_Response):
     """POST /v1/gc: how many stray containers were removed."""
 
@@ -175,7 +219,13 @@ class GcResponse(_Response):
 # and types, so that a temenos client can talk to sandboxd unchanged.
 
 
-class TemenosAllowedPath(_Request):
+class _TemenosRequest(BaseModel):
+    """temenos's requests ignore unknown fields, as its Go decoder does."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class TemenosAllowedPath(_TemenosRequest):
     path: str
     read_only: bool = True
     """temenos clients always send it; when absent we choose the safe side (read-only)."""
@@ -183,7 +233,7 @@ class TemenosAllowedPath(_Request):
     """temenos's stat-only mounts; a Docker bind mount cannot offer them, so true is refused."""
 
 
-class TemenosRunRequest(_Request):
+class TemenosRunRequest(_TemenosRequest):
     """POST /run in temenos's shape."""
 
     command: NulFreeStr = Field(min_length=1)
@@ -217,6 +267,30 @@ class TemenosRunResponse(_Response):
     exit_code: int
     stripped_env_keys: list[str] | None = None
     """Omitted when nothing was stripped, as temenos does."""
+    job_id: str | None = None
+    """Set, with `status` "background", when the command went on as a job."""
+    status: Literal["background"] | None = None
+
+
+class TemenosJob(_Response):
+    """temenos's JobInfo: empty fields are omitted (None here), as its omitempty does."""
+
+    id: str
+    caller_id: str | None = None
+    command: str
+    status: JobStatus
+    exit_code: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    started_at: str
+    """RFC 3339, UTC."""
+    completed_at: str | None = None
+
+
+class TemenosError(_Response):
+    """temenos's error body: `{"error": "..."}`."""
+
+    error: str
 
 
 class TemenosHealthResponse(_Response):

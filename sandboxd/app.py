@@ -6,6 +6,11 @@ Every answer that is not a 2xx says what was wrong and what to do, as
 Sessions are per caller: the backend sees `u<uid>-<session>`, so two users of one daemon
 never share (or close) each other's containers even when they pick the same session id.
 
+Jobs (sandboxd.jobs): a command still running at its background threshold goes on; its
+answer says so, and the jobs routes report it, to its caller only (another caller's job is
+answered 404, like an unknown one). temenos's routes answer in temenos's shapes, errors as
+`{"error": "..."}`.
+
 Admission: a request lists at most max_allowed_paths paths, which are resolved and checked
 on worker threads of their own (a slow or hung filesystem must not stall the event loop,
 nor take every worker); and it reserves its reply's worst-case output memory before its
@@ -15,20 +20,22 @@ command runs (sandboxd.admission), given back once the answer is sent.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import parse_qs
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
-from logos.result import Result
+from logos.result import JobStarted, Result
 from sandboxd.admission import (
     OutputMemoryBudget,
     OutputMemoryRefused,
@@ -37,14 +44,21 @@ from sandboxd.admission import (
 )
 from sandboxd.api import (
     API_PREFIX,
+    MAX_JOB_WAIT_S,
     CloseSessionResponse,
     GcResponse,
     HealthResponse,
+    JobModel,
+    JobResponse,
+    JobsResponse,
+    JobStatus,
     RunRequest,
     RunResponse,
     SessionModel,
     SessionsResponse,
+    TemenosError,
     TemenosHealthResponse,
+    TemenosJob,
     TemenosRunRequest,
     TemenosRunResponse,
     is_valid_session_id,
@@ -53,6 +67,7 @@ from sandboxd.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timesta
 from sandboxd.backend import (
     Backend,
     BackendError,
+    BackendJob,
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
@@ -65,10 +80,21 @@ from sandboxd.backend import (
 )
 from sandboxd.config import DaemonConfig
 from sandboxd.http import CLIENT_GONE, PeerCredentials, Request, Response, error_response
+from sandboxd.jobs import Job, JobTable, TooManyJobsError
 from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
+_JOBS_PREFIX = f"{API_PREFIX}/jobs/"
+_TEMENOS_JOBS_PREFIX = "/jobs/"
+_TEMENOS_STATUSES: dict[str, JobStatus | None] = {
+    "": None,
+    "all": None,
+    "running": "running",
+    "completed": "completed",
+    "killed": "killed",
+}
+"""temenos's `status` filter of GET /jobs: "" and "all" take every job."""
 PATH_CHECK_THREADS = 4
 """Worker threads for path resolution: few, so that a hung filesystem holds only these and
 pure-Python path work leaves the event loop its share of the interpreter."""
@@ -99,15 +125,20 @@ class _Order:
     max_saved_output_bytes: int
     session: str
     image: str | None
+    background_after_s: float | None
+    caller_id: str | None = None
+    """temenos's opaque caller id, kept with a job for its filter."""
 
 
 @dataclass(frozen=True)
 class _Ran:
     outcome: ExecOutcome
+    """With `outcome.result.job` set when the command went on as `job`."""
     stripped_env_keys: list[str]
     timeout_s: float
     output_memory: Reservation | None
     """Held until the answer has been sent (see _answer); None when the command never ran."""
+    job: Job | None = None
 
 
 _Route = Callable[[Request, AuditNote], Awaitable[Response]]
@@ -142,6 +173,9 @@ class App:
         self._output_memory = OutputMemoryBudget(
             config.max_output_memory, wait_s=config.max_output_memory_wait_s
         )
+        self._jobs = JobTable(
+            max_per_caller=config.max_jobs_per_caller, retention_s=config.finished_job_ttl_s
+        )
         self._routes: dict[str, dict[str, _Route]] = {
             f"{API_PREFIX}/run": {"POST": self._run},
             f"{API_PREFIX}/health": {"GET": self._health},
@@ -149,6 +183,7 @@ class App:
             f"{API_PREFIX}/gc": {"POST": self._gc},
             "/run": {"POST": self._temenos_run},
             "/health": {"GET": self._temenos_health},
+            "/jobs": {"GET": self._temenos_jobs},
         }
 
     async def __call__(self, request: Request) -> Response:
@@ -190,19 +225,32 @@ class App:
                 "not_found",
                 f"no route {request.path}: the API is POST {API_PREFIX}/run, GET "
                 f"{API_PREFIX}/health, GET {API_PREFIX}/sessions, DELETE "
-                f"{API_PREFIX}/sessions/{{id}}, POST {API_PREFIX}/gc (and temenos's POST /run, "
-                "GET /health)",
+                f"{API_PREFIX}/sessions/{{id}}, GET {API_PREFIX}/sessions/{{id}}/jobs, GET or "
+                f"DELETE {API_PREFIX}/jobs/{{id}}, POST {API_PREFIX}/gc (and temenos's POST "
+                "/run, GET /health, GET /jobs, GET or DELETE /jobs/{id})",
             )
         try:
             return await route(request, note)
         except _Problem as problem:
             note.error = problem.message
+            if not request.path.startswith(f"{API_PREFIX}/"):
+                # temenos's shape; its 400 covers every bad request.
+                status = 400 if problem.status == 422 else problem.status
+                return Response.json(status, TemenosError(error=problem.message))
             return error_response(problem.status, problem.code, problem.message)
 
     def _find_route(self, request: Request) -> tuple[_Route | None, list[str]]:
-        methods = self._routes.get(request.path)
-        if methods is None and request.path.startswith(_SESSIONS_PREFIX):
-            methods = {"DELETE": self._close_session}
+        path = request.path
+        methods = self._routes.get(path)
+        if methods is None and path.startswith(_SESSIONS_PREFIX):
+            if "/" in path.removeprefix(_SESSIONS_PREFIX):  # a session id has no slash
+                methods = {"GET": self._session_jobs}
+            else:
+                methods = {"DELETE": self._close_session}
+        elif methods is None and path.startswith(_JOBS_PREFIX):
+            methods = {"GET": self._job, "DELETE": self._kill_job}
+        elif methods is None and path.startswith(_TEMENOS_JOBS_PREFIX):
+            methods = {"GET": self._temenos_job, "DELETE": self._temenos_kill_job}
         if methods is None:
             return None, []
         return methods.get(request.method), sorted(methods)
@@ -221,6 +269,7 @@ class App:
             max_saved_output_bytes=body.max_saved_output_bytes,
             session=body.session,
             image=body.image,
+            background_after_s=body.background_after_s,
         )
         ran = await self._execute(order, request.peer, note)
         with _answer(ran) as release:
@@ -254,16 +303,21 @@ class App:
             max_saved_output_bytes=DEFAULT_MAX_SAVED_OUTPUT_BYTES,
             session=body.session_id(),
             image=None,
+            background_after_s=self._config.temenos_background_after_s,
+            caller_id=body.caller_id,
         )
         ran = await self._execute(order, request.peer, note)
         with _answer(ran) as release:
+            if ran.job is not None:
+                # temenos's answer: the output so far is for GET /jobs/{id}.
+                background = TemenosRunResponse(
+                    stdout="", stderr="", exit_code=0, job_id=ran.job.id, status="background"
+                )
+                return Response.json(200, background, exclude_none=True, release=release)
             result = ran.outcome.result
-            stderr = result.stderr
-            for line in _temenos_notes(result, ran.timeout_s):
-                stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
             answer = TemenosRunResponse(
                 stdout=result.stdout,
-                stderr=stderr,
+                stderr=_with_temenos_notes(result, ran.timeout_s),
                 exit_code=result.exit_code if result.exit_code is not None else -1,
                 stripped_env_keys=ran.stripped_env_keys or None,
             )
@@ -325,6 +379,7 @@ class App:
             timeout_s=timeout_s,
             max_output_bytes=order.max_output_bytes,
             max_saved_output_bytes=order.max_saved_output_bytes,
+            background_after_s=order.background_after_s,
         )
         output_memory = await self._reserve_output_memory(order.max_output_bytes)
         try:
@@ -337,6 +392,16 @@ class App:
             raise
         result = outcome.result
         note.sandbox = outcome.sandbox
+        job = None
+        if outcome.job is not None:
+            try:
+                job = await self._keep_job(outcome.job, order, uid, timeout_s, result)
+            except BaseException:
+                output_memory.release()
+                raise
+            note.job = job.id
+            went_on = JobStarted(job.id, result.stdout_file, result.stderr_file)
+            outcome = replace(outcome, result=replace(result, job=went_on))
         note.exit_code = result.exit_code
         note.signal = result.signal
         note.timed_out = result.timed_out
@@ -346,7 +411,31 @@ class App:
             stripped_env_keys=stripped,
             timeout_s=timeout_s,
             output_memory=output_memory,
+            job=job,
         )
+
+    async def _keep_job(
+        self, backend_job: BackendJob, order: _Order, uid: int, timeout_s: float, result: Result
+    ) -> Job:
+        """The command went on as a job: keep it for its caller (429 over the cap)."""
+        try:
+            # WHY shielded: a job its caller was not told of must still be listed.
+            with anyio.CancelScope(shield=True):
+                job = await self._jobs.add(
+                    backend_job,
+                    uid=uid,
+                    session=order.session,
+                    command=order.command,
+                    caller_id=order.caller_id,
+                    started_at=time.time() - result.duration_s,
+                    timeout_s=timeout_s,
+                    max_output_bytes=order.max_output_bytes,
+                    stdout_file=result.stdout_file,
+                    stderr_file=result.stderr_file,
+                )
+        except TooManyJobsError as refused:
+            raise _Problem(429, "too_many_jobs", str(refused)) from None
+        return job
 
     def _check_path_count(self, order: _Order) -> None:
         count, most = len(order.allowed_paths), self._config.max_allowed_paths
@@ -462,12 +551,7 @@ class App:
     async def _close_session(self, request: Request, note: AuditNote) -> Response:
         session = request.path.removeprefix(_SESSIONS_PREFIX)
         note.session = session
-        if not is_valid_session_id(session):
-            raise _Problem(
-                400,
-                "invalid_session",
-                f"{session!r} is not a session id: use 1 to 64 of A-Z a-z 0-9 _ . -",
-            )
+        _check_session_id(session)
         try:
             closed = await self._backend.close_session(
                 _backend_session(_identity(request.peer)[0], session)
@@ -481,6 +565,113 @@ class App:
                 f"there is no session {session!r}: list yours with GET {API_PREFIX}/sessions",
             )
         return Response.json(200, CloseSessionResponse(session=session, closed=True))
+
+    async def _session_jobs(self, request: Request, note: AuditNote) -> Response:
+        session, _, rest = request.path.removeprefix(_SESSIONS_PREFIX).partition("/")
+        note.session = session
+        _check_session_id(session)
+        if rest != "jobs":
+            raise _Problem(
+                404,
+                "not_found",
+                f"no route {request.path[:200]}: a session's jobs are at "
+                f"GET {_SESSIONS_PREFIX}{{id}}/jobs",
+            )
+        await self._jobs.prune()
+        uid = _identity(request.peer)[0]
+        jobs = [_job_model(job) for job in self._jobs.of_caller(uid) if job.session == session]
+        return Response.json(200, JobsResponse(jobs=jobs))
+
+    async def _job(self, request: Request, note: AuditNote) -> Response:
+        """The job's status and its output since its run's answer; `?wait_s=S` first waits
+        up to S seconds for its end."""
+        job = await self._find_job(request, _JOBS_PREFIX, note)
+        wait_s = _query_seconds(request, "wait_s", MAX_JOB_WAIT_S)
+        if wait_s:
+            with anyio.move_on_after(wait_s):
+                await job.backend.wait()
+        return await self._job_answer(job)
+
+    async def _kill_job(self, request: Request, note: AuditNote) -> Response:
+        """Stop the job if it runs, answer its end (as GET does), and forget it."""
+        job = await self._find_job(request, _JOBS_PREFIX, note)
+        if job.status == "running":
+            await job.kill()
+        response = await self._job_answer(job)
+        await self._jobs.forget(job)
+        return response
+
+    async def _job_answer(self, job: Job) -> Response:
+        reservation = await self._reserve_output_memory(job.max_output_bytes)
+        try:
+            result = await job.backend.output(since_background=True)
+            job.mark_read()
+            answer = JobResponse(**dict(_job_model(job)), result=result)
+            return Response.json(200, answer, release=reservation.release)
+        except BaseException:
+            reservation.release()
+            raise
+
+    async def _temenos_jobs(self, request: Request, note: AuditNote) -> Response:
+        """temenos's GET /jobs: the caller's jobs, without output, filtered by `status` and
+        `caller_id`."""
+        query = parse_qs(request.query)
+        status_text = query.get("status", [""])[-1]
+        if status_text not in _TEMENOS_STATUSES:
+            raise _Problem(400, "invalid_status", f"invalid job status {status_text!r}")
+        status = _TEMENOS_STATUSES[status_text]
+        caller_id = query.get("caller_id", [""])[-1]
+        await self._jobs.prune()
+        jobs = [
+            _temenos_job(job)
+            for job in self._jobs.of_caller(_identity(request.peer)[0])
+            if (status is None or job.status == status)
+            and (not caller_id or job.caller_id == caller_id)
+        ]
+        body = b"[" + b",".join(job.model_dump_json(exclude_none=True).encode() for job in jobs)
+        return Response(200, body + b"]", (("content-type", "application/json"),))
+
+    async def _temenos_job(self, request: Request, note: AuditNote) -> Response:
+        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note)
+        return await self._temenos_job_answer(job)
+
+    async def _temenos_kill_job(self, request: Request, note: AuditNote) -> Response:
+        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note)
+        if job.status != "running":
+            raise _Problem(409, "job_ended", "job already completed")
+        await job.kill()
+        return await self._temenos_job_answer(job)
+
+    async def _temenos_job_answer(self, job: Job) -> Response:
+        """temenos's job with its output: its whole output, head and tail."""
+        reservation = await self._reserve_output_memory(job.max_output_bytes)
+        try:
+            result = await job.backend.output(since_background=False)
+            job.mark_read()
+            ended = job.backend.end is not None
+            stderr = _with_temenos_notes(result, job.timeout_s) if ended else result.stderr
+            answer = _temenos_job(job, stdout=result.stdout, stderr=stderr)
+            return Response.json(200, answer, exclude_none=True, release=reservation.release)
+        except BaseException:
+            reservation.release()
+            raise
+
+    async def _find_job(self, request: Request, prefix: str, note: AuditNote) -> Job:
+        job_id = request.path.removeprefix(prefix)
+        note.job = job_id[:64]
+        await self._jobs.prune()
+        job = self._jobs.get(job_id, _identity(request.peer)[0])
+        if job is None:
+            raise _Problem(
+                404,
+                "unknown_job",
+                f"job not found: there is no job {job_id[:64]!r} of yours (ended jobs are "
+                f"forgotten {self._config.finished_job_ttl_s:g} s after their end was read); "
+                f"list yours with GET {API_PREFIX}/sessions/{{id}}/jobs or GET /jobs",
+            )
+        note.session = job.session
+        note.command = job.command
+        return job
 
     async def _gc(self, request: Request, note: AuditNote) -> Response:
         try:
@@ -521,6 +712,68 @@ def _answer(ran: _Ran) -> Iterator[Callable[[], None] | None]:
         if release is not None:
             release()
         raise
+
+
+def _check_session_id(session: str) -> None:
+    if not is_valid_session_id(session):
+        raise _Problem(
+            400,
+            "invalid_session",
+            f"{session!r} is not a session id: use 1 to 64 of A-Z a-z 0-9 _ . -",
+        )
+
+
+def _query_seconds(request: Request, name: str, most: float) -> float:
+    """A number of seconds from the query string (0 when absent)."""
+    values = parse_qs(request.query).get(name)
+    if not values:
+        return 0.0
+    try:
+        seconds = float(values[-1])
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= most:
+        raise _Problem(
+            400,
+            "invalid_query",
+            f"{name}={values[-1][:32]!r} is not a number of seconds from 0 to {most:g}",
+        )
+    return seconds
+
+
+def _job_model(job: Job) -> JobModel:
+    return JobModel(
+        id=job.id,
+        session=job.session,
+        command=job.command[:4096],
+        status=job.status,
+        started_at=job.started_at,
+        ended_at=job.backend.ended_at,
+        stdout_file=job.stdout_file,
+        stderr_file=job.stderr_file,
+    )
+
+
+def _temenos_job(job: Job, stdout: str = "", stderr: str = "") -> TemenosJob:
+    """temenos's JobInfo: its omitempty fields (a 0 exit code among them) left out."""
+    end = job.backend.end
+    exit_code = None if end is None else (end.exit_code if end.exit_code is not None else -1)
+    ended_at = job.backend.ended_at
+    return TemenosJob(
+        id=job.id,
+        caller_id=job.caller_id or None,
+        command=job.command,
+        status=job.status,
+        exit_code=exit_code or None,
+        stdout=stdout or None,
+        stderr=stderr or None,
+        started_at=_rfc3339(job.started_at),
+        completed_at=None if ended_at is None else _rfc3339(ended_at),
+    )
+
+
+def _rfc3339(unix_time: float) -> str:
+    return dt.datetime.fromtimestamp(unix_time, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse(model: type[_Model], body: bytes) -> _Model:
@@ -573,6 +826,14 @@ def _backend_problem(exc: BackendError) -> _Problem:
     else:
         status = 502
     return _Problem(status, exc.code, str(exc))
+
+
+def _with_temenos_notes(result: Result, timeout_s: float) -> str:
+    """The command's stderr, then what else happened (`_temenos_notes`), a line each."""
+    stderr = result.stderr
+    for line in _temenos_notes(result, timeout_s):
+        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
+    return stderr
 
 
 def _temenos_notes(result: Result, timeout_s: float) -> list[str]:

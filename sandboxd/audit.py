@@ -65,6 +65,8 @@ class AuditNote(BaseModel):
     exit_code: int | None = None
     signal: int | None = None
     timed_out: bool | None = None
+    job: str | None = None
+    """The job the command became, or the job the request asked about."""
     error: str | None = None
     """Why the request was refused or the command failed to run."""
 

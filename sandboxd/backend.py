@@ -29,6 +29,7 @@ from sandboxd.sizes import Size
 __all__ = [
     "Backend",
     "BackendError",
+    "BackendJob",
     "EngineUnavailableError",
     "ExecOutcome",
     "ExecRequest",
@@ -130,10 +131,17 @@ class ExecRequest:
     """Per stream: the head and tail kept (see logos.capture.OutputCapture)."""
     max_saved_output_bytes: int = DEFAULT_MAX_SAVED_OUTPUT_BYTES
     """Per stream: how much of a cut output is saved inside the container (0: none)."""
+    background_after_s: float | None = None
+    """A command still running then goes on as a job (`ExecOutcome.job`); None: never. A
+    backend that cannot keep jobs runs the command to its end."""
 
     def __post_init__(self) -> None:
         if not self.command:
             raise ValueError("command must be a non-empty string")
+        if self.background_after_s is not None and not self.background_after_s > 0:
+            raise ValueError(
+                f"background_after_s must be > 0 seconds, got {self.background_after_s}"
+            )
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
         if self.max_output_bytes < 64:
@@ -148,13 +156,52 @@ class ExecRequest:
         return {**NONINTERACTIVE_ENV, **self.env}
 
 
+class BackendJob(Protocol):
+    """A command that went on past its background threshold, in its sandbox.
+
+    It keeps its sandbox in use (idle reaping leaves it alone) until it ends: on its own, at
+    its timeout, by `kill`, or with its sandbox (a closed session, the daemon's shutdown).
+    """
+
+    @property
+    def end(self) -> Result | None:
+        """How it ended (status, duration, files; its output comes from `output`), once it
+        did."""
+        ...
+
+    @property
+    def ended_at(self) -> float | None:
+        """Unix time of its end."""
+        ...
+
+    async def wait(self) -> None:
+        """Until it ended."""
+        ...
+
+    async def output(self, since_background: bool) -> Result:
+        """Its output so far, or once it ended its last (head and tail each), with its
+        files and, once it ended, `end`'s status; `since_background`: without what its
+        background answer showed. Its `error` says so when the output cannot be had."""
+        ...
+
+    async def kill(self) -> None:
+        """Stop it (its whole process group); its end follows."""
+        ...
+
+    async def forget(self) -> None:
+        """The daemon is done with it: its sandbox may drop its output."""
+        ...
+
+
 @dataclass(frozen=True)
 class ExecOutcome:
     result: Result
     """`stdout_file`/`stderr_file` are paths inside the container, readable by the session's
-    next command."""
+    next command. With `job`: its output so far (it has not ended)."""
     sandbox: str
     """The container's name."""
+    job: BackendJob | None = None
+    """The command went on as a job (`ExecRequest.background_after_s`)."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +299,8 @@ class Backend(Protocol):
         ...
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
-        """Run one command in the session's sandbox for `sandbox`, starting it if needed.
+        """Run one command in the session's sandbox for `sandbox`, starting it if needed; a
+        command still running at its background threshold goes on as a job.
 
         Raises only BackendError; what happens to the command comes back in the Result."""
         ...

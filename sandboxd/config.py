@@ -121,6 +121,15 @@ class DaemonConfig(BaseModel):
     """The audit log is rotated before a line would take it past this size (bytes or "64m")."""
     audit_log_backups: int = Field(default=3, ge=0, le=1000)
     """Rotated audit logs kept (audit.log.1 is the newest); 0 starts the log afresh."""
+    max_jobs_per_caller: int = Field(default=100, ge=1, le=100_000)
+    """Jobs one caller (uid) may have at once, running or ended and not yet expired (temenos
+    keeps 100); a command that would be one more is stopped and answered 429."""
+    finished_job_ttl_s: Seconds = 300.0
+    """An ended job is kept this long after it ended, or after its output was first read if
+    that came later (temenos keeps them 5 minutes); then it is forgotten."""
+    temenos_background_after_s: Seconds = 30.0
+    """On temenos's POST /run, a command still running after this long goes on as a job and
+    is answered with its id (temenos's threshold)."""
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> DaemonConfig:

@@ -4,6 +4,10 @@ It is sandboxd's own client, as a daemon ships one: to logos it is a `logos.Runn
 (structurally: sandboxd imports only logos's vocabulary). Whatever goes wrong on the way (no
 daemon, a refused path, the engine down) comes back as `Result.error`, which the loop shows
 to the model: a sandbox problem never ends a run.
+
+It keeps jobs (a `logos.jobs.JobRunner`): a command still running at its background threshold
+goes on in the session's container, and the daemon's jobs routes report it; its output goes
+on into files in the container, which the session's later commands can read.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -20,7 +25,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from logos.options import ExecOptions
-from logos.result import Result
+from logos.result import JobEnd, JobInfo, JobStarted, Result
 from sandboxd import api as wire
 from sandboxd.backend import TooManySessionsError
 from sandboxd.client import (
@@ -50,7 +55,9 @@ class SandboxRunner:
     daemon's config must allow it; they could then reach host sockets under the allowed
     paths). `close_session`: remove the session's containers on `aclose()`.
 
-    Only `options.env` is sent: the sandbox never inherits the caller's environment.
+    Only `options.env` is sent: the sandbox never inherits the caller's environment. Jobs
+    end with the session (on `aclose()` when it closes it); the daemon caps how many a caller
+    keeps (its answer to one more is the command's error).
     """
 
     def __init__(
@@ -79,6 +86,8 @@ class SandboxRunner:
         self._client = async_daemon_client(
             self.socket_path, httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S)
         )
+        self._jobs: dict[str, _Job] = {}
+        """This runner's jobs whose end was not handed out yet."""
 
     async def __aenter__(self) -> SandboxRunner:
         return self
@@ -109,6 +118,7 @@ class SandboxRunner:
                 max_saved_output_bytes=options.max_saved_output_bytes,
                 session=self.session,
                 image=self.image,
+                background_after_s=options.background_at_s(),
             )
             # WHY serialised here: text with a lone surrogate (e.g. from a model's JSON
             # escapes) passes some validators but cannot be encoded as UTF-8.
@@ -135,7 +145,7 @@ class SandboxRunner:
             return _failed(command, started, _refusal(response))
         self._used = True
         try:
-            return wire.RunResponse.from_json(response.content).to_result()
+            result = wire.RunResponse.from_json(response.content).to_result()
         except ValidationError:
             return _failed(
                 command,
@@ -143,6 +153,104 @@ class SandboxRunner:
                 f"sandboxd on {self.socket_path} answered something that is not a run result: "
                 "is the client as recent as the daemon?",
             )
+        if result.job is not None:
+            self._jobs[result.job.id] = _Job(command, started, result.job)
+        return result
+
+    async def list_jobs(self) -> list[JobInfo]:
+        listed = await self._session_jobs()
+        running = {job.id for job in listed if job.status == "running"} if listed else set()
+        now = time.monotonic()
+        return [
+            JobInfo(
+                job_id,
+                job.command,
+                now - job.started,
+                job.started_as.stdout_file,
+                job.started_as.stderr_file,
+            )
+            for job_id, job in self._jobs.items()
+            if job_id in running
+        ]
+
+    async def wait_job(self, job_id: str, timeout_s: float) -> JobEnd | None:
+        self._known(job_id)
+        wait_s = min(timeout_s, wire.MAX_JOB_WAIT_S)
+        answer = await self._job_call("GET", job_id, wait_s, params={"wait_s": f"{wait_s:g}"})
+        if isinstance(answer, wire.JobResponse) and answer.status == "running":
+            return None
+        return await self._take(job_id)
+
+    async def kill_job(self, job_id: str) -> JobEnd:
+        self._known(job_id)
+        return await self._take(job_id)
+
+    async def ended_jobs(self) -> list[JobEnd]:
+        listed = await self._session_jobs()
+        still_running = {job.id for job in listed or () if job.status == "running"}
+        # Ended, forgotten by the daemon (its session closed), or the daemon cannot say.
+        return [
+            await self._take(job_id) for job_id in list(self._jobs) if job_id not in still_running
+        ]
+
+    def _known(self, job_id: str) -> None:
+        if job_id not in self._jobs:
+            raise LookupError(f"there is no job {job_id} (or its end was reported already)")
+
+    async def _session_jobs(self) -> list[wire.JobModel] | None:
+        """The session's jobs as the daemon lists them; None when it cannot say."""
+        if not self._jobs:
+            return []
+        answer = await self._call("GET", f"{wire.API_PREFIX}/sessions/{self.session}/jobs", 0.0)
+        if isinstance(answer, str):
+            return None
+        try:
+            return wire.JobsResponse.model_validate_json(answer.content).jobs
+        except ValidationError:
+            return None
+
+    async def _take(self, job_id: str) -> JobEnd:
+        """The job's end, stopping it if it still runs; the daemon forgets it."""
+        job = self._jobs.pop(job_id)
+        answer = await self._job_call("DELETE", job_id, 0.0)
+        if isinstance(answer, str):
+            failed = Result(
+                command=job.command, error=answer, duration_s=time.monotonic() - job.started
+            )
+            return JobEnd(job_id, failed)
+        return JobEnd(job_id, answer.result)
+
+    async def _job_call(
+        self, method: str, job_id: str, wait_s: float, params: dict[str, str] | None = None
+    ) -> wire.JobResponse | str:
+        """A jobs route's answer, or what went wrong in words."""
+        answer = await self._call(method, f"{wire.API_PREFIX}/jobs/{job_id}", wait_s, params)
+        if isinstance(answer, str):
+            return answer
+        try:
+            return wire.JobResponse.model_validate_json(answer.content)
+        except ValidationError:
+            return (
+                f"sandboxd on {self.socket_path} answered something that is not a job: is the "
+                "client as recent as the daemon?"
+            )
+
+    async def _call(
+        self, method: str, url: str, wait_s: float, params: dict[str, str] | None = None
+    ) -> httpx.Response | str:
+        """A 200 answer, or what went wrong in words."""
+        try:
+            response = await self._client.request(
+                method,
+                url,
+                params=params,
+                timeout=httpx.Timeout(wait_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+            )
+        except httpx.TransportError as exc:
+            return self._transport_problem(exc, wait_s)
+        if response.status_code != 200:
+            return _refusal(response)
+        return response
 
     async def aclose(self) -> None:
         """Close the session on the daemon (unless told not to) and the connections."""
@@ -173,6 +281,14 @@ class SandboxRunner:
             f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
             "daemon may have stopped; check its log and restart it with `sandboxd serve`"
         )
+
+
+@dataclass(frozen=True)
+class _Job:
+    command: str
+    started: float
+    """Monotonic time its command was sent."""
+    started_as: JobStarted
 
 
 def _failed(command: str, started: float, error: str) -> Result:

@@ -7,14 +7,27 @@ if that is not what its policy checked) and, unless the sandbox allows them, ins
 filter that denies Unix sockets to itself and so to every command (they inherit it). Then it
 says hello and serves requests on that single connection until the backend hangs up:
 
-    <- {"hello": "sandboxd-supervisor", "protocol": 2, "mounts": [...], ...}
+    <- {"hello": "sandboxd-supervisor", "protocol": 3, "mounts": [...], ...}
     -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
-        "max_output_bytes": 32768, "max_saved_output_bytes": 67108864}
+        "max_output_bytes": 32768, "max_saved_output_bytes": 67108864,
+        "background_after_s": null}
     -> {"op": "cancel", "id": 7}
-    <- {"id": 7, "exit_code": 0, "stdout_bytes": 3, "stderr_bytes": 0, ...}\n + b"hi\n"
+    <- {"id": 7, "phase": "end", "exit_code": 0, "stdout_bytes": 3, "stderr_bytes": 0, ...}
+       + b"hi\n"
 
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
+
+Jobs: a command with `background_after_s` still running then gets a "background" reply (its
+output so far; its copies now keep its whole output) and goes on; its "end" reply comes later
+with no output, which stays here for "peek" requests until the backend says "forget":
+
+    <- {"id": 7, "phase": "background", "duration_s": 30.0, "stdout_file": ..., ...} + output
+    -> {"op": "peek", "id": 7, "since_background": true}
+    <- {"id": 7, "phase": "output", "running": true, ...} + its output (so far)
+    -> {"op": "kill", "id": 7}
+    <- {"id": 7, "phase": "end", "signal": 15, "stdout_bytes": 0, "stderr_bytes": 0, ...}
+    -> {"op": "forget", "id": 7}
 
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, the
 container's environment plus the request's env (the backend sends the non-interactive one,
@@ -45,17 +58,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 try:
-    from logos.capture import OutputCapture, private_output_dir
+    from logos.capture import CapturedOutput, OutputCapture, private_output_dir
 except ImportError:  # inside the container capture.py is mounted next to this file
     from capture import (  # type: ignore[import-not-found,no-redef]
+        CapturedOutput,
         OutputCapture,
         private_output_dir,
     )
 
-PROTOCOL = 2
+PROTOCOL = 3
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
 """Next to this script: the mount roots to report and whether to deny Unix sockets."""
@@ -77,13 +92,26 @@ MAX_ARG_BYTES = 128 * 1024
 """Linux's MAX_ARG_STRLEN: the most one argv or environment string may hold."""
 NO_PYTHON_EXIT = 3
 """Exit status that tells the backend to fall back to `docker exec` for this image."""
+MAX_KEPT_OUTPUTS = 256
+"""Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
+forgets each once its daemon drops the job)."""
 
 
 class Command:
-    """One running request: its process group and how it is being stopped."""
+    """One running request: its process group, its output and how it is being stopped."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], stdout: OutputCapture, stderr: OutputCapture
+    ) -> None:
         self.proc = proc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.output_lock = threading.Lock()
+        """Held while output is written, and while a peek reads it from another thread."""
+        self.shown: tuple[int, int] | None = None
+        """Bytes of stdout and stderr its "background" reply showed; None: not a job."""
+        self.ended: tuple[CapturedOutput, CapturedOutput] | None = None
+        """A job's whole output once it ended (its copies closed), for peeks."""
         self.stop_reason: str | None = None
         self.term_sent_at: float | None = None
         self.killed = False
@@ -111,6 +139,26 @@ class Command:
             return None
         return self.term_sent_at + KILL_GRACE_S
 
+    def output(self, since_background: bool) -> tuple[CapturedOutput, CapturedOutput]:
+        """Its output so far (or its whole output once ended), without what its background
+        reply showed when `since_background`."""
+        with self.output_lock:
+            skip_out, skip_err = self.shown if since_background and self.shown else (0, 0)
+            if self.ended is None:
+                return self.stdout.snapshot(skip_out), self.stderr.snapshot(skip_err)
+            whole_out, whole_err = self.ended
+            return (
+                _with_copy(self.stdout.snapshot(skip_out), whole_out),
+                _with_copy(self.stderr.snapshot(skip_err), whole_err),
+            )
+
+
+def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
+    """`output`, naming the copy its stream's end reported (its file is closed since)."""
+    return CapturedOutput(
+        output.text, output.total_bytes, output.dropped_bytes, ended.saved_path, ended.saved_bytes
+    )
+
 
 class Supervisor:
     def __init__(self, conn: socket.socket, shell: str, output_dir: str) -> None:
@@ -119,6 +167,8 @@ class Supervisor:
         self._output_dir = output_dir
         self._send_lock = threading.Lock()
         self._running: dict[int, Command] = {}
+        self._kept: dict[int, Command] = {}
+        """Ended jobs, whose output stays here for peeks until the backend forgets them."""
         self._running_lock = threading.Lock()
         self._starting: dict[int, str | None] = {}
         """Commands whose thread has not started their process yet, with the reason to stop
@@ -166,7 +216,7 @@ class Supervisor:
             with self._running_lock:
                 self._starting.pop(request_id, None)
             self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
-        elif op == "cancel":
+        elif op in ("cancel", "kill"):
             with self._running_lock:
                 command = self._running.get(request_id)
                 if request_id in self._starting:
@@ -174,7 +224,37 @@ class Supervisor:
                     # process (the caller went away at once); it must not run on unseen.
                     self._starting[request_id] = "cancelled by the caller"
             if command is not None:
-                command.stop("cancelled by the caller")
+                # A job killed on request ended as asked: its signal says it all.
+                command.stop("cancelled by the caller" if op == "cancel" else "killed")
+        elif op == "peek":
+            self._peek(request_id, bool(message.get("since_background")))
+        elif op == "forget":
+            with self._running_lock:
+                self._kept.pop(request_id, None)
+
+    def _peek(self, request_id: int, since_background: bool) -> None:
+        with self._running_lock:
+            command = self._running.get(request_id) or self._kept.get(request_id)
+            running = request_id in self._running
+        if command is None:
+            self.send_reply(
+                {"id": request_id, "phase": "output", "error": f"no command {request_id} here"}
+            )
+            return
+        out, err = command.output(since_background)
+        self.send_reply(
+            {
+                "id": request_id,
+                "phase": "output",
+                "running": running,
+                "stdout": out.text,
+                "stderr": err.text,
+                "stdout_dropped_bytes": out.dropped_bytes,
+                "stderr_dropped_bytes": err.dropped_bytes,
+                "stdout_file": out.saved_path,
+                "stderr_file": err.saved_path,
+            }
+        )
 
     def _make_room(self, attempt: int) -> None:
         """The container hit its pids limit: kill what finished commands left running.
@@ -215,6 +295,7 @@ class Supervisor:
             with self._running_lock:
                 self._starting.pop(request_id, None)
         reply["id"] = request_id
+        reply["phase"] = "end"
         self.send_reply(reply)
         if stopped is not None:
             # The shell died of SIGTERM; background processes that ignore it get SIGKILL
@@ -237,6 +318,8 @@ class Supervisor:
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)
+        after = request.get("background_after_s")
+        background_at = None if after is None else started + float(after)
         saved = f"{self._output_dir}/cmd-{request_id}"
         stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
@@ -263,27 +346,38 @@ class Supervisor:
         if proc is None:
             return {"error": OUT_OF_PROCESSES}, None
         prefer_as_oom_victim(proc.pid)
-        command = Command(proc)
+        command = Command(proc, stdout, stderr)
         with self._running_lock:
             self._running[request_id] = command
             stop_reason = self._starting.pop(request_id, None)
         if stop_reason is not None:
             command.stop(stop_reason)
         try:
-            pump(command, stdout, stderr, deadline=started + float(request["timeout_s"]))
+            pump(
+                command,
+                deadline=started + float(request["timeout_s"]),
+                background_at=background_at,
+                on_background=lambda: self._background(request_id, command, started),
+            )
         finally:
             with self._running_lock:
                 self._running.pop(request_id, None)
                 if group_exists(proc.pid):
                     self._leftover_groups.add(proc.pid)
-        out, err = stdout.finish(), stderr.finish()
+        with command.output_lock:
+            skip_out, skip_err = command.shown or (0, 0)
+            out, err = stdout.finish(skip_out), stderr.finish(skip_err)
+        if command.shown is not None:
+            # A job: its output stays here for peeks, its end goes without it.
+            command.ended = (out, err)
+            self._keep(request_id, command)
         status = proc.returncode
         exit_code = status if status >= 0 else None
         sig = -status if status < 0 else None
         killed_by_kill = sig == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
         reply: dict[str, Any] = {
-            "stdout": out.text,
-            "stderr": err.text,
+            "stdout": "" if command.shown is not None else out.text,
+            "stderr": "" if command.shown is not None else err.text,
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": command.stop_reason == "timeout",
@@ -293,17 +387,52 @@ class Supervisor:
             "stdout_file": out.saved_path,
             "stderr_file": err.saved_path,
             "oom_killed": killed_by_kill and read_oom_kills() > oom_kills_before,
-            "error": None if command.stop_reason in (None, "timeout") else command.stop_reason,
+            "error": None
+            if command.stop_reason in (None, "timeout", "killed")
+            else command.stop_reason,
         }
         return reply, command if command.next_escalation() is not None else None
 
+    def _background(self, request_id: int, command: Command, started: float) -> None:
+        """The command is still running at its threshold: it goes on as a job. Called by
+        its pump, on its thread, with its output lock held."""
+        command.stdout.save_whole()
+        command.stderr.save_whole()
+        out, err = command.stdout.snapshot(), command.stderr.snapshot()
+        command.shown = (out.total_bytes, err.total_bytes)
+        self.send_reply(
+            {
+                "id": request_id,
+                "phase": "background",
+                "duration_s": time.monotonic() - started,
+                "stdout": out.text,
+                "stderr": err.text,
+                "stdout_dropped_bytes": out.dropped_bytes,
+                "stderr_dropped_bytes": err.dropped_bytes,
+                "stdout_file": out.saved_path,
+                "stderr_file": err.saved_path,
+            }
+        )
 
-def pump(command: Command, stdout: OutputCapture, stderr: OutputCapture, deadline: float) -> None:
-    """Feed the command's output into the captures until it exits, enforcing the deadline."""
+    def _keep(self, request_id: int, command: Command) -> None:
+        with self._running_lock:
+            self._kept[request_id] = command
+            while len(self._kept) > MAX_KEPT_OUTPUTS:
+                del self._kept[next(iter(self._kept))]
+
+
+def pump(
+    command: Command,
+    deadline: float,
+    background_at: float | None = None,
+    on_background: Callable[[], None] | None = None,
+) -> None:
+    """Feed the command's output into its captures until it exits, enforcing the deadline;
+    at `background_at`, if it still runs, call `on_background` (once, output lock held)."""
     proc = command.proc
     assert proc.stdout is not None and proc.stderr is not None
     selector = selectors.DefaultSelector()
-    streams = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+    streams = {proc.stdout.fileno(): command.stdout, proc.stderr.fileno(): command.stderr}
     for fd in streams:
         selector.register(fd, selectors.EVENT_READ)
     exit_fd = open_pidfd(proc.pid)
@@ -323,7 +452,12 @@ def pump(command: Command, stdout: OutputCapture, stderr: OutputCapture, deadlin
                 if now >= deadline:
                     command.stop("timeout")
                 command.escalate(now)
-                wake = command.next_escalation() or deadline
+                if background_at is not None and now >= background_at:
+                    background_at = None
+                    if on_background is not None and command.term_sent_at is None:
+                        with command.output_lock:
+                            on_background()
+                wake = min(command.next_escalation() or deadline, background_at or deadline)
                 wait = min(max(wake - now, 0.0), MAX_WAIT_S if exit_fd is not None else 0.01)
             for key, _ in selector.select(wait):
                 if key.fd == exit_fd:
@@ -331,7 +465,8 @@ def pump(command: Command, stdout: OutputCapture, stderr: OutputCapture, deadlin
                     continue
                 chunk = os.read(key.fd, 65536)
                 if chunk:
-                    streams[key.fd].write(chunk)
+                    with command.output_lock:
+                        streams[key.fd].write(chunk)
                 else:
                     selector.unregister(key.fd)
                     del streams[key.fd]

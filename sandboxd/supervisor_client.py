@@ -3,13 +3,18 @@
 The warm path of every sandboxed command goes through here, so it uses no thread and no
 Docker API call: a JSON line out, a JSON line and the raw output back. Replies come from
 inside the sandbox, so they are validated and size-bounded like any untrusted input: each
-reply's output may not exceed what its own request allows.
+reply's output may not exceed what its own request allows, and each kind of reply must be
+one the backend can be waiting for: a "background" reply only for a command that asked for
+one, once; an "output" reply only for a peek the backend sent; one "end" per command, with
+no output for a job (whose output is asked for with a peek).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -71,6 +76,11 @@ class RunMessage(BaseModel):
     timeout_s: float
     max_output_bytes: int
     max_saved_output_bytes: int
+    background_after_s: float | None = None
+    """A command still running then goes on as a job (a "background" reply, then its end)."""
+
+
+ReplyPhase = Literal["background", "output", "end"]
 
 
 class ReplyHead(BaseModel):
@@ -79,6 +89,11 @@ class ReplyHead(BaseModel):
     model_config = _STRICT
 
     id: int
+    phase: ReplyPhase = "end"
+    """"background": the command went on as a job (its output so far follows); "output":
+    the answer to a peek; "end": how the command ended."""
+    running: bool = False
+    """In an "output" reply: whether the command still runs."""
     stdout_bytes: int = Field(default=0, ge=0)
     stderr_bytes: int = Field(default=0, ge=0)
     exit_code: int | None = None
@@ -107,7 +122,7 @@ class SupervisorReply(ReplyHead):
 _RESULT_FIELDS = tuple(
     result_field.name
     for result_field in dataclasses.fields(Result)
-    if result_field.name != "command"
+    if result_field.name not in ("command", "job")  # the daemon names jobs, not the sandbox
 )
 
 
@@ -129,8 +144,26 @@ class _BadReply(Exception):
     """The supervisor broke the protocol; the message says how."""
 
 
-@dataclass
-class _Waiter:
+@dataclass(eq=False)
+class _Sent:
+    """A command sent to the supervisor, until its end came (or, for a job, it was forgotten)."""
+
+    bound: int
+    """The most output bytes one stream of a reply about it may carry."""
+    may_background: bool
+    first: anyio.Event = field(default_factory=anyio.Event)
+    """Its first reply came: "background" or "end"."""
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    first_reply: SupervisorReply | None = None
+    end_reply: SupervisorReply | None = None
+    backgrounded: bool = False
+    abandoned: bool = False
+    """Its caller went away (cancelled): nothing will forget it if it becomes a job."""
+    peeks: deque[_Peek] = field(default_factory=deque)
+
+
+@dataclass(eq=False)
+class _Peek:
     done: anyio.Event = field(default_factory=anyio.Event)
     reply: SupervisorReply | None = None
 
@@ -146,10 +179,9 @@ class SupervisorChannel:
         self.supervisor_pid = pid
         """The supervisor's pid inside the container."""
         self._ids = itertools.count(1)
-        self._pending: dict[int, _Waiter] = {}
-        self._bounds: dict[int, int] = {}
-        """Per command sent and not yet answered: the most output bytes a stream may carry.
-        Kept after a cancel, whose reply still comes."""
+        self._sent: dict[int, _Sent] = {}
+        """Per command sent: what a reply about it may be. A command's entry stays after a
+        cancel, whose reply still comes, and a job's until it is forgotten."""
         self._send_lock = anyio.Lock()
         self._serve_scope: anyio.CancelScope | None = None
         self.lost_reason: str | None = None
@@ -185,14 +217,7 @@ class SupervisorChannel:
         try:
             with anyio.CancelScope() as self._serve_scope:
                 while True:
-                    reply = await self._receive_reply()
-                    waiter = self._pending.pop(reply.id, None)
-                    if waiter is not None:
-                        waiter.reply = reply
-                        waiter.done.set()
-                    # WHY: held until the next reply, these would keep an idle sandbox's
-                    # last output (as large as its request allowed) in the daemon's memory.
-                    del reply, waiter
+                    self._deliver(await self._receive_reply())
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
         except anyio.DelimiterNotFound:
@@ -210,14 +235,15 @@ class SupervisorChannel:
     async def _receive_reply(self) -> SupervisorReply:
         line = await self._receive.receive_until(b"\n", MAX_REPLY_HEAD_BYTES)
         head = ReplyHead.model_validate_json(line)
-        bound = self._bounds.pop(head.id, None)
-        if bound is None:
+        sent = self._sent.get(head.id)
+        if sent is None:
             raise _BadReply(f"it answered command {head.id}, which was never sent")
+        self._check_phase(head, sent)
         for name, size in (("stdout", head.stdout_bytes), ("stderr", head.stderr_bytes)):
-            if size > bound:
+            if size > sent.bound:
                 raise _BadReply(
                     f"it sent {size} bytes of {name} for command {head.id}, more than the "
-                    f"{bound} its request allows"
+                    f"{sent.bound} its request allows"
                 )
         out = await self._receive.receive_exactly(head.stdout_bytes) if head.stdout_bytes else b""
         err = await self._receive.receive_exactly(head.stderr_bytes) if head.stderr_bytes else b""
@@ -227,33 +253,101 @@ class SupervisorChannel:
         # WHY construct: the head was validated, and the output is text by construction.
         return SupervisorReply.model_construct(**fields)
 
+    @staticmethod
+    def _check_phase(head: ReplyHead, sent: _Sent) -> None:
+        """A reply must be one the backend can be waiting for (before its output is read)."""
+        if head.phase == "background" and not (
+            sent.may_background and not sent.backgrounded and not sent.ended.is_set()
+        ):
+            raise _BadReply(f"it moved command {head.id} to the background unasked")
+        if head.phase == "output" and not sent.peeks:
+            raise _BadReply(f"it sent output of command {head.id}, which was not asked for")
+        if head.phase == "end":
+            if sent.ended.is_set():
+                raise _BadReply(f"it ended command {head.id} twice")
+            if sent.backgrounded and (head.stdout_bytes or head.stderr_bytes):
+                raise _BadReply(f"it sent output with the end of job {head.id}")
+
+    def _deliver(self, reply: SupervisorReply) -> None:
+        sent = self._sent[reply.id]
+        if reply.phase == "output":
+            peek = sent.peeks.popleft()
+            peek.reply = reply
+            peek.done.set()
+            return
+        if reply.phase == "background":
+            sent.backgrounded = True
+        else:
+            sent.end_reply = reply
+            sent.ended.set()
+            if not sent.backgrounded or sent.abandoned:
+                # WHY now: held until forgotten, its output (as large as its request
+                # allowed) would stay in the daemon's memory; its waiter has it.
+                del self._sent[reply.id]
+        if not sent.first.is_set():
+            sent.first_reply = reply
+            sent.first.set()
+
     async def run(
         self, message: RunMessage, reply_deadline_s: float
     ) -> SupervisorReply | ChannelLost:
-        """Send one command and wait for its reply; cancellation kills the command."""
+        """Send one command and wait for its first reply: its end, or (a job) its
+        "background" reply; cancellation kills the command."""
         if self.lost_reason is not None:
             return self._lost()
-        waiter = _Waiter()
-        self._pending[message.id] = waiter
-        # WHY set before sending: the reply may arrive before this task runs again.
-        self._bounds[message.id] = output_bound(message.max_output_bytes)
+        sent = _Sent(
+            output_bound(message.max_output_bytes),
+            may_background=message.background_after_s is not None,
+        )
+        # WHY registered before sending: the reply may arrive before this task runs again.
+        self._sent[message.id] = sent
         try:
-            sent = await self._send(message.model_dump_json().encode() + b"\n")
-            if sent:
+            if await self._send(message.model_dump_json().encode() + b"\n"):
                 with anyio.move_on_after(reply_deadline_s):
-                    await waiter.done.wait()
+                    await sent.first.wait()
         except anyio.get_cancelled_exc_class():
+            sent.abandoned = True
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
                 await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
             raise
-        finally:
-            self._pending.pop(message.id, None)
-        if waiter.reply is not None:
-            return waiter.reply
-        if self.lost_reason is None:
-            self._lose(f"it gave no reply within {reply_deadline_s:.0f} s")
-            self._stop_serving()
-        return self._lost()
+        reply, sent.first_reply = sent.first_reply, None
+        return self._silent(reply_deadline_s) if reply is None else reply
+
+    async def wait_end(self, command_id: int, deadline_s: float) -> SupervisorReply | ChannelLost:
+        """A job's end (it carries no output: `peek` for that)."""
+        sent = self._sent.get(command_id)
+        if sent is None or self.lost_reason is not None:
+            return self._lost() if self.lost_reason is not None else _unknown(command_id)
+        with anyio.move_on_after(deadline_s):
+            await sent.ended.wait()
+        return self._silent(deadline_s) if sent.end_reply is None else sent.end_reply
+
+    async def peek(
+        self, command_id: int, since_background: bool, deadline_s: float
+    ) -> SupervisorReply | ChannelLost:
+        """A job's output so far, or once it ended its last; `since_background`: without
+        what its "background" reply showed."""
+        sent = self._sent.get(command_id)
+        if sent is None or self.lost_reason is not None:
+            return self._lost() if self.lost_reason is not None else _unknown(command_id)
+        peek = _Peek()
+        sent.peeks.append(peek)
+        request = {"op": "peek", "id": command_id, "since_background": since_background}
+        # A peek given up (cancelled) stays queued: its reply still comes, and goes there.
+        if await self._send(json.dumps(request).encode() + b"\n"):
+            with anyio.move_on_after(deadline_s):
+                await peek.done.wait()
+        return self._silent(deadline_s) if peek.reply is None else peek.reply
+
+    async def kill(self, command_id: int) -> None:
+        """Stop a job (its end follows)."""
+        await self._send(b'{"op": "kill", "id": %d}\n' % command_id)
+
+    async def forget(self, command_id: int) -> None:
+        """The backend is done with a job: the supervisor may drop its output."""
+        if self._sent.pop(command_id, None) is not None and self.lost_reason is None:
+            with anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
+                await self._send(b'{"op": "forget", "id": %d}\n' % command_id)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -279,6 +373,13 @@ class SupervisorChannel:
             return False
         return True
 
+    def _silent(self, deadline_s: float) -> ChannelLost:
+        """No reply came in time (or the channel was lost meanwhile)."""
+        if self.lost_reason is None:
+            self._lose(f"it gave no reply within {deadline_s:.0f} s")
+            self._stop_serving()
+        return self._lost()
+
     def _stop_serving(self) -> None:
         if self._serve_scope is not None:
             self._serve_scope.cancel()
@@ -290,6 +391,13 @@ class SupervisorChannel:
     def _lose(self, reason: str) -> None:
         if self.lost_reason is None:
             self.lost_reason = reason
-        for waiter in self._pending.values():
-            waiter.done.set()
-        self._pending.clear()
+        for sent in self._sent.values():
+            sent.first.set()
+            sent.ended.set()
+            for peek in sent.peeks:
+                peek.done.set()
+        self._sent.clear()
+
+
+def _unknown(command_id: int) -> ChannelLost:
+    return ChannelLost(f"command {command_id} is not known to this sandbox", by_backend=True)

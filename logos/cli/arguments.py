@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from logos.approval import APPROVAL_MODES, ApprovalMode
-from logos.cli.settings import DEFAULT_CONTEXT_SIZE, Flags
+from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
@@ -213,7 +213,7 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="--ray: memory Ray reserves for each task, in GiB (default: none)",
     )
     _model_options(batch)
-    _runner_options(batch, allow=False)
+    _runner_options(batch, allow=False, jobs=False)
     batch.add_argument_group("approval").add_argument(
         "-y",
         "--yes",
@@ -301,7 +301,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     _config_option(parser)
 
 
-def _runner_options(parser: argparse.ArgumentParser, *, allow: bool = True) -> None:
+def _runner_options(
+    parser: argparse.ArgumentParser, *, allow: bool = True, jobs: bool = True
+) -> None:
     group = parser.add_argument_group("where commands run")
     group.add_argument(
         "--sandbox",
@@ -324,6 +326,14 @@ def _runner_options(parser: argparse.ArgumentParser, *, allow: bool = True) -> N
         metavar="SECONDS",
         help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
     )
+    if jobs:
+        group.add_argument(
+            "--background-after",
+            type=_positive_float,
+            metavar="SECONDS",
+            help="a command still running after this long goes on as a job while the model "
+            f"keeps working (default {DEFAULT_BACKGROUND_AFTER_S:g}; not for `logos exec`)",
+        )
     group.add_argument("--image", help="sandbox image (one the daemon allows)")
 
 

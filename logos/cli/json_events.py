@@ -19,13 +19,15 @@ from logos.events import (
     CommandStartEvent,
     DeltaEvent,
     ErrorEvent,
+    JobEndEvent,
+    JobStartEvent,
     ReasoningDeltaEvent,
     RetryEvent,
     RunSummary,
     StartEvent,
     StepEndEvent,
 )
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.steps import StepMessage
 
 
@@ -58,6 +60,11 @@ class JsonEvents:
 
     def command_result(self, turn: int, index: int, result: Result) -> None:
         self._emit(CommandResultEvent(turn=turn, index=index, result=result))
+        if result.job is not None:
+            self._emit(JobStartEvent.of(turn, index, result))
+
+    def job_end(self, end: JobEnd, seen: bool) -> None:
+        self._emit(JobEndEvent.of(end, seen))
 
     def step_end(self, turn: int, step: StepMessage) -> None:
         self._emit(StepEndEvent(turn=turn, step=step))

@@ -208,7 +208,7 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
             "commands on this machine: pass --yes to run them, --sandbox to run them in "
             "sandboxd, or --approve never-run for a dry run"
         )
-    options = resolve.exec_options(flags, settings, os.getcwd())
+    options = resolve.exec_options(flags, settings, os.getcwd(), jobs=False)
     blocks = read_blocks(_read_stdin("the message"))
     if blocks.unclosed is not None:
         print(

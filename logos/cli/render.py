@@ -8,7 +8,8 @@ Where things go:
   exactly the final answer, once, as plain text.
 * stderr carries everything else: a spinner line per running command (a live region at
   the bottom of the terminal), each finished command with its status, duration and the
-  tail of its output, the reasoning (dimmed), retries, and a one-line summary.
+  tail of its output (a command that went on as a job: "→ job 3, running", and its end
+  when it comes), the reasoning (dimmed), retries, and a one-line summary.
 
 Colours and the live region only appear on a terminal; `NO_COLOR` turns all styling off.
 When prose and the live region share one screen, prose is printed above the region a line
@@ -35,7 +36,7 @@ from rich.text import Text
 from logos.approval import ApprovalDecision
 from logos.envelope import command_preview
 from logos.events import RunSummary, StartEvent
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.steps import StepMessage, StopReason
 
 TAIL_LINES = 4
@@ -167,6 +168,9 @@ class HumanRenderer:
         self._decorate(result_view(result))
         if not self._running:
             self._output(self._stop_live)
+
+    def job_end(self, end: JobEnd, seen: bool) -> None:
+        self._decorate(job_end_view(end, seen))
 
     def step_end(self, turn: int, step: StepMessage) -> None:
         if step.role == "assistant":
@@ -344,17 +348,39 @@ class HumanRenderer:
 
 
 def result_view(result: Result, tail_lines: int = TAIL_LINES) -> RenderableType:
-    """A finished command: ✓/✗, the command, how it ended, its duration, its output's tail."""
+    """A finished command: ✓/✗, the command, how it ended, its duration, its output's tail;
+    or a command that went on as a job: →, the command, its job's number."""
+    if result.job is not None:
+        header = Text.assemble(("→ ", "cyan"), (command_preview(result.command), "bold"))
+        header.append(f"  job {result.job.id}, running", style="cyan")
+        header.append(f"  {format_seconds(result.duration_s)}", style="dim")
+    else:
+        header = _ended_header(result, Text(command_preview(result.command), style="bold"))
+    return _with_tail(header, result, tail_lines)
+
+
+def job_end_view(end: JobEnd, seen: bool, tail_lines: int = TAIL_LINES) -> RenderableType:
+    """A job's end: ✓/✗, its number and command, how it ended, its whole duration, and the
+    tail of the output it wrote since it went on; `seen` false: the run stopped it."""
+    title = Text.assemble((f"job {end.id} ", "cyan"), (command_preview(end.result.command), "bold"))
+    header = _ended_header(end.result, title)
+    if not seen:
+        header.append("  stopped as the run ended", style="yellow")
+    return _with_tail(header, end.result, tail_lines)
+
+
+def _ended_header(result: Result, title: Text) -> Text:
     ok = result.ok
-    header = Text.assemble(
-        ("✓ " if ok else "✗ ", "green" if ok else "red"),
-        (command_preview(result.command), "bold"),
-    )
+    header = Text.assemble(("✓ " if ok else "✗ ", "green" if ok else "red"), title)
     status = human_status(result)
     if status:
         header.append(f"  {status}", style="red")
     if result.error is None:
         header.append(f"  {format_seconds(result.duration_s)}", style="dim")
+    return header
+
+
+def _with_tail(header: Text, result: Result, tail_lines: int) -> RenderableType:
     header.no_wrap = True
     header.overflow = "ellipsis"
     lines: list[RenderableType] = [header]

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from logos.approval import ApprovalDecision
 from logos.events import RunSummary, StartEvent
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.steps import StepMessage
 
 
@@ -25,7 +25,13 @@ class Reporter(Protocol):
 
     def command_start(self, turn: int, index: int, command: str) -> None: ...
 
-    def command_result(self, turn: int, index: int, result: Result) -> None: ...
+    def command_result(self, turn: int, index: int, result: Result) -> None:
+        """A block's result; with `result.job` set, its command went on as a job."""
+        ...
+
+    def job_end(self, end: JobEnd, seen: bool) -> None:
+        """A job ended; `seen`: the model is shown it (else the run stopped it at its end)."""
+        ...
 
     def step_end(self, turn: int, step: StepMessage) -> None: ...
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logos.cli.errors import CliError
+from logos.job_commands import job_usage
 from logos.local_runner import LocalRunner
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
@@ -96,10 +97,12 @@ def make_runner(spec: RunnerSpec) -> Runner:
 def system_prompt_for(
     spec: RunnerSpec, options: ExecOptions, extra: str = "", date: dt.date | None = None
 ) -> str:
-    """The system prompt, telling the model what the sandbox lets it see (as of `date`,
-    by default today)."""
+    """The system prompt, telling the model what the sandbox lets it see and how its jobs
+    work (as of `date`, by default today). Both runners keep jobs."""
     workdir = options.resolved_workdir() or os.getcwd()
+    after = options.background_after_s
+    jobs = job_usage(after) if after is not None else ()
     if not spec.sandbox:
-        return build_system_prompt(working_dir=workdir, date=date, extra=extra)
+        return build_system_prompt(working_dir=workdir, date=date, extra=extra, loop_commands=jobs)
     settings = spec.sandbox_settings(options.allowed_paths)
-    return sandbox_system_prompt(sandbox(), settings, workdir, extra, date)
+    return sandbox_system_prompt(sandbox(), settings, workdir, extra, date, loop_commands=jobs)

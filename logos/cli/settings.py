@@ -41,6 +41,8 @@ from logos.providers.registry import (
 from logos.trajectory import Trajectory
 
 _MODEL_LIST_TIMEOUT_S = 10.0
+DEFAULT_BACKGROUND_AFTER_S = 30.0
+"""A run's commands still running after this long go on as jobs (the model keeps working)."""
 _MODELS_SHOWN = 10
 DEFAULT_CONTEXT_SIZE = 8192
 """Tokens of context for a `--gguf` model: the system prompt and a few results fit."""
@@ -80,6 +82,8 @@ class FileSettings(BaseModel):
     socket: str | None = None
     image: str | None = None
     timeout: float | None = Field(default=None, gt=0)
+    background_after: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds after which a run's command still running goes on as a job (default 30)."""
     max_steps: int | None = Field(default=None, ge=1)
     max_cost: float | None = Field(default=None, gt=0)
     max_time: float | None = Field(default=None, gt=0)
@@ -350,6 +354,7 @@ class Flags:
     allow: Sequence[str] = ()
     network: bool = False
     timeout: float | None = None
+    background_after: float | None = None
     image: str | None = None
     approve: ApprovalMode | None = None
     yes: bool = False
@@ -453,10 +458,18 @@ def approval_mode(flags: Flags, sandbox: bool, stdin_is_tty: bool) -> ApprovalMo
     return mode
 
 
-def exec_options(flags: Flags, settings: FileSettings, default_dir: str) -> ExecOptions:
+def exec_options(
+    flags: Flags, settings: FileSettings, default_dir: str, *, jobs: bool = True
+) -> ExecOptions:
+    """The options of every command; `jobs`: whether a slow one may go on as a job (not
+    when nothing would be there to hear of its end, as in `logos exec`)."""
+    background_after = first_or(
+        DEFAULT_BACKGROUND_AFTER_S, flags.background_after, settings.background_after
+    )
     return ExecOptions(
         allowed_paths=allowed_paths(flags.allow, default_dir),
         timeout_s=first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
+        background_after_s=background_after if jobs else None,
     )
 
 

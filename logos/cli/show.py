@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from logos.cli.render import result_view, summary_line
-from logos.events import ApprovalEvent, RunSummary
+from logos.cli.render import job_end_view, result_view, summary_line
+from logos.events import ApprovalEvent, JobEndEvent, RunSummary
 from logos.parse import strip_cmd_blocks
+from logos.result import JobEnd
 from logos.steps import StepMessage
 from logos.trajectory import PromptRecord, Trajectory, count_turns
 
@@ -40,6 +41,9 @@ def show_trajectory(trajectory: Trajectory, console: Console) -> None:
             _show_step(entry, console)
         elif isinstance(entry, ApprovalEvent):
             _show_approval(entry, console)
+        elif isinstance(entry, JobEndEvent):
+            end = JobEnd(entry.id, entry.result)
+            console.print(job_end_view(end, entry.seen, tail_lines=OUTPUT_TAIL_LINES))
         elif isinstance(entry, RunSummary):
             ended = True
             if entry.error:

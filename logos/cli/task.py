@@ -39,13 +39,13 @@ from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.settings import Limits
 from logos.cli.streams import GuardedOutput
 from logos.config import Callbacks, Config
-from logos.events import RunSummary, StartEvent
+from logos.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent
 from logos.jsonl import utc_now
 from logos.loop import run
 from logos.options import ExecOptions
 from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
-from logos.result import Result
+from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
 from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
@@ -165,7 +165,13 @@ async def _run_and_record(
         reporter.command_start(turns.current, index, command)
 
     def on_command_result(index: int, result: Result) -> None:
+        if result.job is not None:
+            writer.job(JobStartEvent.of(turns.current, index, result))
         reporter.command_result(turns.current, index, result)
+
+    def on_job_end(end: JobEnd, seen: bool) -> None:
+        writer.job(JobEndEvent.of(end, seen))
+        reporter.job_end(end, seen)
 
     limits = plan.limits
     config = Config(
@@ -190,6 +196,7 @@ async def _run_and_record(
         on_command_result=on_command_result,
         on_step_end=on_step_end,
         on_retry=reporter.retry,
+        on_job_end=on_job_end,
     )
     reporter.start(
         StartEvent(

@@ -3,7 +3,9 @@
 A session's first command starts a container whose main process is the supervisor
 (sandboxd.supervisor); every later command of that session (with the same SandboxSpec) is a
 JSON line over the supervisor's one connection, with no Docker API call and no thread.
-Images without python3 fall back to `docker exec` (sandboxd.docker.exec_fallback).
+A command still running at its background threshold goes on as a job (sandboxd.docker.job).
+Images without python3 fall back to `docker exec` (sandboxd.docker.exec_fallback), which
+runs every command to its end.
 
 Orphans: see sandboxd.docker.ownership for the rule that lets several daemons share one engine.
 """
@@ -52,6 +54,7 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
+from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
     LABEL_CREATED,
@@ -241,9 +244,8 @@ class DockerBackend:
             )
         with box.running_command():
             if box.channel is not None:
-                result = await self._run_supervised(box, box.channel, request)
-            else:
-                result = await self._run_exec(box, request)
+                return await self._run_supervised(box, box.channel, request)
+            result = await self._run_exec(box, request)
         return ExecOutcome(result, sandbox=box.name)
 
     async def list_sessions(self) -> list[SessionInfo]:
@@ -556,7 +558,7 @@ class DockerBackend:
 
     async def _run_supervised(
         self, box: _Container, channel: SupervisorChannel, request: ExecRequest
-    ) -> Result:
+    ) -> ExecOutcome:
         started = time.monotonic()
         message = RunMessage(
             id=channel.next_id(),
@@ -566,17 +568,33 @@ class DockerBackend:
             timeout_s=request.timeout_s,
             max_output_bytes=request.max_output_bytes,
             max_saved_output_bytes=request.max_saved_output_bytes,
+            background_after_s=request.background_after_s,
         )
-        reply = await channel.run(
-            message, request.timeout_s + supervisor.KILL_GRACE_S + REPLY_MARGIN_S
-        )
+        replied_by = min(request.background_after_s or request.timeout_s, request.timeout_s)
+        reply = await channel.run(message, replied_by + supervisor.KILL_GRACE_S + REPLY_MARGIN_S)
         if isinstance(reply, ChannelLost):
-            return Result(
+            failed = Result(
                 command=request.command,
                 error=self._lost_message(box, reply),
                 duration_s=time.monotonic() - started,
             )
-        return reply.to_result(request.command)
+            return ExecOutcome(failed, sandbox=box.name)
+        if reply.phase != "background":
+            return ExecOutcome(reply.to_result(request.command), sandbox=box.name)
+        job = SupervisedJob(
+            channel,
+            message.id,
+            request.command,
+            end_deadline=started + request.timeout_s + supervisor.KILL_GRACE_S + REPLY_MARGIN_S,
+            lost_message=functools.partial(self._lost_message, box),
+        )
+        self._background(self._follow_job, box, job)
+        return ExecOutcome(reply.to_result(request.command), sandbox=box.name, job=job)
+
+    async def _follow_job(self, box: _Container, job: SupervisedJob) -> None:
+        """Until the job ends, it keeps its container in use (idle reaping leaves it)."""
+        with box.running_command():
+            await job.follow()
 
     def _lost_message(self, box: _Container, lost: ChannelLost) -> str:
         if lost.by_backend:

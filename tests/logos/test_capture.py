@@ -142,3 +142,62 @@ def test_discard_closes_and_removes_the_saved_copy(tmp_path: Path) -> None:
     assert not path.exists()
     assert len(os.listdir("/proc/self/fd")) == open_files
     capture.discard()  # harmless twice
+
+
+def test_a_whole_copy_is_kept_and_reported_even_when_nothing_is_cut(tmp_path: Path) -> None:
+    capture = OutputCapture(64, str(tmp_path / "job.txt"), save_limit=1000)
+    capture.write(b"before\n")
+    capture.save_whole()
+    assert capture.saved_path == str(tmp_path / "job.txt")
+    capture.write(b"after\n")
+    so_far = capture.snapshot()
+    assert (so_far.text, so_far.saved_path) == ("before\nafter\n", str(tmp_path / "job.txt"))
+    result = capture.finish()
+    assert result.text == "before\nafter\n" and result.dropped_bytes == 0
+    assert result.saved_path is not None and result.saved_bytes == len(b"before\nafter\n")
+    assert Path(result.saved_path).read_bytes() == b"before\nafter\n"
+
+
+def test_skip_leaves_out_what_the_reader_has_seen() -> None:
+    capture = OutputCapture(64)
+    capture.write(b"seen 1\nseen 2\n")
+    shown = capture.snapshot()
+    assert shown.text == "seen 1\nseen 2\n"
+    capture.write(b"new 1\nnew 2\n")
+    assert capture.snapshot(skip=shown.total_bytes).text == "new 1\nnew 2\n"
+    capture.write(FLOOD)
+    later = capture.finish(skip=shown.total_bytes)
+    head, marker_and_tail = later.text.split("[… ", 1)
+    assert head.startswith("new 1\nnew 2\n") and "seen" not in later.text
+    tail = marker_and_tail.split("…]\n", 1)[1]
+    assert tail.endswith("line 009999\n")
+    kept_head = len(head) - 1  # the marker starts on a line of its own
+    assert later.dropped_bytes == capture.total_bytes - shown.total_bytes - kept_head - len(tail)
+
+
+def test_skip_past_the_head_shows_the_omission_then_the_tail() -> None:
+    capture = OutputCapture(64)
+    capture.write(FLOOD[:50_000])
+    seen = capture.total_bytes
+    capture.write(FLOOD[50_000:])
+    later = capture.finish(skip=seen)
+    assert later.text.startswith("[… ") and later.text.endswith("line 009999\n")
+    tail = later.text.split("…]\n", 1)[1]
+    assert later.dropped_bytes == len(FLOOD) - seen - len(tail)
+
+
+def test_skip_inside_the_head_keeps_the_rest_of_it() -> None:
+    capture = OutputCapture(64)
+    capture.write(b"0123456789\nabcdefghij\n")
+    capture.write(FLOOD)
+    result = capture.finish(skip=11)
+    head, marker_and_tail = result.text.split("[… ", 1)
+    assert head.startswith("abcdefghij\nline 0") and "0123456789" not in result.text
+    tail = marker_and_tail.split("…]\n", 1)[1]
+    assert result.dropped_bytes == capture.total_bytes - 11 - (len(head) - 1) - len(tail)
+
+
+def test_skip_starts_at_a_whole_character() -> None:
+    capture = OutputCapture(64)
+    capture.write("é-after".encode())
+    assert capture.finish(skip=1).text == "-after"

@@ -13,6 +13,7 @@ import pytest
 
 from logos import Result
 from logos.envelope import command_preview, elide_outputs, format_results
+from logos.result import JobEnd, JobStarted
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -55,9 +56,50 @@ CASES: dict[str, list[Result]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+JOB_FILES = ("/tmp/logos-output-x/0003-stdout.txt", "/tmp/logos-output-x/0004-stderr.txt")
+JOB_CASE = (
+    [
+        Result(command="echo quick", stdout="quick\n", exit_code=0),
+        Result(
+            command="make test",
+            stdout="compiling\n",
+            duration_s=30.01,
+            job=JobStarted("2", *JOB_FILES),
+        ),
+        Result(command="sleep 60", duration_s=30.0, job=JobStarted("3", None, None)),
+    ],
+    [
+        JobEnd(
+            "1", Result(command="npm install", stdout="added 12\n", exit_code=0, duration_s=71.2)
+        ),
+        JobEnd(
+            "2",
+            Result(
+                command="make test",
+                stdout="[… 20 bytes omitted …]\n3 failed\n",
+                stdout_dropped_bytes=20,
+                exit_code=2,
+                duration_s=95.4,
+                stdout_file=JOB_FILES[0],
+                stderr_file=JOB_FILES[1],
+            ),
+        ),
+        JobEnd("4", Result(command="python3 serve.py", signal=15, duration_s=4.0)),
+        JobEnd(
+            "5",
+            Result(command="pytest -x", timed_out=True, signal=15, duration_s=120.0),
+        ),
+    ],
+)
+
+
+@pytest.mark.parametrize("name", [*sorted(CASES), "jobs"])
 def test_envelope_matches_golden(name: str) -> None:
-    rendered = format_results(CASES[name])
+    if name == "jobs":
+        results, ends = JOB_CASE
+        rendered = format_results(results, job_ends=ends)
+    else:
+        rendered = format_results(CASES[name])
     golden = GOLDEN / f"envelope_{name}.txt"
     if os.environ.get("LOGOS_UPDATE_GOLDEN"):
         golden.write_text(rendered + "\n", encoding="utf-8")
@@ -132,3 +174,11 @@ def test_a_result_message_is_elided_with_its_notices_kept() -> None:
     assert elide_outputs(notice, []) is None  # a notice alone has no output
     assert elide_outputs(format_results([Result(command="true")]), [Result(command="true")]) is None
     assert elide_outputs("an envelope of another logos", results) is None
+
+
+def test_job_ends_are_elided_too_and_an_envelope_may_hold_only_them() -> None:
+    end = JobEnd("1", Result(command="make", stdout="o" * 900 + "\n", exit_code=0))
+    envelope = format_results([], job_ends=[end])
+    assert envelope.startswith('<result>\n<job id="1">\n$ make\njob 1 ended after 0.0 s\n')
+    elided = elide_outputs(envelope, [], job_ends=[end])
+    assert elided is not None and "o" * 10 not in elided and "901 bytes" in elided

@@ -19,9 +19,11 @@ import pytest
 from logos import approval, notices
 from logos.fabricated_result import find_fabricated_result
 from logos.fenced_command import find_fenced_command, looks_like_command
+from logos.job_commands import job_usage
 from logos.parse import CmdStreamParser, parse_cmd_blocks
 from logos.policy import check_command
 from logos.prompt import build_system_prompt, load_template
+from logos.result import JobInfo
 
 HARMLESS = {
     "ls": "lists the working directory",
@@ -29,6 +31,9 @@ HARMLESS = {
     "cd": "alone, in a fresh shell, changes nothing",
     "bash -c": "without a command: a usage error",
     "sed -i": "the default policy refuses it, so it never runs",
+    "jobs": "answered by logos: lists the run's jobs",
+    "wait %1": "answered by logos: waits for the run's own job 1, or says there is none",
+    "kill %1": "answered by logos: stops only the run's own job 1, or says there is none",
 }
 """Commands an example may show: they need no file and change nothing."""
 
@@ -38,6 +43,10 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "completed": [0, 2],
     "finish": [None, "stop", "length"],
     "times": [3, 7],
+    "jobs": [
+        [JobInfo("1", "make test", 45.0)],
+        [JobInfo("1", "npm run build\nnpm test", 3.0), JobInfo("2", "ls", 120.0)],
+    ],
 }
 """Sample arguments for the notices' parameters, by name."""
 
@@ -63,6 +72,7 @@ def shown_texts() -> list[tuple[str, str]]:
     refusals = [check_command("sed -i 's/a/b/' notes.txt"), check_command("sh -c " * 40)]
     return [
         ("system prompt", build_system_prompt()),
+        ("system prompt with jobs", build_system_prompt(loop_commands=job_usage(30))),
         ("system prompt template", load_template()),
         *notice_texts(),
         *((f"policy refusal {n}", text) for n, text in enumerate(refusals) if text is not None),

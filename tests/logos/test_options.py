@@ -29,3 +29,15 @@ def test_defaults_are_the_safe_ones() -> None:
     assert options.inherit_env and options.resolved_workdir() is None
     assert AllowedPath("/srv").read_only
     assert ExecOptions(env={"PATH_EXTRA": "a=b"}).env == {"PATH_EXTRA": "a=b"}
+
+
+@pytest.mark.parametrize("after", [0, -1.0, float("inf"), float("nan")])
+def test_background_after_must_be_a_positive_number_of_seconds(after: float) -> None:
+    with pytest.raises(ValueError, match="background_after_s must be a finite number"):
+        ExecOptions(background_after_s=after)
+
+
+def test_a_command_goes_on_as_a_job_only_before_its_timeout() -> None:
+    assert ExecOptions().background_at_s() is None
+    assert ExecOptions(timeout_s=60, background_after_s=30).background_at_s() == 30
+    assert ExecOptions(timeout_s=10, background_after_s=30).background_at_s() is None

@@ -258,7 +258,7 @@ async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
         with socket.socket(socket.AF_UNIX) as peer:
             peer.connect(str(socket_path))
             peer.sendall(
-                b'{"hello": "sandboxd-supervisor", "protocol": 2, "pid": 1, "shell": "x", '
+                b'{"hello": "sandboxd-supervisor", "protocol": 3, "pid": 1, "shell": "x", '
                 b'"mounts": [], "unix_sockets": "denied"}\n'
             )
             peer.recv(4096)
@@ -332,3 +332,55 @@ async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
         assert lost.reason == "it gave no reply within 1 s"
     finally:
         running.process.send_signal(signal.SIGCONT)
+
+
+async def _background(running: Running, command: str, **overrides: object) -> SupervisorReply:
+    reply = await running.run(command, background_after_s=0.3, **overrides)
+    assert reply.phase == "background", reply
+    return reply
+
+
+async def test_a_slow_command_goes_on_as_a_job_and_its_output_waits_for_a_peek(
+    running: Running,
+) -> None:
+    started = await _background(running, "echo a; sleep 1; echo b; echo e >&2; exit 4")
+    assert (started.stdout, started.exit_code, started.stdout_file is not None) == (
+        "a\n",
+        None,
+        True,
+    )
+    job = started.id
+    so_far = await running.channel.peek(job, since_background=True, deadline_s=10)
+    assert isinstance(so_far, SupervisorReply) and so_far.running and so_far.stdout == ""
+    end = await running.channel.wait_end(job, deadline_s=20)
+    assert isinstance(end, SupervisorReply) and end.phase == "end"
+    assert (end.exit_code, end.stdout, end.stdout_file) == (4, "", started.stdout_file)
+    since = await running.channel.peek(job, since_background=True, deadline_s=10)
+    whole = await running.channel.peek(job, since_background=False, deadline_s=10)
+    assert isinstance(since, SupervisorReply) and isinstance(whole, SupervisorReply)
+    assert (since.running, since.stdout, since.stderr) == (False, "b\n", "e\n")
+    assert (whole.stdout, whole.stdout_file) == ("a\nb\n", started.stdout_file)
+    assert started.stdout_file is not None
+    assert Path(started.stdout_file).read_text() == "a\nb\n"
+    await running.channel.forget(job)
+    forgotten = await running.channel.peek(job, since_background=True, deadline_s=10)
+    assert isinstance(forgotten, ChannelLost) and "not known" in forgotten.reason
+    assert (await running.run("echo still fine")).stdout == "still fine\n"
+
+
+async def test_a_killed_job_ends_without_an_error_and_takes_its_group(
+    running: Running, marker: str
+) -> None:
+    started = await _background(running, f"sleep {marker} & sleep {marker}")
+    await running.channel.kill(started.id)
+    end = await running.channel.wait_end(started.id, deadline_s=20)
+    assert isinstance(end, SupervisorReply)
+    assert end.signal == signal.SIGTERM and end.error is None and not end.timed_out
+    assert processes_matching(f"sleep {marker}") == []
+
+
+async def test_a_job_keeps_its_timeout(running: Running, marker: str) -> None:
+    started = await _background(running, f"sleep {marker}", timeout_s=1.0)
+    end = await running.channel.wait_end(started.id, deadline_s=20)
+    assert isinstance(end, SupervisorReply) and end.timed_out and end.duration_s >= 1.0
+    assert processes_matching(f"sleep {marker}") == []

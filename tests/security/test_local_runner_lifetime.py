@@ -172,3 +172,36 @@ def test_the_watchdog_never_signals_a_group_that_is_not_its_own_session(marker: 
         own_session.kill()
         unrelated.wait()
         own_session.wait()
+
+
+JOB_PROGRAM = textwrap.dedent(
+    """
+    import sys, time
+    from logos import ExecOptions, LocalRunner, execute_blocks_sync
+
+    how, marker = sys.argv[1:]
+    runner = LocalRunner()
+    options = ExecOptions(timeout_s=600, background_after_s=0.2)
+    [result] = execute_blocks_sync([f"sleep {marker}"], runner, options)
+    print("started" if result.job is not None else f"not a job: {result}", flush=True)
+    if how == "waits":
+        time.sleep(600)  # until the test kills it
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exits", "killed"])
+def test_a_job_dies_with_its_program(how: str, marker: str) -> None:
+    program = subprocess.Popen(
+        [sys.executable, "-c", JOB_PROGRAM, "waits" if how == "killed" else how, marker],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert program.stdout is not None
+    assert program.stdout.readline().strip() == "started"
+    assert processes_matching(f"sleep {marker}")
+    if how == "killed":
+        program.kill()
+    program.wait(timeout=60)
+    assert _left_after(marker) == []
