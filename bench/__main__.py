@@ -18,7 +18,16 @@ from pathlib import Path
 
 import anyio
 
-from bench import batch, flood, loop_overhead, overlap, parser_speed, roundtrip, throughput
+from bench import (
+    batch,
+    flood,
+    loop_overhead,
+    overlap,
+    parser_speed,
+    roundtrip,
+    serve,
+    throughput,
+)
 from bench.daemon import BenchSetupError
 from bench.machine import QUIET_BUSY_SHARE, machine_info, wait_until_quiet
 from bench.plan import DEFAULT_IMAGE, Plan
@@ -40,6 +49,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     parser_speed.FAMILY: (parser_speed.TITLE, parser_speed.run),
     overlap.FAMILY: (overlap.TITLE, overlap.run),
     flood.FAMILY: (flood.TITLE, flood.run),
+    serve.FAMILY: (serve.TITLE, serve.run),
     batch.FAMILY: (batch.TITLE, batch.run),
 }
 

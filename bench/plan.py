@@ -35,6 +35,11 @@ class Plan:
     """Per request of the control-character flood (at the largest max_output_bytes)."""
     control_flood_requests: int = 8
     """Control-character floods sent at once, each in its own session."""
+    serve_latency_events: int = 400
+    """Deltas whose way from the model to an SSE client is timed."""
+    serve_concurrent_runs: int = 50
+    serve_idle_runs: int = 50
+    """Runs left waiting for an approval, to measure the server's memory per run."""
     batch_tasks: int = 200
     """Tasks of `logos batch` with local bash, at each worker count and on Ray."""
     batch_workers: tuple[int, ...] = (1, 8, 32)
@@ -62,6 +67,9 @@ class Plan:
             overlap_command="sleep 0.3",
             flood_bytes=64 * 2**20,
             control_flood_requests=2,
+            serve_latency_events=50,
+            serve_concurrent_runs=8,
+            serve_idle_runs=8,
             batch_tasks=6,
             batch_workers=(1, 4),
             batch_sandbox_tasks=3,

@@ -26,6 +26,7 @@ COMMAND_RESULT = "command_result"
 STEP_END = "step_end"
 RETRY = "retry"
 APPROVAL = "approval"
+CONFIRM_REQUIRED = "confirm_required"
 JOB_START = "job_start"
 JOB_END = "job_end"
 DONE = "done"
@@ -40,6 +41,7 @@ EVENT_TYPES = (
     STEP_END,
     RETRY,
     APPROVAL,
+    CONFIRM_REQUIRED,
     JOB_START,
     JOB_END,
     DONE,
@@ -112,6 +114,19 @@ class ApprovalEvent(_Event):
     edited_command: str | None = None
     reason: str | None = None
     time: str
+
+
+class ConfirmRequiredEvent(_Event):
+    """A command waits for someone's approval (a server's client answers it by `id`); the
+    `approval` event that follows says what was decided."""
+
+    type: Literal["confirm_required"] = "confirm_required"
+    id: str
+    command: str
+    summary: str
+    """The command's first line, shortened: enough to recognise it in a list."""
+    expires_at: str
+    """UTC, ISO 8601: then it is denied as "expired"."""
 
 
 class JobStartEvent(_Event):
@@ -188,6 +203,7 @@ Event: TypeAlias = Annotated[
     | StepEndEvent
     | RetryEvent
     | ApprovalEvent
+    | ConfirmRequiredEvent
     | JobStartEvent
     | JobEndEvent
     | ErrorEvent
@@ -195,3 +211,16 @@ Event: TypeAlias = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+class TurnCounter:
+    """Numbers model turns for the events: commands belong to the turn that wrote them."""
+
+    def __init__(self) -> None:
+        self.current = 1
+
+    def number_for(self, step: StepMessage) -> int:
+        if step.role == "assistant":
+            self.current += 1
+            return self.current - 1
+        return self.current - 1  # results answer the turn that just ended

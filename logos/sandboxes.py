@@ -8,10 +8,12 @@ registers under the entry-point group `logos.sandboxes` in that package's pyproj
 
 so logos finds it by name and never imports the package itself. A front end (the `logos`
 command, a server) states what it wants as `SandboxSettings` and asks the kind for a runner,
-for what stands in the way, and for what the system prompt should say about it. A batch of
-tasks also asks how many sessions it may hold at once, whether a command was refused only
-because the sandbox is full (to wait and retry it), and for the service to be started on a
-cluster node that has none running.
+for what stands in the way, and for what the system prompt should say about it.
+
+A batch of tasks asks more of a kind (`BatchSandboxKind`): how many sessions it may hold at
+once, whether a command was refused only because the sandbox is full (to wait and retry
+it), and for the service to be started on a cluster node that has none running. A kind
+that cannot say these is still a sandbox kind; `logos batch` refuses it by name.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class SandboxSettings:
     says which it is given)."""
     session: str | None = None
     """The sandbox session that keeps state between runners (None: a fresh one per runner)."""
+    auth_token_file: str | None = None
+    """A file holding the token the daemon asks for (temenos in Kubernetes: the service
+    account's), read again when it changes; None: no token."""
 
 
 @runtime_checkable
@@ -87,6 +92,12 @@ class SandboxKind(Protocol):
         network)."""
         ...
 
+
+@runtime_checkable
+class BatchSandboxKind(SandboxKind, Protocol):
+    """A sandbox kind a batch can run many tasks in: it knows its session cap, what a full
+    sandbox answers, and how to start its service on a node."""
+
     def session_cap(self, settings: SandboxSettings) -> int | None:
         """How many sessions one caller may hold at once (None: unknown, or no cap), so that
         a batch runs no more tasks at once than the sandbox would take."""
@@ -102,6 +113,11 @@ class SandboxKind(Protocol):
         can run commands (a cluster node needs none started by hand). ValueError says why
         it cannot."""
         ...
+
+
+def installed_kinds() -> set[str]:
+    """The names of the installed kinds (without loading them)."""
+    return {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def sandbox_kind(name: str) -> SandboxKind:
@@ -121,6 +137,20 @@ def sandbox_kind(name: str) -> SandboxKind:
             f"the sandbox kind {name!r} ({entries[name].value}) is not a "
             "logos.sandboxes.SandboxKind: reinstall the package that provides it, in a version "
             "that matches this logos"
+        )
+    return kind
+
+
+def batch_sandbox_kind(name: str) -> BatchSandboxKind:
+    """The installed kind called `name`, if a batch can run in it; a ValueError says why
+    not and what to use instead."""
+    kind = sandbox_kind(name)
+    if not isinstance(kind, BatchSandboxKind):
+        raise ValueError(
+            f"a batch cannot run in the sandbox kind {name!r}: it does not say how many "
+            "sessions one caller may hold, what it answers when full, or how to start it on "
+            "a cluster node (logos.sandboxes.BatchSandboxKind): use a kind that does, such as "
+            "sandboxd"
         )
     return kind
 

@@ -54,14 +54,32 @@ class SimpleCommand:
     stdin_texts: list[str] = field(default_factory=list)
     """Heredoc bodies and here-strings: a script when the command is a shell."""
     piped_from: SimpleCommand | None = None
+    redirections: list[tuple[str, str]] = field(default_factory=list)
+    """Each redirection's operator and target word (`(">", "out.txt")`, `(">&", "1")`)."""
+
+
+@dataclass(frozen=True)
+class LexedScript:
+    """A command line's simple commands, and whether the lexer read all of it as a shell
+    would: an unclosed quote, substitution, `${…}` or heredoc runs to the end of the text,
+    where a shell would refuse it or read more."""
+
+    commands: list[SimpleCommand]
+    complete: bool
 
 
 def simple_commands(script: str, nesting: int = 0) -> list[SimpleCommand]:
     """The simple commands of `script`, those of its substitutions included; `nesting` is
     how deep `script` already sits in other scripts. Raises TooDeep."""
+    return lex_script(script, nesting).commands
+
+
+def lex_script(script: str, nesting: int = 0) -> LexedScript:
+    """`simple_commands`, and whether every quote and substitution was closed."""
     commands: list[SimpleCommand] = []
-    _Lexer(script, nesting, commands).run()
-    return commands
+    unclosed: list[str] = []
+    _Lexer(script, nesting, commands, unclosed).run()
+    return LexedScript(commands, complete=not unclosed)
 
 
 @dataclass(frozen=True)
@@ -76,13 +94,17 @@ class _Heredoc:
 class _Lexer:
     """Splits shell text into simple commands; substitutions add their own commands."""
 
-    def __init__(self, text: str, nesting: int, commands: list[SimpleCommand]) -> None:
+    def __init__(
+        self, text: str, nesting: int, commands: list[SimpleCommand], unclosed: list[str]
+    ) -> None:
         if nesting > MAX_NESTING:
             raise TooDeep
         self.text = text
         self.pos = 0
         self.nesting = nesting
         self.commands = commands
+        self.unclosed = unclosed
+        """What ran to the end of the text unclosed (shared with the nested lexers)."""
         self.heredocs: list[_Heredoc] = []
 
     def run(self) -> None:
@@ -92,6 +114,7 @@ class _Lexer:
         text, end = self.text, len(self.text)
         current = SimpleCommand()
         open_parens = 0
+        closed = not inside_parens
         while self.pos < end:
             char = text[self.pos]
             if char == "\n":
@@ -107,6 +130,7 @@ class _Lexer:
                 self.pos = end if newline < 0 else newline
             elif char == ")" and inside_parens and open_parens == 0:
                 self.pos += 1
+                closed = True
                 break
             elif text.startswith(("<(", ">("), self.pos):
                 current.words.append(self._word()[0])
@@ -128,6 +152,8 @@ class _Lexer:
                 is_fd = word.isdigit() or (word.startswith("{") and word.endswith("}"))
                 if not (at_redirection and is_fd and not quoted):
                     current.words.append(word)
+        if not closed:
+            self.unclosed.append("$(")
         self._end_command(current, piped=False)
 
     def _end_command(self, command: SimpleCommand, piped: bool) -> SimpleCommand:
@@ -145,6 +171,7 @@ class _Lexer:
         if self.pos >= len(self.text) or self.text[self.pos] in _WORD_END:
             return  # no target: a syntax error the shell reports itself
         target, quoted = self._word()
+        command.redirections.append((operator, target))
         if operator in ("<<", "<<-"):
             self.heredocs.append(_Heredoc(target, operator == "<<-", not quoted, command))
         elif operator == "<<<":
@@ -160,12 +187,15 @@ class _Lexer:
             if match is None:
                 body = self.text[self.pos :]
                 self.pos = len(self.text)
+                self.unclosed.append(f"<<{heredoc.delimiter}")
             else:
                 body = self.text[self.pos : match.start()]
                 self.pos = min(match.end() + 1, len(self.text))
             heredoc.command.stdin_texts.append(body)
             if heredoc.expands:
-                _Lexer(body, self.nesting + 1, self.commands)._quoted(terminator=None)
+                _Lexer(body, self.nesting + 1, self.commands, self.unclosed)._quoted(
+                    terminator=None
+                )
 
     def _word(self) -> tuple[str, bool]:
         """One word with quotes removed, and whether any part of it was quoted."""
@@ -184,7 +214,9 @@ class _Lexer:
             quoted = quoted or char in "'\"\\"
             if char == "'":
                 closing = text.find("'", self.pos + 1)
-                closing = end if closing < 0 else closing
+                if closing < 0:
+                    closing = end
+                    self.unclosed.append("'")
                 parts.append(text[self.pos + 1 : closing])
                 self.pos = closing + 1
             elif char == '"':
@@ -215,7 +247,7 @@ class _Lexer:
             char = text[self.pos]
             if char == terminator:
                 self.pos += 1
-                break
+                return "".join(parts)
             if char == "\\":
                 escaped = text[self.pos + 1 : self.pos + 2]
                 if escaped != "\n":
@@ -228,6 +260,8 @@ class _Lexer:
                 assert match is not None  # the characters handled above end plain runs
                 parts.append(match.group())
                 self.pos = match.end()
+        if terminator is not None:
+            self.unclosed.append(terminator)
         return "".join(parts)
 
     def _ansi_c_quoted(self) -> str:
@@ -242,6 +276,8 @@ class _Lexer:
             else:
                 parts.append(text[self.pos])
                 self.pos += 1
+        if self.pos >= end:
+            self.unclosed.append("$'")
         self.pos += 1
         return "".join(parts)
 
@@ -279,7 +315,8 @@ class _Lexer:
             char = text[self.pos]
             if char == "}":
                 self.pos += 1
-                break
+                self.nesting -= 1
+                return
             if char == "\\":
                 self.pos += 2
             elif char == "'":
@@ -297,6 +334,7 @@ class _Lexer:
                 match = _PLAIN_PARAMETER.match(text, self.pos)
                 assert match is not None  # the characters handled above end plain runs
                 self.pos = match.end()
+        self.unclosed.append("${")
         self.nesting -= 1
 
     def _backticks(self) -> None:
@@ -311,8 +349,10 @@ class _Lexer:
             else:
                 parts.append(text[self.pos])
                 self.pos += 1
+        if self.pos >= end:
+            self.unclosed.append("`")
         self.pos += 1
-        _Lexer("".join(parts), self.nesting + 1, self.commands).run()
+        _Lexer("".join(parts), self.nesting + 1, self.commands, self.unclosed).run()
 
 
 def embedded_scripts(command: SimpleCommand) -> list[str]:

@@ -63,9 +63,19 @@ class RunHeader(_Record):
     """None for a `--gguf` run, whose server lived only as long as the run."""
     gguf: str | None = None
     runner: Literal["local", "sandbox"]
+    sandbox: str | None = None
+    """The sandbox kind commands ran in (None for local bash, and in files written before
+    there was more than one kind: sandboxd)."""
     cwd: str
     started_at: str
     system_prompt: str
+
+    def sandbox_kind(self) -> str | bool:
+        """The run's sandbox kind for a resumed run: its name, True for the default kind
+        (an older file's sandbox), False for local bash."""
+        if self.runner == "local":
+            return False
+        return self.sandbox or True
 
 
 class PromptRecord(_Record):

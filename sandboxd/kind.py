@@ -1,8 +1,9 @@
 """sandboxd as a logos sandbox kind, registered under the entry points `logos.sandboxes`.
 
-logos finds it by its name, "sandboxd", and knows it only through the protocol
-logos.sandboxes.SandboxKind, which this object implements structurally: sandboxd imports
-nothing of logos but its vocabulary (logos.result, logos.options, logos.capture).
+logos finds it by its name, "sandboxd", and knows it only through the protocols
+logos.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
+implements structurally: sandboxd imports nothing of logos but its vocabulary (logos.result,
+logos.options, logos.capture).
 """
 
 from __future__ import annotations

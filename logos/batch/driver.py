@@ -33,7 +33,7 @@ from logos.batch.settings import SANDBOX_KIND, BatchSettings
 from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
 from logos.jsonl import make_private_dir
-from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
+from logos.sandboxes import BatchSandboxKind, SandboxSettings, batch_sandbox_kind
 
 TRAJECTORIES = "trajectories"
 WORKSPACES = "workspaces"
@@ -76,7 +76,7 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
         size = plan.workers
         # WHY once here: each task on this machine needs it, and finding it takes a while.
         sandbox = plan.settings.sandbox
-        kind = None if sandbox is None else sandbox_kind(SANDBOX_KIND)
+        kind = None if sandbox is None else batch_sandbox_kind(SANDBOX_KIND)
         if plan.ray is None and kind is not None and sandbox is not None:
             size = await _local_pool_size(plan.workers, kind, sandbox, display)
         display.start(
@@ -140,7 +140,7 @@ def _task_run(task: TaskSpec, past: PastResults, out: Path) -> TaskRun:
 
 
 async def _local_pool_size(
-    workers: int, kind: SandboxKind, sandbox: SandboxSettings, display: Display
+    workers: int, kind: BatchSandboxKind, sandbox: SandboxSettings, display: Display
 ) -> int:
     """The workers asked for, lowered to the sandbox's session cap (with a notice)."""
     cap = await anyio.to_thread.run_sync(kind.session_cap, sandbox)

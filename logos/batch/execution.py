@@ -35,7 +35,7 @@ from logos.prompt import build_system_prompt
 from logos.providers.base import Provider, Usage
 from logos.result import Result
 from logos.runner import Runner
-from logos.sandboxes import SandboxKind, sandbox_system_prompt
+from logos.sandboxes import BatchSandboxKind, sandbox_system_prompt
 from logos.steps import StepMessage, StopReason
 from logos.trajectory import RunHeader, TrajectoryWriter, count_turns
 from logos.version import logos_version
@@ -87,7 +87,7 @@ async def execute_task(
     provider: Provider,
     cancel: anyio.Event,
     *,
-    kind: SandboxKind | None,
+    kind: BatchSandboxKind | None,
     on_full: Callable[[], None] | None = None,
     on_recorded: Callable[[], None] | None = None,
 ) -> TaskResult:
@@ -148,7 +148,7 @@ async def _phases(
     task_run: TaskRun,
     settings: BatchSettings,
     provider: Provider,
-    kind: SandboxKind | None,
+    kind: BatchSandboxKind | None,
     cancel: anyio.Event,
     outcome: _Outcome,
     on_full: Callable[[], None] | None,
@@ -204,7 +204,7 @@ async def _phases(
 def _open_runner(
     task: TaskSpec,
     settings: BatchSettings,
-    kind: SandboxKind | None,
+    kind: BatchSandboxKind | None,
     options: ExecOptions,
     on_full: Callable[[], None] | None,
 ) -> tuple[Runner, str]:

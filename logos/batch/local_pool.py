@@ -19,13 +19,13 @@ from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.jsonl import utc_now
 from logos.providers.base import Provider
-from logos.sandboxes import SandboxKind
+from logos.sandboxes import BatchSandboxKind
 
 
 async def run_local(
     runs: Sequence[TaskRun],
     settings: BatchSettings,
-    kind: SandboxKind | None,
+    kind: BatchSandboxKind | None,
     size: int,
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],
@@ -61,7 +61,7 @@ async def _run_one(
     task_run: TaskRun,
     settings: BatchSettings,
     provider: Provider,
-    kind: SandboxKind | None,
+    kind: BatchSandboxKind | None,
     limiter: anyio.CapacityLimiter,
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],

@@ -37,7 +37,7 @@ from logos.batch.results import TaskResult
 from logos.batch.settings import SANDBOX_KIND, BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.jsonl import open_private_append, utc_now, write_line
-from logos.sandboxes import sandbox_kind
+from logos.sandboxes import batch_sandbox_kind
 
 INSTALL_HINT = "pip install 'logos[ray]'"
 CANCEL_GRACE_S = 15.0
@@ -348,7 +348,7 @@ class _NodeRun:
         kind = None
         if settings.sandbox is not None:
             try:
-                kind = sandbox_kind(SANDBOX_KIND)
+                kind = batch_sandbox_kind(SANDBOX_KIND)
                 await anyio.to_thread.run_sync(kind.ensure_running, settings.sandbox)
             except ValueError as exc:
                 began = utc_now()

@@ -15,7 +15,7 @@ import anyio
 from logos.options import ExecOptions
 from logos.result import Result
 from logos.runner import Runner
-from logos.sandboxes import SandboxKind
+from logos.sandboxes import BatchSandboxKind
 
 FIRST_WAIT_S = 0.2
 MAX_WAIT_S = 5.0
@@ -32,7 +32,7 @@ class WaitWhenFull(Runner):
     """A sandbox runner whose commands wait while the sandbox refuses them for being full."""
 
     def __init__(
-        self, runner: Runner, kind: SandboxKind, on_full: Callable[[], None] | None = None
+        self, runner: Runner, kind: BatchSandboxKind, on_full: Callable[[], None] | None = None
     ) -> None:
         self._runner = runner
         self._kind = kind

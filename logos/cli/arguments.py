@@ -4,8 +4,10 @@ logos [OPTIONS] "TASK"          run a task (same as `logos run`)
 logos resume FILE ["FOLLOW-UP"] continue a recorded run
 logos show FILE                 read a recorded run
 logos exec < message            run one message's <cmd> blocks, print the <result>
-logos batch TASKS.jsonl --out DIR   run many tasks, each judged by its check
 logos doctor                    check the provider, the runner and the sandbox
+logos memory {list,show,set,forget}  the memory notes new runs start with
+logos serve                     runs as a service over HTTP (`pip install 'logos[serve]'`)
+logos batch TASKS.jsonl --out DIR   run many tasks, each judged by its check
 """
 
 from __future__ import annotations
@@ -17,22 +19,49 @@ from pathlib import Path
 from typing import NoReturn
 
 from logos.approval import APPROVAL_MODES, ApprovalMode
+from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+from logos.sandboxes import installed_kinds
+from logos.serve.settings import DEFAULT_PORT
 from logos.version import logos_version
 
-COMMANDS = ("run", "resume", "show", "exec", "batch", "doctor")
+COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve", "batch")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
+SANDBOX_OPTION = "--sandbox"
 
 
 def with_command(arguments: Sequence[str]) -> list[str]:
-    """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`."""
+    """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`, and
+    each `--sandbox` with its kind spelled out (see `_sandbox_kinds_spelled_out`)."""
+    arguments = _sandbox_kinds_spelled_out(arguments)
     if arguments and arguments[0] not in (*COMMANDS, "-h", "--help", "--version"):
         return ["run", *arguments]
-    return list(arguments)
+    return arguments
+
+
+def _sandbox_kinds_spelled_out(arguments: Sequence[str]) -> list[str]:
+    """`--sandbox KIND` when KIND is an installed sandbox kind, else `--sandbox=sandboxd`.
+
+    WHY: `--sandbox` takes an optional kind, and argparse would take whatever follows it as
+    one, so `logos --sandbox "fix the test"` would ask for a kind called "fix the test".
+    """
+    spelled: list[str] = []
+    kinds: set[str] | None = None
+    for index, argument in enumerate(arguments):
+        if argument == "--":
+            return [*spelled, *arguments[index:]]
+        if argument == SANDBOX_OPTION:
+            following = arguments[index + 1] if index + 1 < len(arguments) else None
+            if kinds is None:
+                kinds = installed_kinds()
+            if following not in kinds:
+                argument = f"{SANDBOX_OPTION}={DEFAULT_SANDBOX_KIND}"
+        spelled.append(argument)
+    return spelled
 
 
 def flags_of(args: argparse.Namespace) -> Flags:
@@ -89,7 +118,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
-        usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,batch,doctor} ...',
+        usage='logos [OPTIONS] "TASK"\n'
+        "       logos {run,resume,show,exec,doctor,memory,serve,batch} ...",
         description="Give a model a task; it works on it through shell commands, which logos "
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
@@ -150,18 +180,64 @@ def build_parser() -> argparse.ArgumentParser:
     _runner_options(exec_)
     _approval_options(exec_, ("auto", "never-run"), "auto in the sandbox; local runs need --yes")
 
-    _batch_command(commands)
-
     doctor = commands.add_parser(
         "doctor",
         prog="logos doctor",
         help="check the provider, the runner and the sandbox",
         description="Send the model a one-token request, run `true` where commands would "
-        "run, and with --sandbox check sandboxd's health. Prints ok or FAIL with the fix for "
-        "each; exits 1 when any check fails.",
+        "run, and with --sandbox check the sandbox daemon's health. Prints ok or FAIL with "
+        "the fix for each; exits 1 when any check fails.",
     )
     _model_options(doctor)
     _runner_options(doctor)
+
+    memory = commands.add_parser(
+        "memory",
+        prog="logos memory",
+        help="list, show, set or forget the memory notes new runs start with",
+        description="Memory notes are short notes by key (trimmed, lower-case) that every "
+        "new run finds in its system prompt. They live in $XDG_STATE_HOME/logos/memory.json "
+        "(~/.local/state/logos without XDG_STATE_HOME), private to you.",
+    )
+    actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
+    actions.add_parser("list", help="every note, the most recent first")
+    show_note = actions.add_parser("show", help="one note's text")
+    show_note.add_argument("key", metavar="KEY")
+    set_note = actions.add_parser("set", help="save a note (replacing one of the same key)")
+    set_note.add_argument("key", metavar="KEY")
+    set_note.add_argument("text", metavar="TEXT", help="the note; - reads it from stdin")
+    forget = actions.add_parser("forget", help="remove a note")
+    forget.add_argument("key", metavar="KEY")
+
+    serve = commands.add_parser(
+        "serve",
+        prog="logos serve",
+        help="serve runs over HTTP: live events, approvals, sessions, memory, a web page",
+        description="Start the logos server (needs pip install 'logos[serve]'). Every "
+        "request needs the bearer token it creates on first start (its path is printed); "
+        "the printed URL opens the page with the token. Settings come from the config "
+        "file, its [serve] table and these options.",
+    )
+    _model_options(serve)
+    listen = serve.add_argument_group("where to listen")
+    listen.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    listen.add_argument(
+        "--port", type=_port, help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    listen.add_argument(
+        "--socket",
+        dest="listen_socket",
+        metavar="PATH",
+        help="serve on this Unix socket (created 0600) instead",
+    )
+    listen.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow an address other than loopback: anyone who can reach it and has the "
+        "token runs commands on this machine",
+    )
+
+    _batch_command(commands)
     return parser
 
 
@@ -240,6 +316,16 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
 def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     """The options of a task's run: `run` and `resume`."""
     _model_options(parser)
@@ -306,16 +392,37 @@ def _runner_options(
 ) -> None:
     group = parser.add_argument_group("where commands run")
     group.add_argument(
-        "--sandbox",
-        action=argparse.BooleanOptionalAction,
+        SANDBOX_OPTION,
+        nargs="?",
+        const=DEFAULT_SANDBOX_KIND,
         default=None,
-        help="run commands in the sandboxd Docker sandbox (default: local bash)",
+        metavar="KIND",
+        help=f"run commands in a sandbox: {DEFAULT_SANDBOX_KIND} (the default: Docker "
+        "containers of `sandboxd serve`) or temenos (a temenos daemon, or anything speaking "
+        "its API); default: local bash",
     )
     group.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_const",
+        const=False,
+        help="run commands with local bash (when the config file or a resumed run says otherwise)",
+    )
+    group.add_argument(
+        "--sandbox-addr",
         "--socket",
+        dest="socket",
+        metavar="ADDR",
+        help="the sandbox daemon's address. sandboxd: its socket (default: $SANDBOXD_SOCKET, "
+        "$XDG_RUNTIME_DIR/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
+        "(starting with / or .), http://host:port or host:port (default: "
+        "$TEMENOS_LISTEN_ADDR, $TEMENOS_SOCKET_PATH, ~/.temenos/daemon.sock)",
+    )
+    group.add_argument(
+        "--sandbox-token-file",
         metavar="PATH",
-        help="sandboxd's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
-        "~/.sandboxd/daemon.sock)",
+        help="temenos: a file holding the token the daemon asks for (in Kubernetes, the "
+        "service account's token), read again when it changes",
     )
     if allow:
         _allow_option(group)
@@ -366,6 +473,12 @@ def _approval_options(
         help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
     )
     group.add_argument("-y", "--yes", action="store_true", help="same as --approve auto")
+    group.add_argument(
+        "--approval-rules",
+        metavar="FILE",
+        help="a TOML file of rules by program and arguments: which commands run unasked, "
+        "which always ask, which never run (config key approval_rules)",
+    )
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:

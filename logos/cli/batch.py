@@ -41,14 +41,16 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
             "logos batch needs a model server every task can reach: serve the GGUF with "
             "llama.cpp's server (llama-server -m MODEL.gguf) and pass --base-url"
         )
-    sandbox = resolve.first_or(False, flags.sandbox, settings.sandbox)
+    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox) is not None
     if not sandbox and not flags.yes:
         raise CliError(
             "logos batch runs every command unasked: pass --sandbox to run them in sandboxd, "
             "or --yes to run them with local bash (on this machine, or on each Ray node)"
         )
     task_file = _read_tasks(Path(args.tasks), sandbox)
-    spec = resolve.runner_spec(flags, settings, sandbox)
+    spec = resolve.runner_spec(
+        flags, settings, resolve.sandbox_choice(flags.sandbox, settings.sandbox)
+    )
     ray = _ray_options(args)
     if sandbox and ray is None:
         problem = sandbox_problem(spec)

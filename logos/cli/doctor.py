@@ -62,14 +62,15 @@ async def check_runner(spec: RunnerSpec, options: ExecOptions) -> Check:
         result = await runner.run("true", options)
     finally:
         await runner.aclose()
-    where = "in the sandbox" if spec.sandbox else "with local bash"
+    where = f"in the {spec.sandbox} sandbox" if spec.sandbox else "with local bash"
     if result.ok:
         return Check("runner", "ok", f"ran `true` {where} in {format_seconds(result.duration_s)}")
-    fix = (
-        "check the daemon's log (`sandboxd doctor` checks the engine and the image)"
-        if spec.sandbox
-        else "check that bash is installed and on PATH"
-    )
+    if spec.sandbox == "sandboxd":
+        fix = "check the daemon's log (`sandboxd doctor` checks the engine and the image)"
+    elif spec.sandbox:
+        fix = f"check the {spec.sandbox} daemon's log"
+    else:
+        fix = "check that bash is installed and on PATH"
     return Check("runner", "FAIL", f"`true` failed {where}: {human_status(result)}: {fix}")
 
 

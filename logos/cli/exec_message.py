@@ -19,8 +19,15 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskStatus
 
-from logos.approval import ApprovalMode, ApprovalRunner, AutoApprover, NeverRunApprover
-from logos.cli.audit import AuditLog
+from logos.approval import (
+    ApprovalMode,
+    ApprovalRunner,
+    Approver,
+    AutoApprover,
+    NeverRunApprover,
+)
+from logos.approval_rules import ApprovalRules, RuledApprover
+from logos.audit import AuditLog
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
 from logos.cli.runners import RunnerSpec, make_runner
@@ -56,6 +63,8 @@ class ExecPlan:
     exec_options: ExecOptions
     approval: ApprovalMode
     environ: Mapping[str, str]
+    rules: ApprovalRules | None = None
+    """Approval rules over the mode; nobody can be asked, so "confirm" refuses."""
 
 
 async def execute_message(plan: ExecPlan) -> list[Result]:
@@ -65,7 +74,11 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
     """
     runner = make_runner(plan.runner)
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
-    approver = NeverRunApprover() if plan.approval == "never-run" else AutoApprover()
+    approver: Approver = AutoApprover()
+    if plan.approval == "never-run":
+        approver = NeverRunApprover()
+    elif plan.rules is not None:
+        approver = RuledApprover(plan.rules, "auto", None)
     received: list[int] = []
     results: list[Result] = []
     try:

@@ -33,11 +33,13 @@ from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
+from logos.cli.memory_command import memory_command
 from logos.cli.model import open_model
-from logos.cli.paths import runs_dir
+from logos.cli.paths import memory_path, runs_dir
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
+from logos.cli.serve_command import serve_command
 from logos.cli.settings import FileSettings, Flags, default_config_path, load_file_settings
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
@@ -45,6 +47,8 @@ from logos.cli.task import NewTrajectory, TaskPlan, run_task
 from logos.envelope import command_preview, format_results
 from logos.errors import RecordFileError
 from logos.events import ErrorEvent, RunSummary
+from logos.memory import MemoryStore
+from logos.memory_commands import memory_commands
 from logos.pricing import price_for
 from logos.providers import RetryPolicy
 from logos.trajectory import Trajectory, load_trajectory
@@ -132,10 +136,10 @@ def _run_or_resume(
         else resolve.choose_provider_for(flags, settings, environ, recorded)
     )
 
-    recorded_sandbox = None if recorded is None else recorded.header.runner == "sandbox"
-    sandbox = resolve.first_or(False, flags.sandbox, recorded_sandbox, settings.sandbox)
+    recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
+    sandbox = resolve.sandbox_choice(flags.sandbox, recorded_sandbox, settings.sandbox)
     spec = resolve.runner_spec(flags, settings, sandbox)
-    approval = resolve.approval_mode(flags, sandbox, _stdin_is_terminal())
+    approval = resolve.approval_mode(flags, sandbox is not None, _stdin_is_terminal())
     default_dir = os.getcwd()
     if recorded is not None and not flags.allow:
         default_dir = recorded.header.cwd
@@ -150,9 +154,11 @@ def _run_or_resume(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    system_prompt = resolve.system_prompt(spec, options, settings, recorded)
+    memory = MemoryStore(memory_path(environ))
+    system_prompt = resolve.system_prompt(spec, options, settings, recorded, memory)
+    rules = resolve.approval_rules(flags, settings)
     if sandbox:
-        _require_sandboxd(spec)
+        _require_sandbox(spec)
     limits = resolve.limits(flags, settings)
     if choice is not None:
         choice, note = resolve.resolve_model(choice)
@@ -164,6 +170,8 @@ def _run_or_resume(
                 "only applies if the server reports what each request cost"
             )
 
+    # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
+    can_ask_rules = rules is not None and approval != "never-run" and _stdin_is_terminal()
     plan = TaskPlan(
         prompt=prompt,
         history=recorded.history() if recorded is not None else (),
@@ -176,11 +184,13 @@ def _run_or_resume(
         if recorded is not None
         else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=flags.trajectory),
         environ=environ,
-        input_fd=sys.stdin.fileno() if approval == "confirm" else -1,
+        input_fd=sys.stdin.fileno() if approval == "confirm" or can_ask_rules else -1,
+        rules=rules,
         temperature=resolve.first(flags.temperature, settings.temperature),
         provider_options=resolve.provider_options(flags, settings, choice),
         check_back=resolve.check_back(flags, settings),
         output=output,
+        loop_commands=memory_commands(memory),
     )
     if gguf is not None:
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
@@ -199,7 +209,7 @@ def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
 
 def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
     settings = load_file_settings(flags.config, os.environ)
-    sandbox = resolve.first_or(False, flags.sandbox, settings.sandbox)
+    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
     spec = resolve.runner_spec(flags, settings, sandbox)
     approval = resolve.asked_approval(flags)
     if approval is None and not sandbox:
@@ -222,13 +232,14 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
         print("logos: the message has no <cmd> blocks: nothing to run", file=sys.stderr)
         return EXIT_OK
     if sandbox:
-        _require_sandboxd(spec)
+        _require_sandbox(spec)
     plan = ExecPlan(
         commands=blocks.commands,
         runner=spec,
         exec_options=options,
         approval=approval or "auto",
         environ=os.environ,
+        rules=resolve.approval_rules(flags, settings),
     )
     results = anyio.run(execute_message, plan)
     with _guarded_stdout() as out:
@@ -258,22 +269,23 @@ def _doctor(flags: Flags, console: Console) -> int:
         )
     )
     checks.append(_doctor_provider(flags, settings))
-    sandbox = resolve.first_or(False, flags.sandbox, settings.sandbox)
-    spec = resolve.runner_spec(flags, settings, sandbox)
-    sandbox_ok = True
+    try:
+        sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
+        spec = resolve.runner_spec(flags, settings, sandbox)
+        problem = sandbox_problem(spec) if sandbox else None
+    except CliError as exc:
+        sandbox, problem = "sandbox", exc.message
     if sandbox:
-        problem = sandbox_problem(spec)
-        sandbox_ok = problem is None
         checks.append(
-            Check("sandboxd", "FAIL", problem)
+            Check(sandbox, "FAIL", problem)
             if problem
-            else Check("sandboxd", "ok", f"healthy on {sandbox_where(spec)}")
+            else Check(sandbox, "ok", f"healthy at {sandbox_where(spec)}")
         )
-    if sandbox_ok:
+    if problem is None:
         options = resolve.exec_options(flags, settings, os.getcwd())
         checks.append(anyio.run(check_runner, spec, options))
     else:
-        checks.append(Check("runner", "skip", "needs sandboxd (see above)"))
+        checks.append(Check("runner", "skip", f"needs {sandbox} (see above)"))
     print_checks(checks, console)
     return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
 
@@ -292,6 +304,16 @@ def _doctor_provider(flags: Flags, settings: FileSettings) -> Check:
         return Check("provider", "FAIL", exc.message)
 
 
+def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
+    store = MemoryStore(memory_path(os.environ))
+    with _guarded_stdout() as out:
+        return memory_command(args, store, out, lambda text: _read_text_argument(text, "note"))
+
+
+def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:
+    return serve_command(args, flags, os.environ)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "run": _cmd_run,
     "resume": _cmd_run,
@@ -299,13 +321,15 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "exec": _cmd_exec,
     "batch": cmd_batch,
     "doctor": _cmd_doctor,
+    "memory": _cmd_memory,
+    "serve": _cmd_serve,
 }
 
 
 # Input and output ---------------------------------------------------------------------------------
 
 
-def _require_sandboxd(spec: RunnerSpec) -> None:
+def _require_sandbox(spec: RunnerSpec) -> None:
     problem = sandbox_problem(spec)
     if problem is not None:
         raise CliError(problem)

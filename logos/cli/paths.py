@@ -1,4 +1,5 @@
-"""Where the `logos` command keeps its files: trajectories and the audit log.
+"""Where the `logos` command keeps its files: trajectories, the audit log, the memory notes
+and the server's state.
 
 They are written privately to the user by `logos.jsonl`.
 """
@@ -22,3 +23,12 @@ def audit_log_path(environ: Mapping[str, str]) -> Path:
 
 def runs_dir(environ: Mapping[str, str]) -> Path:
     return state_dir(environ) / "runs"
+
+
+def memory_path(environ: Mapping[str, str]) -> Path:
+    return state_dir(environ) / "memory.json"
+
+
+def serve_dir(environ: Mapping[str, str]) -> Path:
+    """`logos serve`'s token, sessions and run event logs."""
+    return state_dir(environ) / "serve"

@@ -1,7 +1,8 @@
 """Where the model's commands run: local bash, or the sandbox kind `--sandbox` names.
 
-The sandbox (sandboxd's, found through logos.sandboxes) is checked up front, so a missing
-daemon is reported before the model is called and money is spent.
+The sandbox (sandboxd's by default, or another kind found by name through logos.sandboxes)
+is checked up front, so a missing daemon is reported before the model is called and money
+is spent.
 """
 
 from __future__ import annotations
@@ -10,35 +11,43 @@ import datetime as dt
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from logos.cli.errors import CliError
 from logos.job_commands import job_usage
 from logos.local_runner import LocalRunner
+from logos.memory_commands import memory_usage
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
 from logos.runner import Runner
 from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind, sandbox_system_prompt
 
-SANDBOX_KIND = "sandboxd"
-"""The sandbox kind `--sandbox` runs commands in."""
+DEFAULT_SANDBOX_KIND = "sandboxd"
+"""The sandbox kind `--sandbox` runs commands in when it names none."""
 
 
 @dataclass(frozen=True)
 class RunnerSpec:
     """How commands run, as the flags say."""
 
-    sandbox: bool = False
+    sandbox: str | None = None
+    """The sandbox kind's name; None for local bash."""
     socket: str | None = None
     image: str | None = None
     network: bool = False
+    auth_token_file: str | None = None
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Literal["local", "sandbox"]:
         return "sandbox" if self.sandbox else "local"
 
     def sandbox_settings(self, paths: tuple[AllowedPath, ...] = ()) -> SandboxSettings:
         return SandboxSettings(
-            socket=self.socket, image=self.image, network=self.network, allowed_paths=paths
+            socket=self.socket,
+            image=self.image,
+            network=self.network,
+            allowed_paths=paths,
+            auth_token_file=self.auth_token_file,
         )
 
 
@@ -68,28 +77,28 @@ def allowed_paths(specs: Sequence[str], default_dir: str) -> tuple[AllowedPath, 
     return tuple(parse_allow(spec) for spec in specs)
 
 
-def sandbox() -> SandboxKind:
-    """The kind `--sandbox` asks the registry for."""
+def sandbox(spec: RunnerSpec) -> SandboxKind:
+    """The kind `--sandbox` named, from the registry."""
     try:
-        return sandbox_kind(SANDBOX_KIND)
+        return sandbox_kind(spec.sandbox or DEFAULT_SANDBOX_KIND)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
 
 def sandbox_problem(spec: RunnerSpec) -> str | None:
     """Why the sandbox cannot run commands now, with the fix; None when it can."""
-    return sandbox().problem(spec.sandbox_settings())
+    return sandbox(spec).problem(spec.sandbox_settings())
 
 
 def sandbox_where(spec: RunnerSpec) -> str:
-    return sandbox().where(spec.sandbox_settings())
+    return sandbox(spec).where(spec.sandbox_settings())
 
 
 def make_runner(spec: RunnerSpec) -> Runner:
     if not spec.sandbox:
         return LocalRunner()
     try:
-        return sandbox().open(spec.sandbox_settings())
+        return sandbox(spec).open(spec.sandbox_settings())
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -97,12 +106,17 @@ def make_runner(spec: RunnerSpec) -> Runner:
 def system_prompt_for(
     spec: RunnerSpec, options: ExecOptions, extra: str = "", date: dt.date | None = None
 ) -> str:
-    """The system prompt, telling the model what the sandbox lets it see and how its jobs
-    work (as of `date`, by default today). Both runners keep jobs."""
+    """The system prompt, telling the model what the sandbox lets it see, how its jobs
+    work and how to keep memory notes (as of `date`, by default today). Every runner keeps
+    jobs; both fronts (the command, the server) answer the memory commands."""
     workdir = options.resolved_workdir() or os.getcwd()
     after = options.background_after_s
-    jobs = job_usage(after) if after is not None else ()
+    commands = (*(job_usage(after) if after is not None else ()), *memory_usage())
     if not spec.sandbox:
-        return build_system_prompt(working_dir=workdir, date=date, extra=extra, loop_commands=jobs)
+        return build_system_prompt(
+            working_dir=workdir, date=date, extra=extra, loop_commands=commands
+        )
     settings = spec.sandbox_settings(options.allowed_paths)
-    return sandbox_system_prompt(sandbox(), settings, workdir, extra, date, loop_commands=jobs)
+    return sandbox_system_prompt(
+        sandbox(spec), settings, workdir, extra, date, loop_commands=commands
+    )

@@ -24,10 +24,17 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from logos.approval import ApprovalMode
+from logos.approval_rules import ApprovalRules, RulesError, load_rules
 from logos.cli.errors import CliError
-from logos.cli.runners import RunnerSpec, allowed_paths, system_prompt_for
+from logos.cli.runners import (
+    DEFAULT_SANDBOX_KIND,
+    RunnerSpec,
+    allowed_paths,
+    system_prompt_for,
+)
 from logos.config import DEFAULT_MAX_STEPS
 from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
+from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
@@ -38,6 +45,7 @@ from logos.providers.registry import (
     ProviderName,
     provider_kind,
 )
+from logos.serve.settings import ServeSettings
 from logos.trajectory import Trajectory
 
 _MODEL_LIST_TIMEOUT_S = 10.0
@@ -58,6 +66,8 @@ def _known_grammar(name: str) -> str:
 
 GrammarName = Annotated[str, AfterValidator(_known_grammar)]
 """A grammar's name in `logos.grammar.GRAMMARS`, or "none"."""
+SandboxName = Annotated[str, Field(min_length=1)]
+"""A sandbox kind's name (`logos.sandboxes`); an unknown one is refused when it is used."""
 
 NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
@@ -78,8 +88,12 @@ class FileSettings(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None
     """The variable holding the API key, instead of ANTHROPIC_API_KEY / OPENAI_API_KEY."""
-    sandbox: bool | None = None
+    sandbox: bool | SandboxName | None = None
+    """true for sandboxd, or the name of a sandbox kind ("temenos")."""
     socket: str | None = None
+    """The sandbox daemon's socket or address (--sandbox-addr)."""
+    sandbox_token_file: str | None = None
+    """A file holding the token the sandbox daemon asks for (temenos in Kubernetes)."""
     image: str | None = None
     timeout: float | None = Field(default=None, gt=0)
     background_after: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -93,12 +107,19 @@ class FileSettings(BaseModel):
     provider_options: dict[str, Any] | None = None
     """Extra JSON fields for every model request (e.g. a llama.cpp `grammar`, a `seed`)."""
     prompt_extra: str | None = None
+    """Text appended to the system prompt (house rules, project conventions)."""
     check_back: bool | None = None
     """Ask the model once whether the task needs a command when it answers before any ran
     (default true)."""
     grammar: GrammarName | None = None
     """A llama.cpp grammar for the replies, by name: "logos" or "none" (the default)."""
-    """Text appended to the system prompt (house rules, project conventions)."""
+    approval_rules: str | None = None
+    """A TOML file of approval rules (`logos.approval_rules`): which commands run unasked,
+    which always ask, which never run."""
+    memory_prompt_chars: int | None = Field(default=None, ge=0)
+    """How much of the memory notes a new run's system prompt holds (0: none)."""
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    """The `[serve]` table: `logos serve`'s own settings."""
 
 
 def default_config_path(environ: Mapping[str, str]) -> Path:
@@ -349,8 +370,10 @@ class Flags:
     context_size: int = DEFAULT_CONTEXT_SIZE
     threads: int | None = None
     temperature: float | None = None
-    sandbox: bool | None = None
+    sandbox: str | bool | None = None
+    """A sandbox kind's name; False for local bash (--no-sandbox)."""
     socket: str | None = None
+    sandbox_token_file: str | None = None
     allow: Sequence[str] = ()
     network: bool = False
     timeout: float | None = None
@@ -366,6 +389,7 @@ class Flags:
     check_back: bool | None = None
     grammar: bool | None = None
     """True for the logos grammar (`logos.grammar`), False for none."""
+    approval_rules: str | None = None
     trajectory: str | None = None
 
 
@@ -415,17 +439,32 @@ def gguf_spec(flags: Flags, recorded: Trajectory | None) -> GgufSpec | None:
     return GgufSpec(Path(path).expanduser(), flags.context_size, flags.threads)
 
 
-def runner_spec(flags: Flags, settings: FileSettings, sandbox: bool) -> RunnerSpec:
+def sandbox_choice(*asked: str | bool | None) -> str | None:
+    """The sandbox kind the first choice that is set names (True: the default kind); None
+    for local bash (False, or nothing set)."""
+    choice = first(*asked)
+    if isinstance(choice, str):
+        return choice or None
+    return DEFAULT_SANDBOX_KIND if choice else None
+
+
+def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> RunnerSpec:
     if flags.network and not sandbox:
         raise CliError(
             "--network only applies to the sandbox: add --sandbox (commands run locally "
             "already use this machine's network)"
+        )
+    if flags.sandbox_token_file and not sandbox:
+        raise CliError(
+            "--sandbox-token-file is for a sandbox daemon that asks for a token: add "
+            "--sandbox temenos"
         )
     return RunnerSpec(
         sandbox=sandbox,
         socket=flags.socket or settings.socket,
         image=flags.image or settings.image,
         network=flags.network,
+        auth_token_file=flags.sandbox_token_file or settings.sandbox_token_file,
     )
 
 
@@ -456,6 +495,17 @@ def approval_mode(flags: Flags, sandbox: bool, stdin_is_tty: bool) -> ApprovalMo
             "terminal, or choose --approve auto or never-run"
         )
     return mode
+
+
+def approval_rules(flags: Flags, settings: FileSettings) -> ApprovalRules | None:
+    """The approval rules file the flags or the config file name, loaded and checked."""
+    path = first(flags.approval_rules, settings.approval_rules)
+    if path is None:
+        return None
+    try:
+        return load_rules(Path(path).expanduser())
+    except RulesError as exc:
+        raise CliError(str(exc)) from None
 
 
 def exec_options(
@@ -514,22 +564,37 @@ def provider_options(
 
 
 def system_prompt(
-    spec: RunnerSpec, options: ExecOptions, settings: FileSettings, recorded: Trajectory | None
+    spec: RunnerSpec,
+    options: ExecOptions,
+    settings: FileSettings,
+    recorded: Trajectory | None,
+    memory: MemoryStore,
 ) -> str:
-    """The system prompt for this runner and these paths; a resumed run keeps its recorded
-    prompt when only the date in it differs.
+    """The system prompt for this runner and these paths, with the memory notes for a new
+    run; a resumed run keeps its recorded prompt when only the date (or the notes it
+    started with) would differ.
 
     WHY: the conversation stays as the model (and a prompt cache) saw it. Any other change
     (runner, directory, sandbox paths, network) must reach the model.
     """
     extra = settings.prompt_extra or ""
+    if recorded is None:
+        extra = "\n\n".join(part for part in (extra, memory_section(settings, memory)) if part)
     prompt = system_prompt_for(spec, options, extra)
     if recorded is not None:
         started = _local_date(recorded.header.started_at)
         as_recorded = system_prompt_for(spec, options, extra, started)
-        if started is not None and as_recorded == recorded.header.system_prompt:
-            prompt = recorded.header.system_prompt
+        kept = recorded.header.system_prompt
+        with_notes = as_recorded.rstrip("\n") + "\n\n" + MEMORY_HEADING
+        if started is not None and (kept == as_recorded or kept.startswith(with_notes)):
+            prompt = kept  # the notes it started with stay, as the model saw them
     return prompt
+
+
+def memory_section(settings: FileSettings, memory: MemoryStore) -> str:
+    """The memory notes for a new run's system prompt, within `memory_prompt_chars`."""
+    limit = first_or(DEFAULT_PROMPT_CHARS, settings.memory_prompt_chars)
+    return memory_prompt(memory.notes(), limit) if limit else ""
 
 
 def first(*values: T | None) -> T | None:

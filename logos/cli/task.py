@@ -29,7 +29,8 @@ from logos.approval import (
     AutoApprover,
     NeverRunApprover,
 )
-from logos.cli.audit import AuditLog
+from logos.approval_rules import ApprovalRules, RuledApprover
+from logos.audit import AuditLog
 from logos.cli.confirm import ConfirmApprover
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.model import OpenModel
@@ -39,9 +40,10 @@ from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.settings import Limits
 from logos.cli.streams import GuardedOutput
 from logos.config import Callbacks, Config
-from logos.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent
+from logos.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent, TurnCounter
 from logos.jsonl import utc_now
 from logos.loop import run
+from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
@@ -86,6 +88,10 @@ class TaskPlan:
     """Check back an answer given before any command ran (`Config.check_back`)."""
     output: GuardedOutput | None = None
     """Where the reporter's stdout goes: when its reader leaves, the run stops."""
+    rules: ApprovalRules | None = None
+    """Approval rules over the mode: commands they let run, ask about or refuse."""
+    loop_commands: Sequence[CommandFamily] = ()
+    """Commands the loop answers itself (the memory notes' `remember`, `recall`, `forget`)."""
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -96,19 +102,6 @@ def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
     if stop_reason == "canceled":
         return 128 + signals[0] if signals else EXIT_INTERRUPTED
     return EXIT_STOPPED
-
-
-class _Turns:
-    """Numbers model turns for the display: commands belong to the turn that wrote them."""
-
-    def __init__(self) -> None:
-        self.current = 1
-
-    def number_for(self, step: StepMessage) -> int:
-        if step.role == "assistant":
-            self.current += 1
-            return self.current - 1
-        return self.current - 1  # results answer the turn that just ended
 
 
 async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
@@ -154,7 +147,7 @@ async def _run_and_record(
     workdir: str,
 ) -> int:
     steps: list[StepMessage] = []
-    turns = _Turns()
+    turns = TurnCounter()
 
     def on_step_end(step: StepMessage) -> None:
         steps.append(step)
@@ -188,6 +181,7 @@ async def _run_and_record(
         temperature=plan.temperature,
         provider_options=plan.provider_options,
         check_back=plan.check_back,
+        loop_commands=plan.loop_commands,
     )
     callbacks = Callbacks(
         on_delta=reporter.delta,
@@ -279,8 +273,11 @@ def _stop_for_lost_output(
 def _approver_for(plan: TaskPlan, reporter: Reporter) -> Approver:
     if plan.approval == "never-run":
         return NeverRunApprover()
-    if plan.approval == "confirm":
-        return ConfirmApprover(reporter, plan.input_fd, plan.environ)
+    asker = ConfirmApprover(reporter, plan.input_fd, plan.environ) if plan.input_fd >= 0 else None
+    if plan.rules is not None:
+        return RuledApprover(plan.rules, "confirm" if plan.approval == "confirm" else "auto", asker)
+    if asker is not None and plan.approval == "confirm":
+        return asker
     return AutoApprover()
 
 
@@ -294,7 +291,8 @@ def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> Trajecto
         model=model.model,
         base_url=model.base_url,
         gguf=model.gguf,
-        runner="sandbox" if plan.runner.sandbox else "local",
+        runner=plan.runner.kind,
+        sandbox=plan.runner.sandbox,
         cwd=workdir,
         started_at=utc_now(),
         system_prompt=plan.system_prompt,

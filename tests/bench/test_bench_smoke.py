@@ -157,6 +157,22 @@ def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None
     assert (tmp_path / "table.txt").read_text().strip() in completed.stdout
 
 
+@pytest.mark.timeout(170)
+def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
+    require_bench_extra("matplotlib", "starlette", "uvicorn")
+    completed = run_bench("--quick", "--only", "serve", "--out", str(tmp_path), timeout=150)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    assert "event latency median ≤ 2 ms" in completed.stdout
+    serve = load_results(tmp_path)["sections"]["serve"]
+    assert serve["problems"] == []
+    raw = serve["raw"]
+    assert len(raw["latency_s"]) == plan.serve_latency_events
+    assert all(0 < latency < 5 for latency in raw["latency_s"])
+    assert len(raw["run_s"]) == plan.serve_concurrent_runs  # every run reached `done`
+    assert raw["idle_rss_after"] > 0 and raw["idle_rss_before"] > 0
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(420)
 def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:

@@ -1,0 +1,194 @@
+"""`logos serve`: resolve the settings as `logos run` does (config file, environment,
+flags), then hand them to the server (`logos.serve`).
+
+The server needs the optional extra `serve` (Starlette and uvicorn); without it the command
+says how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from logos.cli import settings as resolve
+from logos.cli.errors import EXIT_OK, CliError
+from logos.cli.model import open_model
+from logos.cli.paths import audit_log_path, memory_path, serve_dir
+from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
+from logos.cli.settings import FileSettings, Flags
+from logos.config import Config
+from logos.errors import RecordFileError
+from logos.memory import MemoryStore
+from logos.memory_commands import memory_commands
+from logos.options import ExecOptions
+from logos.runner import Runner
+from logos.serve.auth import load_or_create_token
+from logos.serve.settings import ServeSettings
+from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
+from logos.trajectory import Trajectory
+from logos.version import logos_version
+
+if TYPE_CHECKING:  # WHY: Starlette and uvicorn are optional; the command imports them late
+    from logos.serve.server import Listener
+
+INSTALL_HINT = (
+    "logos serve needs Starlette and uvicorn, which are not installed: pip install 'logos[serve]'"
+)
+
+
+@dataclass(frozen=True)
+class _Runners:
+    """The server's runners, opened as the `logos` command opens them."""
+
+    settings: FileSettings
+
+    def spec(self, choice: RunnerChoice) -> RunnerSpec:
+        kind = resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
+        return RunnerSpec(
+            sandbox=kind if choice.sandbox else None,
+            socket=self.settings.socket,
+            image=self.settings.image,
+            network=choice.network,
+            auth_token_file=self.settings.sandbox_token_file,
+        )
+
+    def problem(self, choice: RunnerChoice) -> str | None:
+        if not choice.sandbox:
+            return None
+        try:
+            return sandbox_problem(self.spec(choice))
+        except CliError as exc:
+            return exc.message
+
+    def open(self, choice: RunnerChoice) -> Runner:
+        try:
+            return make_runner(self.spec(choice))
+        except CliError as exc:
+            raise ValueError(exc.message) from None
+
+    def system_prompt(
+        self, choice: RunnerChoice, options: ExecOptions, continued: Trajectory | None
+    ) -> str:
+        memory = MemoryStore(memory_path(os.environ))
+        return resolve.system_prompt(self.spec(choice), options, self.settings, continued, memory)
+
+
+def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, str]) -> int:
+    try:
+        from logos.serve.server import BindError, bind_tcp, bind_unix, serve
+    except ImportError as exc:
+        if exc.name in ("starlette", "uvicorn") or str(exc.name).startswith(
+            ("starlette.", "uvicorn.")
+        ):
+            raise CliError(INSTALL_HINT) from None
+        raise
+    settings = resolve.load_file_settings(flags.config, environ)
+    served = settings.serve
+    gguf = resolve.gguf_spec(flags, None)
+    choice = (
+        None if gguf is not None else resolve.choose_provider_for(flags, settings, environ, None)
+    )
+    if choice is not None:
+        choice, note = resolve.resolve_model(choice)
+        if note:
+            print(f"logos: {note}", file=sys.stderr)
+    rules = resolve.approval_rules(flags, settings)
+    limits = resolve.limits(flags, settings)
+    state = serve_dir(environ)
+    try:
+        token, created = load_or_create_token(state / "token")
+    except RecordFileError as exc:
+        raise CliError(exc.message) from None
+    try:
+        socket_path = args.listen_socket or served.socket
+        listener: Listener = (
+            bind_unix(Path(socket_path).expanduser())
+            if socket_path
+            else bind_tcp(
+                args.host or served.host,
+                served.port if args.port is None else args.port,
+                allow_remote=args.allow_remote,
+            )
+        )
+    except BindError as exc:
+        raise CliError(str(exc)) from None
+    memory = MemoryStore(memory_path(environ))
+    with open_model(choice, gguf) as model:
+        template = Config(
+            provider=model.provider,
+            model=model.model,
+            exec_options=resolve.exec_options(flags, settings, os.getcwd()),
+            max_steps=limits.max_steps,
+            max_tokens=limits.max_tokens,
+            max_total_tokens=limits.max_total_tokens,
+            max_wall_s=limits.max_wall_s,
+            max_cost_usd=limits.max_cost_usd,
+            temperature=resolve.first(flags.temperature, settings.temperature),
+            provider_options=resolve.provider_options(flags, settings, choice),
+            check_back=resolve.check_back(flags, settings),
+            loop_commands=memory_commands(memory),
+        )
+        setup = ServerSetup(
+            settings=served,
+            template=template,
+            model=ModelInfo(model.provider.name, model.model, model.base_url, model.gguf),
+            runners=_Runners(settings),
+            state_dir=state,
+            audit_path=audit_log_path(environ),
+            memory=memory,
+            rules=rules,
+            logos_version=logos_version(),
+            workdir=os.getcwd(),
+        )
+
+        def announce() -> None:
+            _announce(listener, token, state / "token", created, served, args.allow_remote)
+
+        async def main() -> None:
+            try:
+                await serve(setup, token, listener, announce)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await model.provider.aclose()
+
+        anyio.run(main)
+    return EXIT_OK
+
+
+def _announce(
+    listener: Listener,
+    token: str,
+    token_path: Path,
+    created: bool,
+    served: ServeSettings,
+    allow_remote: bool,
+) -> None:
+    made = "created" if created else "read"
+    lines = [f"logos serve: the bearer token is in {token_path} ({made}; keep it private)"]
+    if listener.unix_path is not None:
+        lines.append(
+            f"logos serve: serving on {listener.unix_path} (0600): curl --unix-socket "
+            f'{listener.unix_path} -H "Authorization: Bearer $(cat {token_path})" '
+            "http://logos/v1/sessions"
+        )
+    else:
+        if allow_remote:
+            lines.append(
+                "logos serve: WARNING: listening beyond this machine (--allow-remote): anyone "
+                "who reaches this address with the token runs commands here, and HTTP is not "
+                "encrypted, so the token can be read on the way"
+            )
+        lines.append(f"logos serve: serving on {listener.url}")
+        lines.append(f"logos serve: open the page at {listener.url}/#token={token}")
+    lines.append(
+        f"logos serve: at most {served.max_concurrent_runs} runs at once; "
+        "Ctrl-C stops it (runs are canceled and saved)"
+    )
+    print("\n".join(lines), file=sys.stderr, flush=True)

@@ -1,0 +1,516 @@
+"""Runs: started by a request, owned by the server.
+
+`Runs.start` checks the request, writes the prompt to the session and answers at once;
+the run itself proceeds in the server's task group, not the request's, so it finishes and
+is saved when every client has gone. Each run publishes its events to its `EventLog`,
+writes its steps to the session before announcing them, and records every approval
+decision in the audit log. Cancelling a run (or shutting the server down) stops the model
+and kills its commands; what was done is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from logos.approval import (
+    ApprovalDecision,
+    ApprovalMode,
+    ApprovalRunner,
+    Approver,
+    AutoApprover,
+    NeverRunApprover,
+)
+from logos.approval_rules import RuledApprover
+from logos.audit import AuditLog
+from logos.config import Callbacks, Config
+from logos.errors import RecordFileError
+from logos.events import (
+    ApprovalEvent,
+    CommandResultEvent,
+    CommandStartEvent,
+    DeltaEvent,
+    ErrorEvent,
+    JobEndEvent,
+    JobStartEvent,
+    ReasoningDeltaEvent,
+    RetryEvent,
+    RunSummary,
+    StartEvent,
+    StepEndEvent,
+    TurnCounter,
+)
+from logos.jsonl import utc_now
+from logos.loop import run as run_loop
+from logos.options import AllowedPath, ExecOptions
+from logos.providers.base import Message, Usage
+from logos.result import JobEnd, Result
+from logos.runner import Runner
+from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
+from logos.serve.approvals import Approvals
+from logos.serve.hub import EventLog, read_published
+from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
+from logos.serve.setup import RunnerChoice, ServerSetup
+from logos.steps import RunResult, StepMessage
+from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
+
+CLOSE_TIMEOUT_S = 10.0
+"""At most this long to close a run's runner (kill leftovers, end a sandbox session)."""
+KEPT_FINISHED = 1000
+"""Finished runs whose status stays in memory; older ones are read from their event log."""
+CONFIG_KEYS = {
+    "max_steps": "max_steps",
+    "max_cost_usd": "max_cost",
+    "max_wall_s": "max_time",
+    "max_tokens": "max_tokens",
+    "max_total_tokens": "max_total_tokens",
+}
+"""The limits a request may narrow, and the config file's key of each."""
+TIMEOUT_KEY = "timeout"
+
+RunState = Literal["running", "finished"]
+
+
+@dataclass
+class Run:
+    id: str
+    session_id: str
+    choice: RunnerChoice
+    approval: ApprovalMode
+    log: EventLog
+    created_at: str = field(default_factory=utc_now)
+    cancel: anyio.Event = field(default_factory=anyio.Event)
+    summary: RunSummary | None = None
+    ended_at: str | None = None
+
+    @property
+    def state(self) -> RunState:
+        return "running" if self.summary is None else "finished"
+
+    def status(self, pending: list[str]) -> dict[str, Any]:
+        summary = self.summary
+        return {
+            "id": self.id,
+            "session": self.session_id,
+            "status": self.state,
+            "runner": self.choice.kind,
+            "approval": self.approval,
+            "created_at": self.created_at,
+            "ended_at": self.ended_at,
+            "events": self.log.last_id,
+            "pending_approvals": pending,
+            **_summary_fields(summary),
+        }
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A checked request, ready to run."""
+
+    run: Run
+    prompt: str
+    history: list[Message]
+    config: Config
+    runner: Runner
+    writer: TrajectoryWriter
+    audit: AuditLog
+    workdir: str
+
+
+class Runs:
+    def __init__(self, setup: ServerSetup, sessions: Sessions, approvals: Approvals) -> None:
+        self._setup = setup
+        self.sessions = sessions
+        self._approvals = approvals
+        self._live: dict[str, Run] = {}
+        self._finished: OrderedDict[str, Run] = OrderedDict()
+        self._group: TaskGroup | None = None
+        self._accepting = True
+        self._all_done = anyio.Event()
+        self._all_done.set()
+
+    def bind(self, group: TaskGroup) -> None:
+        """The task group that owns the runs: the server's, not a request's."""
+        self._group = group
+
+    @property
+    def live(self) -> list[Run]:
+        return list(self._live.values())
+
+    def get(self, run_id: str) -> Run | None:
+        return self._live.get(run_id) or self._finished.get(run_id)
+
+    def start(self, request: RunRequest) -> Run:
+        """Check the request, open the session and write its prompt; the run goes on in
+        the background. ApiError says what stands in the way."""
+        settings = self._setup.settings
+        if not self._accepting or self._group is None:
+            raise ApiError(503, "the server is shutting down: start the run on its next start")
+        if len(self._live) >= settings.max_concurrent_runs:
+            raise ApiError(
+                429,
+                f"{len(self._live)} runs are going, the most max_concurrent_runs "
+                f"({settings.max_concurrent_runs}, in the config file's [serve] table) allows: "
+                "wait for one to end, or raise the setting",
+            )
+        choice = RunnerChoice(
+            sandbox=request.runner.kind == "sandbox", network=request.runner.network
+        )
+        approval = request.approval or ("auto" if choice.sandbox else "confirm")
+        if approval == "auto" and not choice.sandbox and not settings.allow_local_auto:
+            raise ApiError(
+                403,
+                'approval "auto" would run the model\'s commands on this machine without '
+                "asking anyone: this server allows it only with allow_local_auto = true in "
+                'its [serve] table; ask for approval "confirm", or run in the sandbox',
+            )
+        options = self._exec_options(request.runner, request.limits)
+        template = self._narrowed(request.limits)
+        problem = self._setup.runners.problem(choice)
+        if problem is not None:
+            raise ApiError(503, problem)
+        continued = self._claim_session(request.session)
+        session_id = request.session or self.sessions.create()
+        try:
+            return self._open(request, choice, approval, options, template, session_id, continued)
+        except BaseException:
+            self.sessions.release(session_id)
+            if continued is None:
+                self.sessions.discard(session_id)
+            raise
+
+    def _open(
+        self,
+        request: RunRequest,
+        choice: RunnerChoice,
+        approval: ApprovalMode,
+        options: ExecOptions,
+        template: Config,
+        session_id: str,
+        continued: Trajectory | None,
+    ) -> Run:
+        setup = self._setup
+        workdir = options.resolved_workdir() or setup.workdir
+        system_prompt = setup.runners.system_prompt(choice, options, continued)
+        try:
+            runner = setup.runners.open(choice)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        try:
+            writer = self._writer(session_id, choice, workdir, system_prompt, continued)
+        except RecordFileError as exc:
+            raise ApiError(409, exc.message) from None
+        try:
+            audit = AuditLog(
+                setup.audit_path,
+                mode=approval,
+                runner=choice.kind,
+                cwd=workdir,
+                trajectory=str(writer.path),
+            )
+            writer.prompt(request.prompt)
+            run_id = new_id()
+            log = EventLog(
+                self.sessions.runs_dir(session_id) / f"{run_id}.jsonl",
+                replay_memory=setup.settings.replay_memory,
+                subscriber_buffer=setup.settings.subscriber_buffer,
+            )
+        except BaseException:
+            writer.close()
+            raise
+        run = Run(run_id, session_id, choice, approval, log)
+        plan = _Plan(
+            run=run,
+            prompt=request.prompt,
+            history=continued.history() if continued is not None else [],
+            config=dataclasses.replace(template, system_prompt=system_prompt, exec_options=options),
+            runner=runner,
+            writer=writer,
+            audit=audit,
+            workdir=workdir,
+        )
+        self._live[run_id] = run
+        self._all_done = anyio.Event()
+        assert self._group is not None
+        self._group.start_soon(self._execute, plan)
+        return run
+
+    def _claim_session(self, session_id: str | None) -> Trajectory | None:
+        if session_id is None:
+            return None
+        try:
+            self.sessions.directory(session_id)
+        except UnknownSession:
+            raise ApiError(404, f"no session {session_id!r}: GET /v1/sessions lists them") from None
+        try:
+            self.sessions.claim(session_id)
+        except SessionBusy:
+            raise ApiError(
+                409,
+                f"session {session_id!r} has a run going: wait for it to end (or cancel it), "
+                "then continue the session",
+            ) from None
+        try:
+            return self.sessions.load(session_id)
+        except RecordFileError as exc:
+            self.sessions.release(session_id)
+            raise ApiError(409, exc.message) from None
+
+    def _writer(
+        self,
+        session_id: str,
+        choice: RunnerChoice,
+        workdir: str,
+        system_prompt: str,
+        continued: Trajectory | None,
+    ) -> TrajectoryWriter:
+        if continued is not None:
+            return TrajectoryWriter.append_to(continued)
+        model = self._setup.model
+        header = RunHeader(
+            logos_version=self._setup.logos_version,
+            provider=model.provider,
+            model=model.model,
+            base_url=model.base_url,
+            gguf=model.gguf,
+            runner="sandbox" if choice.sandbox else "local",
+            cwd=workdir,
+            started_at=utc_now(),
+            system_prompt=system_prompt,
+        )
+        return TrajectoryWriter.create(self.sessions.trajectory_path(session_id), header)
+
+    def _exec_options(self, runner: RunnerRequest, limits: LimitsRequest) -> ExecOptions:
+        server_timeout = self._setup.template.exec_options.timeout_s
+        if limits.timeout_s is not None and limits.timeout_s > server_timeout:
+            raise _wider("timeout_s", limits.timeout_s, server_timeout, TIMEOUT_KEY)
+        if runner.kind == "local":
+            if runner.allowed_paths or runner.network:
+                raise ApiError(
+                    400,
+                    'allowed_paths and network are for the sandbox (runner.kind "sandbox"): '
+                    "local commands reach the whole machine; give runner.workdir instead",
+                )
+            workdir = runner.workdir or self._setup.workdir
+            if not os.path.isabs(workdir) or not os.path.isdir(workdir):
+                raise ApiError(
+                    400, f"runner.workdir {workdir!r} is not an absolute path to a directory"
+                )
+            paths: tuple[AllowedPath, ...] = (
+                AllowedPath(path=os.path.realpath(workdir), read_only=False),
+            )
+        else:
+            if runner.workdir is not None:
+                raise ApiError(
+                    400,
+                    "runner.workdir is for local commands: in the sandbox, the first of "
+                    "runner.allowed_paths is the working directory",
+                )
+            if not runner.allowed_paths:
+                raise ApiError(
+                    400,
+                    "a sandbox run needs runner.allowed_paths: the directories it may see, "
+                    'e.g. [{"path": "/home/me/project", "read_only": false}]',
+                )
+            paths = tuple(AllowedPath(p.path, p.read_only) for p in runner.allowed_paths)
+        try:
+            return dataclasses.replace(
+                self._setup.template.exec_options,
+                allowed_paths=paths,
+                timeout_s=limits.timeout_s or server_timeout,
+            )
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    def _narrowed(self, limits: LimitsRequest) -> Config:
+        template = self._setup.template
+        asked: dict[str, Any] = {}
+        for name, key in CONFIG_KEYS.items():
+            value = getattr(limits, name)
+            if value is None:
+                continue
+            ceiling = getattr(template, name)
+            if ceiling is not None and value > ceiling:
+                raise _wider(name, value, ceiling, key)
+            asked[name] = value
+        return dataclasses.replace(template, **asked)
+
+    def cancel(self, run_id: str) -> Run:
+        run = self._live.get(run_id)
+        if run is None:
+            if self.status(run_id) is not None:
+                raise ApiError(409, f"run {run_id!r} has finished already: nothing to cancel")
+            raise ApiError(404, f"no run {run_id!r}")
+        run.cancel.set()
+        return run
+
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        """A run's status: live, recently finished, or read back from its event log."""
+        run = self.get(run_id)
+        if run is not None:
+            return run.status([p.id for p in self._approvals.pending(run_id)])
+        path = self.sessions.run_log(run_id)
+        if path is None:
+            return None
+        events = list(read_published(path, 0))
+        done = next((e for e in reversed(events) if e.type == "done"), None)
+        summary = RunSummary.model_validate_json(done.data) if done is not None else None
+        return {
+            "id": run_id,
+            "session": path.parent.parent.name,
+            "status": "finished" if summary is not None else "interrupted",
+            "events": events[-1].id if events else 0,
+            "pending_approvals": [],
+            **_summary_fields(summary),
+        }
+
+    def statuses(self) -> list[dict[str, Any]]:
+        """The live runs, then those finished lately (the most recent first)."""
+        runs = [*self._live.values(), *reversed(self._finished.values())]
+        return [run.status([p.id for p in self._approvals.pending(run.id)]) for run in runs]
+
+    def log_path(self, run_id: str) -> Path | None:
+        return self.sessions.run_log(run_id)
+
+    async def shutdown(self) -> None:
+        """Refuse new runs, cancel the live ones and wait until each is saved."""
+        self._accepting = False
+        for run in self._live.values():
+            run.cancel.set()
+        await self._all_done.wait()
+
+    async def _execute(self, plan: _Plan) -> None:
+        run = plan.run
+        steps: list[StepMessage] = []
+        turns = TurnCounter()
+        publish = run.log.publish
+
+        def on_decision(decision: ApprovalDecision) -> None:
+            plan.audit.record(decision)
+            plan.writer.approval(decision)
+            publish(ApprovalEvent(**vars(decision)))
+
+        def on_step_end(step: StepMessage) -> None:
+            steps.append(step)
+            plan.writer.step(step)  # WHY first: what a client sees is already saved
+            publish(StepEndEvent(turn=turns.number_for(step), step=step))
+
+        def on_command_start(index: int, command: str) -> None:
+            publish(CommandStartEvent(turn=turns.current, index=index, command=command))
+
+        def on_command_result(index: int, result: Result) -> None:
+            publish(CommandResultEvent(turn=turns.current, index=index, result=result))
+            if result.job is not None:
+                started = JobStartEvent.of(turns.current, index, result)
+                plan.writer.job(started)
+                publish(started)
+
+        def on_job_end(end: JobEnd, seen: bool) -> None:
+            ended = JobEndEvent.of(end, seen)
+            plan.writer.job(ended)
+            publish(ended)
+
+        callbacks = Callbacks(
+            on_delta=lambda text: publish(DeltaEvent(text=text)),
+            on_reasoning_delta=lambda text: publish(ReasoningDeltaEvent(text=text)),
+            on_command_start=on_command_start,
+            on_command_result=on_command_result,
+            on_step_end=on_step_end,
+            on_retry=lambda reason, attempt: publish(RetryEvent(reason=reason, attempt=attempt)),
+            on_job_end=on_job_end,
+        )
+        gated = ApprovalRunner(plan.runner, self._approver(run), on_decision)
+        publish(
+            StartEvent(
+                provider=self._setup.model.provider,
+                model=self._setup.model.model,
+                runner=run.choice.kind,
+                approval=run.approval,
+                cwd=plan.workdir,
+                trajectory=str(plan.writer.path),
+            )
+        )
+        started = time.monotonic()
+        result: RunResult | None = None
+        try:
+            result = await run_loop(
+                dataclasses.replace(plan.config, runner=gated),
+                plan.history,
+                plan.prompt,
+                callbacks,
+                cancel=run.cancel,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(CLOSE_TIMEOUT_S):
+                    await gated.aclose()
+                self._finish(plan, result, steps, time.monotonic() - started)
+
+    def _approver(self, run: Run) -> Approver:
+        if run.approval == "never-run":
+            return NeverRunApprover()
+        asker = self._approvals.approver_for(run.id, run.log.publish)
+        rules = self._setup.rules
+        if rules is not None:
+            return RuledApprover(rules, "confirm" if run.approval == "confirm" else "auto", asker)
+        return asker if run.approval == "confirm" else AutoApprover()
+
+    def _finish(
+        self, plan: _Plan, result: RunResult | None, steps: list[StepMessage], wall_s: float
+    ) -> None:
+        run = plan.run
+        if result is None:  # the server's task group was cancelled under the run
+            usage = sum((step.usage for step in steps if step.usage), Usage())
+            result = RunResult("", tuple(steps), "canceled", usage=usage)
+        summary = RunSummary(
+            stop_reason=result.stop_reason,
+            error=result.error,
+            response=result.response,
+            usage=result.usage,
+            cost_usd=result.cost_usd,
+            turns=count_turns(result.steps),
+            wall_s=wall_s,
+            trajectory=str(plan.writer.path),
+        )
+        try:
+            plan.writer.done(summary, model=self._setup.model.model)
+            if summary.error:
+                run.log.publish(ErrorEvent(message=summary.error))
+            run.log.publish(summary)
+        finally:
+            run.summary = summary
+            run.ended_at = utc_now()
+            run.log.close()
+            plan.writer.close()
+            plan.audit.close()
+            self.sessions.release(run.session_id)
+            self._live.pop(run.id, None)
+            self._finished[run.id] = run
+            while len(self._finished) > KEPT_FINISHED:
+                self._finished.popitem(last=False)
+            if not self._live:
+                self._all_done.set()
+
+
+def _wider(name: str, asked: float, ceiling: float, key: str) -> ApiError:
+    return ApiError(
+        403,
+        f"limits.{name} {asked:g} is above this server's limit of {ceiling:g} ({key} in its "
+        f"config file): a request may narrow the server's limits, never widen them; ask for "
+        f"{ceiling:g} or less",
+    )
+
+
+def _summary_fields(summary: RunSummary | None) -> dict[str, Any]:
+    if summary is None:
+        return {"stop_reason": None, "error": None, "usage": None, "cost_usd": None, "turns": None}
+    data: dict[str, Any] = summary.model_dump(mode="json", exclude={"type", "trajectory"})
+    return data

@@ -1,0 +1,165 @@
+"""Serve the application with uvicorn on a socket bound here, and stop cleanly.
+
+WHY bind here: uvicorn's own Unix socket is made 0666 (anyone on the machine could connect);
+bound here under a umask it is 0600 from the start, and uvicorn serves it as it is. A TCP
+address other than loopback is refused unless asked for: a run executes commands.
+
+Stopping (SIGINT, SIGTERM, SIGHUP) first cancels the runs and waits until each is saved,
+which also ends their event streams, then stops uvicorn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import uvicorn
+
+from logos.jsonl import make_private_dir
+from logos.serve.app import build_app
+from logos.serve.approvals import Approvals
+from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
+from logos.serve.runs import Runs
+from logos.serve.sessions import Sessions
+from logos.serve.setup import ServerSetup
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACEFUL_S = 5.0
+"""After the runs are saved, how long open connections get to finish."""
+_STARTED_POLL_S = 0.02
+
+
+class BindError(Exception):
+    """The address cannot be served: the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    sock: socket.socket
+    url: str
+    """Where clients reach it (`unix:PATH` for a socket)."""
+    unix_path: Path | None = None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
+    if not is_loopback(host) and not allow_remote:
+        raise BindError(
+            f"{host} is not a loopback address: anyone who can reach it and holds the token "
+            "could run commands on this machine. Serve on 127.0.0.1 (and reach it through an "
+            "SSH tunnel), or pass --allow-remote if you mean it"
+        )
+    address = host.strip("[]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        sock = socket.create_server((address, port), family=family)
+    except OSError as exc:
+        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    bound_port = sock.getsockname()[1]
+    shown = f"[{address}]" if family == socket.AF_INET6 else address
+    return Listener(sock, f"http://{shown}:{bound_port}")
+
+
+def bind_unix(path: Path) -> Listener:
+    """A Unix socket created 0600 (under a umask, so never more open than that)."""
+    make_private_dir(path.parent)
+    _remove_stale_socket(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with _umask(0o177):
+            sock.bind(os.fspath(path))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise BindError(f"cannot listen on {path}: {exc.strerror}") from None
+    return Listener(sock, f"unix:{path}", unix_path=path)
+
+
+def _remove_stale_socket(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise BindError(f"{path} exists and is not a socket: choose another --socket path")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(os.fspath(path))
+        except OSError:
+            path.unlink()  # left by a server that is gone
+            return
+    raise BindError(f"a server already listens on {path}: stop it, or choose another path")
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: `serve` stops it after saving the runs."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(
+    setup: ServerSetup, token: str, listener: Listener, on_ready: Callable[[], None]
+) -> None:
+    """Serve until a stop signal; then cancel and save the runs, and stop."""
+    settings = setup.settings
+    sessions = Sessions(setup.state_dir / "sessions")
+    approvals = Approvals(settings.approval_ttl_s)
+    runs = Runs(setup, sessions, approvals)
+    app = build_app(setup, token, runs, approvals)
+    cap = connection_cap(settings.max_connections, open_files_limit())
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        http=guarded_protocol(cap),
+        ws="none",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=int(GRACEFUL_S),
+    )
+    server = _Server(config)
+    try:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with anyio.create_task_group() as group:
+                runs.bind(group)
+                group.start_soon(server.serve, [listener.sock])
+                while not server.started:
+                    await anyio.sleep(_STARTED_POLL_S)
+                on_ready()
+                async for _ in signals:
+                    break
+                await runs.shutdown()
+                server.should_exit = True
+    finally:
+        listener.sock.close()
+        if listener.unix_path is not None:
+            with contextlib.suppress(OSError):
+                listener.unix_path.unlink()

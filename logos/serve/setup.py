@@ -1,0 +1,77 @@
+"""What the server is started with: everything resolved by its front end (the `logos serve`
+command reads the config file, the environment and its flags, then hands this over).
+
+The server package knows nothing of the command line: it gets its runners, the system
+prompt and the run settings through `ServerSetup`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from logos.approval_rules import ApprovalRules
+from logos.config import Config
+from logos.memory import MemoryStore
+from logos.options import ExecOptions
+from logos.runner import Runner
+from logos.serve.settings import ServeSettings
+from logos.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where a request wants its commands run."""
+
+    sandbox: bool
+    network: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "sandbox" if self.sandbox else "local"
+
+
+class RunnerFactory(Protocol):
+    """Opens runners the way the front end's settings say (the sandbox's socket, image…)."""
+
+    def problem(self, choice: RunnerChoice) -> str | None:
+        """Why commands cannot run there now, with the fix; None when they can."""
+        ...
+
+    def open(self, choice: RunnerChoice) -> Runner: ...
+
+    def system_prompt(
+        self, choice: RunnerChoice, options: ExecOptions, continued: Trajectory | None
+    ) -> str:
+        """The system prompt of a run: a new one with the memory notes, or the one
+        `continued` recorded when only its date would differ."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a session's trajectory records about the model."""
+
+    provider: str
+    model: str
+    base_url: str | None
+    gguf: str | None
+
+
+@dataclass(frozen=True)
+class ServerSetup:
+    settings: ServeSettings
+    template: Config
+    """The provider, the limits and the model settings of every run: a request may only
+    narrow the limits. Its runner and system prompt are replaced per run."""
+    model: ModelInfo
+    runners: RunnerFactory
+    state_dir: Path
+    """The server's token, sessions and event logs."""
+    audit_path: Path
+    memory: MemoryStore
+    rules: ApprovalRules | None
+    logos_version: str
+    workdir: str
+    """Where local commands run unless a request names a directory."""

@@ -1,0 +1,122 @@
+"""The web page in a real headless browser (Debian's chromium, driven through chromedriver):
+start a run against the scripted model, watch its text stream, approve the command that
+waits, see its result; then the session and a memory note."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli_harness import Home, make_home, read_jsonl
+from tests.support.parts import require
+from tests.support.serve_harness import Served, serving
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+pytestmark = pytest.mark.timeout(120)
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT_S = 20
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium")
+    require(
+        chromium is not None and Path(CHROMEDRIVER).exists(),
+        "no chromium and chromedriver: run ./scripts/setup-browser",
+    )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+def _text_appears(driver: Any, element_id: str, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT_S).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, element_id), text)
+    )
+
+
+def test_start_watch_approve_and_browse_from_the_page(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sse_server.enqueue(
+        openai_stream("Let me check the machine.\n<cmd>echo from-the-page</cmd>\n"),
+        openai_stream("All done: it printed from-the-page."),
+    )
+    with serving(home, sse_server, config="check_back = false\n") as served:
+        browser.get(f"{served.url}/#token={served.token}")
+        _text_appears(browser, "status", "connected")
+        assert browser.execute_script("return location.hash") == ""
+        assert browser.execute_script("return sessionStorage.getItem('logos-token')") == (
+            served.token
+        )
+
+        browser.find_element(By.ID, "prompt").send_keys("say something from the page")
+        Select(browser.find_element(By.ID, "approval")).select_by_value("confirm")
+        browser.find_element(By.ID, "start-button").click()
+        _text_appears(browser, "transcript", "Let me check the machine.")
+        _text_appears(browser, "approval-list", "echo from-the-page")
+        assert "from-the-page\n" not in _transcript(browser)
+        browser.find_element(By.CSS_SELECTOR, "#approval-list button.approve").click()
+        _text_appears(browser, "transcript", "from-the-page")
+        _text_appears(browser, "transcript", "All done: it printed from-the-page.")
+        _text_appears(browser, "run-end", "finished: final")
+
+        _text_appears(browser, "session-list", "say something from the page")
+        browser.find_element(By.ID, "note-key").send_keys("Test Runner")
+        browser.find_element(By.ID, "note-text").send_keys("pytest -x")
+        browser.find_element(By.CSS_SELECTOR, "#note-form button").click()
+        _text_appears(browser, "note-list", "test runner: pytest -x")
+        _check_saved(served)
+
+
+def test_the_page_without_a_token_asks_for_one(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serving(home, sse_server) as served:
+        browser.get(f"{served.url}/")
+        assert browser.find_element(By.ID, "login").is_displayed()
+        assert not browser.find_element(By.ID, "app").is_displayed()
+        browser.find_element(By.ID, "token-input").send_keys(served.token)
+        browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        _text_appears(browser, "status", "connected")
+
+
+def _transcript(driver: Any) -> str:
+    from selenium.webdriver.common.by import By
+
+    text: str = driver.find_element(By.ID, "transcript").text
+    return text
+
+
+def _check_saved(served: Served) -> None:
+    audit = read_jsonl(served.home.state / "audit.jsonl")
+    assert [(a["action"], a["command"]) for a in audit] == [("yes", "echo from-the-page")]
+    notes = (served.home.state / "memory.json").read_text()
+    assert '"key": "test runner"' in notes

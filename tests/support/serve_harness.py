@@ -1,0 +1,181 @@
+"""A real `logos serve` in a subprocess on a free port (real uvicorn), and real clients of
+it: JSON requests and server-sent event streams read with httpx."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.cli_harness import Home, openai_env
+from tests.support.sse_server import ScriptedServer
+
+_SERVING = re.compile(r"serving on (\S+)")
+
+
+@dataclass
+class Served:
+    """One `logos serve` process."""
+
+    proc: subprocess.Popen[bytes]
+    home: Home
+    log: Path
+    url: str = ""
+    """`http://HOST:PORT`, or the path of a Unix socket."""
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def token_path(self) -> Path:
+        return self.home.state / "serve" / "token"
+
+    @property
+    def token(self) -> str:
+        return self.token_path.read_text().strip()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
+        headers = {"authorization": f"Bearer {self.token if token is None else token}"}
+        client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.clients.append(client)
+        return client
+
+    def start_run(self, client: httpx.Client, **body: Any) -> dict[str, Any]:
+        response = client.post("/v1/runs", json=body)
+        assert response.status_code == 201, response.text
+        started: dict[str, Any] = response.json()
+        return started
+
+    def wait_finished(
+        self, client: httpx.Client, run_id: str, timeout: float = 30
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+            if status["status"] != "running":
+                return status
+            time.sleep(0.05)
+        raise AssertionError(f"run {run_id} did not finish within {timeout} s")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        for client in self.clients:
+            client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"logos serve did not stop within {timeout} s:\n{self.output()}"
+            ) from None
+
+
+def start_serve(
+    home: Home,
+    model: ScriptedServer,
+    args: Sequence[str] = (),
+    *,
+    config: str = "",
+    env: Mapping[str, str] | None = None,
+    wait: bool = True,
+) -> Served:
+    """`python -m logos serve --port 0 --model m ARGS` talking to `model`."""
+    if config:
+        home.config_file.parent.mkdir(parents=True, exist_ok=True)
+        home.config_file.write_text(config)
+    log = home.root / f"serve-{time.monotonic_ns()}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "logos", "serve", "--port", "0", "--model", "m", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=home.work,
+            env={**openai_env(home, model), **(env or {})},
+        )
+    served = Served(proc, home, log)
+    if wait:
+        wait_serving(served)
+    return served
+
+
+def wait_serving(served: Served, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _SERVING.search(served.output())
+        if found:
+            served.url = found.group(1)
+            return
+        if served.proc.poll() is not None:
+            raise AssertionError(
+                f"logos serve exited with {served.proc.returncode}:\n{served.output()}"
+            )
+        time.sleep(0.05)
+    served.proc.kill()
+    raise AssertionError(f"logos serve did not start within {timeout} s:\n{served.output()}")
+
+
+@contextlib.contextmanager
+def serving(
+    home: Home, model: ScriptedServer, args: Sequence[str] = (), **options: Any
+) -> Iterator[Served]:
+    served = start_serve(home, model, args, **options)
+    try:
+        yield served
+    finally:
+        if served.proc.poll() is None:
+            served.stop()
+
+
+@dataclass(frozen=True)
+class Received:
+    id: int
+    type: str
+    data: dict[str, Any]
+
+
+def read_events(
+    client: httpx.Client,
+    run_id: str,
+    *,
+    last_event_id: int | None = None,
+    stop_after: int | None = None,
+    comments: list[str] | None = None,
+) -> list[Received]:
+    """The run's event stream until it ends (or `stop_after` events, then hang up)."""
+    headers = {} if last_event_id is None else {"last-event-id": str(last_event_id)}
+    events: list[Received] = []
+    with client.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                if comments is not None:
+                    comments.append(line)
+                continue
+            if line:
+                name, _, value = line.partition(":")
+                fields[name] = value[1:] if value.startswith(" ") else value
+                continue
+            if "data" in fields:
+                events.append(
+                    Received(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+                )
+                if stop_after is not None and len(events) >= stop_after:
+                    break
+            fields = {}
+    return events
