@@ -29,11 +29,11 @@ from logos.batch.local_pool import run_local
 from logos.batch.ray_pool import RayOptions, run_on_ray
 from logos.batch.results import PastResults, ResultsFile, TaskResult, read_results
 from logos.batch.sandbox_slots import pool_size
-from logos.batch.settings import SANDBOX_KIND, BatchSettings
+from logos.batch.settings import BatchSandbox, BatchSettings
 from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
 from logos.jsonl import make_private_dir
-from logos.sandboxes import BatchSandboxKind, SandboxSettings, batch_sandbox_kind
+from logos.sandboxes import BatchSandboxKind, batch_sandbox_kind
 
 TRAJECTORIES = "trajectories"
 WORKSPACES = "workspaces"
@@ -74,10 +74,11 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
         pending = [t for t in tasks if not past.is_done(t.id, retry_failed=plan.retry_failed)]
         runs = [_task_run(task, past, out) for task in pending]
         size = plan.workers
-        # WHY once here: each task on this machine needs it, and finding it takes a while.
         sandbox = plan.settings.sandbox
-        kind = None if sandbox is None else batch_sandbox_kind(SANDBOX_KIND)
-        if plan.ray is None and kind is not None and sandbox is not None:
+        kind = None
+        if plan.ray is None and sandbox is not None:
+            # WHY once here: each task on this machine needs it, and finding it takes a while.
+            kind = _batch_kind(sandbox)
             size = await _local_pool_size(plan.workers, kind, sandbox, display)
         display.start(
             BatchStart(
@@ -139,11 +140,18 @@ def _task_run(task: TaskSpec, past: PastResults, out: Path) -> TaskRun:
     )
 
 
+def _batch_kind(sandbox: BatchSandbox) -> BatchSandboxKind:
+    try:
+        return batch_sandbox_kind(sandbox.kind)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+
+
 async def _local_pool_size(
-    workers: int, kind: BatchSandboxKind, sandbox: SandboxSettings, display: Display
+    workers: int, kind: BatchSandboxKind, sandbox: BatchSandbox, display: Display
 ) -> int:
     """The workers asked for, lowered to the sandbox's session cap (with a notice)."""
-    cap = await anyio.to_thread.run_sync(kind.session_cap, sandbox)
+    cap = await anyio.to_thread.run_sync(kind.session_cap, sandbox.settings)
     size = pool_size(workers, cap)
     if size < workers:
         display.notice(

@@ -218,8 +218,8 @@ def _open_runner(
         # WHY fail: a task asked for the sandbox must never fall back to this machine's bash.
         raise ValueError("no sandbox kind was given for a batch that runs in the sandbox")
     sandbox = dataclasses.replace(
-        settings.sandbox,
-        image=task.image or settings.sandbox.image,
+        settings.sandbox.settings,
+        image=task.image or settings.sandbox.settings.image,
         allowed_paths=options.allowed_paths,
         session=None,  # WHY: a fresh session for each task, whatever the settings say
     )
@@ -245,6 +245,7 @@ async def _agent(
         model=settings.model.model,
         base_url=settings.model.base_url,
         runner="local" if settings.sandbox is None else "sandbox",
+        sandbox=None if settings.sandbox is None else settings.sandbox.kind,
         cwd=str(task_run.workspace),
         started_at=utc_now(),
         system_prompt=system_prompt,

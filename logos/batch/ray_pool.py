@@ -34,7 +34,7 @@ import anyio.lowlevel
 from logos.batch.display import Display
 from logos.batch.execution import TaskRun, execute_task, unfinished_result
 from logos.batch.results import TaskResult
-from logos.batch.settings import SANDBOX_KIND, BatchSettings
+from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.jsonl import open_private_append, utc_now, write_line
 from logos.sandboxes import batch_sandbox_kind
@@ -348,8 +348,8 @@ class _NodeRun:
         kind = None
         if settings.sandbox is not None:
             try:
-                kind = batch_sandbox_kind(SANDBOX_KIND)
-                await anyio.to_thread.run_sync(kind.ensure_running, settings.sandbox)
+                kind = batch_sandbox_kind(settings.sandbox.kind)
+                await anyio.to_thread.run_sync(kind.ensure_running, settings.sandbox.settings)
             except ValueError as exc:
                 began = utc_now()
                 return unfinished_result(self.task_run, "error", f"sandbox: {exc}", began, 0.0)

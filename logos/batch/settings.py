@@ -13,9 +13,6 @@ from logos.providers.base import Provider
 from logos.providers.registry import provider_kind
 from logos.sandboxes import SandboxSettings
 
-SANDBOX_KIND = "sandboxd"
-"""The sandbox kind `--sandbox` runs tasks in."""
-
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -42,11 +39,21 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class BatchSandbox:
+    """The sandbox every task runs in."""
+
+    kind: str
+    """The kind's name: each node looks it up in its own registry (a kind object need not
+    travel to a cluster node)."""
+    settings: SandboxSettings
+
+
+@dataclass(frozen=True)
 class BatchSettings:
     """The defaults every task runs with; a task's own limits and image win."""
 
     model: ModelSpec
-    sandbox: SandboxSettings | None = None
+    sandbox: BatchSandbox | None = None
     """None: commands run with local bash, in the task's workspace."""
     max_steps: int = DEFAULT_MAX_STEPS
     max_time: float | None = None

@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 from logos.batch.display import Display, JsonDisplay, LineDisplay, TerminalDisplay
 from logos.batch.driver import BatchError, BatchPlan, run_batch
 from logos.batch.ray_pool import RayOptions, RayUnavailableError, import_ray
-from logos.batch.settings import BatchSettings, ModelSpec
+from logos.batch.settings import BatchSandbox, BatchSettings, ModelSpec
 from logos.batch.summary import BatchSummary
 from logos.batch.tasks import TaskFile, TaskFileError, read_task_file
 from logos.cli import settings as resolve
@@ -29,6 +29,7 @@ from logos.cli.runners import sandbox_problem
 from logos.cli.settings import Flags, load_file_settings
 from logos.cli.task import STOP_SIGNALS
 from logos.options import DEFAULT_TIMEOUT_S
+from logos.sandboxes import batch_sandbox_kind
 
 GIB = 1024**3
 
@@ -41,21 +42,21 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
             "logos batch needs a model server every task can reach: serve the GGUF with "
             "llama.cpp's server (llama-server -m MODEL.gguf) and pass --base-url"
         )
-    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox) is not None
+    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
     if not sandbox and not flags.yes:
         raise CliError(
             "logos batch runs every command unasked: pass --sandbox to run them in sandboxd, "
             "or --yes to run them with local bash (on this machine, or on each Ray node)"
         )
-    task_file = _read_tasks(Path(args.tasks), sandbox)
-    spec = resolve.runner_spec(
-        flags, settings, resolve.sandbox_choice(flags.sandbox, settings.sandbox)
-    )
+    task_file = _read_tasks(Path(args.tasks), sandbox is not None)
+    spec = resolve.runner_spec(flags, settings, sandbox)
     ray = _ray_options(args)
-    if sandbox and ray is None:
-        problem = sandbox_problem(spec)
-        if problem is not None:
-            raise CliError(problem)
+    if sandbox is not None:
+        _require_batch_kind(sandbox)
+        if ray is None:
+            problem = sandbox_problem(spec)
+            if problem is not None:
+                raise CliError(problem)
     choice, note = resolve.resolve_model(
         resolve.choose_provider_for(flags, settings, environ, None)
     )
@@ -63,7 +64,7 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
     limits = resolve.limits(flags, settings)
     batch_settings = BatchSettings(
         model=ModelSpec(choice.kind.name, choice.model, choice.base_url, choice.api_key),
-        sandbox=spec.sandbox_settings() if sandbox else None,
+        sandbox=None if sandbox is None else BatchSandbox(sandbox, spec.sandbox_settings()),
         max_steps=limits.max_steps,
         max_time=limits.max_wall_s,
         max_cost=limits.max_cost_usd,
@@ -115,6 +116,15 @@ def _read_tasks(path: Path, sandbox: bool) -> TaskFile:
     if not task_file.tasks and not task_file.problems:
         raise CliError(f"{path} holds no task: write one JSON object per line")
     return task_file
+
+
+def _require_batch_kind(name: str) -> None:
+    """Refuse a sandbox kind a batch cannot run in before any task starts (on Ray too:
+    the nodes run the kind this machine has)."""
+    try:
+        batch_sandbox_kind(name)
+    except ValueError as exc:
+        raise CliError(f"{exc}; or pass --yes to run the tasks with local bash") from None
 
 
 def _ray_options(args: argparse.Namespace) -> RayOptions | None:

@@ -202,3 +202,35 @@ def test_local_commands_need_yes_and_images_need_the_sandbox(
     imaged = batch(home, sse_server, str(tasks), "--out", "out", "--yes")
     assert imaged.returncode == 2 and "add --sandbox" in imaged.stderr
     assert not sse_server.requests and not (home.work / "out").exists()
+
+
+@pytest.mark.timeout(60)
+def test_the_sandbox_kind_comes_from_the_flag_or_the_config_file(
+    home: Home, project: Path, sse_server: ScriptedServer
+) -> None:
+    tasks = write_tasks(
+        home.work / "tasks.jsonl", {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}}
+    )
+    # temenos is a sandbox kind, but not one a batch can run in: refused by name, before
+    # the model is asked anything or the output directory is made.
+    temenos = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox", "temenos")
+    assert temenos.returncode == 2
+    assert "a batch cannot run in the sandbox kind 'temenos'" in temenos.stderr
+    assert "BatchSandboxKind" in temenos.stderr and "--yes" in temenos.stderr
+    config = home.root / "config" / "logos" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('sandbox = "temenos"\n')
+    configured = batch(home, sse_server, str(tasks), "--out", "out")
+    assert configured.returncode == 2
+    assert "sandbox kind 'temenos'" in configured.stderr
+    # The flag wins over the config file: sandboxd is asked for, and its own check speaks.
+    missing = home.root / "runtime" / "no-daemon.sock"
+    sandboxd = batch(
+        home, sse_server, str(tasks), "--out", "out", "--sandbox", "sandboxd",
+        "--sandbox-addr", str(missing),
+    )  # fmt: skip
+    assert sandboxd.returncode == 2
+    assert f"sandboxd is not running on {missing}" in sandboxd.stderr
+    unknown = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox=no-such-kind")
+    assert unknown.returncode == 2 and "unknown sandbox kind 'no-such-kind'" in unknown.stderr
+    assert not sse_server.requests and not (home.work / "out").exists()

@@ -80,4 +80,5 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
         assert containers_of(docker_client, daemon.proc.pid) == []
     trajectory = read_jsonl(home.work / "out" / lines[0]["trajectory"])
     assert trajectory[0]["runner"] == "sandbox"
+    assert trajectory[0]["sandbox"] == "sandboxd"  # the kind `--sandbox` alone names
     assert "sees only these host paths" in trajectory[0]["system_prompt"]
