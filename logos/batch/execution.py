@@ -279,6 +279,9 @@ async def _agent(
             temperature=settings.temperature,
             provider_options=settings.provider_options,
             check_back=settings.check_back,
+            # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
+            # independent tries; notes shared between them, or with the user's own runs,
+            # would make one task's result depend on the others.
         )
         started = time.monotonic()
         result = await run(

@@ -234,3 +234,32 @@ def test_the_sandbox_kind_comes_from_the_flag_or_the_config_file(
     unknown = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox=no-such-kind")
     assert unknown.returncode == 2 and "unknown sandbox kind 'no-such-kind'" in unknown.stderr
     assert not sse_server.requests and not (home.work / "out").exists()
+
+
+@pytest.mark.timeout(120)
+def test_tasks_neither_see_nor_keep_the_users_memory_notes(
+    home: Home, project: Path, sse_server: ScriptedServer
+) -> None:
+    env = openai_env(home, sse_server)
+    saved = logos(["memory", "set", "deploy", "the user's own note"], home, env)
+    assert saved.returncode == 0, saved.stderr
+    sse_server.answer_with(run_what_is_asked)
+    tasks = write_tasks(
+        home.work / "tasks.jsonl",
+        {
+            "id": "remembers",
+            "prompt": "run: remember answer: 42",
+            "workspace": {"copy": "project"},
+        },
+    )
+    done = batch(home, sse_server, str(tasks), "--out", "out", "--yes")
+    assert done.returncode == 0, done.stderr
+    system = sse_server.requests[0].json["messages"][0]
+    assert system["role"] == "system"
+    assert "the user's own note" not in system["content"]
+    assert "remember build command" not in system["content"]  # no memory commands offered
+    # The model's `remember` was no loop command: bash ran it, and it does not exist there.
+    result = sse_server.requests[1].json["messages"][-1]["content"]
+    assert "remember: command not found" in result, result
+    listed = logos(["memory", "list"], home, env)
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["deploy"]
