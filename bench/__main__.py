@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 
 from bench import (
+    batch,
     flood,
     loop_overhead,
     overlap,
@@ -51,6 +52,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     flood.FAMILY: (flood.TITLE, flood.run),
     serve.FAMILY: (serve.TITLE, serve.run),
     prepare.FAMILY: (prepare.TITLE, prepare.run),
+    batch.FAMILY: (batch.TITLE, batch.run),
 }
 
 

@@ -49,6 +49,14 @@ class Plan:
     serve_concurrent_runs: int = 50
     serve_idle_runs: int = 50
     """Runs left waiting for an approval, to measure the server's memory per run."""
+    batch_tasks: int = 200
+    """Tasks of `logos batch` with local bash, at each worker count and on Ray."""
+    batch_workers: tuple[int, ...] = (1, 8, 32)
+    batch_sandbox_tasks: int = 40
+    """Tasks with the sandbox (each starts a container), at each worker count."""
+    batch_sandbox_workers: tuple[int, ...] = (1, 8)
+    batch_rounds: int = 4
+    """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -73,6 +81,11 @@ class Plan:
             serve_latency_events=50,
             serve_concurrent_runs=8,
             serve_idle_runs=8,
+            batch_tasks=6,
+            batch_workers=(1, 4),
+            batch_sandbox_tasks=3,
+            batch_sandbox_workers=(1, 2),
+            batch_rounds=1,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

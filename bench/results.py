@@ -75,11 +75,12 @@ def ms(seconds: float) -> str:
     if math.isnan(seconds):
         return "n/a"
     value = seconds * 1000
-    if value >= 100:
+    # WHY the magnitude: a difference of two timings (an overhead) can come out negative.
+    if abs(value) >= 100:
         return f"{value:.0f} ms"
-    if value >= 10:
+    if abs(value) >= 10:
         return f"{value:.1f} ms"
-    if value >= 1:
+    if abs(value) >= 1:
         return f"{value:.2f} ms"
     return f"{value:.3f} ms"
 

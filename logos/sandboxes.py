@@ -9,15 +9,24 @@ registers under the entry-point group `logos.sandboxes` in that package's pyproj
 so logos finds it by name and never imports the package itself. A front end (the `logos`
 command, a server) states what it wants as `SandboxSettings` and asks the kind for a runner,
 for what stands in the way, and for what the system prompt should say about it.
+
+A batch of tasks asks more of a kind (`BatchSandboxKind`): how many sessions it may hold at
+once, whether a command was refused only because the sandbox is full (to wait and retry
+it), and for the service to be started on a cluster node that has none running. A kind
+that cannot say these is still a sandbox kind; `logos batch` refuses it by name.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
 
 from logos.options import AllowedPath
+from logos.prompt import build_system_prompt
+from logos.result import Result
 from logos.runner import Runner
 
 ENTRY_POINT_GROUP = "logos.sandboxes"
@@ -84,6 +93,28 @@ class SandboxKind(Protocol):
         ...
 
 
+@runtime_checkable
+class BatchSandboxKind(SandboxKind, Protocol):
+    """A sandbox kind a batch can run many tasks in: it knows its session cap, what a full
+    sandbox answers, and how to start its service on a node."""
+
+    def session_cap(self, settings: SandboxSettings) -> int | None:
+        """How many sessions one caller may hold at once (None: unknown, or no cap), so that
+        a batch runs no more tasks at once than the sandbox would take."""
+        ...
+
+    def refused_when_full(self, result: Result) -> bool:
+        """Whether `result` is the sandbox refusing a new session only because it holds as
+        many as it may: the command never ran, and the same one can be retried later."""
+        ...
+
+    def ensure_running(self, settings: SandboxSettings) -> None:
+        """Start the sandbox's service on this machine if none answers, and return once it
+        can run commands (a cluster node needs none started by hand). ValueError says why
+        it cannot."""
+        ...
+
+
 def installed_kinds() -> set[str]:
     """The names of the installed kinds (without loading them)."""
     return {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)}
@@ -108,6 +139,41 @@ def sandbox_kind(name: str) -> SandboxKind:
             "that matches this logos"
         )
     return kind
+
+
+def batch_sandbox_kind(name: str) -> BatchSandboxKind:
+    """The installed kind called `name`, if a batch can run in it; a ValueError says why
+    not and what to use instead."""
+    kind = sandbox_kind(name)
+    if not isinstance(kind, BatchSandboxKind):
+        raise ValueError(
+            f"a batch cannot run in the sandbox kind {name!r}: it does not say how many "
+            "sessions one caller may hold, what it answers when full, or how to start it on "
+            "a cluster node (logos.sandboxes.BatchSandboxKind): use a kind that does, such as "
+            "sandboxd"
+        )
+    return kind
+
+
+def sandbox_system_prompt(
+    kind: SandboxKind,
+    settings: SandboxSettings,
+    working_dir: str,
+    extra: str = "",
+    date: dt.date | None = None,
+    loop_commands: Sequence[str] = (),
+) -> str:
+    """The system prompt for commands run in `kind`'s sandbox: what they run on and what
+    the sandbox lets them see (as of `date`, by default today); `loop_commands` as
+    `build_system_prompt` takes them."""
+    note = kind.prompt_note(settings)
+    return build_system_prompt(
+        working_dir=working_dir,
+        platform=kind.platform,
+        date=date,
+        extra=f"{note}\n{extra}",
+        loop_commands=loop_commands,
+    )
 
 
 def _describe(entry: EntryPoint) -> str:

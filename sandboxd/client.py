@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -71,25 +72,47 @@ def health(response: httpx.Response) -> HealthResponse | None:
         return None
 
 
-def health_problem(socket_path: Path) -> str | None:
-    """Why sandboxd on `socket_path` cannot run commands now, with the fix; None when it can."""
+@dataclass(frozen=True)
+class HealthCheck:
+    """What GET /v1/health said: the answer when sandboxd gave one, and what stands in the
+    way of running commands, with the fix (None when nothing does)."""
+
+    answer: HealthResponse | None
+    problem: str | None
+    reached: bool
+    """Something answered on the socket (a daemon, though perhaps an unhealthy one)."""
+
+
+def check_health(socket_path: Path) -> HealthCheck:
+    """Ask the daemon on `socket_path` whether it can run commands, for real."""
     try:
         with daemon_client(socket_path, HEALTH_TIMEOUT_S) as client:
             response = client.get(f"{API_PREFIX}/health")
     except httpx.HTTPError as exc:
         if permission_denied(exc):
-            return permission_denied_message(socket_path)
-        return (
+            return HealthCheck(None, permission_denied_message(socket_path), reached=True)
+        return HealthCheck(
+            None,
             f"sandboxd is not running on {socket_path}: start it with `sandboxd serve` (or "
-            "pass --socket PATH if it listens elsewhere)"
+            "pass --socket PATH if it listens elsewhere)",
+            reached=False,
         )
     answer = health(response)
     if answer is None:
-        return (
+        return HealthCheck(
+            None,
             f"something on {socket_path} answered HTTP {response.status_code} but is not "
-            "sandboxd: check --socket, or start the daemon with `sandboxd serve`"
+            "sandboxd: check --socket, or start the daemon with `sandboxd serve`",
+            reached=True,
         )
     if answer.ok:
-        return None
+        return HealthCheck(answer, None, reached=True)
     problems = "; ".join(answer.problems) or "no details given"
-    return f"sandboxd on {socket_path} cannot run commands: {problems}"
+    return HealthCheck(
+        answer, f"sandboxd on {socket_path} cannot run commands: {problems}", reached=True
+    )
+
+
+def health_problem(socket_path: Path) -> str | None:
+    """Why sandboxd on `socket_path` cannot run commands now, with the fix; None when it can."""
+    return check_health(socket_path).problem

@@ -1,8 +1,9 @@
 """sandboxd as a logos sandbox kind, registered under the entry points `logos.sandboxes`.
 
-logos finds it by its name, "sandboxd", and knows it only through the protocol
-logos.sandboxes.SandboxKind, which this object implements structurally: sandboxd imports
-nothing of logos but its vocabulary (logos.result, logos.options, logos.capture).
+logos finds it by its name, "sandboxd", and knows it only through the protocols
+logos.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
+implements structurally: sandboxd imports nothing of logos but its vocabulary (logos.result,
+logos.options, logos.capture).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from logos.options import AllowedPath
-from sandboxd.client import health_problem
+from logos.result import Result
+from sandboxd.autostart import AutostartError, ensure_serving
+from sandboxd.client import check_health, health_problem
 from sandboxd.paths import SocketPathError, resolve_socket_path
-from sandboxd.runner import SandboxRunner
+from sandboxd.runner import SandboxRunner, refused_when_full
 
 
 class Settings(Protocol):
@@ -77,6 +80,24 @@ class SandboxdKind:
             f"Commands run in a sandbox that sees only these host paths: {paths}. "
             f"Network access is {network}."
         )
+
+    def session_cap(self, settings: Settings) -> int | None:
+        """The daemon's max_sessions_per_caller, from its health answer."""
+        try:
+            socket = resolve_socket_path(settings.socket)
+        except SocketPathError:
+            return None
+        answer = check_health(socket).answer
+        return None if answer is None else answer.max_sessions_per_caller
+
+    def refused_when_full(self, result: Result) -> bool:
+        return refused_when_full(result)
+
+    def ensure_running(self, settings: Settings) -> None:
+        try:
+            ensure_serving(resolve_socket_path(settings.socket))
+        except (SocketPathError, AutostartError) as exc:
+            raise ValueError(str(exc)) from None
 
 
 SANDBOXD = SandboxdKind()

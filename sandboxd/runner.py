@@ -32,6 +32,7 @@ from pydantic_core import PydanticSerializationError
 from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
 from sandboxd import api as wire
+from sandboxd.backend import TooManySessionsError
 from sandboxd.client import (
     async_daemon_client,
     error_detail,
@@ -44,6 +45,12 @@ _HTTP_MARGIN_S = 90.0
 """On top of the command's timeout: the container's first start (the daemon gives it up
 to 60 s), the kill grace and the daemon's own reply margin."""
 _CONNECT_TIMEOUT_S = 5.0
+_REFUSED = "sandboxd refused {what} ({status} {code})"
+_FULL = tuple(
+    _REFUSED.format(what=what, status=429, code=TooManySessionsError.code) + ":"
+    for what in ("the command", "to start the sandbox")
+)
+_UNPREPARED = "the sandbox could not be prepared, so this command did not run: "
 
 
 @dataclass(eq=False)
@@ -345,9 +352,7 @@ class SandboxRunner:
         if self._preparation is not preparation or preparation.error is None:
             return None
         self._preparation = None
-        return (
-            f"the sandbox could not be prepared, so this command did not run: {preparation.error}"
-        )
+        return _UNPREPARED + preparation.error
 
     def _transport_problem(self, exc: httpx.TransportError, timeout_s: float) -> str:
         where = self.socket_path
@@ -398,7 +403,14 @@ def _refusal(response: httpx.Response, what: str = "the command") -> str:
     if detail is None:
         text = response.text.strip()[:500] or "no details"
         return f"sandboxd answered HTTP {response.status_code}: {text}"
-    return f"sandboxd refused {what} ({response.status_code} {detail.code}): {detail.message}"
+    refused = _REFUSED.format(what=what, status=response.status_code, code=detail.code)
+    return f"{refused}: {detail.message}"
+
+
+def refused_when_full(result: Result) -> bool:
+    """Whether `result` is the daemon's 429 for a new session over its caps: the command
+    never ran, and the same one can be sent again once a session ends."""
+    return result.error is not None and result.error.removeprefix(_UNPREPARED).startswith(_FULL)
 
 
 def _absolute(path: str) -> str:

@@ -7,6 +7,7 @@ logos exec < message            run one message's <cmd> blocks, print the <resul
 logos doctor                    check the provider, the runner and the sandbox
 logos memory {list,show,set,forget}  the memory notes new runs start with
 logos serve                     runs as a service over HTTP (`pip install 'logos[serve]'`)
+logos batch TASKS.jsonl --out DIR   run many tasks, each judged by its check
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from typing import NoReturn
 from logos.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
-from logos.cli.task import logos_version
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
 from logos.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
+from logos.version import logos_version
 
-COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve")
+COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve", "batch")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 SANDBOX_OPTION = "--sandbox"
@@ -117,7 +118,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
-        usage='logos [OPTIONS] "TASK"\n       logos {run,resume,show,exec,doctor,memory,serve} ...',
+        usage='logos [OPTIONS] "TASK"\n'
+        "       logos {run,resume,show,exec,doctor,memory,serve,batch} ...",
         description="Give a model a task; it works on it through shell commands, which logos "
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
@@ -234,7 +236,84 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow an address other than loopback: anyone who can reach it and has the "
         "token runs commands on this machine",
     )
+
+    _batch_command(commands)
     return parser
+
+
+def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
+    batch = commands.add_parser(
+        "batch",
+        prog="logos batch",
+        help="run many tasks, each in a fresh workspace and judged by its check",
+        description="Run every task of TASKS.jsonl (one JSON object per line: id, prompt, "
+        "workspace, and optional setup, check, max_steps, max_time, max_cost, image) in a "
+        "fresh copy of its workspace, then its check there: exit 0 is success. Results, "
+        "trajectories and a summary go to --out; running it again skips the tasks done. "
+        "Exit 0 when every task passed, 1 when any did not (or a line was bad), 2 on an "
+        "error, 130 on Ctrl-C (running tasks are recorded as canceled and run next time).",
+    )
+    batch.add_argument("tasks", metavar="TASKS.jsonl", help="the task file")
+    batch.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="where results.jsonl, summary.json and the trajectories go (created if missing)",
+    )
+    where = batch.add_argument_group("where tasks run")
+    spread = where.add_mutually_exclusive_group()
+    spread.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="tasks at once on this machine (default 1; at most the sandbox's session cap)",
+    )
+    spread.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the tasks on a Ray cluster (host:port, or auto); pip install 'logos[ray]'",
+    )
+    where.add_argument(
+        "--cpus-per-task",
+        type=_positive_float,
+        default=1.0,
+        metavar="N",
+        help="--ray: CPUs Ray reserves for each task (default 1)",
+    )
+    where.add_argument(
+        "--memory-per-task",
+        type=_positive_float,
+        metavar="GIB",
+        help="--ray: memory Ray reserves for each task, in GiB (default: none)",
+    )
+    _model_options(batch)
+    _runner_options(batch, allow=False, jobs=False)
+    batch.add_argument_group("approval").add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="run the commands with local bash, unasked (without --sandbox, this is required)",
+    )
+    _limit_options(batch)
+    _reply_options(batch)
+    output = batch.add_argument_group("output")
+    output.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run the tasks that failed or hit an error in earlier runs again",
+    )
+    output.add_argument(
+        "--keep-workspaces",
+        action="store_true",
+        help="keep each task's workspace under DIR/workspaces (default: removed after it)",
+    )
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON event per line on stdout: batch_start, task_end, batch_done",
+    )
 
 
 def _port(text: str) -> int:
@@ -308,7 +387,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     _config_option(parser)
 
 
-def _runner_options(parser: argparse.ArgumentParser) -> None:
+def _runner_options(
+    parser: argparse.ArgumentParser, *, allow: bool = True, jobs: bool = True
+) -> None:
     group = parser.add_argument_group("where commands run")
     group.add_argument(
         SANDBOX_OPTION,
@@ -343,6 +424,27 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
         help="temenos: a file holding the token the daemon asks for (in Kubernetes, the "
         "service account's token), read again when it changes",
     )
+    if allow:
+        _allow_option(group)
+    group.add_argument("--network", action="store_true", help="allow network access in the sandbox")
+    group.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    if jobs:
+        group.add_argument(
+            "--background-after",
+            type=_positive_float,
+            metavar="SECONDS",
+            help="a command still running after this long goes on as a job while the model "
+            f"keeps working (default {DEFAULT_BACKGROUND_AFTER_S:g}; not for `logos exec`)",
+        )
+    group.add_argument("--image", help="sandbox image (one the daemon allows)")
+
+
+def _allow_option(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--allow",
         action="append",
@@ -352,21 +454,6 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
         "the working directory (default: the current directory, read-write). Only the "
         "sandbox enforces it",
     )
-    group.add_argument("--network", action="store_true", help="allow network access in the sandbox")
-    group.add_argument(
-        "--timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    group.add_argument(
-        "--background-after",
-        type=_positive_float,
-        metavar="SECONDS",
-        help="a command still running after this long goes on as a job while the model "
-        f"keeps working (default {DEFAULT_BACKGROUND_AFTER_S:g}; not for `logos exec`)",
-    )
-    group.add_argument("--image", help="sandbox image (one the daemon allows)")
 
 
 _MODE_HELP = {

@@ -28,6 +28,7 @@ from logos.cli.arguments import (
     flags_of,
     with_command,
 )
+from logos.cli.batch import cmd_batch
 from logos.cli.doctor import Check, check_provider, check_runner, print_checks
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
@@ -318,6 +319,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "resume": _cmd_run,
     "show": _cmd_show,
     "exec": _cmd_exec,
+    "batch": cmd_batch,
     "doctor": _cmd_doctor,
     "memory": _cmd_memory,
     "serve": _cmd_serve,

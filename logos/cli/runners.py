@@ -20,7 +20,7 @@ from logos.memory_commands import memory_usage
 from logos.options import AllowedPath, ExecOptions
 from logos.prompt import build_system_prompt
 from logos.runner import Runner
-from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
+from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind, sandbox_system_prompt
 
 DEFAULT_SANDBOX_KIND = "sandboxd"
 """The sandbox kind `--sandbox` runs commands in when it names none."""
@@ -116,12 +116,7 @@ def system_prompt_for(
         return build_system_prompt(
             working_dir=workdir, date=date, extra=extra, loop_commands=commands
         )
-    kind = sandbox(spec)
-    note = kind.prompt_note(spec.sandbox_settings(options.allowed_paths))
-    return build_system_prompt(
-        working_dir=workdir,
-        platform=kind.platform,
-        date=date,
-        extra=f"{note}\n{extra}",
-        loop_commands=commands,
+    settings = spec.sandbox_settings(options.allowed_paths)
+    return sandbox_system_prompt(
+        sandbox(spec), settings, workdir, extra, date, loop_commands=commands
     )

@@ -23,7 +23,6 @@ from logos.cli.model import open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
 from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
 from logos.cli.settings import FileSettings, Flags
-from logos.cli.task import logos_version
 from logos.config import Config
 from logos.errors import RecordFileError
 from logos.memory import MemoryStore
@@ -34,6 +33,7 @@ from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
 from logos.trajectory import Trajectory
+from logos.version import logos_version
 
 if TYPE_CHECKING:  # WHY: Starlette and uvicorn are optional; the command imports them late
     from logos.serve.server import Listener

@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
 from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
+from logos.version import logos_version
 
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close the runner at the end (kill leftovers, end the session)."""
@@ -102,13 +102,6 @@ def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
     if stop_reason == "canceled":
         return 128 + signals[0] if signals else EXIT_INTERRUPTED
     return EXIT_STOPPED
-
-
-def logos_version() -> str:
-    try:
-        return version("logos")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from bench.batch import split
 from bench.plan import Plan
+from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
 from bench.roundtrip import (
@@ -307,3 +309,38 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     assert not (tmp_path / "results.json").exists()
     assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"
+
+
+def test_a_level_s_tasks_are_split_into_nearly_equal_rounds() -> None:
+    assert split(200, 4) == [50, 50, 50, 50]
+    assert split(7, 3) == [3, 2, 2]
+    assert split(2, 4) == [1, 1]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(420)
+def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -> None:
+    require(ray_command().exists(), "Ray is not installed: pip install 'logos[ray]'")
+    completed = run_bench("--quick", "--only", "batch", "--out", str(tmp_path), timeout=400)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    section = load_results(tmp_path)["sections"]["batch"]
+    assert section["problems"] == []
+    plan = Plan.quick()
+    levels = section["raw"]["levels"]
+    assert [(level["where"], level["workers"]) for level in levels] == [
+        *(("local", workers) for workers in plan.batch_workers),
+        *(("sandbox", workers) for workers in plan.batch_sandbox_workers),
+        ("ray", 2),
+    ]
+    for level in levels:
+        assert level["errors"] == []
+        assert level["passed"] == level["tasks"]
+        assert sum(level["tasks_per_node"].values()) == level["tasks"]
+        assert level["elapsed_s"] > 0 and level["baseline_s"] > 0
+        assert level["peak_rss_bytes"] > 0
+    ray = levels[-1]
+    assert len(ray["tasks_per_node"]) == 2, "every task ran on one node of the two"
+    assert {t["goal"] for t in section["targets"]} == {
+        "local, 1 worker: harness overhead ≤ 50 ms/task",
+        "sandbox, 1 worker: harness overhead ≤ 50 ms/task",
+    }

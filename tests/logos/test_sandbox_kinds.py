@@ -11,7 +11,14 @@ import pytest
 
 from logos.options import AllowedPath, ExecOptions
 from logos.runner import Runner
-from logos.sandboxes import ENTRY_POINT_GROUP, SandboxKind, SandboxSettings, sandbox_kind
+from logos.sandboxes import (
+    ENTRY_POINT_GROUP,
+    BatchSandboxKind,
+    SandboxKind,
+    SandboxSettings,
+    batch_sandbox_kind,
+    sandbox_kind,
+)
 from sandboxd.kind import SANDBOXD
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +36,11 @@ def test_sandboxd_is_found_by_name_and_is_a_sandbox_kind() -> None:
     kind = sandbox_kind("sandboxd")
     assert kind is SANDBOXD and isinstance(kind, SandboxKind)
     assert kind.name == "sandboxd" and kind.description and kind.platform
+
+
+def test_sandboxd_is_a_kind_a_batch_can_run_in() -> None:
+    assert isinstance(SANDBOXD, BatchSandboxKind)
+    assert batch_sandbox_kind("sandboxd") is SANDBOXD
 
 
 @pytest.mark.anyio

@@ -9,7 +9,13 @@ import pytest
 
 from logos.options import AllowedPath, ExecOptions
 from logos.runner import Runner
-from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
+from logos.sandboxes import (
+    BatchSandboxKind,
+    SandboxKind,
+    SandboxSettings,
+    batch_sandbox_kind,
+    sandbox_kind,
+)
 from logos.temenos_kind import TEMENOS
 from logos.temenos_runner import TemenosRunner
 from tests.support.temenos_server import temenos_server
@@ -19,6 +25,17 @@ def test_temenos_is_found_by_name_and_is_a_sandbox_kind() -> None:
     kind = sandbox_kind("temenos")
     assert kind is TEMENOS and isinstance(kind, SandboxKind)
     assert kind.description and "temenos" in kind.platform
+
+
+def test_a_batch_refuses_temenos_and_says_why() -> None:
+    # WHY: temenos's API says nothing of a per-caller session cap or a full daemon, and a
+    # node cannot start one on demand; a batch needs all three.
+    assert not isinstance(TEMENOS, BatchSandboxKind)
+    with pytest.raises(ValueError) as caught:
+        batch_sandbox_kind("temenos")
+    message = str(caught.value)
+    assert "a batch cannot run in the sandbox kind 'temenos'" in message
+    assert "BatchSandboxKind" in message and "sandboxd" in message
 
 
 def test_what_temenos_says_to_the_model() -> None:

@@ -38,6 +38,10 @@ the exact events those APIs send; `wire_chunk_size` re-splits the body into writ
 many bytes, `drop_after` cuts the connection after that many events, and `event_pause_s`
 waits between events. `json_error(...)` and `anthropic_error(...)` build error answers.
 
+`server.answer_with(function)` answers every request the queue has no reply for with
+`function(request)`: a model that replies to what it is sent (many conversations at once,
+in whatever order they arrive).
+
 `server.requests` lists what was received (method, path, lower-cased headers, body,
 arrival time, and `.json`); `server.wait_for_disconnect()` tells whether a client hung up
 in the middle of a reply (it blocks: from async code call it through
@@ -57,7 +61,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -120,6 +124,7 @@ class ScriptedServer:
 
     def __init__(self) -> None:
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
+        self._answer: Callable[[RecordedRequest], Reply] | None = None
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
@@ -147,6 +152,10 @@ class ScriptedServer:
         for reply in replies:
             self._replies.put(reply)
 
+    def answer_with(self, answer: Callable[[RecordedRequest], Reply]) -> None:
+        """Answer requests the queue has no reply for with `answer(request)`."""
+        self._answer = answer
+
     def wait_for_disconnect(self, timeout: float = 10.0) -> bool:
         """True once a client closed its connection while a reply was still being sent."""
         return self._disconnected.wait(timeout)
@@ -172,11 +181,11 @@ class ScriptedServer:
         with self._lock:
             self._requests.append(request)
 
-    def _next_reply(self) -> Reply | None:
+    def _next_reply(self, request: RecordedRequest) -> Reply | None:
         try:
             return self._replies.get_nowait()
         except queue.Empty:
-            return None
+            return None if self._answer is None else self._answer(request)
 
 
 class _Server(ThreadingHTTPServer):
@@ -212,16 +221,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
-        self.scripted._record(
-            RecordedRequest(
-                method=self.command,
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
-                received_at=time.monotonic(),
-            )
+        request = RecordedRequest(
+            method=self.command,
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            received_at=time.monotonic(),
         )
-        reply = self.scripted._next_reply()
+        self.scripted._record(request)
+        reply = self.scripted._next_reply(request)
         if reply is None:
             reply = json_error(
                 501, f"sse_server: no scripted reply left for {self.command} {self.path}"

@@ -1,0 +1,71 @@
+"""What every task of a batch runs with, as plain data: a cluster node gets a copy and builds
+its own provider and runner from it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from logos.config import DEFAULT_MAX_STEPS
+from logos.options import DEFAULT_TIMEOUT_S
+from logos.providers.base import Provider
+from logos.providers.registry import provider_kind
+from logos.sandboxes import SandboxSettings
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model every task talks to."""
+
+    provider: str
+    """A name in the provider registry."""
+    model: str
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    """Sent to the nodes with the tasks (never printed)."""
+
+    def open(self) -> Provider:
+        """A new provider for this model; the caller closes it."""
+        # WHY "" rather than None: None would make the provider read its default key
+        # variable, on a node whose environment is not the user's.
+        return provider_kind(self.provider).factory(
+            model=self.model,
+            base_url=self.base_url,
+            api_key=self.api_key or "",
+            context_window=None,
+            retry=None,
+        )
+
+
+@dataclass(frozen=True)
+class BatchSandbox:
+    """The sandbox every task runs in."""
+
+    kind: str
+    """The kind's name: each node looks it up in its own registry (a kind object need not
+    travel to a cluster node)."""
+    settings: SandboxSettings
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The defaults every task runs with; a task's own limits and image win."""
+
+    model: ModelSpec
+    sandbox: BatchSandbox | None = None
+    """None: commands run with local bash, in the task's workspace."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_time: float | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Each command's time limit: the agent's, the setup's and the check's."""
+    temperature: float | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+    check_back: bool = True
+    prompt_extra: str = ""
+    keep_workspaces: bool = False
+    """Leave each workspace on disk after its task (by default it is removed: the
+    trajectory keeps what happened)."""

@@ -1,0 +1,84 @@
+"""`logos batch --sandbox`: the local pool through a real sandboxd on the real engine. Each task
+gets its own session that sees only its workspace; the pool keeps within the session cap,
+and a sandbox full of another program's sessions delays tasks instead of failing them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.batch_model import run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.sandboxd_harness import containers_of, running_daemon
+from tests.support.sse_server import ScriptedServer
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
+    docker_client: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.answer_with(run_what_is_asked)
+    project = home.work / "project"
+    project.mkdir()
+    (project / "hello.txt").write_text("hello\n")
+    secret = home.work / "secret.txt"
+    secret.write_text("not for tasks\n")
+    # The command proves where it runs: the task's copy is there, the project and its
+    # neighbours are not (the sandbox mounts the workspace only).
+    prompt = f"run: test ! -e {secret} && test ! -e {project} && cp hello.txt done.txt"
+    tasks = write_tasks(
+        home.work / "tasks.jsonl",
+        *(
+            {
+                "id": f"t{n}",
+                "prompt": prompt,
+                "workspace": {"copy": "project"},
+                "setup": "echo set > setup.txt",
+                "check": "grep -q hello done.txt && test -f setup.txt",
+            }
+            for n in range(4)
+        ),
+    )
+    config = "max_sessions = 8\nmax_sessions_per_caller = 2\n"
+    with running_daemon(docker_client, config) as daemon:
+        holder = daemon.client()
+        # Another program of the same user holds one of the two sessions all along: the two
+        # workers' first sessions come at once, so one is refused (429) and must wait for
+        # the other task's session to end. WHY not released on a timer: on a loaded machine
+        # the batch may start only after it, and then nothing is ever refused.
+        held = holder.post("/v1/run", json={"command": "true", "session": "holder"})
+        assert held.status_code == 200, held.text
+        done = logos(
+            [
+                *("batch", "--model", "m", str(tasks), "--out", "out"),
+                *("--sandbox", "--socket", str(daemon.socket), "--workers", "4"),
+            ],
+            home,
+            openai_env(home, sse_server),
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "2 tasks at once, not 4" in done.stderr
+        assert "the sandbox is full (429" in done.stderr
+        lines = read_jsonl(home.work / "out" / "results.jsonl")
+        assert sorted(line["id"] for line in lines) == ["t0", "t1", "t2", "t3"]
+        assert all(line["status"] == "passed" for line in lines), lines
+        # every task's session was closed when the task ended
+        holder.delete("/v1/sessions/holder")
+        deadline = time.monotonic() + 30
+        while containers_of(docker_client, daemon.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert containers_of(docker_client, daemon.proc.pid) == []
+    trajectory = read_jsonl(home.work / "out" / lines[0]["trajectory"])
+    assert trajectory[0]["runner"] == "sandbox"
+    assert trajectory[0]["sandbox"] == "sandboxd"  # the kind `--sandbox` alone names
+    assert "sees only these host paths" in trajectory[0]["system_prompt"]

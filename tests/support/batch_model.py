@@ -1,0 +1,43 @@
+"""A model for batch tests: it runs the command its task names, then answers.
+
+Served by the scripted HTTP server (`server.answer_with(run_what_is_asked)`), it answers
+every conversation by what that conversation holds, so many tasks can talk to it at once in
+any order: a task whose prompt has a line `run: COMMAND` gets `<cmd>COMMAND</cmd>` first,
+then (once a result came back) a final answer; any other task gets the final answer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.support.sse_server import RecordedRequest, Reply, openai_stream
+
+FINAL_ANSWER = "Done."
+RUN_PREFIX = "run: "
+
+
+def run_what_is_asked(request: RecordedRequest) -> Reply:
+    messages = [m for m in request.json["messages"] if m["role"] != "system"]
+    texts = [_text(m["content"]) for m in messages]
+    command = next(
+        (line[len(RUN_PREFIX) :] for line in texts[0].splitlines() if line.startswith(RUN_PREFIX)),
+        None,
+    )
+    if command is None or any("<result>" in text for text in texts[1:]):
+        return openai_stream(FINAL_ANSWER)
+    return openai_stream(f"Running it.\n<cmd>{command}</cmd>\n")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+def write_tasks(path: Path, *tasks: dict[str, Any] | str) -> Path:
+    """A task file: each task as a JSON line (a str is written as it is: a bad line)."""
+    lines = [task if isinstance(task, str) else json.dumps(task) for task in tasks]
+    path.write_text("\n".join(lines) + "\n")
+    return path
