@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandboxd.docker.container import SUPERVISOR_MODULE
 from sandboxd.docker.ownership import (
     LABEL_MANAGED,
     LABEL_OWNER_PROCESS,
@@ -124,11 +125,11 @@ def supervisor_pid(container: Any) -> int:
     """The host pid of the in-container supervisor (the process that captures output)."""
     top = container.top(ps_args="-eo pid,comm,args")
     for pid, name, args in top["Processes"]:
-        # The init process's arguments name supervisor.py too: match the python process.
-        if name.startswith("python") and "supervisor.py" in args:
+        # The init process's arguments name the supervisor too: match the python process.
+        if name.startswith("python") and f"-m {SUPERVISOR_MODULE}" in args:
             return int(pid)
     raise BenchSetupError(
-        f"no supervisor.py process in container {container.name}: the image has no python3, "
+        f"no supervisor process in container {container.name}: the image has no python3, "
         "so the daemon fell back to `docker exec`"
     )
 
