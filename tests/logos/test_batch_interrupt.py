@@ -8,30 +8,19 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.batch_model import run_what_is_asked, write_tasks
 from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching
+from tests.support.processes import processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
     return make_home(tmp_path)
-
-
-def wait_for(condition: object, timeout: float = 30.0) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.mark.timeout(180)

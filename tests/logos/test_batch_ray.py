@@ -7,14 +7,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.batch_model import run_what_is_asked, write_tasks
 from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching
+from tests.support.processes import processes_matching, wait_for
 from tests.support.ray_cluster import ray_cluster
 from tests.support.sse_server import ScriptedServer
 
@@ -26,16 +25,6 @@ def home(tmp_path: Path) -> Home:
     project.mkdir()
     (project / "hello.txt").write_text("hello\n")
     return home
-
-
-def wait_for(condition: object, timeout: float = 60.0) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.mark.timeout(300)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli_harness import Home, PtySession, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching
+from tests.support.processes import processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 
@@ -24,16 +24,6 @@ def home(tmp_path: Path) -> Home:
 def unique_sleep() -> str:
     """A `sleep` whose command line no other process on the machine has."""
     return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
-
-
-def wait_for(condition: object, timeout: float = 20.0) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def interrupt_mid_command(

@@ -1,8 +1,11 @@
-"""Finding a test's processes in /proc, to prove that nothing it started survived."""
+"""Finding a test's processes in /proc, to prove that nothing it started survived, and waiting
+for what they do."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -21,3 +24,13 @@ def processes_matching(marker: str) -> list[int]:
         if marker.encode() in cmdline and state != b"Z":
             found.append(int(entry))
     return found
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
+    """Whether `condition` came true within `timeout` seconds (polled every 0.05 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
