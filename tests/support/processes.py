@@ -1,9 +1,10 @@
-"""Finding a test's processes in /proc, to prove that nothing it started survived, and waiting
-for what they do."""
+"""Finding a test's processes in /proc, to prove that nothing it started survived, waiting
+for what they do, and stopping the servers they started."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,3 +35,18 @@ def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def stop_server(
+    proc: subprocess.Popen[bytes], what: str, output: Callable[[], str], sig: int, timeout: float
+) -> int:
+    """Send `sig` to a server the test started and wait for its exit status; one that does
+    not stop in time is killed, and the test fails with its output."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"{what} did not stop within {timeout} s:\n{output()}") from None

@@ -21,6 +21,7 @@ import httpx
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from tests.support.parts import require
+from tests.support.processes import stop_server
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_MAX_SESSIONS = 64
@@ -94,16 +95,7 @@ class Daemon:
         """Send `sig` and wait for the exit status."""
         for client in self.clients:
             client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(
-                f"the daemon did not stop within {timeout} s:\n{self.output()}"
-            ) from None
+        return stop_server(self.proc, "the daemon", self.output, sig, timeout)
 
 
 def start_daemon(

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from tests.support.cli_harness import Home, openai_env
+from tests.support.processes import stop_server
 from tests.support.sse_server import ScriptedServer
 
 _SERVING = re.compile(r"serving on (\S+)")
@@ -71,16 +72,7 @@ class Served:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         for client in self.clients:
             client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(
-                f"logos serve did not stop within {timeout} s:\n{self.output()}"
-            ) from None
+        return stop_server(self.proc, "logos serve", self.output, sig, timeout)
 
 
 def start_serve(
