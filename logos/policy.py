@@ -23,6 +23,7 @@ sandbox is the boundary. Its design follows from that:
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from typing import TypeAlias
 
@@ -88,12 +89,44 @@ def check_command(command: str) -> str | None:
         )
     if edit is None:
         return None
+    instead = _sed_without_in_place(command)
+    what_to_do = (
+        f"Run this instead, which does the same through a new file: <cmd>{instead}</cmd>"
+        if instead is not None
+        else "Instead, write the changed text to a new file and move that over the old one "
+        "(sed without -i, then mv), or write the whole file with a heredoc."
+    )
     return (
-        f"Refused: `{edit}` edits a file in place. In-place edits are invisible to review "
-        "and cannot be undone, and this harness wants every edit where it can see it. "
-        "The command was not run. Instead, write the whole file with a heredoc, or write "
-        "the changed text to a new file and move that over the old one (sed without -i, "
-        "then mv), or use a short Python script that reads, changes and writes the file."
+        f"Refused: `{edit}` edits a file in place, invisible to review and impossible to "
+        f"undo; the command was not run. {what_to_do}"
+    )
+
+
+def _sed_without_in_place(command: str) -> str | None:
+    """`sed -i SCRIPT FILE` as `sed SCRIPT FILE > FILE.new && mv FILE.new FILE`, when the
+    command is exactly that (one plain `-i`, one script, one file); else None.
+
+    WHY: a small model told to "write a new file and move it" rarely manages; one that is
+    handed the very command copies it, and the edit is still visible in the conversation."""
+    try:
+        commands = simple_commands(command)
+    except TooDeep:
+        return None
+    if len(commands) != 1:
+        return None
+    only = commands[0]
+    if only.redirections or only.piped_from is not None or only.stdin_texts:
+        return None
+    words = only.words
+    if len(words) != 4 or words[0] not in _SED_NAMES or words[1] != "-i":
+        return None
+    script, target = words[2], words[3]
+    if target.startswith("-") or script.startswith("-"):
+        return None
+    new = f"{target}.new"
+    return (
+        f"{words[0]} {shlex.quote(script)} {shlex.quote(target)} > {shlex.quote(new)} "
+        f"&& mv {shlex.quote(new)} {shlex.quote(target)}"
     )
 
 

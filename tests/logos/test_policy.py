@@ -201,13 +201,60 @@ def test_refusal_names_what_was_refused(command: str, named: str) -> None:
 
 
 def test_refusal_says_why_and_what_to_do_instead() -> None:
-    refusal = check_command("sed -i s/a/b/ f")
+    refusal = check_command("sed -i s/a/b/ f | cat")
     assert refusal is not None
     assert "invisible to review" in refusal
-    assert "cannot be undone" in refusal
+    assert "impossible to undo" in refusal
     assert "not run" in refusal
     assert "heredoc" in refusal and "sed without -i, then mv" in refusal
-    assert "Python" in refusal
+
+
+@pytest.mark.parametrize(
+    ("command", "instead"),
+    [
+        (
+            "sed -i 's/world/moon/g' greeting.txt",
+            "sed s/world/moon/g greeting.txt > greeting.txt.new "
+            "&& mv greeting.txt.new greeting.txt",
+        ),
+        (
+            "sed -i '/DELETE ME/d' 'my list.txt'",
+            "sed '/DELETE ME/d' 'my list.txt' > 'my list.txt.new' "
+            "&& mv 'my list.txt.new' 'my list.txt'",
+        ),
+    ],
+)
+def test_a_plain_sed_in_place_is_answered_with_the_same_edit_through_a_new_file(
+    command: str, instead: str, tmp_path: Path
+) -> None:
+    refusal = check_command(command)
+    assert refusal is not None and refusal.endswith(f"through a new file: <cmd>{instead}</cmd>")
+    text = "hello world\nDELETE ME\nthe world is round\n"
+    results = []
+    for name, script in (("in-place", command), ("rewritten", instead)):
+        directory = tmp_path / name
+        directory.mkdir()
+        for file in ("greeting.txt", "my list.txt"):
+            (directory / file).write_text(text)
+        subprocess.run(["bash", "-c", script], cwd=directory, check=True)
+        results.append({p.name: p.read_text() for p in sorted(directory.iterdir())})
+    assert results[0] == results[1]  # the same files, the same text, no .new left behind
+    assert results[0] != {"greeting.txt": text, "my list.txt": text}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -i.bak s/a/b/ f",
+        "sed -i s/a/b/ f g",
+        "sed -i -e s/a/b/ f",
+        "cd x && sed -i s/a/b/ f",
+        "sed -i s/a/b/ f > log",
+    ],
+)
+def test_no_rewrite_is_offered_where_it_would_not_be_the_same_edit(command: str) -> None:
+    refusal = check_command(command)
+    assert refusal is not None and "through a new file" not in refusal
     # The suggested rewrite itself must pass the policy.
     assert check_command("sed 's/old/new/' f > f.new && mv f.new f") is None
 
