@@ -6,12 +6,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from logos.grammar import ReplyGrammars
 from logos.local_runner import LocalRunner
 from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.policy import CommandPolicy, check_command
 from logos.pricing import Price
-from logos.providers.base import Provider
+from logos.providers.base import Message, Provider
 from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.steps import StepMessage
@@ -41,6 +42,9 @@ class Config:
     """Commands the loop answers itself (`logos.loop_commands`), asked before the policy;
     the jobs' own (`jobs`, `wait %1`, `kill %1`) are added when commands go on as jobs
     (`exec_options.background_after_s` on a `logos.jobs.JobRunner`)."""
+    example: Sequence[Message] = ()
+    """Turns sent before the conversation, after the system prompt, to show the protocol
+    once (`logos.prompt.worked_example`); never part of the steps a run returns."""
     max_concurrency: int = 8
     """Commands of one reply that may run at the same time."""
     max_steps: int = DEFAULT_MAX_STEPS
@@ -68,6 +72,10 @@ class Config:
     provider_options: Mapping[str, Any] = field(default_factory=dict)
     """Extra JSON fields for every request, merged into the provider's request body; a
     None value removes a field logos would send (e.g. `stream_options`)."""
+    grammars: ReplyGrammars | None = None
+    """llama.cpp grammars for the replies, one per kind of turn (`logos.grammar`), sent as
+    each request's `grammar`: a first reply that acts, well-formed replies after it, an
+    answer after a repeated reply. Only for a server that takes a grammar (llama.cpp)."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Prices for models missing from the built-in table (model-name prefix → price)."""
     context_window: int | None = None
@@ -82,6 +90,10 @@ class Config:
             raise ValueError(
                 "repeated_failure_note must be at least 2 (a failure repeats from its second "
                 f"time) or None, got {self.repeated_failure_note}"
+            )
+        if self.grammars is not None and "grammar" in self.provider_options:
+            raise ValueError(
+                "two grammars are set: `grammars` and provider_options['grammar']; keep one"
             )
         for name in ("max_wall_s", "max_cost_usd", "max_total_tokens", "max_tokens"):
             value = getattr(self, name)

@@ -38,6 +38,7 @@ from logos.errors import (
 from logos.execute import BlockExecutor
 from logos.fabricated_result import RESULT_TAG, find_fabricated_result
 from logos.fenced_command import find_fenced_command
+from logos.grammar import Turn
 from logos.hallucination import find_tool_call_hallucination
 from logos.job_commands import JobCommands
 from logos.jobs import JobRunner
@@ -48,6 +49,7 @@ from logos.notices import (
     INTERRUPTED_NOTICE,
     empty_reply_notice,
     not_run_notice,
+    repeated_reply_notice,
     running_jobs_notice,
     unclosed_block_notice,
 )
@@ -67,6 +69,7 @@ from logos.providers.base import (
     UsageReport,
 )
 from logos.repeated_failure import RepeatedFailures
+from logos.repetition import Repetition
 from logos.result import Result
 from logos.run_jobs import RunJobs
 from logos.steps import (
@@ -180,6 +183,7 @@ class _Run:
             if config.repeated_failure_note is None
             else RepeatedFailures(config.repeated_failure_note)
         )
+        self.repetition = Repetition()
         after = config.exec_options.background_after_s
         self.jobs = (
             RunJobs(config.runner, callbacks.on_job_end)
@@ -206,6 +210,7 @@ class _Run:
     async def execute(
         self, history: list[Message], prompt: str, cancel: anyio.Event | None
     ) -> RunResult:
+        self.task = prompt
         self.messages = [*history, Message(role="user", content=prompt)]
         stop: StopReason = "error"
         error: str | None = None
@@ -258,13 +263,19 @@ class _Run:
 
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
-        ran_commands = has_run_commands(self.messages)
-        checked_back = jobs_told = False
+        # `acted`: the last reply that ran commands had one succeed (or go on as a job).
+        ran_commands = acted = has_run_commands(self.messages)
+        checked_back = jobs_told = must_answer = False
         for step in range(self.config.max_steps):
             budget = self._budget_stop()
             if budget is not None:
                 return budget, None, ""
-            turn = await self._turn_within_window()
+            # WHY "act" until a command succeeded, and again after a reply whose commands all
+            # failed: a small model told its `sed -i` was refused, or shown an error, says
+            # the work is done; made to write a block, it runs the command the refusal
+            # offered, or fixes the one that failed. Repeating a failure forces an answer.
+            kind: Turn = "answer" if must_answer else "reply" if acted else "act"
+            turn = await self._turn_within_window(kind)
             self.current = None
             # WHY in a row: a long run over a flaky network may see a few drops; only a
             # connection that keeps failing ends it.
@@ -298,6 +309,8 @@ class _Run:
                 # fence; a first reply that holds one and no block meant to run it.
                 fenced = find_fenced_command(prose)
             ran_commands = ran_commands or turn.blocks > 0
+            if turn.results:
+                acted = any(result.ok or result.job is not None for result in turn.results)
             if turn.fabricated_result and not turn.blocks:
                 what = f"made-up results ({RESULT_TAG})"
                 notice = FABRICATED_RESULT_NOTICE
@@ -331,6 +344,10 @@ class _Run:
 
             if turn.blocks or notices:
                 empty_replies = 0
+                must_answer = self.repetition.repeats(turn.results)
+                if must_answer:
+                    forced = self.config.grammars is not None
+                    notices.append(repeated_reply_notice(forced, self.task))
                 await self._add_results(turn.results, notices)
                 continue
             answer = strip_cmd_blocks(turn.content)
@@ -361,14 +378,15 @@ class _Run:
             return "final", None, answer
         return "max_steps", None, ""
 
-    async def _turn_within_window(self) -> _Turn:
-        """A model turn. When the server says the conversation is longer than the model's
-        context window (unknown to us, or smaller than we were told), older command
-        outputs are elided further and the turn is asked again."""
+    async def _turn_within_window(self, kind: Turn) -> _Turn:
+        """A model turn of this kind (which grammar it gets, `logos.grammar`). When the
+        server says the conversation is longer than the model's context window (unknown to
+        us, or smaller than we were told), older command outputs are elided further and the
+        turn is asked again."""
         shrinks = 0
         while True:
             try:
-                return await self._model_turn()
+                return await self._model_turn(kind)
             except ContextWindowExceededError:
                 shrinks += 1
                 if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
@@ -383,27 +401,36 @@ class _Run:
     def _shrink_window(self) -> bool:
         """Aim the elision below what was just sent; False when nothing is left to elide."""
         max_tokens = self.config.max_tokens
-        sent = fit_to_window(self.system, self.messages, self.context_window, max_tokens)
+        conversation = self._conversation()
+        sent = fit_to_window(self.system, conversation, self.context_window, max_tokens)
         sent_tokens = estimate_tokens(self.system, sent)
         window = math.ceil((sent_tokens * WINDOW_SHRINK + (max_tokens or 0)) / HEADROOM)
-        shrunk = fit_to_window(self.system, self.messages, window, max_tokens)
+        shrunk = fit_to_window(self.system, conversation, window, max_tokens)
         if estimate_tokens(self.system, shrunk) >= sent_tokens:
             return False
         self.context_window = window
         return True
 
-    async def _model_turn(self) -> _Turn:
+    def _conversation(self) -> list[Message]:
+        """What the model is sent after the system prompt: the worked example (never elided:
+        it holds no results to elide), then the conversation."""
+        return [*self.config.example, *self.messages]
+
+    async def _model_turn(self, kind: Turn) -> _Turn:
         turn = _Turn()
         self.current = turn
         config = self.config
+        extra = config.provider_options
+        if config.grammars is not None:
+            extra = {**extra, "grammar": config.grammars.for_turn(kind)}
         request = ModelRequest(
             system=self.system,
             messages=fit_to_window(
-                self.system, self.messages, self.context_window, config.max_tokens
+                self.system, self._conversation(), self.context_window, config.max_tokens
             ),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
-            extra=config.provider_options,
+            extra=extra,
         )
         parser = CmdStreamParser()
         executor = BlockExecutor(

@@ -90,6 +90,18 @@ def repeated_failure_note(times: int) -> str:
     )
 
 
+def repeated_reply_notice(forced: bool, task: str) -> str:
+    """Sent when the model ran its previous reply's commands again, to the same output
+    (`logos.repetition`); `forced`: the next reply is held to an answer by a grammar, so
+    the notice asks the task again (a small model copies any other words into its answer)."""
+    if forced:
+        return f"Answer from the output above: {task.strip()}"
+    return (
+        "You ran the same command again and got the same output; running it a third time "
+        "will not change it. Answer from that output, or run a different command."
+    )
+
+
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:
     """Sent once when the model answers while jobs still run: they are stopped if it does
     it again."""

@@ -25,7 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
 
 from logos.options import AllowedPath
-from logos.prompt import build_system_prompt
+from logos.prompt import PromptStyle, build_system_prompt
 from logos.result import Result
 from logos.runner import Runner
 
@@ -162,10 +162,11 @@ def sandbox_system_prompt(
     extra: str = "",
     date: dt.date | None = None,
     loop_commands: Sequence[str] = (),
+    style: PromptStyle = "full",
 ) -> str:
     """The system prompt for commands run in `kind`'s sandbox: what they run on and what
-    the sandbox lets them see (as of `date`, by default today); `loop_commands` as
-    `build_system_prompt` takes them."""
+    the sandbox lets them see (as of `date`, by default today); `loop_commands` and
+    `style` as `build_system_prompt` takes them."""
     note = kind.prompt_note(settings)
     return build_system_prompt(
         working_dir=working_dir,
@@ -173,6 +174,7 @@ def sandbox_system_prompt(
         date=date,
         extra=f"{note}\n{extra}",
         loop_commands=loop_commands,
+        style=style,
     )
 
 

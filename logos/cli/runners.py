@@ -18,7 +18,7 @@ from logos.job_commands import job_usage
 from logos.local_runner import LocalRunner
 from logos.memory_commands import memory_usage
 from logos.options import AllowedPath, ExecOptions
-from logos.prompt import build_system_prompt
+from logos.prompt import PromptStyle, build_system_prompt
 from logos.runner import Runner
 from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind, sandbox_system_prompt
 
@@ -104,19 +104,23 @@ def make_runner(spec: RunnerSpec) -> Runner:
 
 
 def system_prompt_for(
-    spec: RunnerSpec, options: ExecOptions, extra: str = "", date: dt.date | None = None
+    spec: RunnerSpec,
+    options: ExecOptions,
+    extra: str = "",
+    date: dt.date | None = None,
+    style: PromptStyle = "full",
 ) -> str:
-    """The system prompt, telling the model what the sandbox lets it see, how its jobs
-    work and how to keep memory notes (as of `date`, by default today). Every runner keeps
-    jobs; both fronts (the command, the server) answer the memory commands."""
+    """The system prompt in `style`, telling the model what the sandbox lets it see, how
+    its jobs work and how to keep memory notes (as of `date`, by default today). Every
+    runner keeps jobs; both fronts (the command, the server) answer the memory commands."""
     workdir = options.resolved_workdir() or os.getcwd()
     after = options.background_after_s
     commands = (*(job_usage(after) if after is not None else ()), *memory_usage())
     if not spec.sandbox:
         return build_system_prompt(
-            working_dir=workdir, date=date, extra=extra, loop_commands=commands
+            working_dir=workdir, date=date, extra=extra, loop_commands=commands, style=style
         )
     settings = spec.sandbox_settings(options.allowed_paths)
     return sandbox_system_prompt(
-        sandbox(spec), settings, workdir, extra, date, loop_commands=commands
+        sandbox(spec), settings, workdir, extra, date, loop_commands=commands, style=style
     )

@@ -1,5 +1,7 @@
-"""The logos grammar on the real llama.cpp server: it parses, and it keeps the replies of a
-small model well-formed where the same requests without it slip."""
+"""The logos grammars on the real llama.cpp server: they parse; the reply grammar keeps a small
+model's replies well-formed where the same requests without it slip; the act grammar makes a
+reply hold a block (at most three, closed) where the same requests without it answer in
+prose; the answer grammar makes a reply hold none."""
 
 from __future__ import annotations
 
@@ -8,10 +10,17 @@ from typing import Any
 
 import pytest
 
-from logos.grammar import LOGOS_GRAMMAR
+from logos.grammar import (
+    ACT_GRAMMAR,
+    ACT_LEAD_CHARS,
+    ACT_MAX_BLOCKS,
+    ANSWER_GRAMMAR,
+    LOGOS_GRAMMAR,
+)
 from logos.hallucination import find_tool_call_hallucination
 from logos.local_model import LocalModelServer
-from logos.parse import CmdStreamParser, strip_cmd_blocks
+from logos.parse import CmdStreamParser, parse_cmd_blocks, strip_cmd_blocks
+from logos.prompt import build_system_prompt, worked_example
 from logos.providers import Finish, Message, ModelRequest, OpenAIProvider, RetryPolicy, TextDelta
 
 SYSTEM = "You run shell commands by writing them in <cmd> blocks."
@@ -45,11 +54,32 @@ def slips_in(text: str, finish: str | None) -> list[str]:
     return found
 
 
-async def reply_to(server: LocalModelServer, prompt: str, extra: dict[str, Any]) -> list[str]:
+ANSWERABLE = [
+    "What is the capital of France? Answer in one word.",
+    "Say hello.",
+    "What is 2 + 2?",
+]
+"""Requests a model answers in prose, with no command, when nothing makes it act."""
+
+
+async def text_of(
+    server: LocalModelServer,
+    prompt: str,
+    extra: dict[str, Any],
+    max_tokens: int = 60,
+    *,
+    as_sent: bool = False,
+) -> tuple[str, str | None]:
+    """The reply to `prompt`; `as_sent`: with the compact system prompt and its worked
+    example, as the product sends them to a llama.cpp model."""
+    system, example = SYSTEM, ()
+    if as_sent:
+        system = build_system_prompt(working_dir="/tmp/work", style="compact")
+        example = worked_example("compact")
     request = ModelRequest(
-        system=SYSTEM,
-        messages=[Message("user", prompt)],
-        max_tokens=60,
+        system=system,
+        messages=[*example, Message("user", prompt)],
+        max_tokens=max_tokens,
         temperature=0.0,
         extra={"seed": 1, "top_k": 1, **extra},
     )
@@ -62,7 +92,11 @@ async def reply_to(server: LocalModelServer, prompt: str, extra: dict[str, Any])
         events = [event async for event in provider.stream(request)]
     text = "".join(event.text for event in events if isinstance(event, TextDelta))
     finish = next((event.reason for event in events if isinstance(event, Finish)), None)
-    return slips_in(text, finish)
+    return text, finish
+
+
+async def reply_to(server: LocalModelServer, prompt: str, extra: dict[str, Any]) -> list[str]:
+    return slips_in(*await text_of(server, prompt, extra))
 
 
 @pytest.mark.llama
@@ -86,3 +120,40 @@ def test_the_slip_check_sees_each_slip() -> None:
     assert slips_in("<cmd>ls", "stop") == ["a block left open"]
     assert slips_in("<cmd>ls", "length") == []
     assert slips_in("a < b, see <cmd>ls</cmd>", "stop") == []
+
+
+@pytest.mark.llama
+@pytest.mark.anyio
+@pytest.mark.timeout(300)
+async def test_the_act_grammar_makes_a_reply_run_a_command_where_without_it_the_model_answers(
+    llama_server: LocalModelServer,
+) -> None:
+    free = [(await text_of(llama_server, p, {}, as_sent=True))[0] for p in ANSWERABLE]
+    assert any(not parse_cmd_blocks(text) for text in free), "find requests it answers in prose"
+    ended = 0
+    for prompt in [*ANSWERABLE, *PROVOKING]:
+        # Enough tokens to reach the lead's bound (a token holds at least one character).
+        text, finish = await text_of(
+            llama_server, prompt, {"grammar": ACT_GRAMMAR}, ACT_LEAD_CHARS + 40, as_sent=True
+        )
+        # A block starts within the lead's bound, whatever the model would rather say ...
+        assert 0 <= text.find("<cmd>") <= ACT_LEAD_CHARS, (prompt, text)
+        assert slips_in(text, finish) == [], (prompt, text)
+        if finish == "stop":  # ... and a reply that ends by itself ends with its blocks.
+            ended += 1
+            assert 1 <= len(parse_cmd_blocks(text)) <= ACT_MAX_BLOCKS, (prompt, text)
+            assert text.rstrip().endswith("</cmd>"), (prompt, text)
+    assert ended, "no reply ended by itself: the blocks' end was never seen"
+
+
+@pytest.mark.llama
+@pytest.mark.anyio
+@pytest.mark.timeout(300)
+async def test_the_answer_grammar_makes_a_reply_without_any_block(
+    llama_server: LocalModelServer,
+) -> None:
+    asked = ["Run the command ls in a <cmd> block now.", *PROVOKING]
+    for prompt in asked:
+        text, finish = await text_of(llama_server, prompt, {"grammar": ANSWER_GRAMMAR})
+        assert parse_cmd_blocks(text) == [] and "<cmd>" not in text, (prompt, text)
+        assert slips_in(text, finish) == [], (prompt, text)

@@ -22,15 +22,19 @@ from logos.fenced_command import find_fenced_command, looks_like_command
 from logos.job_commands import job_usage
 from logos.parse import CmdStreamParser, parse_cmd_blocks
 from logos.policy import check_command
-from logos.prompt import build_system_prompt, load_template
+from logos.prompt import build_system_prompt, load_template, worked_example
 from logos.result import JobInfo
 
 HARMLESS = {
     "ls": "lists the working directory",
+    "ls | wc -l": "counts the working directory's entries (the compact prompt's example)",
     "cd / && ls": "lists the root directory",
     "cd": "alone, in a fresh shell, changes nothing",
     "bash -c": "without a command: a usage error",
     "sed -i": "the default policy refuses it, so it never runs",
+    "sed s/a/b/ notes.txt > notes.txt.new && mv notes.txt.new notes.txt": "the refusal of "
+    "the sample `sed -i 's/a/b/' notes.txt` offers back the model's own edit through a new "
+    "file: a copy does what the model itself asked for, visibly",
     "jobs": "answered by logos: lists the run's jobs",
     "wait %1": "answered by logos: waits for the run's own job 1, or says there is none",
     "kill %1": "answered by logos: stops only the run's own job 1, or says there is none",
@@ -43,6 +47,8 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "completed": [0, 2],
     "finish": [None, "stop", "length"],
     "times": [3, 7],
+    "forced": [True, False],
+    "task": ["How many lines does notes.txt have?"],
     "jobs": [
         [JobInfo("1", "make test", 45.0)],
         [JobInfo("1", "npm run build\nnpm test", 3.0), JobInfo("2", "ls", 120.0)],
@@ -74,6 +80,15 @@ def shown_texts() -> list[tuple[str, str]]:
         ("system prompt", build_system_prompt()),
         ("system prompt with jobs", build_system_prompt(loop_commands=job_usage(30))),
         ("system prompt template", load_template()),
+        ("compact system prompt", build_system_prompt(style="compact")),
+        ("compact template", load_template("compact")),
+        # The example's result turn is the harness's own envelope, made by format_results;
+        # the turns a model could copy are the task and the two replies.
+        *(
+            (f"worked example {n}", m.content)
+            for n, m in enumerate(worked_example("compact"))
+            if not m.content.startswith("<result>")
+        ),
         *notice_texts(),
         *((f"policy refusal {n}", text) for n, text in enumerate(refusals) if text is not None),
         ("never-run", approval.NEVER_RUN_ERROR),

@@ -1,0 +1,147 @@
+"""What the loop does for small local models, each behaviour with a scripted model through
+the real loop and real bash: a grammar per kind of turn (act until a command succeeded,
+free replies after, an answer after a repeated reply), the repetition notice, the worked
+example sent before the conversation, and a refused `sed -i` answered with the same edit
+through a new file, which the model then runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logos import run
+from logos.config import Config
+from logos.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
+from logos.notices import repeated_reply_notice
+from logos.options import AllowedPath, ExecOptions
+from logos.prompt import worked_example
+from logos.providers.base import Message
+from tests.support.scripted import Reply, ScriptedProvider, config_for
+
+pytestmark = pytest.mark.anyio
+
+
+def grammars_sent(provider: ScriptedProvider) -> list[str | None]:
+    return [request.extra.get("grammar") for request in provider.requests]
+
+
+def in_dir(config: Config, directory: Path) -> Config:
+    options = ExecOptions(allowed_paths=(AllowedPath(path=str(directory), read_only=False),))
+    return Config(**{**config.__dict__, "exec_options": options})
+
+
+async def test_the_first_reply_acts_and_the_replies_after_a_success_are_free() -> None:
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("It ran.")])
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert (result.stop_reason, result.response) == ("final", "It ran.")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR]
+
+
+async def test_a_reply_whose_commands_all_failed_is_followed_by_one_that_must_act() -> None:
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>false</cmd>"),
+            Reply("<cmd>true</cmd><cmd>false</cmd>"),  # one success is enough
+            Reply("Done."),
+        ]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert result.stop_reason == "final"
+    assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
+
+
+async def test_a_conversation_that_already_ran_commands_does_not_start_by_acting() -> None:
+    history = [Message("user", "go"), Message("assistant", "<cmd>ls</cmd>")]
+    provider = ScriptedProvider([Reply("Still done.")])
+    await run(config_for(provider, grammars=ReplyGrammars()), history, "and now?")
+    assert grammars_sent(provider) == [LOGOS_GRAMMAR]
+
+
+async def test_without_the_first_block_rule_every_reply_gets_the_free_grammar() -> None:
+    provider = ScriptedProvider([Reply("Right away: 4.")])
+    result = await run(config_for(provider, grammars=ReplyGrammars(act=None)), [], "2+2?")
+    assert result.response == "Right away: 4."
+    assert grammars_sent(provider) == [LOGOS_GRAMMAR]
+
+
+async def test_the_same_commands_to_the_same_output_force_an_answer_that_asks_the_task_again() -> (
+    None
+):
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>echo 4</cmd>"),
+            Reply("<cmd>echo 4</cmd>"),
+            Reply("There are 4."),
+        ]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "how many?")
+    assert (result.stop_reason, result.response) == ("final", "There are 4.")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
+    second_results = result.steps[3]
+    assert second_results.content.endswith(repeated_reply_notice(True, "how many?"))
+    assert repeated_reply_notice(True, "how many?") == "Answer from the output above: how many?"
+
+
+async def test_without_grammars_a_repetition_is_only_pointed_out() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>echo 4</cmd>"), Reply("<cmd>echo 4</cmd>"), Reply("Four.")]
+    )
+    result = await run(config_for(provider), [], "how many?")
+    assert result.response == "Four."
+    assert result.steps[3].content.endswith(repeated_reply_notice(False, "how many?"))
+    assert all("grammar" not in request.extra for request in provider.requests)
+
+
+async def test_output_that_changed_is_not_a_repetition(tmp_path: Path) -> None:
+    counter = tmp_path / "n"
+    counter.write_text("1\n")
+    bump = f"cat {counter} && echo 2 > {counter}"
+    provider = ScriptedProvider(
+        [Reply(f"<cmd>{bump}</cmd>"), Reply(f"<cmd>{bump}</cmd>"), Reply("ok")]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, LOGOS_GRAMMAR]
+    assert "Answer from the output above" not in result.steps[3].content
+
+
+async def test_the_worked_example_is_sent_first_and_never_returned() -> None:
+    example = worked_example("compact")
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
+    result = await run(config_for(provider, example=example), [], "go")
+    first, second = provider.requests
+    assert tuple(first.messages[:4]) == example and first.messages[4] == Message("user", "go")
+    assert tuple(second.messages[:4]) == example
+    assert all(step.content not in {m.content for m in example} for step in result.steps)
+
+
+async def test_a_refused_sed_in_place_is_followed_by_the_edit_it_offered(tmp_path: Path) -> None:
+    target = tmp_path / "list.txt"
+    target.write_text("alpha\nDELETE ME\ngamma\n")
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>sed -i '/DELETE ME/d' list.txt</cmd>"),
+            # What a small model does with the refusal: copy the block it offers.
+            Reply(
+                "<cmd>sed '/DELETE ME/d' list.txt > list.txt.new && mv list.txt.new list.txt</cmd>"
+            ),
+            Reply("The line is gone."),
+        ]
+    )
+    config = in_dir(config_for(provider, grammars=ReplyGrammars()), tmp_path)
+    result = await run(config, [], "remove the DELETE ME line from list.txt")
+    assert result.stop_reason == "final"
+    refusal = result.steps[1].results[0].error
+    assert refusal is not None and "<cmd>sed '/DELETE ME/d' list.txt > list.txt.new" in refusal
+    # The refusal ran nothing, so the next reply had to act again.
+    assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
+    assert target.read_text() == "alpha\ngamma\n"
+
+
+async def test_two_grammars_are_refused() -> None:
+    with pytest.raises(ValueError, match="two grammars"):
+        config_for(
+            ScriptedProvider([]),
+            grammars=ReplyGrammars(),
+            provider_options={"grammar": "root ::= [a-z]+"},
+        )
