@@ -212,7 +212,9 @@ def _open_runner(
     sandbox cannot be used."""
     workdir = options.resolved_workdir() or ""
     if settings.sandbox is None:
-        prompt = build_system_prompt(working_dir=workdir, extra=settings.prompt_extra)
+        prompt = build_system_prompt(
+            working_dir=workdir, extra=settings.prompt_extra, style=settings.replies.prompt_style
+        )
         return LocalRunner(), prompt
     if kind is None:
         # WHY fail: a task asked for the sandbox must never fall back to this machine's bash.
@@ -223,7 +225,9 @@ def _open_runner(
         allowed_paths=options.allowed_paths,
         session=None,  # WHY: a fresh session for each task, whatever the settings say
     )
-    prompt = sandbox_system_prompt(kind, sandbox, workdir, settings.prompt_extra)
+    prompt = sandbox_system_prompt(
+        kind, sandbox, workdir, settings.prompt_extra, style=settings.replies.prompt_style
+    )
     return WaitWhenFull(kind.open(sandbox), kind, on_full), prompt
 
 
@@ -265,23 +269,22 @@ async def _agent(
             writer.step(step)
             on_recorded()
 
-        config = Config(
-            provider=provider,
-            model=settings.model.model,
-            system_prompt=system_prompt,
-            runner=runner,
-            exec_options=options,
-            max_steps=task.max_steps or settings.max_steps,
-            max_tokens=settings.max_tokens,
-            max_total_tokens=settings.max_total_tokens,
-            max_wall_s=task.max_time or settings.max_time,
-            max_cost_usd=task.max_cost or settings.max_cost,
-            temperature=settings.temperature,
-            provider_options=settings.provider_options,
-            check_back=settings.check_back,
-            # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
-            # independent tries; notes shared between them, or with the user's own runs,
-            # would make one task's result depend on the others.
+        config = settings.replies.apply(
+            Config(
+                provider=provider,
+                model=settings.model.model,
+                system_prompt=system_prompt,
+                runner=runner,
+                exec_options=options,
+                max_steps=task.max_steps or settings.max_steps,
+                max_tokens=settings.max_tokens,
+                max_total_tokens=settings.max_total_tokens,
+                max_wall_s=task.max_time or settings.max_time,
+                max_cost_usd=task.max_cost or settings.max_cost,
+                # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
+                # independent tries; notes shared between them, or with the user's own runs,
+                # would make one task's result depend on the others.
+            )
         )
         started = time.monotonic()
         result = await run(

@@ -3,14 +3,13 @@ its own provider and runner from it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.base import Provider
 from logos.providers.registry import provider_kind
+from logos.replies import ReplySettings
 from logos.sandboxes import SandboxSettings
 
 
@@ -62,9 +61,8 @@ class BatchSettings:
     max_total_tokens: int | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Each command's time limit: the agent's, the setup's and the check's."""
-    temperature: float | None = None
-    provider_options: Mapping[str, Any] = field(default_factory=dict)
-    check_back: bool = True
+    replies: ReplySettings = field(default_factory=ReplySettings)
+    """Sampling, grammars and the prompt's style (`logos.replies`)."""
     prompt_extra: str = ""
     keep_workspaces: bool = False
     """Leave each workspace on disk after its task (by default it is removed: the

@@ -23,6 +23,7 @@ from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.config import DEFAULT_MAX_STEPS
 from logos.options import DEFAULT_TIMEOUT_S
+from logos.prompt import PROMPT_STYLES
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
 from logos.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
@@ -519,9 +520,24 @@ def _reply_options(parser: argparse.ArgumentParser) -> None:
         "--grammar",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="constrain the replies with the logos llama.cpp grammar: prose and well-formed "
-        "<cmd> blocks, no made-up <result>, tool-call syntax or shell code fence (with --gguf "
-        "or a llama.cpp --base-url only; default: off)",
+        help="constrain the replies with the logos llama.cpp grammars: prose and well-formed "
+        "<cmd> blocks, no made-up <result>, tool-call syntax or shell code fence; a first reply "
+        "that runs a command; an answer after a repeated command (default: on when llama.cpp "
+        "serves the model, --gguf or a llama.cpp --base-url; off otherwise)",
+    )
+    group.add_argument(
+        "--first-block",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with the grammars: the first reply must run a command (default: on); "
+        "--no-first-block lets it answer at once",
+    )
+    group.add_argument(
+        "--prompt-style",
+        choices=PROMPT_STYLES,
+        default=None,
+        help="the system prompt: full, or compact with one worked example for small models "
+        "(default: compact when llama.cpp serves the model, full otherwise)",
     )
 
 

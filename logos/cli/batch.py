@@ -61,7 +61,7 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
         resolve.choose_provider_for(flags, settings, environ, None)
     )
     assert choice.model is not None  # resolve_model fills it in
-    limits = resolve.limits(flags, settings)
+    limits = resolve.limits(flags, settings, llama_cpp=choice.llama_cpp)
     batch_settings = BatchSettings(
         model=ModelSpec(choice.kind.name, choice.model, choice.base_url, choice.api_key),
         sandbox=None if sandbox is None else BatchSandbox(sandbox, spec.sandbox_settings()),
@@ -71,9 +71,7 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
         max_tokens=limits.max_tokens,
         max_total_tokens=limits.max_total_tokens,
         timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
-        temperature=resolve.first(flags.temperature, settings.temperature),
-        provider_options=resolve.provider_options(flags, settings, choice),
-        check_back=resolve.check_back(flags, settings),
+        replies=resolve.replies(flags, settings, choice),
         prompt_extra=settings.prompt_extra or "",
         keep_workspaces=args.keep_workspaces,
     )

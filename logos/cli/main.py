@@ -154,21 +154,28 @@ def _run_or_resume(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    memory = MemoryStore(memory_path(environ))
-    system_prompt = resolve.system_prompt(spec, options, settings, recorded, memory)
     rules = resolve.approval_rules(flags, settings)
     if sandbox:
         _require_sandbox(spec)
-    limits = resolve.limits(flags, settings)
     if choice is not None:
         choice, note = resolve.resolve_model(choice)
         if note:
             reporter.notice(note)
-        if limits.max_cost_usd is not None and price_for(choice.model or "") is None:
-            reporter.notice(
-                f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
-                "only applies if the server reports what each request cost"
-            )
+    replies = resolve.replies(flags, settings, choice)
+    memory = MemoryStore(memory_path(environ))
+    system_prompt = resolve.system_prompt(
+        spec, options, settings, recorded, memory, replies.prompt_style
+    )
+    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
+    if (
+        choice is not None
+        and limits.max_cost_usd is not None
+        and price_for(choice.model or "") is None
+    ):
+        reporter.notice(
+            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
+            "only applies if the server reports what each request cost"
+        )
 
     # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
     can_ask_rules = rules is not None and approval != "never-run" and _stdin_is_terminal()
@@ -186,9 +193,7 @@ def _run_or_resume(
         environ=environ,
         input_fd=sys.stdin.fileno() if approval == "confirm" or can_ask_rules else -1,
         rules=rules,
-        temperature=resolve.first(flags.temperature, settings.temperature),
-        provider_options=resolve.provider_options(flags, settings, choice),
-        check_back=resolve.check_back(flags, settings),
+        replies=replies,
         output=output,
         loop_commands=memory_commands(memory),
     )

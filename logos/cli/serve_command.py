@@ -100,7 +100,8 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         if note:
             print(f"logos: {note}", file=sys.stderr)
     rules = resolve.approval_rules(flags, settings)
-    limits = resolve.limits(flags, settings)
+    replies = resolve.replies(flags, settings, choice)
+    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
     state = serve_dir(environ)
     try:
         token, created = load_or_create_token(state / "token")
@@ -121,19 +122,18 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         raise CliError(str(exc)) from None
     memory = MemoryStore(memory_path(environ))
     with open_model(choice, gguf) as model:
-        template = Config(
-            provider=model.provider,
-            model=model.model,
-            exec_options=resolve.exec_options(flags, settings, os.getcwd()),
-            max_steps=limits.max_steps,
-            max_tokens=limits.max_tokens,
-            max_total_tokens=limits.max_total_tokens,
-            max_wall_s=limits.max_wall_s,
-            max_cost_usd=limits.max_cost_usd,
-            temperature=resolve.first(flags.temperature, settings.temperature),
-            provider_options=resolve.provider_options(flags, settings, choice),
-            check_back=resolve.check_back(flags, settings),
-            loop_commands=memory_commands(memory),
+        template = replies.apply(
+            Config(
+                provider=model.provider,
+                model=model.model,
+                exec_options=resolve.exec_options(flags, settings, os.getcwd()),
+                max_steps=limits.max_steps,
+                max_tokens=limits.max_tokens,
+                max_total_tokens=limits.max_total_tokens,
+                max_wall_s=limits.max_wall_s,
+                max_cost_usd=limits.max_cost_usd,
+                loop_commands=memory_commands(memory),
+            )
         )
         setup = ServerSetup(
             settings=served,

@@ -36,6 +36,7 @@ from logos.config import DEFAULT_MAX_STEPS
 from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
 from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
+from logos.prompt import PromptStyle
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
 from logos.providers.registry import (
@@ -45,6 +46,7 @@ from logos.providers.registry import (
     ProviderName,
     provider_kind,
 )
+from logos.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
 from logos.serve.settings import ServeSettings
 from logos.trajectory import Trajectory
 
@@ -112,7 +114,13 @@ class FileSettings(BaseModel):
     """Ask the model once whether the task needs a command when it answers before any ran
     (default true)."""
     grammar: GrammarName | None = None
-    """A llama.cpp grammar for the replies, by name: "logos" or "none" (the default)."""
+    """The llama.cpp grammars for the replies, by name: "logos" or "none" (by default
+    "logos" for a model served by llama.cpp, "none" for any other)."""
+    first_block: bool | None = None
+    """With the grammars: whether a run's first reply must hold a block (default true)."""
+    prompt_style: PromptStyle | None = None
+    """The system prompt: "full", or "compact" with a worked example (by default "compact"
+    for a model served by llama.cpp, "full" for any other)."""
     approval_rules: str | None = None
     """A TOML file of approval rules (`logos.approval_rules`): which commands run unasked,
     which always ask, which never run."""
@@ -180,6 +188,9 @@ class ProviderChoice:
     base_url: str
     api_key: str | None
     api_key_env: str
+    llama_cpp: bool = False
+    """The server is llama.cpp's own (found by `resolve_model`): it takes a grammar, and
+    small-model defaults apply (`logos.replies`)."""
 
     @property
     def uses_default_server(self) -> bool:
@@ -260,15 +271,24 @@ def _detect_kind(
 
 
 def resolve_model(choice: ProviderChoice) -> tuple[ProviderChoice, str | None]:
-    """Fill in the model: the provider's default, or the first one a local server serves.
+    """Fill in the model (the provider's default, or the first one a local server serves)
+    and whether the server is llama.cpp's, which its model list says.
 
     Returns the choice and a note for the user when the model was picked for them.
     """
-    if choice.model is not None:
-        return choice, None
     if not choice.kind.lists_models or choice.uses_default_server:
-        return replace(choice, model=choice.kind.default_model), None
-    models = list_models(choice)
+        return replace(choice, model=choice.model or choice.kind.default_model), None
+    if choice.model is not None:
+        # WHY tolerate a failure here: the model is named, so the list only tells which
+        # server this is; a server without one is simply not llama.cpp.
+        try:
+            listed = list_models(choice)
+        except CliError:
+            return choice, None
+        return replace(choice, llama_cpp=_is_llama_cpp(listed)), None
+    listed = list_models(choice)
+    choice = replace(choice, llama_cpp=_is_llama_cpp(listed))
+    models = [entry.id for entry in listed]
     if len(models) > 1 and choice.api_key is not None and not _is_loopback(choice.base_url):
         shown = ", ".join(models[:_MODELS_SHOWN])
         raise CliError(
@@ -283,8 +303,8 @@ def resolve_model(choice: ProviderChoice) -> tuple[ProviderChoice, str | None]:
     return replace(choice, model=models[0]), note
 
 
-def list_models(choice: ProviderChoice) -> list[str]:
-    """The model ids an OpenAI-compatible server lists at GET /models."""
+def list_models(choice: ProviderChoice) -> list[ModelEntry]:
+    """The models an OpenAI-compatible server lists at GET /models."""
     url = f"{choice.base_url}/models"
     headers = {"authorization": f"Bearer {choice.api_key}"} if choice.api_key else {}
     try:
@@ -312,15 +332,21 @@ def list_models(choice: ProviderChoice) -> list[str]:
         ) from None
     if not listing.data:
         raise CliError(f"{url} lists no models: load one in the server, or name it with --model")
-    return [entry.id for entry in listing.data]
+    return listing.data
 
 
-class _ModelEntry(BaseModel):
+class ModelEntry(BaseModel):
     id: str
+    owned_by: str | None = None
+    """"llamacpp" from llama.cpp's server."""
 
 
 class _ModelList(BaseModel):
-    data: list[_ModelEntry]
+    data: list[ModelEntry]
+
+
+def _is_llama_cpp(listed: Sequence[ModelEntry]) -> bool:
+    return any(entry.owned_by == "llamacpp" for entry in listed)
 
 
 def make_provider(
@@ -388,7 +414,9 @@ class Flags:
     max_total_tokens: int | None = None
     check_back: bool | None = None
     grammar: bool | None = None
-    """True for the logos grammar (`logos.grammar`), False for none."""
+    """True for the logos grammars (`logos.grammar`), False for none; None: the default."""
+    first_block: bool | None = None
+    prompt_style: PromptStyle | None = None
     approval_rules: str | None = None
     trajectory: str | None = None
 
@@ -523,44 +551,71 @@ def exec_options(
     )
 
 
-def limits(flags: Flags, settings: FileSettings) -> Limits:
+def served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
+    """Whether the model is llama.cpp's: a local GGUF (`choice` None) or a llama.cpp server."""
+    return choice is None or choice.llama_cpp
+
+
+def limits(flags: Flags, settings: FileSettings, *, llama_cpp: bool = False) -> Limits:
+    """The run's limits; a llama.cpp model's replies are capped unless set
+    (`logos.replies.LOCAL_MAX_TOKENS`)."""
     return Limits(
         max_steps=first_or(DEFAULT_MAX_STEPS, flags.max_steps, settings.max_steps),
         max_cost_usd=first(flags.max_cost, settings.max_cost),
         max_wall_s=first(flags.max_time, settings.max_time),
-        max_tokens=first(flags.max_tokens, settings.max_tokens),
+        max_tokens=first(
+            flags.max_tokens, settings.max_tokens, LOCAL_MAX_TOKENS if llama_cpp else None
+        ),
         max_total_tokens=first(flags.max_total_tokens, settings.max_total_tokens),
     )
 
 
-def check_back(flags: Flags, settings: FileSettings) -> bool:
-    """Whether an answer given before any command ran is checked back once: yes, unless
-    turned off (small models answer questions about this machine from guesses)."""
-    return first_or(True, flags.check_back, settings.check_back)
+def replies(flags: Flags, settings: FileSettings, choice: ProviderChoice | None) -> ReplySettings:
+    """How the model is asked to reply, as the flags, then the config file, then the
+    defaults say; the defaults for a model served by llama.cpp (`choice` None for a local
+    GGUF) are the small-model ones of `logos.replies`.
 
-
-def provider_options(
-    flags: Flags, settings: FileSettings, choice: ProviderChoice | None
-) -> dict[str, Any]:
-    """The extra fields of every model request: the config file's `provider_options`, and
-    the grammar asked for. `choice` is None for a local GGUF model."""
+    The check-back stays on unless turned off: small models answer questions about this
+    machine from guesses."""
+    llama_cpp = served_by_llama_cpp(choice)
     options = dict(settings.provider_options or {})
     asked = None if flags.grammar is None else LOGOS_GRAMMAR_NAME if flags.grammar else NO_GRAMMAR
-    name = first_or(NO_GRAMMAR, asked, settings.grammar)
-    if name == NO_GRAMMAR:
-        return options
-    if choice is not None and (choice.kind is not LOCAL_SERVER_KIND or choice.uses_default_server):
+    default = LOGOS_GRAMMAR_NAME if llama_cpp and "grammar" not in options else NO_GRAMMAR
+    name = first_or(default, asked, settings.grammar)
+    grammars = None
+    if name != NO_GRAMMAR:
+        if choice is not None and (
+            choice.kind is not LOCAL_SERVER_KIND or choice.uses_default_server
+        ):
+            raise CliError(
+                f"the {name!r} grammar is for llama.cpp: use it with --gguf or with --base-url "
+                f"pointing at a llama.cpp server ({choice.kind.label}'s API refuses a grammar)"
+            )
+        if "grammar" in options:
+            raise CliError(
+                f"two grammars are set: the {name!r} grammar and provider_options.grammar in "
+                "the config file; keep one"
+            )
+        grammars = GRAMMARS[name]
+        if not first_or(True, flags.first_block, settings.first_block):
+            grammars = replace(grammars, act=None)
+    elif flags.first_block or settings.first_block:
         raise CliError(
-            f"the {name!r} grammar is for llama.cpp: use it with --gguf or with --base-url "
-            f"pointing at a llama.cpp server ({choice.kind.label}'s API refuses a grammar)"
+            "a first reply that must hold a block needs the logos grammars, which are off: "
+            "drop --first-block (or first_block) or turn the grammars on with --grammar"
         )
-    if "grammar" in options:
-        raise CliError(
-            f"two grammars are set: the {name!r} grammar and provider_options.grammar in the "
-            "config file; keep one"
-        )
-    options["grammar"] = GRAMMARS[name]
-    return options
+    style: PromptStyle = first_or(
+        "compact" if llama_cpp else "full", flags.prompt_style, settings.prompt_style
+    )
+    return ReplySettings(
+        temperature=first(
+            flags.temperature, settings.temperature, LOCAL_TEMPERATURE if llama_cpp else None
+        ),
+        provider_options=options,
+        check_back=first_or(True, flags.check_back, settings.check_back),
+        grammars=grammars,
+        prompt_style=style,
+    )
 
 
 def system_prompt(
@@ -569,6 +624,7 @@ def system_prompt(
     settings: FileSettings,
     recorded: Trajectory | None,
     memory: MemoryStore,
+    style: PromptStyle = "full",
 ) -> str:
     """The system prompt for this runner and these paths, with the memory notes for a new
     run; a resumed run keeps its recorded prompt when only the date (or the notes it
@@ -580,10 +636,10 @@ def system_prompt(
     extra = settings.prompt_extra or ""
     if recorded is None:
         extra = "\n\n".join(part for part in (extra, memory_section(settings, memory)) if part)
-    prompt = system_prompt_for(spec, options, extra)
+    prompt = system_prompt_for(spec, options, extra, style=style)
     if recorded is not None:
         started = _local_date(recorded.header.started_at)
-        as_recorded = system_prompt_for(spec, options, extra, started)
+        as_recorded = system_prompt_for(spec, options, extra, started, style)
         kept = recorded.header.system_prompt
         with_notes = as_recorded.rstrip("\n") + "\n\n" + MEMORY_HEADING
         if started is not None and (kept == as_recorded or kept.startswith(with_notes)):

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -47,6 +46,7 @@ from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
 from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
+from logos.replies import ReplySettings
 from logos.result import JobEnd, Result
 from logos.runner import Runner
 from logos.steps import RunResult, StepMessage, StopReason
@@ -82,10 +82,7 @@ class TaskPlan:
     environ: Mapping[str, str] = field(default_factory=dict)
     input_fd: int = 0
     """Where the confirm prompt reads answers (a terminal)."""
-    temperature: float | None = None
-    provider_options: Mapping[str, Any] = field(default_factory=dict)
-    check_back: bool = True
-    """Check back an answer given before any command ran (`Config.check_back`)."""
+    replies: ReplySettings = field(default_factory=ReplySettings)
     output: GuardedOutput | None = None
     """Where the reporter's stdout goes: when its reader leaves, the run stops."""
     rules: ApprovalRules | None = None
@@ -167,21 +164,20 @@ async def _run_and_record(
         reporter.job_end(end, seen)
 
     limits = plan.limits
-    config = Config(
-        provider=model.provider,
-        model=model.model,
-        system_prompt=plan.system_prompt,
-        runner=runner,
-        exec_options=plan.exec_options,
-        max_steps=limits.max_steps,
-        max_tokens=limits.max_tokens,
-        max_total_tokens=limits.max_total_tokens,
-        max_wall_s=limits.max_wall_s,
-        max_cost_usd=limits.max_cost_usd,
-        temperature=plan.temperature,
-        provider_options=plan.provider_options,
-        check_back=plan.check_back,
-        loop_commands=plan.loop_commands,
+    config = plan.replies.apply(
+        Config(
+            provider=model.provider,
+            model=model.model,
+            system_prompt=plan.system_prompt,
+            runner=runner,
+            exec_options=plan.exec_options,
+            max_steps=limits.max_steps,
+            max_tokens=limits.max_tokens,
+            max_total_tokens=limits.max_total_tokens,
+            max_wall_s=limits.max_wall_s,
+            max_cost_usd=limits.max_cost_usd,
+            loop_commands=plan.loop_commands,
+        )
     )
     callbacks = Callbacks(
         on_delta=reporter.delta,

@@ -4,11 +4,14 @@ subprocess against a real local HTTP server streaming scripted replies."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from logos.grammar import LOGOS_GRAMMAR
+from logos.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR
 from logos.notices import CHECK_BACK_NOTICE
+from logos.prompt import worked_example
+from logos.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
 from tests.support.cli_harness import (
     Home,
     anthropic_env,
@@ -73,20 +76,97 @@ def test_the_check_back_is_turned_off_by_the_flag_or_the_config_file(
     assert len(sse_server.requests) == 4  # the flag wins over the file
 
 
+LLAMA_CPP_MODELS = {"object": "list", "data": [{"id": "q.gguf", "owned_by": "llamacpp"}]}
+"""What llama.cpp's server lists at GET /v1/models (its `owned_by` tells it apart)."""
+
+
+def _compact_prompt(body: dict[str, Any]) -> bool:
+    return bool(body["messages"][0]["content"].startswith("You work in a Linux shell"))
+
+
 @pytest.mark.timeout(60)
-def test_the_grammar_switch_sends_the_logos_grammar(home: Home, sse_server: ScriptedServer) -> None:
+def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.models = LLAMA_CPP_MODELS
+    sse_server.enqueue(openai_stream("<cmd>true</cmd>"), openai_stream("Done."))
+    done = logos(["--base-url", sse_server.base_url + "/v1", "--yes", "go"], home, home.env())
+    assert done.returncode == 0, done.stderr
+    first, second = (request.json for request in sse_server.requests)
+    assert (first["grammar"], second["grammar"]) == (ACT_GRAMMAR, LOGOS_GRAMMAR)
+    assert _compact_prompt(first) and first["temperature"] == LOCAL_TEMPERATURE
+    assert first["max_tokens"] == LOCAL_MAX_TOKENS
+    example = [m["content"] for m in first["messages"][1:5]]
+    assert example == [m.content for m in worked_example("compact")]
+    assert first["messages"][5] == {"role": "user", "content": "go"}
+    # The example is sent, never recorded: the run's own steps start with the task.
+    steps = [r for r in read_jsonl(home.only_run()) if r["type"] == "step"]
+    assert steps[0]["content"] == "<cmd>true</cmd>"
+
+
+@pytest.mark.timeout(60)
+def test_other_servers_keep_the_full_prompt_and_free_replies(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("Done."))
+    done = logos(
+        ["--model", "m", "--yes", "--no-check-back", "go"], home, openai_env(home, sse_server)
+    )
+    assert done.returncode == 0, done.stderr
+    (body,) = (request.json for request in sse_server.requests)
+    assert "grammar" not in body and "temperature" not in body and "max_tokens" not in body
+    assert not _compact_prompt(body) and len(body["messages"]) == 2
+    assert sse_server.model_requests  # the list asked, to tell which server this is
+
+
+@pytest.mark.timeout(60)
+def test_each_small_model_default_is_turned_off_by_its_flag_or_the_config_file(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.models = LLAMA_CPP_MODELS
+    env = home.env()
+    args = ["--base-url", sse_server.base_url + "/v1", "--yes", "--no-check-back"]
+    sse_server.enqueue(*(openai_stream("Done.") for _ in range(5)))
+    assert logos([*args, "--no-grammar", "go"], home, env).returncode == 0
+    assert logos([*args, "--no-first-block", "go"], home, env).returncode == 0
+    assert (
+        logos([*args, "--prompt-style", "full", "--temperature", "0.7", "go"], home, env).returncode
+        == 0
+    )
+    home.config_file.parent.mkdir(parents=True)
+    home.config_file.write_text('grammar = "none"\nprompt_style = "full"\n')
+    assert logos([*args, "go"], home, env).returncode == 0
+    assert logos([*args, "--grammar", "go"], home, env).returncode == 0  # the flag wins
+    bodies = [request.json for request in sse_server.requests]
+    assert [body.get("grammar") for body in bodies] == [
+        None,
+        LOGOS_GRAMMAR,
+        ACT_GRAMMAR,
+        None,
+        ACT_GRAMMAR,
+    ]
+    assert [_compact_prompt(body) for body in bodies] == [True, True, False, False, False]
+    assert bodies[2]["temperature"] == 0.7 and len(bodies[2]["messages"]) == 2
+
+
+@pytest.mark.timeout(60)
+def test_the_grammar_switch_sends_the_grammars_to_any_openai_compatible_server(
+    home: Home, sse_server: ScriptedServer
+) -> None:
     env = openai_env(home, sse_server)
     args = ["--model", "m", "--yes", "--no-check-back"]
-    sse_server.enqueue(*(openai_stream("Done.") for _ in range(4)))
-    assert logos([*args, "go"], home, env).returncode == 0
+    sse_server.enqueue(*(openai_stream("Done.") for _ in range(3)))
     assert logos([*args, "--grammar", "go"], home, env).returncode == 0
     home.config_file.parent.mkdir(parents=True)
-    home.config_file.write_text('grammar = "logos"\n[provider_options]\nseed = 3\n')
+    home.config_file.write_text(
+        'grammar = "logos"\nfirst_block = false\n[provider_options]\nseed = 3\n'
+    )
     assert logos([*args, "go"], home, env).returncode == 0
     assert logos([*args, "--no-grammar", "go"], home, env).returncode == 0
     bodies = [request.json for request in sse_server.requests]
-    assert [body.get("grammar") for body in bodies] == [None, LOGOS_GRAMMAR, LOGOS_GRAMMAR, None]
-    assert bodies[2]["seed"] == 3
+    assert [body.get("grammar") for body in bodies] == [ACT_GRAMMAR, LOGOS_GRAMMAR, None]
+    assert bodies[1]["seed"] == 3
+    assert not any(_compact_prompt(body) for body in bodies)  # not detected: full prompt
 
 
 @pytest.mark.timeout(60)
@@ -111,6 +191,8 @@ def test_two_grammars_or_an_unknown_one_are_named(home: Home, sse_server: Script
     home.config_file.write_text('[provider_options]\ngrammar = "root ::= [a-z]+"\n')
     both = logos(["--model", "m", "--grammar", "--yes", "go"], home, env)
     assert both.returncode == 2 and "provider_options.grammar" in both.stderr
+    first = logos(["--model", "m", "--no-grammar", "--first-block", "--yes", "go"], home, env)
+    assert first.returncode == 2 and "--first-block" in first.stderr
     home.config_file.write_text('grammar = "json"\n')
     unknown = logos(["--model", "m", "--yes", "go"], home, env)
     assert unknown.returncode == 2

@@ -312,23 +312,17 @@ def test_an_unknown_config_key_is_named_with_its_file(home: Home) -> None:
 def test_a_local_server_without_model_is_asked_for_its_models(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    listing = {"object": "list", "data": [{"id": "local-a"}, {"id": "local-b"}]}
-    sse_server.enqueue(
-        Reply(
-            headers={"content-type": "application/json"},
-            body=[json.dumps(listing).encode()],
-            chunked=False,
-        ),
-        openai_stream("Hi."),
-    )
+    sse_server.models = {"object": "list", "data": [{"id": "local-a"}, {"id": "local-b"}]}
+    sse_server.enqueue(openai_stream("Hi."))
     done = logos(
         ["--base-url", sse_server.base_url + "/v1", "--yes", "--no-check-back", "hi"],
         home,
         home.env(),
     )
     assert done.returncode == 0, done.stderr
-    first, chat = sse_server.requests
-    assert (first.method, first.path) == ("GET", "/v1/models")
+    (listing,) = sse_server.model_requests
+    (chat,) = sse_server.requests
+    assert (listing.method, listing.path) == ("GET", "/v1/models")
     assert "authorization" not in chat.headers  # a local server needs no key
     assert chat.json["model"] == "local-a"
     assert "using 'local-a', the first of the 2 models" in done.stderr

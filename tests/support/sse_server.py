@@ -126,6 +126,11 @@ class ScriptedServer:
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
         self._answer: Callable[[RecordedRequest], Reply] | None = None
         self._requests: list[RecordedRequest] = []
+        self._model_requests: list[RecordedRequest] = []
+        self.models: dict[str, Any] = {"object": "list", "data": [{"id": "m"}]}
+        """What `GET …/models` answers, outside the queue: an OpenAI-compatible server
+        lists its models whatever else is scripted (`owned_by: llamacpp` makes it
+        llama.cpp's)."""
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
         self._stopping = threading.Event()
@@ -143,6 +148,12 @@ class ScriptedServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """The `GET …/models` requests, answered from `models` (not in `requests`)."""
+        with self._lock:
+            return list(self._model_requests)
 
     @property
     def pending_replies(self) -> int:
@@ -228,6 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             received_at=time.monotonic(),
         )
+        if self.command == "GET" and self.path.rstrip("/").endswith("/models"):
+            with self.scripted._lock:
+                self.scripted._model_requests.append(request)
+            self._answer(json_reply(self.scripted.models))
+            return
         self.scripted._record(request)
         reply = self.scripted._next_reply(request)
         if reply is None:
@@ -442,6 +458,13 @@ def anthropic_stream(
     if message_stop:
         events.append(event("message_stop"))
     return _stream_reply(events, wire_chunk_size, drop_after, event_pause_s, headers)
+
+
+def json_reply(body: Any, status: int = 200) -> Reply:
+    """A JSON answer of `body`."""
+    return Reply(
+        status=status, headers=dict(_JSON_HEADERS), body=[json.dumps(body).encode()], chunked=False
+    )
 
 
 def json_error(
