@@ -57,6 +57,14 @@ class Plan:
     batch_sandbox_workers: tuple[int, ...] = (1, 8)
     batch_rounds: int = 4
     """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
+    small_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
+    """Models of the small-task suite, as `scripts/fetch-model` names them."""
+    small_model_tries: int = 3
+    """Tries of each task with logos's defaults, per model."""
+    small_model_tasks: int = 0
+    """The suite's first N tasks only (0: all of them)."""
+    small_model_baselines: bool = True
+    """The ablation and mini-swe-agent rows, on the main model."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -86,6 +94,10 @@ class Plan:
             batch_sandbox_tasks=3,
             batch_sandbox_workers=(1, 2),
             batch_rounds=1,
+            small_models=("smollm2",),
+            small_model_tries=1,
+            small_model_tasks=3,
+            small_model_baselines=False,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

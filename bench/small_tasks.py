@@ -1,0 +1,451 @@
+"""The small-task suite: one- and two-step shell tasks a small local model should get done.
+
+Each task lays out a few files in a fresh directory, asks for something a shell answers or
+does in one or two commands (counting, finding, creating, copying, summing, editing a file
+without `sed -i`), and judges the outcome from what the agent left behind: its final
+answer, the directory, or both. The numbers and names are chosen so that a guess is
+unlikely to be right (17 lines, not 10); a right guess is still told apart from a done
+task by the family (`bench.small_model`), which also asks that a command really ran.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Check = Callable[[Path, str], bool]
+"""Whether the task is done: the workspace after the run, and the final answer."""
+
+
+@dataclass(frozen=True)
+class SmallTask:
+    id: str
+    kind: str
+    """count, find, create, copy, sum, edit or two-step: the suite's rows by kind."""
+    prompt: str
+    files: Mapping[str, str]
+    check: Check
+    expected: str
+    """What a right outcome looks like, in words (for the report of a wrong one)."""
+    solution: str
+    """A bash command that does the task: its output, as an answer, passes the check (the
+    suite's own test runs it, so that no check is one nothing can pass)."""
+    dirs: tuple[str, ...] = field(default=())
+
+    def lay_out(self, workspace: Path) -> None:
+        for directory in self.dirs:
+            (workspace / directory).mkdir(parents=True, exist_ok=True)
+        for name, content in self.files.items():
+            path = workspace / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+MAX_NUMBERS = 4
+"""A number answer may hold a few numbers ("4 of the 8 lines"), not a list of them: a
+model that prints 1 to 100 has not answered 17."""
+
+
+def _word(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.]){re.escape(word)}(?![\w]|\.\d)", re.IGNORECASE)
+
+
+def says(word: str, *, unlike: tuple[str, ...] = ()) -> Check:
+    """The answer holds `word` as a word of its own (42 is not in 420), in any case ("Carol"
+    names carol), and none of `unlike`, the wrong candidates (a list of every file names the
+    right one too); a number among at most `MAX_NUMBERS` numbers."""
+    wanted, wrong = _word(word), [_word(other) for other in unlike]
+    numeric = _NUMBER.fullmatch(word) is not None
+
+    def check(_workspace: Path, answer: str) -> bool:
+        if not wanted.search(answer) or any(p.search(answer) for p in wrong):
+            return False
+        return not numeric or len(_NUMBER.findall(answer)) <= MAX_NUMBERS
+
+    return check
+
+
+def file_is(name: str, content: str) -> Check:
+    """`name` holds `content`, give or take whitespace at the ends of lines and the file."""
+
+    def check(workspace: Path, _answer: str) -> bool:
+        return _normalized(_read(workspace / name)) == _normalized(content)
+
+    return check
+
+
+def file_holds(name: str, *parts: str) -> Check:
+    def check(workspace: Path, _answer: str) -> bool:
+        text = _read(workspace / name)
+        return text is not None and all(part in text for part in parts)
+
+    return check
+
+
+def missing(*names: str) -> Check:
+    return lambda workspace, _answer: not any((workspace / n).exists() for n in names)
+
+
+def is_dir(name: str) -> Check:
+    return lambda workspace, _answer: (workspace / name).is_dir()
+
+
+def all_of(*checks: Check) -> Check:
+    return lambda workspace, answer: all(check(workspace, answer) for check in checks)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _normalized(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _lines(count: int, make: Callable[[int], str]) -> str:
+    return "".join(make(i) + "\n" for i in range(1, count + 1))
+
+
+_NOTES = _lines(17, lambda i: f"note {i}: remember to water the plants on day {i * 3}")
+_NUMBERS = "\n".join(str(n) for n in (12, 7, 31, 4, 18, 9, 26)) + "\n"  # sum 107
+_LOG = "".join(
+    f"2026-03-0{day} 10:0{i}:00 {level} {message}\n"
+    for day, (i, level, message) in enumerate(
+        [
+            (1, "INFO", "service started"),
+            (2, "ERROR", "disk quota exceeded"),
+            (3, "INFO", "request served"),
+            (4, "ERROR", "connection reset"),
+            (5, "WARN", "slow response"),
+            (6, "ERROR", "timeout talking to db"),
+            (7, "INFO", "request served"),
+            (8, "ERROR", "disk quota exceeded"),
+        ],
+        start=1,
+    )
+)  # 4 ERROR lines
+_CSV = "item,quantity\napples,14\npears,23\nplums,8\ncherries,41\n"  # 86
+_USERS = "root:0\nalice:1001\nbob:1002\ncarol:1003\ndave:1004\n"
+_SRC = {
+    "src/dates.py": "import datetime\n\n\ndef parse_date(text):\n"
+    "    return datetime.date.fromisoformat(text)\n",
+    "src/money.py": "def format_price(cents):\n    return f'{cents / 100:.2f}'\n",
+    "src/names.py": "def title_case(name):\n    return name.title()\n",
+    "src/app.py": "from dates import parse_date\n\n\ndef main():\n"
+    "    print(parse_date('2026-01-02'))\n",
+}
+_POEM = "the quick brown fox\njumps over the lazy dog\nand runs far away\n"  # 13 words
+
+TASKS: tuple[SmallTask, ...] = (
+    # Counting
+    SmallTask(
+        "count-lines",
+        "count",
+        "How many lines does notes.txt have?",
+        {"notes.txt": _NOTES},
+        says("17"),
+        "17",
+        solution='echo "$(wc -l < notes.txt) lines"',
+    ),
+    SmallTask(
+        "count-words",
+        "count",
+        "How many words are in poem.txt?",
+        {"poem.txt": _POEM},
+        says("13"),
+        "13",
+        solution="wc -w < poem.txt",
+    ),
+    SmallTask(
+        "count-errors",
+        "count",
+        "How many lines of app.log contain ERROR?",
+        {"app.log": _LOG},
+        says("4"),
+        "4",
+        solution="grep -c ERROR app.log",
+    ),
+    SmallTask(
+        "count-csv-files",
+        "count",
+        "How many .csv files are in the data directory?",
+        {f"data/{name}": "a,b\n1,2\n" for name in ("jan.csv", "feb.csv", "mar.csv", "apr.csv")}
+        | {"data/readme.txt": "csv exports\n", "data/notes.md": "# notes\n"},
+        says("4"),
+        "4",
+        solution="ls data/*.csv | wc -l",
+    ),
+    SmallTask(
+        "count-py-files",
+        "count",
+        "How many Python files (.py) are there under src, counting subdirectories?",
+        {
+            **_SRC,
+            "src/util/strings.py": "X = 1\n",
+            "src/util/readme.txt": "helpers\n",
+        },
+        says("5"),
+        "5",
+        solution="find src -name '*.py' | wc -l",
+    ),
+    # Finding
+    SmallTask(
+        "find-function",
+        "find",
+        "Which file under src defines the function parse_date?",
+        _SRC,
+        says("dates.py", unlike=("money.py", "names.py")),
+        "src/dates.py",
+        solution="grep -l 'def parse_date' src/*.py",
+    ),
+    SmallTask(
+        "find-word",
+        "find",
+        "Which of the .txt files in this directory mentions the word banana?",
+        {
+            "shopping.txt": "milk\nbread\neggs\n",
+            "fruit.txt": "apple\nbanana\ncherry\n",
+            "tools.txt": "hammer\nsaw\n",
+        },
+        says("fruit.txt", unlike=("shopping.txt", "tools.txt")),
+        "fruit.txt",
+        solution="grep -l banana *.txt",
+    ),
+    SmallTask(
+        "find-config-value",
+        "find",
+        "What port number is set in server.ini?",
+        {"server.ini": "[server]\nhost = example.internal\nport = 8443\nworkers = 6\n"},
+        says("8443"),
+        "8443",
+        solution="grep port server.ini",
+    ),
+    SmallTask(
+        "find-largest",
+        "find",
+        "Which file in the logs directory is the largest?",
+        {
+            "logs/a.log": "x" * 120 + "\n",
+            "logs/b.log": "y" * 5000 + "\n",
+            "logs/c.log": "z" * 900 + "\n",
+        },
+        says("b.log", unlike=("a.log", "c.log")),
+        "b.log",
+        solution="ls -S logs | head -n 1",
+    ),
+    SmallTask(
+        "find-first-line",
+        "find",
+        "What is the first line of readme.txt?",
+        {"readme.txt": "Orchid inventory tool\nversion 3\nby the garden team\n"},
+        says("Orchid inventory tool"),
+        "Orchid inventory tool",
+        solution="head -n 1 readme.txt",
+    ),
+    SmallTask(
+        "find-user",
+        "find",
+        "users.txt lists name:id pairs. Which user has the id 1003?",
+        {"users.txt": _USERS},
+        says("carol", unlike=("alice", "bob", "dave", "root")),
+        "carol",
+        solution="grep :1003 users.txt",
+    ),
+    # Creating
+    SmallTask(
+        "create-file",
+        "create",
+        "Create a file named hello.txt containing the text: hello world",
+        {},
+        file_is("hello.txt", "hello world"),
+        "hello.txt with 'hello world'",
+        solution="echo 'hello world' > hello.txt",
+    ),
+    SmallTask(
+        "create-dirs",
+        "create",
+        "Create the directory build/output (with its parent).",
+        {},
+        is_dir("build/output"),
+        "the directory build/output",
+        solution="mkdir -p build/output",
+    ),
+    SmallTask(
+        "create-sequence",
+        "create",
+        "Create a file seq.txt with the numbers 1 to 12, one per line.",
+        {},
+        file_is("seq.txt", _lines(12, str)),
+        "seq.txt with 1..12",
+        solution="seq 12 > seq.txt",
+    ),
+    # Copying, moving, removing
+    SmallTask(
+        "copy-file",
+        "copy",
+        "Copy report.txt into the backup directory.",
+        {"report.txt": "quarterly numbers: up 4%\n"},
+        all_of(
+            file_is("backup/report.txt", "quarterly numbers: up 4%"),
+            file_is("report.txt", "quarterly numbers: up 4%"),
+        ),
+        "backup/report.txt, report.txt kept",
+        solution="cp report.txt backup/",
+        dirs=("backup",),
+    ),
+    SmallTask(
+        "rename-file",
+        "copy",
+        "Rename draft.txt to final.txt.",
+        {"draft.txt": "the plan, version 2\n"},
+        all_of(file_is("final.txt", "the plan, version 2"), missing("draft.txt")),
+        "final.txt, no draft.txt",
+        solution="mv draft.txt final.txt",
+    ),
+    SmallTask(
+        "remove-tmp",
+        "copy",
+        "Delete every .tmp file in this directory, and nothing else.",
+        {"a.tmp": "1\n", "b.tmp": "2\n", "keep.txt": "keep me\n", "data.csv": "x\n"},
+        all_of(missing("a.tmp", "b.tmp"), file_is("keep.txt", "keep me"), file_is("data.csv", "x")),
+        "no .tmp files, the rest kept",
+        solution="rm ./*.tmp",
+    ),
+    # Summing
+    SmallTask(
+        "sum-numbers",
+        "sum",
+        "What is the sum of the numbers in numbers.txt (one per line)?",
+        {"numbers.txt": _NUMBERS},
+        says("107"),
+        "107",
+        solution="awk '{s += $1} END {print s}' numbers.txt",
+    ),
+    SmallTask(
+        "sum-column",
+        "sum",
+        "What is the total of the quantity column in stock.csv?",
+        {"stock.csv": _CSV},
+        says("86"),
+        "86",
+        solution="awk -F, 'NR > 1 {s += $2} END {print s}' stock.csv",
+    ),
+    SmallTask(
+        "max-value",
+        "sum",
+        "What is the largest number in numbers.txt?",
+        {"numbers.txt": _NUMBERS},
+        says("31"),
+        "31",
+        solution="sort -n numbers.txt | tail -n 1",
+    ),
+    # Editing without sed -i
+    SmallTask(
+        "edit-replace",
+        "edit",
+        "In greeting.txt, replace the word world with the word moon.",
+        {"greeting.txt": "hello world\nthe world is round\n"},
+        file_is("greeting.txt", "hello moon\nthe moon is round"),
+        "greeting.txt with moon for world",
+        solution="sed 's/world/moon/g' greeting.txt > g.new && mv g.new greeting.txt",
+    ),
+    SmallTask(
+        "edit-append",
+        "edit",
+        "Add a line saying 'buy stamps' at the end of todo.txt.",
+        {"todo.txt": "call the plumber\npay rent\n"},
+        file_is("todo.txt", "call the plumber\npay rent\nbuy stamps"),
+        "todo.txt with a third line",
+        solution="echo 'buy stamps' >> todo.txt",
+    ),
+    SmallTask(
+        "edit-setting",
+        "edit",
+        "In settings.ini, change debug = false to debug = true.",
+        {"settings.ini": "[app]\nname = shop\ndebug = false\nworkers = 2\n"},
+        file_is("settings.ini", "[app]\nname = shop\ndebug = true\nworkers = 2"),
+        "settings.ini with debug = true",
+        solution="sed 's/debug = false/debug = true/' settings.ini > s.new "
+        "&& mv s.new settings.ini",
+    ),
+    SmallTask(
+        "edit-delete-line",
+        "edit",
+        "Remove the line that says DELETE ME from list.txt, keeping the other lines.",
+        {"list.txt": "alpha\nbeta\nDELETE ME\ngamma\n"},
+        file_is("list.txt", "alpha\nbeta\ngamma"),
+        "list.txt without that line",
+        solution="grep -v 'DELETE ME' list.txt > l.new && mv l.new list.txt",
+    ),
+    # Two steps
+    SmallTask(
+        "two-count-to-file",
+        "two-step",
+        "Count the lines of notes.txt and write that number to count.txt.",
+        {"notes.txt": _NOTES},
+        file_is("count.txt", "17"),
+        "count.txt holding 17",
+        solution="wc -l < notes.txt > count.txt",
+    ),
+    SmallTask(
+        "two-sum-to-file",
+        "two-step",
+        "Add up the numbers in numbers.txt and write the total to total.txt.",
+        {"numbers.txt": _NUMBERS},
+        file_is("total.txt", "107"),
+        "total.txt holding 107",
+        solution="awk '{s += $1} END {print s}' numbers.txt > total.txt",
+    ),
+    SmallTask(
+        "two-sort",
+        "two-step",
+        "Sort the names in names.txt alphabetically and save them to sorted.txt.",
+        {"names.txt": "mallory\nalice\ntrent\nbob\neve\n"},
+        file_is("sorted.txt", "alice\nbob\neve\nmallory\ntrent"),
+        "sorted.txt, alphabetical",
+        solution="sort names.txt > sorted.txt",
+    ),
+    SmallTask(
+        "two-archive-logs",
+        "two-step",
+        "Create a directory named archive and move all .log files into it.",
+        {"one.log": "1\n", "two.log": "2\n", "keep.txt": "stay\n"},
+        all_of(
+            file_is("archive/one.log", "1"),
+            file_is("archive/two.log", "2"),
+            missing("one.log", "two.log"),
+            file_is("keep.txt", "stay"),
+        ),
+        "archive/ with both logs, keep.txt in place",
+        solution="mkdir archive && mv ./*.log archive/",
+    ),
+    SmallTask(
+        "two-errors-to-file",
+        "two-step",
+        "Write the lines of app.log that contain ERROR to errors.txt.",
+        {"app.log": _LOG},
+        all_of(
+            file_holds("errors.txt", "disk quota", "connection reset", "timeout talking"),
+            lambda workspace, _answer: "INFO" not in (_read(workspace / "errors.txt") or "INFO"),
+        ),
+        "errors.txt with the 4 ERROR lines only",
+        solution="grep ERROR app.log > errors.txt",
+    ),
+    SmallTask(
+        "two-find-and-copy",
+        "two-step",
+        "Find the file under src that defines format_price and copy it to price_backup.py.",
+        _SRC,
+        file_is("price_backup.py", _SRC["src/money.py"]),
+        "price_backup.py, a copy of src/money.py",
+        solution="cp \"$(grep -l 'def format_price' src/*.py)\" price_backup.py",
+    ),
+)
