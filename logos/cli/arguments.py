@@ -368,8 +368,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--gguf",
         metavar="PATH",
-        help="run offline on this GGUF model with llama.cpp in-process "
-        "(pip install 'logos[local]')",
+        help="run offline on this GGUF model with llama.cpp in-process",
     )
     group.add_argument(
         "--context-size",
