@@ -1,14 +1,17 @@
-"""Private append-only JSON-lines files: how a run's records (a trajectory, an audit log)
-are written.
+"""Private files: append-only JSON lines, how a run's records (a trajectory, an audit log)
+are written, and small files replaced whole (the memory notes).
 
 They hold commands and their output, which may include secrets, so directories are
-created 0700 and files 0600. Each record is one write() of one whole line.
+created 0700 and files 0600. Each record is one write() of one whole line; a replaced file
+is written beside the old one and renamed over it, so a reader never sees half of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import secrets
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -55,6 +58,24 @@ def write_line(fd: int, line: str) -> None:
     written = os.write(fd, data)
     while written < len(data):  # a short write only happens on a full disk or a signal
         written += os.write(fd, data[written:])
+
+
+def replace_private_file(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to a new 0600 file beside `path`, then rename it over `path`:
+    never half a file, even for a reader or a crash in the middle."""
+    make_private_dir(path.parent)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 class JsonLinesFile:

@@ -1,6 +1,6 @@
 """A GGUF model served by llama.cpp inside this process, reachable by both providers.
 
-llama.cpp's own HTTP server (through the optional `xllamacpp` package) answers the OpenAI
+llama.cpp's own HTTP server (through the `xllamacpp` package) answers the OpenAI
 chat-completions API under `/v1` and the Anthropic Messages API at the root, so the same
 providers that talk to hosted models talk to a local one: no separate wire code to keep.
 """
@@ -225,8 +225,8 @@ def _import_xllamacpp() -> Any:
         if exc.name != "xllamacpp":
             raise _unloadable(exc) from exc
         raise LocalModelError(
-            "running a local GGUF model needs the xllamacpp package, which is not installed: "
-            "pip install 'logos[local]'"
+            "running a local GGUF model needs the xllamacpp package (a dependency of logos), "
+            "which is missing: pip install xllamacpp"
         ) from exc
     except ImportError as exc:
         raise _unloadable(exc) from exc
@@ -240,5 +240,5 @@ def _unloadable(exc: ImportError) -> LocalModelError:
         hint = " (it needs the OpenMP runtime: e.g. apt-get install libgomp1)"
     return LocalModelError(
         f"the xllamacpp package is installed but cannot be loaded: {exc}{hint}; install the "
-        "missing system library, or reinstall it with pip install --force-reinstall 'logos[local]'"
+        "missing system library, or reinstall it with pip install --force-reinstall xllamacpp"
     )

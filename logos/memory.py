@@ -17,13 +17,12 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from logos.errors import RecordFileError
-from logos.jsonl import make_private_dir, utc_now
+from logos.jsonl import make_private_dir, replace_private_file, utc_now
 
 MAX_KEY_CHARS = 100
 MAX_NOTE_CHARS = 4000
@@ -126,20 +125,8 @@ class MemoryStore:
             ) from None
 
     def _write(self, notes: dict[str, Note]) -> None:
-        """Write a new file beside the old one, then rename it over: never half a file."""
         data = {"notes": [vars(note) for note in notes.values()]}
-        temporary = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, ensure_ascii=False, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        replace_private_file(self.path, json.dumps(data, ensure_ascii=False, indent=1))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

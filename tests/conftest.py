@@ -5,6 +5,7 @@ the helpers every folder shares in tests/support."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -17,9 +18,20 @@ from typing import Any
 
 import pytest
 
-from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require
-from tests.support.processes import processes_matching
-from tests.support.sandboxd_harness import Daemon, running_daemon
+# WHY here, before any test module imports huggingface_hub: it reads its variables once, at
+# import. No test may reach the real Hub or read the user's Hugging Face cache and token:
+# tests point HF_ENDPOINT at tests/support/hub_server.py (the discard port refuses whatever
+# is not pointed there, such as huggingface_hub's own background requests) and HF_HOME at a
+# temporary directory.
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="logos-tests-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
+for _variable in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+    os.environ.pop(_variable, None)
+
+from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require  # noqa: E402
+from tests.support.processes import processes_matching  # noqa: E402
+from tests.support.sandboxd_harness import Daemon, running_daemon  # noqa: E402
 
 pytest_plugins = ["tests.support.sse_server", "tests.support.llama"]
 

@@ -6,6 +6,7 @@ logos show FILE                 read a recorded run
 logos exec < message            run one message's <cmd> blocks, print the <result>
 logos doctor                    check the provider, the runner and the sandbox
 logos memory {list,show,set,forget}  the memory notes new runs start with
+logos models [{list,pull,rm}]   GGUF models from the Hugging Face Hub, in its cache
 logos serve                     runs as a service over HTTP (`pip install 'logos[serve]'`)
 logos batch TASKS.jsonl --out DIR   run many tasks, each judged by its check
 """
@@ -22,6 +23,7 @@ from logos.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.config import DEFAULT_MAX_STEPS
+from logos.hub import DEFAULT_MODEL
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.prompt import PROMPT_STYLES
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
@@ -29,7 +31,7 @@ from logos.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
 from logos.version import logos_version
 
-COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "serve", "batch")
+COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "models", "serve", "batch")
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 SANDBOX_OPTION = "--sandbox"
@@ -210,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     forget = actions.add_parser("forget", help="remove a note")
     forget.add_argument("key", metavar="KEY")
 
+    _models_command(commands)
+
     serve = commands.add_parser(
         "serve",
         prog="logos serve",
@@ -240,6 +244,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     _batch_command(commands)
     return parser
+
+
+def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:
+    models = commands.add_parser(
+        "models",
+        prog="logos models",
+        help="list, download or remove the GGUF models logos runs offline",
+        description="GGUF models from the Hugging Face Hub, written hf:OWNER/REPO/FILE.gguf "
+        "(add @REVISION for another branch, tag or commit), kept in huggingface_hub's cache "
+        "($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub); HF_ENDPOINT, "
+        "HF_HUB_OFFLINE and HF_TOKEN apply. Without an action: list.",
+    )
+    models.add_argument("--json", action="store_true", help="list: print a JSON list")
+    actions = models.add_subparsers(dest="models_action", metavar="ACTION")
+    listing = actions.add_parser(
+        "list", help="the models in the cache: spec, size and path; the default one is marked"
+    )
+    # WHY SUPPRESS: a default here would overwrite `logos models --json list`'s flag.
+    listing.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print a JSON list"
+    )
+    pull = actions.add_parser(
+        "pull",
+        help="download a model into the cache (resumes a cut download), then print its path",
+    )
+    pull.add_argument("spec", nargs="?", metavar="SPEC", help=f"default: {DEFAULT_MODEL}")
+    remove = actions.add_parser("rm", help="remove a model from the cache")
+    remove.add_argument("spec", metavar="SPEC", help="as logos models list shows it")
 
 
 def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -369,8 +401,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--gguf",
         metavar="PATH",
-        help="run offline on this GGUF model with llama.cpp in-process "
-        "(pip install 'logos[local]')",
+        help="run offline on this GGUF model with llama.cpp in-process",
     )
     group.add_argument(
         "--context-size",

@@ -35,6 +35,7 @@ from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
 from logos.cli.memory_command import memory_command
 from logos.cli.model import open_model
+from logos.cli.models_command import models_command
 from logos.cli.paths import memory_path, runs_dir
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
@@ -47,6 +48,7 @@ from logos.cli.task import NewTrajectory, TaskPlan, run_task
 from logos.envelope import command_preview, format_results
 from logos.errors import RecordFileError
 from logos.events import ErrorEvent, RunSummary
+from logos.hub import Hub
 from logos.memory import MemoryStore
 from logos.memory_commands import memory_commands
 from logos.pricing import price_for
@@ -315,6 +317,11 @@ def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
         return memory_command(args, store, out, lambda text: _read_text_argument(text, "note"))
 
 
+def _cmd_models(args: argparse.Namespace, flags: Flags) -> int:
+    with _guarded_stdout() as out:
+        return models_command(args, Hub.from_environment(os.environ), out, sys.stderr, os.environ)
+
+
 def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:
     return serve_command(args, flags, os.environ)
 
@@ -327,6 +334,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "batch": cmd_batch,
     "doctor": _cmd_doctor,
     "memory": _cmd_memory,
+    "models": _cmd_models,
     "serve": _cmd_serve,
 }
 

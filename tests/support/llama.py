@@ -34,7 +34,7 @@ def xllamacpp_installed() -> None:
     """Skips (fails in CI) a test that needs the xllamacpp package when it is missing."""
     require(
         importlib.util.find_spec("xllamacpp") is not None,
-        "xllamacpp is not installed: pip install -e '.[local]'",
+        "xllamacpp is not installed: pip install -e .",
     )
 
 

@@ -1,0 +1,100 @@
+"""`logos models`: the GGUF models in the Hugging Face cache (`logos.hub`): list, pull, rm."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import TextIO
+
+from pydantic import BaseModel, TypeAdapter
+
+from logos.cli.download_progress import download_progress
+from logos.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
+from logos.hub import DEFAULT_MODEL, CachedModel, Hub, HubError, HubFile, megabytes
+
+
+class ModelEntry(BaseModel):
+    """One model of `logos models list --json`."""
+
+    spec: str
+    repo_id: str
+    filename: str
+    revision: str | None
+    """None for main."""
+    commit: str
+    size: int
+    path: str
+    default: bool
+    """Whether it is the model logos runs when given no other."""
+
+
+_ENTRIES = TypeAdapter(list[ModelEntry])
+
+
+def models_command(
+    args: argparse.Namespace, hub: Hub, out: TextIO, err: TextIO, environ: Mapping[str, str]
+) -> int:
+    """Run one action (`list` when none is given); progress and notes go to `err`."""
+    action = args.models_action or "list"
+    try:
+        if action == "list":
+            _list(hub, out, as_json=args.json)
+        elif action == "pull":
+            _pull(hub, _file(args.spec) if args.spec else DEFAULT_MODEL, out, err, environ)
+        else:
+            file = _file(args.spec)
+            freed = hub.remove(file)
+            out.write(f"removed {file}: {megabytes(freed)} freed\n")
+    except HubError as exc:
+        raise CliError(exc.message) from None
+    return EXIT_OK
+
+
+def _list(hub: Hub, out: TextIO, *, as_json: bool) -> None:
+    models = hub.models()
+    if as_json:
+        out.write(_ENTRIES.dump_json([_entry(model) for model in models]).decode() + "\n")
+        return
+    for model in models:
+        default = "\tdefault" if model.file == DEFAULT_MODEL else ""
+        out.write(f"{model.file}\t{megabytes(model.size)}\t{model.path}{default}\n")
+    if not models:
+        out.write(
+            f"no models in {hub.cache_dir} yet: logos models pull fetches the default one, "
+            f"{DEFAULT_MODEL}\n"
+        )
+
+
+def _pull(hub: Hub, file: HubFile, out: TextIO, err: TextIO, environ: Mapping[str, str]) -> None:
+    """Fetch without asking (pulling is the asking), and print where the file is."""
+    path = hub.cached(file)
+    if path is not None:
+        err.write(f"logos: {file} is in the cache already\n")
+    else:
+        try:
+            path = hub.fetch(file, download_progress(err, environ))
+        except KeyboardInterrupt:
+            raise CliError(
+                "interrupted: run the same command again to resume", EXIT_INTERRUPTED
+            ) from None
+    out.write(f"{path}\n")
+
+
+def _file(spec: str) -> HubFile:
+    try:
+        return HubFile.parse(spec)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _entry(model: CachedModel) -> ModelEntry:
+    return ModelEntry(
+        spec=str(model.file),
+        repo_id=model.file.repo_id,
+        filename=model.file.filename,
+        revision=model.file.revision,
+        commit=model.commit,
+        size=model.size,
+        path=str(model.path),
+        default=model.file == DEFAULT_MODEL,
+    )
