@@ -6,9 +6,9 @@ corrective message fixes for long: it answers before looking, writes commands in
 fence, makes up a `<result>`, or runs the same command again and again. So the loop picks
 one of three grammars for each turn (`ReplyGrammars`):
 
-* **act** (a conversation's first reply, until a block was written): a few lines of prose
-  at most, then one or more blocks, and nothing after them. The model looks before it
-  answers, and cannot guess.
+* **act** (a conversation's first reply, and the next after a reply whose commands all
+  failed or were refused): a line or two of prose at most, then one to three blocks, and
+  nothing after them. The model looks before it answers, and cannot guess.
 * **reply** (every other turn): free prose and well-formed `<cmd>` blocks, and none of the
   slips: no tag-like `<` in prose (no made-up `<result>`, not even as `< result>`, no
   `<tool_call>`, `<invoke>`, `<function=…>` or `<|…|>` token, no stray `</cmd>`; `x < 3` and
@@ -59,7 +59,7 @@ item     ::= block | prose | code
 )
 """Free prose and well-formed `<cmd>` blocks, nothing tag-like besides (module docstring)."""
 
-ACT_LEAD_CHARS = 400
+ACT_LEAD_CHARS = 200
 ACT_MAX_BLOCKS = 3
 """At most this many blocks in an acting reply: a small model can write hundreds."""
 """At most this many characters of prose before the first block of an acting reply."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,9 +13,12 @@ from rich.text import Text
 from logos.cli.model import OpenModel
 from logos.cli.render import format_seconds, human_status
 from logos.cli.runners import RunnerSpec, make_runner
+from logos.cli.settings import GgufSpec, HubModelSpec, LocalModel, ProviderChoice
 from logos.errors import ProviderError
+from logos.hub import Hub
 from logos.options import ExecOptions
 from logos.providers.base import Finish, Message, ModelRequest
+from logos.providers.registry import PROVIDER_KINDS
 
 Outcome = Literal["ok", "FAIL", "skip"]
 
@@ -24,6 +28,39 @@ class Check:
     name: str
     outcome: Outcome
     detail: str
+
+
+def describe_model_choice(
+    local: LocalModel | None, choice: ProviderChoice | None, environ: Mapping[str, str]
+) -> str:
+    """Which model a run would use, and why: flags first, then the config file, then the
+    environment (an API key, a base URL), then the default local model."""
+    if isinstance(local, GgufSpec):
+        return f"{local.path} with llama.cpp in this process (--gguf)"
+    if isinstance(local, HubModelSpec):
+        hub = Hub.from_environment(environ)
+        cached = hub.cached(local.file)
+        where = (
+            f"cached at {cached}"
+            if cached is not None
+            else f"not downloaded yet: a run fetches it from {hub.endpoint} into {hub.cache_dir}"
+            " (asking first on a terminal), or logos models pull does"
+        )
+        if not local.default:
+            return f"{local.file} (--model or the config file), {where}"
+        keys = ", ".join(kind.api_key_env for kind in PROVIDER_KINDS.values())
+        return (
+            f"the default local model {local.file}, {where}; because none of {keys}, "
+            "--base-url, --gguf or --model is set (any of them chooses another model)"
+        )
+    assert choice is not None
+    if choice.uses_default_server:
+        why = f"{choice.api_key_env} is set"
+    else:
+        why = "its base URL is set" + (
+            ": llama.cpp's server, so the small-model defaults apply" if choice.llama_cpp else ""
+        )
+    return f"{choice.kind.label} {choice.model} at {choice.base_url} ({why})"
 
 
 async def check_provider(model: OpenModel) -> Check:

@@ -29,19 +29,31 @@ from logos.cli.arguments import (
     with_command,
 )
 from logos.cli.batch import cmd_batch
-from logos.cli.doctor import Check, check_provider, check_runner, print_checks
+from logos.cli.doctor import (
+    Check,
+    check_provider,
+    check_runner,
+    describe_model_choice,
+    print_checks,
+)
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
 from logos.cli.memory_command import memory_command
-from logos.cli.model import open_model
+from logos.cli.model import local_gguf, open_model
 from logos.cli.models_command import models_command
 from logos.cli.paths import memory_path, runs_dir
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
 from logos.cli.serve_command import serve_command
-from logos.cli.settings import FileSettings, Flags, default_config_path, load_file_settings
+from logos.cli.settings import (
+    FileSettings,
+    Flags,
+    HubModelSpec,
+    default_config_path,
+    load_file_settings,
+)
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
@@ -131,10 +143,10 @@ def _run_or_resume(
             raise CliError('give a task: logos "TASK" (or - to read it from stdin)')
         prompt = _read_text_argument(args.task, "task")
 
-    gguf = resolve.gguf_spec(flags, recorded)
+    local = resolve.local_model(flags, settings, environ, recorded)
     choice = (
         None
-        if gguf is not None
+        if local is not None
         else resolve.choose_provider_for(flags, settings, environ, recorded)
     )
 
@@ -199,10 +211,30 @@ def _run_or_resume(
         output=output,
         loop_commands=memory_commands(memory),
     )
-    if gguf is not None:
+    gguf = None
+    if local is not None:
+        if isinstance(local, HubModelSpec) and local.default:
+            reporter.notice(
+                f"no API key, base URL or --gguf: running the default local model {local.file} "
+                "(logos doctor says how to choose another)"
+            )
+        # WHY here, after every other setting was checked: a typo must not cost a download.
+        gguf = local_gguf(
+            local,
+            ask=_stdin_is_terminal() and sys.stderr.isatty() and not _accepts_downloads(flags),
+            plain=args.json,
+        )
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
     with open_model(choice, gguf) as model:
         return anyio.run(run_task, plan, model, reporter)
+
+
+def _accepts_downloads(flags: Flags) -> bool:
+    """--yes, or `download_models = true` in the config file."""
+    if flags.yes:
+        return True
+    settings = load_file_settings(flags.config, os.environ)
+    return bool(settings.download_models)
 
 
 def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
@@ -275,7 +307,7 @@ def _doctor(flags: Flags, console: Console) -> int:
             str(config_path) if config_path.exists() else f"none at {config_path} (defaults)",
         )
     )
-    checks.append(_doctor_provider(flags, settings))
+    checks.extend(_doctor_model(flags, settings))
     try:
         sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
         spec = resolve.runner_spec(flags, settings, sandbox)
@@ -297,18 +329,32 @@ def _doctor(flags: Flags, console: Console) -> int:
     return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
 
 
-def _doctor_provider(flags: Flags, settings: FileSettings) -> Check:
+def _doctor_model(flags: Flags, settings: FileSettings) -> list[Check]:
+    """Which model a run would use and why, then one real request to it; a Hub model that
+    is not downloaded yet is not downloaded here."""
     try:
-        gguf = resolve.gguf_spec(flags, None)
+        local = resolve.local_model(flags, settings, os.environ, None)
         choice = None
-        if gguf is None:
+        if local is None:
             choice, _ = resolve.resolve_model(
                 resolve.choose_provider_for(flags, settings, os.environ, None)
             )
-        with open_model(choice, gguf, retry=RetryPolicy(max_attempts=1)) as model:
-            return anyio.run(check_provider, model)
     except CliError as exc:
-        return Check("provider", "FAIL", exc.message)
+        return [Check("model", "FAIL", exc.message)]
+    model = Check("model", "ok", describe_model_choice(local, choice, os.environ))
+    gguf = None
+    if isinstance(local, HubModelSpec):
+        cached = Hub.from_environment(os.environ).cached(local.file)
+        if cached is None:
+            return [model, Check("provider", "skip", f"{local.file} is not downloaded yet")]
+        gguf = local.at(cached)
+    elif local is not None:
+        gguf = local
+    try:
+        with open_model(choice, gguf, retry=RetryPolicy(max_attempts=1)) as opened:
+            return [model, anyio.run(check_provider, opened)]
+    except CliError as exc:
+        return [model, Check("provider", "FAIL", exc.message)]
 
 
 def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:

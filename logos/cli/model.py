@@ -1,16 +1,58 @@
-"""The model a command talks to: a provider, or a local GGUF served while the command runs."""
+"""The model a command talks to: a provider, or a local GGUF served while the command runs
+(a file, or a Hub model fetched into the cache first)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TextIO
 
-from logos.cli.errors import CliError
-from logos.cli.settings import GgufSpec, ProviderChoice, make_provider
+from logos.cli.download_progress import ask_to_download, download_progress
+from logos.cli.errors import EXIT_INTERRUPTED, CliError
+from logos.cli.settings import GgufSpec, LocalModel, ProviderChoice, make_provider
 from logos.errors import LocalModelError
+from logos.hub import Hub, HubError
 from logos.local_model import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
+
+
+def local_gguf(
+    model: LocalModel,
+    *,
+    ask: bool,
+    plain: bool,
+    environ: Mapping[str, str] = os.environ,
+    stdin: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> GgufSpec:
+    """The GGUF file to serve: as given, or the Hub model's, fetched into the cache unless
+    it is there (progress on `stderr`: a bar on a terminal, two plain lines otherwise or
+    when `plain`). `ask`: say the size and ask on the terminal before downloading.
+
+    A fault is a CliError that says what to do; Ctrl-C says the next run resumes and exits
+    130, the partial download kept for it."""
+    if isinstance(model, GgufSpec):
+        return model
+    stdin, stderr = stdin or sys.stdin, stderr or sys.stderr
+    hub = Hub.from_environment(environ)
+    try:
+        path = hub.fetch(
+            model.file,
+            download_progress(stderr, environ, plain=plain),
+            (lambda remote: ask_to_download(remote, hub.cache_dir, stdin, stderr)) if ask else None,
+        )
+    except HubError as exc:
+        raise CliError(exc.message) from None
+    except KeyboardInterrupt:
+        raise CliError(
+            f"the download of {model.file} was interrupted: run the same command again to "
+            "resume it",
+            EXIT_INTERRUPTED,
+        ) from None
+    return model.at(path)
 
 
 @dataclass(frozen=True)

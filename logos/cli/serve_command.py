@@ -19,15 +19,16 @@ import anyio
 
 from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_OK, CliError
-from logos.cli.model import open_model
+from logos.cli.model import local_gguf, open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
 from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
-from logos.cli.settings import FileSettings, Flags
+from logos.cli.settings import FileSettings, Flags, HubModelSpec
 from logos.config import Config
 from logos.errors import RecordFileError
 from logos.memory import MemoryStore
 from logos.memory_commands import memory_commands
 from logos.options import ExecOptions
+from logos.prompt import PromptStyle
 from logos.runner import Runner
 from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
@@ -48,6 +49,7 @@ class _Runners:
     """The server's runners, opened as the `logos` command opens them."""
 
     settings: FileSettings
+    prompt_style: PromptStyle = "full"
 
     def spec(self, choice: RunnerChoice) -> RunnerSpec:
         kind = resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
@@ -77,7 +79,9 @@ class _Runners:
         self, choice: RunnerChoice, options: ExecOptions, continued: Trajectory | None
     ) -> str:
         memory = MemoryStore(memory_path(os.environ))
-        return resolve.system_prompt(self.spec(choice), options, self.settings, continued, memory)
+        return resolve.system_prompt(
+            self.spec(choice), options, self.settings, continued, memory, self.prompt_style
+        )
 
 
 def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, str]) -> int:
@@ -91,9 +95,9 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         raise
     settings = resolve.load_file_settings(flags.config, environ)
     served = settings.serve
-    gguf = resolve.gguf_spec(flags, None)
+    local = resolve.local_model(flags, settings, environ, None)
     choice = (
-        None if gguf is not None else resolve.choose_provider_for(flags, settings, environ, None)
+        None if local is not None else resolve.choose_provider_for(flags, settings, environ, None)
     )
     if choice is not None:
         choice, note = resolve.resolve_model(choice)
@@ -121,6 +125,17 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
     except BindError as exc:
         raise CliError(str(exc)) from None
     memory = MemoryStore(memory_path(environ))
+    gguf = None
+    if local is not None:
+        if isinstance(local, HubModelSpec) and local.default:
+            print(
+                f"logos serve: no API key, base URL or --gguf: running the default local model "
+                f"{local.file}",
+                file=sys.stderr,
+            )
+        terminal = sys.stdin.isatty() and sys.stderr.isatty()
+        accepted = flags.yes or bool(settings.download_models)
+        gguf = local_gguf(local, ask=terminal and not accepted, plain=False, environ=environ)
     with open_model(choice, gguf) as model:
         template = replies.apply(
             Config(
@@ -139,7 +154,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             settings=served,
             template=template,
             model=ModelInfo(model.provider.name, model.model, model.base_url, model.gguf),
-            runners=_Runners(settings),
+            runners=_Runners(settings, replies.prompt_style),
             state_dir=state,
             audit_path=audit_log_path(environ),
             memory=memory,

@@ -34,6 +34,7 @@ from logos.cli.runners import (
 )
 from logos.config import DEFAULT_MAX_STEPS
 from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
+from logos.hub import DEFAULT_MODEL, HubFile
 from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.prompt import PromptStyle
@@ -71,6 +72,7 @@ GrammarName = Annotated[str, AfterValidator(_known_grammar)]
 SandboxName = Annotated[str, Field(min_length=1)]
 """A sandbox kind's name (`logos.sandboxes`); an unknown one is refused when it is used."""
 
+HUB_SCHEME = "hf:"
 NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
     + " or ".join(f"{kind.api_key_env} ({kind.label})" for kind in PROVIDER_KINDS.values())
@@ -121,6 +123,8 @@ class FileSettings(BaseModel):
     prompt_style: PromptStyle | None = None
     """The system prompt: "full", or "compact" with a worked example (by default "compact"
     for a model served by llama.cpp, "full" for any other)."""
+    download_models: bool | None = None
+    """Fetch a Hugging Face Hub model the run needs without asking first (as --yes does)."""
     approval_rules: str | None = None
     """A TOML file of approval rules (`logos.approval_rules`): which commands run unasked,
     which always ask, which never run."""
@@ -429,6 +433,23 @@ class GgufSpec:
 
 
 @dataclass(frozen=True)
+class HubModelSpec:
+    """A GGUF model on the Hugging Face Hub, fetched into the cache, then run like --gguf."""
+
+    file: HubFile
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    threads: int | None = None
+    default: bool = False
+    """Chosen because nothing else was: no key, no base URL, no --gguf, no hf: model."""
+
+    def at(self, path: Path) -> GgufSpec:
+        return GgufSpec(path, self.context_size, self.threads)
+
+
+LocalModel = GgufSpec | HubModelSpec
+
+
+@dataclass(frozen=True)
 class Limits:
     max_steps: int
     max_cost_usd: float | None = None
@@ -465,6 +486,51 @@ def gguf_spec(flags: Flags, recorded: Trajectory | None) -> GgufSpec | None:
             "and --base-url"
         )
     return GgufSpec(Path(path).expanduser(), flags.context_size, flags.threads)
+
+
+def local_model(
+    flags: Flags,
+    settings: FileSettings,
+    environ: Mapping[str, str],
+    recorded: Trajectory | None,
+) -> LocalModel | None:
+    """The model to run in this process, if any; None when a provider serves it.
+
+    In order: an API key or a base URL (a provider: None), then a GGUF file (--gguf, or the
+    resumed run's), then a Hub model named as `--model hf:OWNER/REPO/FILE.gguf`, then the
+    default Hub model when nothing else is configured at all."""
+    gguf = gguf_spec(flags, recorded)
+    if gguf is not None:
+        return gguf
+    named = flags.model or (None if flags.provider else settings.model)
+    if named is not None and named.startswith(HUB_SCHEME):
+        if flags.provider or flags.base_url:
+            raise CliError(
+                f"{named} runs with llama.cpp in this process: leave out --provider and --base-url"
+            )
+        try:
+            file = HubFile.parse(named)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        return HubModelSpec(file, flags.context_size, flags.threads)
+    if recorded is not None or _provider_configured(flags, settings, environ):
+        return None
+    return HubModelSpec(DEFAULT_MODEL, flags.context_size, flags.threads, default=True)
+
+
+def _provider_configured(flags: Flags, settings: FileSettings, environ: Mapping[str, str]) -> bool:
+    """Whether the flags, the config file or the environment name a provider, a server or
+    a key: then the default local model is not what the user meant."""
+    if flags.provider or settings.provider or flags.base_url or settings.base_url:
+        return True
+    if flags.model or settings.model:  # a model by name (not hf:) is a provider's
+        return True
+    if settings.api_key_env and environ.get(settings.api_key_env):
+        return True
+    return any(
+        environ.get(kind.api_key_env) or environ.get(kind.base_url_env)
+        for kind in PROVIDER_KINDS.values()
+    )
 
 
 def sandbox_choice(*asked: str | bool | None) -> str | None:

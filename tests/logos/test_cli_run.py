@@ -394,7 +394,9 @@ def test_an_invalid_base_url_is_a_clear_error(
         assert "invalid base URL" in done.stderr and named in done.stderr
         assert "Traceback" not in done.stderr
     doctor = logos(["doctor", *args, "--model", "m"], home, home.env(**variables))
-    assert doctor.returncode == 1 and "FAIL  provider  invalid base URL" in doctor.stdout
+    failed = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
+    assert doctor.returncode == 1 and len(failed) == 1
+    assert failed[0].split()[1] == "model" and "invalid base URL" in failed[0]
 
 
 @pytest.mark.timeout(60)
@@ -430,10 +432,14 @@ def test_json_reports_an_error_during_the_run_as_an_error_event(
 
 
 def test_json_messages_on_stderr_are_not_cut_into_lines(home: Home) -> None:
-    done = logos(["--json", "--yes", "go"], home, home.env())
+    # No provider, and a Hub nobody answers at: the default model cannot be fetched.
+    env = home.env(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(home.root / "hf"))
+    done = logos(["--json", "--yes", "go"], home, env)
     assert done.returncode == 2
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("logos: error: no model provider") and line.endswith("--gguf PATH")
+    notice, error = done.stderr.splitlines()
+    assert notice.startswith("logos: no API key, base URL or --gguf: running the default")
+    assert error.startswith("logos: error: cannot reach the Hugging Face Hub")
+    assert error.endswith("OPENAI_API_KEY (a hosted model)")
 
 
 def test_an_allow_suffix_other_than_ro_or_rw_is_named(home: Home) -> None:

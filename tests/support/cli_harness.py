@@ -117,10 +117,22 @@ class PtySession:
     def __init__(
         self, args: Sequence[str], home: Home, env: Mapping[str, str], cols: int = 100
     ) -> None:
+        self._start([sys.executable, "-m", "logos", *args], home, env, cols)
+
+    @classmethod
+    def of(
+        cls, argv: Sequence[str], home: Home, env: Mapping[str, str], cols: int = 100
+    ) -> PtySession:
+        """Any program on a pseudo-terminal, in the home's work directory."""
+        session = cls.__new__(cls)
+        session._start(argv, home, env, cols)
+        return session
+
+    def _start(self, argv: Sequence[str], home: Home, env: Mapping[str, str], cols: int) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "logos", *args],
+            list(argv),
             stdin=slave,
             stdout=slave,
             stderr=slave,

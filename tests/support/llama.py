@@ -19,6 +19,7 @@ from tests.support.parts import require
 
 REPO = Path(__file__).resolve().parents[2]
 CACHED_GGUF = REPO / ".cache" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHED_DEFAULT_GGUF = REPO / ".cache" / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 def find_test_gguf() -> Path | None:
@@ -27,6 +28,16 @@ def find_test_gguf() -> Path | None:
     if configured:
         return Path(configured)
     return CACHED_GGUF if CACHED_GGUF.is_file() else None
+
+
+def find_default_gguf() -> Path | None:
+    """The default model's own file (`logos.hub.DEFAULT_MODEL`, which a newcomer's first run
+    fetches from the Hub), for the tests that play that first run: `LOGOS_DEFAULT_GGUF`, else
+    the one `scripts/fetch-model qwen2.5-coder-0.5b` put in .cache/models/, else None."""
+    configured = os.environ.get("LOGOS_DEFAULT_GGUF")
+    if configured:
+        return Path(configured)
+    return CACHED_DEFAULT_GGUF if CACHED_DEFAULT_GGUF.is_file() else None
 
 
 @pytest.fixture(scope="session")
