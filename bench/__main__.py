@@ -21,6 +21,7 @@ import anyio
 from bench import (
     batch,
     flood,
+    local_model,
     loop_overhead,
     overlap,
     parser_speed,
@@ -55,6 +56,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     prepare.FAMILY: (prepare.TITLE, prepare.run),
     batch.FAMILY: (batch.TITLE, batch.run),
     small_model.FAMILY: (small_model.TITLE, small_model.run),
+    local_model.FAMILY: (local_model.TITLE, local_model.run),
 }
 DEFAULT_FAMILIES = [name for name in FAMILIES if name != small_model.FAMILY]
 """What runs without --only: the small-model family takes about an hour and needs the

@@ -60,11 +60,15 @@ class Plan:
     small_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
     """Models of the small-task suite, as `scripts/fetch-model` names them."""
     small_model_tries: int = 3
-    """Tries of each task with logos's defaults, per model."""
+    """Tries of each task with logos's defaults, on the main model (the 0.5B)."""
+    small_model_other_tries: int = 1
+    """Tries of each task on the other models (reported, no target)."""
     small_model_tasks: int = 0
     """The suite's first N tasks only (0: all of them)."""
     small_model_baselines: bool = True
     """The ablation and mini-swe-agent rows, on the main model."""
+    local_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
+    """Models the localmodel family loads and runs (the default first)."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -96,8 +100,10 @@ class Plan:
             batch_rounds=1,
             small_models=("smollm2",),
             small_model_tries=1,
+            small_model_other_tries=1,
             small_model_tasks=3,
             small_model_baselines=False,
+            local_models=("smollm2",),
         )
 
     def with_iterations(self, iterations: int) -> Plan:

@@ -348,7 +348,9 @@ def _run_sync(plan: Plan) -> Section:
                     run_row(
                         "logos (defaults)",
                         model,
-                        plan.small_model_tries,
+                        plan.small_model_tries
+                        if model == MAIN_MODEL
+                        else plan.small_model_other_tries,
                         tasks,
                         partial(run_logos_try, endpoint=endpoint),
                     )
@@ -402,6 +404,7 @@ def _section(rows: Sequence[Row], tasks: Sequence[SmallTask], problems: Sequence
                     main.done_share > best.done_share,
                 )
             )
+    held_out = {task.id for task in tasks if task.held_out}
     kinds = sorted({task.kind for task in tasks})
     by_kind = {
         f"{row.label} / {row.model}": {
@@ -445,6 +448,13 @@ def _section(rows: Sequence[Row], tasks: Sequence[SmallTask], problems: Sequence
             "each try: the logos command in its own process, --yes --json, against llama.cpp "
             f"serving the model ({CONTEXT} tokens of context), a fresh directory; logos rows "
             "with their defaults; the ablation and mini-swe-agent once per task",
+            "held out (10 tasks written after the defaults were tuned on the others): "
+            + "; ".join(
+                f"{row.label} / {row.model} "
+                f"{sum(t.done for t in row.tries if t.task in held_out)}"
+                f"/{sum(1 for t in row.tries if t.task in held_out)}"
+                for row in rows
+            ),
             "done by kind: "
             + "; ".join(
                 f"{name}: " + ", ".join(f"{k} {v}" for k, v in kinds_done.items())

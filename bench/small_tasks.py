@@ -10,6 +10,7 @@ task by the family (`bench.small_model`), which also asks that a command really 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ class SmallTask:
     """A bash command that does the task: its output, as an answer, passes the check (the
     suite's own test runs it, so that no check is one nothing can pass)."""
     dirs: tuple[str, ...] = field(default=())
+    held_out: bool = False
+    """Written after the small-model defaults were tuned on the others: the figure on these
+    says whether the defaults carry over to tasks they were not shaped on."""
 
     def lay_out(self, workspace: Path) -> None:
         for directory in self.dirs:
@@ -50,7 +54,9 @@ model that prints 1 to 100 has not answered 17."""
 
 
 def _word(word: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.]){re.escape(word)}(?![\w]|\.\d)", re.IGNORECASE)
+    """`word` standing alone; a number may not be part of a decimal either (17 in 1.17)."""
+    before = r"(?<![\w.])" if _NUMBER.fullmatch(word) else r"(?<!\w)"
+    return re.compile(rf"{before}{re.escape(word)}(?![\w]|\.\d)", re.IGNORECASE)
 
 
 def says(word: str, *, unlike: tuple[str, ...] = ()) -> Check:
@@ -81,6 +87,17 @@ def file_holds(name: str, *parts: str) -> Check:
     def check(workspace: Path, _answer: str) -> bool:
         text = _read(workspace / name)
         return text is not None and all(part in text for part in parts)
+
+    return check
+
+
+def json_file_is(name: str, value: object) -> Check:
+    def check(workspace: Path, _answer: str) -> bool:
+        text = _read(workspace / name)
+        try:
+            return text is not None and json.loads(text) == value
+        except ValueError:
+            return False
 
     return check
 
@@ -447,5 +464,118 @@ TASKS: tuple[SmallTask, ...] = (
         file_is("price_backup.py", _SRC["src/money.py"]),
         "price_backup.py, a copy of src/money.py",
         solution="cp \"$(grep -l 'def format_price' src/*.py)\" price_backup.py",
+    ),
+    # Held out: written after the defaults were tuned on the tasks above.
+    SmallTask(
+        "count-dirs",
+        "count",
+        "How many directories are inside the projects directory?",
+        {
+            "projects/alpha/readme.txt": "a\n",
+            "projects/beta/readme.txt": "b\n",
+            "projects/gamma/readme.txt": "c\n",
+            "projects/notes.txt": "not a directory\n",
+        },
+        says("3"),
+        "3",
+        solution="find projects -mindepth 1 -maxdepth 1 -type d | wc -l",
+        held_out=True,
+    ),
+    SmallTask(
+        "count-unique",
+        "count",
+        "How many different colours are listed in colours.txt?",
+        {"colours.txt": "red\nblue\nred\ngreen\nblue\nyellow\nred\nviolet\n"},
+        says("5"),
+        "5",
+        solution="sort -u colours.txt | wc -l",
+        held_out=True,
+    ),
+    SmallTask(
+        "find-todo",
+        "find",
+        "Which file in the notes directory contains the word TODO?",
+        {
+            "notes/meeting.md": "we agreed on friday\n",
+            "notes/plan.md": "step 1\nTODO: book the room\n",
+            "notes/ideas.md": "a bigger garden\n",
+        },
+        says("plan.md", unlike=("meeting.md", "ideas.md")),
+        "plan.md",
+        solution="grep -l TODO notes/*",
+        held_out=True,
+    ),
+    SmallTask(
+        "find-line-number",
+        "find",
+        "On which line of ledger.txt does the word refund appear?",
+        {"ledger.txt": "rent 900\ngroceries 84\nrefund 25\npower 61\nwater 19\n"},
+        says("3"),
+        "3",
+        solution="grep -n refund ledger.txt",
+        held_out=True,
+    ),
+    SmallTask(
+        "find-extension",
+        "find",
+        "What is the file extension of the only file in the inbox directory?",
+        {"inbox/invoice-0042.pdf": "%PDF-1.4\n"},
+        says("pdf"),
+        "pdf",
+        solution="ls inbox",
+        held_out=True,
+    ),
+    SmallTask(
+        "create-json",
+        "create",
+        'Create a file config.json that contains the JSON object {"debug": true}.',
+        {},
+        json_file_is("config.json", {"debug": True}),
+        'config.json holding {"debug": true}',
+        solution="echo '{\"debug\": true}' > config.json",
+        held_out=True,
+    ),
+    SmallTask(
+        "copy-backup",
+        "copy",
+        "Make a copy of budget.csv named budget.csv.bak in the same directory.",
+        {"budget.csv": "month,spent\njan,410\n"},
+        all_of(
+            file_is("budget.csv.bak", "month,spent\njan,410"),
+            file_is("budget.csv", "month,spent\njan,410"),
+        ),
+        "budget.csv.bak, budget.csv kept",
+        solution="cp budget.csv budget.csv.bak",
+        held_out=True,
+    ),
+    SmallTask(
+        "sum-two-files",
+        "sum",
+        "How many lines do a.txt and b.txt have together?",
+        {"a.txt": _lines(9, str), "b.txt": _lines(14, str)},
+        says("23"),
+        "23",
+        solution="cat a.txt b.txt | wc -l",
+        held_out=True,
+    ),
+    SmallTask(
+        "edit-uppercase",
+        "edit",
+        "Change guests.txt so that every name in it is in upper case.",
+        {"guests.txt": "ada\ngrace\nlinus\n"},
+        file_is("guests.txt", "ADA\nGRACE\nLINUS"),
+        "guests.txt in upper case",
+        solution="tr a-z A-Z < guests.txt > g.new && mv g.new guests.txt",
+        held_out=True,
+    ),
+    SmallTask(
+        "two-words-to-file",
+        "two-step",
+        "Count the words in story.txt and save that number in words.txt.",
+        {"story.txt": "once upon a time there was a small shell\nit ran every command\n"},
+        file_is("words.txt", "13"),
+        "words.txt holding 13",
+        solution="wc -w < story.txt > words.txt",
+        held_out=True,
     ),
 )
