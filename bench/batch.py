@@ -42,12 +42,12 @@ from bench.plan import Plan
 from bench.ray_cluster import REPO, ray_cluster
 from bench.results import Section, Target, mib, ms
 from bench.wire_model import API_KEY, MODEL, WireModel
+from logos.agent.config import Config
 from logos.batch.settings import ModelSpec
-from logos.config import Config
-from logos.local_runner import LocalRunner
 from logos.options import AllowedPath, ExecOptions
-from logos.prompt import build_system_prompt
-from logos.runner import Runner
+from logos.protocol.prompt import build_system_prompt
+from logos.runners.base import Runner
+from logos.runners.local import LocalRunner
 from sandboxd.runner import SandboxRunner
 
 FAMILY = "batch"

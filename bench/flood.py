@@ -38,9 +38,9 @@ from bench.daemon import (
 from bench.memory import PeakRss
 from bench.plan import Plan
 from bench.results import Section, mib
-from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
 from logos.result import Result
+from logos.runners.local import LocalRunner
 from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
 from sandboxd.runner import SandboxRunner
 

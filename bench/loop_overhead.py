@@ -16,11 +16,11 @@ import logos
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms
 from bench.scripted_model import ScriptedModel
-from logos.config import Callbacks, Config
+from logos.agent.config import Callbacks, Config
+from logos.agent.steps import StepMessage
 from logos.options import ExecOptions
 from logos.result import Result
-from logos.runner import Runner
-from logos.steps import StepMessage
+from logos.runners.base import Runner
 
 FAMILY = "loop"
 TITLE = "Agent loop overhead per step (scripted zero-latency model)"

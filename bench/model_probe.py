@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from logos.local_model import LocalModelServer
-from logos.prompt import build_system_prompt, worked_example
+from logos.models.llama_server import LocalModelServer
+from logos.protocol.prompt import build_system_prompt, worked_example
 
 TASK = "How many lines does notes.txt have?"
 SAMPLES = 3

@@ -14,14 +14,14 @@ import logos
 from bench.plan import Plan
 from bench.results import Section
 from bench.scripted_model import CHARS_PER_TOKEN, ScriptedModel
-from logos.config import Callbacks, Config
-from logos.execute import execute_blocks
+from logos.agent.config import Callbacks, Config
+from logos.agent.execute import execute_blocks
+from logos.agent.steps import StepMessage
 from logos.options import ExecOptions
-from logos.parse import parse_cmd_blocks
+from logos.protocol.parse import parse_cmd_blocks
 from logos.providers.base import ModelRequest, TextDelta
 from logos.result import Result
-from logos.runner import Runner
-from logos.steps import StepMessage
+from logos.runners.base import Runner
 
 FAMILY = "overlap"
 TITLE = "Command time hidden behind generation (streaming dispatch)"

@@ -12,7 +12,7 @@ import time
 
 from bench.plan import Plan
 from bench.results import Section, Target, ms
-from logos.parse import CLOSE_TAG, OPEN_TAG, CmdStreamParser
+from logos.protocol.parse import CLOSE_TAG, OPEN_TAG, CmdStreamParser
 
 FAMILY = "parser"
 TITLE = "Streaming parser throughput (CmdStreamParser)"

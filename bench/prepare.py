@@ -30,10 +30,10 @@ from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
 from bench.roundtrip import CommandFailed, DockerCliMethod
 from bench.scripted_model import ScriptedModel
 from bench.throughput import daemon_config
-from logos.config import Callbacks, Config
+from logos.agent.config import Callbacks, Config
 from logos.options import ExecOptions
 from logos.result import Result
-from logos.runner import Runner
+from logos.runners.base import Runner
 from sandboxd.api import API_PREFIX, StartResponse
 from sandboxd.client import async_daemon_client
 from sandboxd.runner import SandboxRunner

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
-from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
 from logos.result import Result
+from logos.runners.local import LocalRunner
 from sandboxd.runner import SandboxRunner
 
 FAMILY = "roundtrip"

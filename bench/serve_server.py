@@ -18,11 +18,10 @@ from pathlib import Path
 
 import anyio
 
-from logos.config import Config
-from logos.local_runner import LocalRunner
-from logos.memory import MemoryStore
+from logos.agent.config import Config
+from logos.commands.memory_store import MemoryStore
 from logos.options import ExecOptions
-from logos.prompt import build_system_prompt
+from logos.protocol.prompt import build_system_prompt
 from logos.providers.base import (
     Finish,
     ModelRequest,
@@ -32,12 +31,13 @@ from logos.providers.base import (
     Usage,
     UsageReport,
 )
-from logos.runner import Runner
+from logos.records.trajectory import Trajectory
+from logos.runners.base import Runner
+from logos.runners.local import LocalRunner
 from logos.serve.auth import load_or_create_token
 from logos.serve.server import bind_tcp, serve
 from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
-from logos.trajectory import Trajectory
 
 MAX_RUNS = 128
 

@@ -40,7 +40,7 @@ from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target
 from bench.small_tasks import TASKS, SmallTask
 from logos.errors import LocalModelError
-from logos.local_model import LocalModelServer
+from logos.models.llama_server import LocalModelServer
 
 FAMILY = "smallmodel"
 TITLE = "small local models: simple shell tasks done, by default (bench/small_tasks.py)"

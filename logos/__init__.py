@@ -5,9 +5,11 @@ runner such as `sandboxd.runner.SandboxRunner`) → results (`Result`) → envel
 (`format_results`) → model (`run`).
 """
 
-from logos.capture import CapturedOutput, OutputCapture
-from logos.config import Callbacks, Config
-from logos.envelope import format_results
+from logos.agent.config import Callbacks, Config
+from logos.agent.execute import BlockExecutor, execute_blocks, execute_blocks_sync
+from logos.agent.loop import run, run_sync
+from logos.agent.steps import RunResult, StepMessage, StopReason, steps_to_messages
+from logos.approvals.policy import CommandPolicy, allow_all, chain_policies, check_command
 from logos.errors import (
     AuthenticationError,
     BadRequestError,
@@ -23,13 +25,11 @@ from logos.errors import (
     ServerError,
     StreamInterruptedError,
 )
-from logos.execute import BlockExecutor, execute_blocks, execute_blocks_sync
-from logos.hallucination import find_tool_call_hallucination
-from logos.local_model import LocalModelServer
-from logos.local_runner import LocalRunner
-from logos.loop import run, run_sync
+from logos.models.llama_server import LocalModelServer
 from logos.options import AllowedPath, ExecOptions
-from logos.parse import (
+from logos.protocol.envelope import format_results
+from logos.protocol.hallucination import find_tool_call_hallucination
+from logos.protocol.parse import (
     CmdStreamParser,
     CommandBlock,
     ProseDelta,
@@ -37,9 +37,7 @@ from logos.parse import (
     parse_cmd_blocks,
     strip_cmd_blocks,
 )
-from logos.policy import CommandPolicy, allow_all, chain_policies, check_command
-from logos.pricing import Price, context_window_for, estimate_cost
-from logos.prompt import build_system_prompt
+from logos.protocol.prompt import build_system_prompt
 from logos.providers import (
     AnthropicProvider,
     Message,
@@ -49,9 +47,11 @@ from logos.providers import (
     RetryPolicy,
     Usage,
 )
+from logos.providers.pricing import Price, context_window_for, estimate_cost
 from logos.result import Result
-from logos.runner import Runner
-from logos.steps import RunResult, StepMessage, StopReason, steps_to_messages
+from logos.runners.base import Runner
+from logos.runners.capture import CapturedOutput, OutputCapture
+from logos.runners.local import LocalRunner
 
 __all__ = [
     "AllowedPath",

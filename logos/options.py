@@ -68,7 +68,7 @@ class ExecOptions:
     """Per stream: how much of a truncated output is saved to a file the model can read."""
     background_after_s: float | None = None
     """A command still running after this many seconds goes on as a job (its result says
-    so, `Result.job`) on a runner that keeps jobs (`logos.jobs.JobRunner`); others ignore
+    so, `Result.job`) on a runner that keeps jobs (`logos.runners.jobs.JobRunner`); others ignore
     it. None: commands are waited for until they end or time out."""
 
     def __post_init__(self) -> None:

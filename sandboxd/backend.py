@@ -129,7 +129,7 @@ class ExecRequest:
     """None: the first mount's path, else the container's HOME."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    """Per stream: the head and tail kept (see logos.capture.OutputCapture)."""
+    """Per stream: the head and tail kept (see logos.runners.capture.OutputCapture)."""
     max_saved_output_bytes: int = DEFAULT_MAX_SAVED_OUTPUT_BYTES
     """Per stream: how much of a cut output is saved inside the container (0: none)."""
     background_after_s: float | None = None

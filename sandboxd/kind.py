@@ -1,9 +1,9 @@
 """sandboxd as a logos sandbox kind, registered under the entry points `logos.sandboxes`.
 
 logos finds it by its name, "sandboxd", and knows it only through the protocols
-logos.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
+logos.runners.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
 implements structurally: sandboxd imports nothing of logos but its vocabulary (logos.result,
-logos.options, logos.capture).
+logos.options, logos.runners.capture).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sandboxd.runner import SandboxRunner, refused_when_full
 
 
 class Settings(Protocol):
-    """What this kind reads of logos.sandboxes.SandboxSettings."""
+    """What this kind reads of logos.runners.sandboxes.SandboxSettings."""
 
     @property
     def socket(self) -> str | None: ...

@@ -5,9 +5,9 @@ It is sandboxd's own client, as a daemon ships one: to logos it is a `logos.Runn
 daemon, a refused path, the engine down) comes back as `Result.error`, which the loop shows
 to the model: a sandbox problem never ends a run.
 
-It keeps jobs (a `logos.jobs.JobRunner`): a command still running at its background threshold
-goes on in the session's container, and the daemon's jobs routes report it; its output goes
-on into files in the container, which the session's later commands can read.
+It keeps jobs (a `logos.runners.jobs.JobRunner`): a command still running at its background
+threshold goes on in the session's container, and the daemon's jobs routes report it; its output
+goes on into files in the container, which the session's later commands can read.
 
 `prepare()` starts the session's container while the model writes (the loop calls it beside
 its first model request): a command sent with the same options waits for that start instead

@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
     from collections.abc import Callable
     from typing import Any
 
-    from logos.capture import CapturedOutput, OutputCapture, private_output_dir
+    from logos.runners.capture import CapturedOutput, OutputCapture, private_output_dir
 
 PROTOCOL = 3
 HELLO = "sandboxd-supervisor"
@@ -749,7 +749,7 @@ def load_command_modules() -> None:
     import threading
 
     try:
-        from logos.capture import CapturedOutput, OutputCapture, private_output_dir
+        from logos.runners.capture import CapturedOutput, OutputCapture, private_output_dir
     except ImportError:  # inside the container capture.py is mounted next to this file
         from capture import (  # type: ignore[import-not-found,no-redef]
             CapturedOutput,

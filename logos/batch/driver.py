@@ -6,7 +6,7 @@ appended the moment it arrives, and the summary is written at the end, after Ctr
 
     DIR/results.jsonl                    one line per run of a task (logos.batch.results)
     DIR/summary.json                     the batch in figures (logos.batch.summary)
-    DIR/trajectories/ID-ATTEMPT.jsonl    each run's trajectory (logos.trajectory)
+    DIR/trajectories/ID-ATTEMPT.jsonl    each run's trajectory (logos.records.trajectory)
     DIR/workspaces/ID-ATTEMPT/           each local run's files (removed after it, unless kept)
 """
 
@@ -33,7 +33,7 @@ from logos.batch.settings import BatchSandbox, BatchSettings
 from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
 from logos.jsonl import make_private_dir
-from logos.sandboxes import BatchSandboxKind, batch_sandbox_kind
+from logos.runners.sandboxes import BatchSandboxKind, batch_sandbox_kind
 
 TRAJECTORIES = "trajectories"
 WORKSPACES = "workspaces"

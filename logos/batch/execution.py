@@ -18,26 +18,26 @@ from typing import TypeVar
 
 import anyio
 
+from logos.agent.config import Callbacks, Config
+from logos.agent.loop import run
+from logos.agent.steps import StepMessage, StopReason
 from logos.batch.results import CHECK_OUTPUT_CHARS, Status, TaskResult
 from logos.batch.sandbox_slots import WaitWhenFull
 from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.batch.workspace import WorkspaceError, make_workspace, remove_workspace
-from logos.config import Callbacks, Config
-from logos.envelope import format_results
 from logos.errors import RecordFileError
-from logos.events import RunSummary
 from logos.jsonl import utc_now
-from logos.local_runner import LocalRunner
-from logos.loop import run
 from logos.options import AllowedPath, ExecOptions
-from logos.prompt import build_system_prompt
+from logos.protocol.envelope import format_results
+from logos.protocol.prompt import build_system_prompt
 from logos.providers.base import Provider, Usage
+from logos.records.events import RunSummary
+from logos.records.trajectory import RunHeader, TrajectoryWriter, count_turns
 from logos.result import Result
-from logos.runner import Runner
-from logos.sandboxes import BatchSandboxKind, sandbox_system_prompt
-from logos.steps import StepMessage, StopReason
-from logos.trajectory import RunHeader, TrajectoryWriter, count_turns
+from logos.runners.base import Runner
+from logos.runners.local import LocalRunner
+from logos.runners.sandboxes import BatchSandboxKind
 from logos.version import logos_version
 
 CLOSE_TIMEOUT_S = 30.0
@@ -225,8 +225,12 @@ def _open_runner(
         allowed_paths=options.allowed_paths,
         session=None,  # WHY: a fresh session for each task, whatever the settings say
     )
-    prompt = sandbox_system_prompt(
-        kind, sandbox, workdir, settings.prompt_extra, style=settings.replies.prompt_style
+    prompt = build_system_prompt(
+        working_dir=workdir,
+        platform=kind.platform,
+        extra=settings.prompt_extra,
+        style=settings.replies.prompt_style,
+        sandbox_note=kind.prompt_note(sandbox),
     )
     return WaitWhenFull(kind.open(sandbox), kind, on_full), prompt
 

@@ -19,7 +19,7 @@ from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.jsonl import utc_now
 from logos.providers.base import Provider
-from logos.sandboxes import BatchSandboxKind
+from logos.runners.sandboxes import BatchSandboxKind
 
 
 async def run_local(

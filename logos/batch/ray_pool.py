@@ -37,7 +37,7 @@ from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.jsonl import open_private_append, utc_now, write_line
-from logos.sandboxes import batch_sandbox_kind
+from logos.runners.sandboxes import batch_sandbox_kind
 
 INSTALL_HINT = "pip install 'logos[ray]'"
 CANCEL_GRACE_S = 15.0

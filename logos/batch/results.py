@@ -17,9 +17,9 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
+from logos.agent.steps import StopReason
 from logos.jsonl import JsonLinesFile, open_private_append
 from logos.providers.base import Usage
-from logos.steps import StopReason
 
 RESULTS_NAME = "results.jsonl"
 Status: TypeAlias = Literal["passed", "failed", "error", "canceled"]

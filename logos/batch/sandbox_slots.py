@@ -14,8 +14,8 @@ import anyio
 
 from logos.options import ExecOptions
 from logos.result import Result
-from logos.runner import Runner
-from logos.sandboxes import BatchSandboxKind
+from logos.runners.base import Runner
+from logos.runners.sandboxes import BatchSandboxKind
 
 FIRST_WAIT_S = 0.2
 MAX_WAIT_S = 5.0

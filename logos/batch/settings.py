@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from logos.config import DEFAULT_MAX_STEPS
+from logos.agent.config import DEFAULT_MAX_STEPS
+from logos.agent.replies import ReplySettings
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.base import Provider
 from logos.providers.registry import provider_kind
-from logos.replies import ReplySettings
-from logos.sandboxes import SandboxSettings
+from logos.runners.sandboxes import SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class BatchSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Each command's time limit: the agent's, the setup's and the check's."""
     replies: ReplySettings = field(default_factory=ReplySettings)
-    """Sampling, grammars and the prompt's style (`logos.replies`)."""
+    """Sampling, grammars and the prompt's style (`logos.agent.replies`)."""
     prompt_extra: str = ""
     keep_workspaces: bool = False
     """Leave each workspace on disk after its task (by default it is removed: the

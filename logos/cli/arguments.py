@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from logos.approval import APPROVAL_MODES, ApprovalMode
+from logos.agent.config import DEFAULT_MAX_STEPS
+from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
-from logos.config import DEFAULT_MAX_STEPS
-from logos.hub import DEFAULT_MODEL
+from logos.models.hub import DEFAULT_MODEL
 from logos.options import DEFAULT_TIMEOUT_S
-from logos.prompt import PROMPT_STYLES
+from logos.protocol.prompt import PROMPT_STYLES
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
-from logos.sandboxes import installed_kinds
+from logos.runners.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
 from logos.version import logos_version
 

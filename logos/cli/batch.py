@@ -29,7 +29,7 @@ from logos.cli.runners import sandbox_problem
 from logos.cli.settings import Flags, load_file_settings
 from logos.cli.task import STOP_SIGNALS
 from logos.options import DEFAULT_TIMEOUT_S
-from logos.sandboxes import batch_sandbox_kind
+from logos.runners.sandboxes import batch_sandbox_kind
 
 GIB = 1024**3
 

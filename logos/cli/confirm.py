@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from logos.approval import ApprovalDecision
+from logos.approvals.approval import ApprovalDecision
 
 _READ_CHUNK = 4096
 

@@ -15,7 +15,7 @@ from logos.cli.render import format_seconds, human_status
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.settings import GgufSpec, HubModelSpec, LocalModel, ProviderChoice
 from logos.errors import ProviderError
-from logos.hub import Hub
+from logos.models.hub import Hub
 from logos.options import ExecOptions
 from logos.providers.base import Finish, Message, ModelRequest
 from logos.providers.registry import PROVIDER_KINDS

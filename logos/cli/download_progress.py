@@ -1,4 +1,4 @@
-"""How a model download shows on stderr (`logos.hub.DownloadProgress`): a progress bar on a
+"""How a model download shows on stderr (`logos.models.hub.DownloadProgress`): a progress bar on a
 terminal, one plain line as it starts and one as it ends elsewhere (a file, a pipe, `--json`
 runs); and the question asked before the first download."""
 
@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.text import Text
 
 from logos.cli.render import make_console
-from logos.hub import DownloadProgress, RemoteFile, megabytes
+from logos.models.hub import DownloadProgress, RemoteFile, megabytes
 
 
 def download_progress(

@@ -19,22 +19,22 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskStatus
 
-from logos.approval import (
+from logos.agent.execute import execute_blocks
+from logos.approvals.approval import (
     ApprovalMode,
     ApprovalRunner,
     Approver,
     AutoApprover,
     NeverRunApprover,
 )
-from logos.approval_rules import ApprovalRules, RuledApprover
-from logos.audit import AuditLog
+from logos.approvals.audit import AuditLog
+from logos.approvals.rules import ApprovalRules, RuledApprover
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.task import STOP_SIGNALS
-from logos.execute import execute_blocks
 from logos.options import ExecOptions
-from logos.parse import CmdStreamParser, CommandBlock, UnclosedBlock
+from logos.protocol.parse import CmdStreamParser, CommandBlock, UnclosedBlock
 from logos.result import Result
 
 CLOSE_TIMEOUT_S = 10.0

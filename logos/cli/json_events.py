@@ -1,5 +1,5 @@
-"""`--json`: the run as a stream of JSON events (`logos.events`), one per line on stdout, and
-nothing else. Human messages (warnings, the confirm prompt) go to stderr.
+"""`--json`: the run as a stream of JSON events (`logos.records.events`), one per line on
+stdout, and nothing else. Human messages (warnings, the confirm prompt) go to stderr.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import TextIO
 from pydantic import BaseModel
 from rich.console import Console
 
-from logos.approval import ApprovalDecision
-from logos.events import (
+from logos.agent.steps import StepMessage
+from logos.approvals.approval import ApprovalDecision
+from logos.records.events import (
     ApprovalEvent,
     CommandResultEvent,
     CommandStartEvent,
@@ -28,7 +29,6 @@ from logos.events import (
     StepEndEvent,
 )
 from logos.result import JobEnd, Result
-from logos.steps import StepMessage
 
 
 class JsonEvents:

@@ -57,15 +57,15 @@ from logos.cli.settings import (
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
-from logos.envelope import command_preview, format_results
+from logos.commands.memory import memory_commands
+from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError
-from logos.events import ErrorEvent, RunSummary
-from logos.hub import Hub
-from logos.memory import MemoryStore
-from logos.memory_commands import memory_commands
-from logos.pricing import price_for
+from logos.models.hub import Hub
+from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
-from logos.trajectory import Trajectory, load_trajectory
+from logos.providers.pricing import price_for
+from logos.records.events import ErrorEvent, RunSummary
+from logos.records.trajectory import Trajectory, load_trajectory
 
 
 def main(argv: Sequence[str] | None = None) -> int:

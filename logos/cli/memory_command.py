@@ -1,4 +1,4 @@
-"""`logos memory`: the user's side of the memory notes (`logos.memory`)."""
+"""`logos memory`: the user's side of the memory notes (`logos.commands.memory_store`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from logos.cli.errors import EXIT_OK, EXIT_STOPPED, CliError
-from logos.memory import MemoryStore, NoteError, normalize_key
+from logos.commands.memory_store import MemoryStore, NoteError, normalize_key
 
 
 def memory_command(

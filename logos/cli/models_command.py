@@ -1,4 +1,5 @@
-"""`logos models`: the GGUF models in the Hugging Face cache (`logos.hub`): list, pull, rm."""
+"""`logos models`: the GGUF models in the Hugging Face cache (`logos.models.hub`): list, pull,
+rm."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from logos.cli.download_progress import download_progress
 from logos.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
-from logos.hub import DEFAULT_MODEL, CachedModel, Hub, HubError, HubFile, megabytes
+from logos.models.hub import DEFAULT_MODEL, CachedModel, Hub, HubError, HubFile, megabytes
 
 
 class ModelEntry(BaseModel):

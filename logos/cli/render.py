@@ -33,11 +33,11 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from logos.approval import ApprovalDecision
-from logos.envelope import command_preview
-from logos.events import RunSummary, StartEvent
+from logos.agent.steps import StepMessage, StopReason
+from logos.approvals.approval import ApprovalDecision
+from logos.protocol.envelope import command_preview
+from logos.records.events import RunSummary, StartEvent
 from logos.result import JobEnd, Result
-from logos.steps import StepMessage, StopReason
 
 TAIL_LINES = 4
 """Lines of a finished command's output shown under it."""

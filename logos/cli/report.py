@@ -7,10 +7,10 @@ from typing import Protocol
 
 from rich.console import Console
 
-from logos.approval import ApprovalDecision
-from logos.events import RunSummary, StartEvent
+from logos.agent.steps import StepMessage
+from logos.approvals.approval import ApprovalDecision
+from logos.records.events import RunSummary, StartEvent
 from logos.result import JobEnd, Result
-from logos.steps import StepMessage
 
 
 class Reporter(Protocol):

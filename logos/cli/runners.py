@@ -1,6 +1,6 @@
 """Where the model's commands run: local bash, or the sandbox kind `--sandbox` names.
 
-The sandbox (sandboxd's by default, or another kind found by name through logos.sandboxes)
+The sandbox (sandboxd's by default, or another kind found by name through logos.runners.sandboxes)
 is checked up front, so a missing daemon is reported before the model is called and money
 is spent.
 """
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from logos.cli.errors import CliError
-from logos.job_commands import job_usage
-from logos.local_runner import LocalRunner
-from logos.memory_commands import memory_usage
+from logos.commands.jobs import job_usage
+from logos.commands.memory import memory_usage
 from logos.options import AllowedPath, ExecOptions
-from logos.prompt import PromptStyle, build_system_prompt
-from logos.runner import Runner
-from logos.sandboxes import SandboxKind, SandboxSettings, sandbox_kind, sandbox_system_prompt
+from logos.protocol.prompt import PromptStyle, build_system_prompt
+from logos.runners.base import Runner
+from logos.runners.local import LocalRunner
+from logos.runners.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
 
 DEFAULT_SANDBOX_KIND = "sandboxd"
 """The sandbox kind `--sandbox` runs commands in when it names none."""
@@ -116,11 +116,15 @@ def system_prompt_for(
     workdir = options.resolved_workdir() or os.getcwd()
     after = options.background_after_s
     commands = (*(job_usage(after) if after is not None else ()), *memory_usage())
-    if not spec.sandbox:
-        return build_system_prompt(
-            working_dir=workdir, date=date, extra=extra, loop_commands=commands, style=style
-        )
-    settings = spec.sandbox_settings(options.allowed_paths)
-    return sandbox_system_prompt(
-        sandbox(spec), settings, workdir, extra, date, loop_commands=commands, style=style
+    kind = sandbox(spec) if spec.sandbox else None
+    return build_system_prompt(
+        working_dir=workdir,
+        platform=None if kind is None else kind.platform,
+        date=date,
+        extra=extra,
+        loop_commands=commands,
+        style=style,
+        sandbox_note=""
+        if kind is None
+        else kind.prompt_note(spec.sandbox_settings(options.allowed_paths)),
     )

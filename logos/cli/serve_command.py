@@ -17,23 +17,23 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from logos.agent.config import Config
 from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.model import local_gguf, open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
 from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
 from logos.cli.settings import FileSettings, Flags, HubModelSpec
-from logos.config import Config
+from logos.commands.memory import memory_commands
+from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError
-from logos.memory import MemoryStore
-from logos.memory_commands import memory_commands
 from logos.options import ExecOptions
-from logos.prompt import PromptStyle
-from logos.runner import Runner
+from logos.protocol.prompt import PromptStyle
+from logos.records.trajectory import Trajectory
+from logos.runners.base import Runner
 from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
-from logos.trajectory import Trajectory
 from logos.version import logos_version
 
 if TYPE_CHECKING:  # WHY: Starlette and uvicorn are optional; the command imports them late

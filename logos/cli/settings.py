@@ -23,8 +23,10 @@ from typing import Annotated, Any, TypeVar
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from logos.approval import ApprovalMode
-from logos.approval_rules import ApprovalRules, RulesError, load_rules
+from logos.agent.config import DEFAULT_MAX_STEPS
+from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
+from logos.approvals.approval import ApprovalMode
+from logos.approvals.rules import ApprovalRules, RulesError, load_rules
 from logos.cli.errors import CliError
 from logos.cli.runners import (
     DEFAULT_SANDBOX_KIND,
@@ -32,12 +34,16 @@ from logos.cli.runners import (
     allowed_paths,
     system_prompt_for,
 )
-from logos.config import DEFAULT_MAX_STEPS
-from logos.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
-from logos.hub import DEFAULT_MODEL, HubFile
-from logos.memory import DEFAULT_PROMPT_CHARS, MEMORY_HEADING, MemoryStore, memory_prompt
+from logos.commands.memory_store import (
+    DEFAULT_PROMPT_CHARS,
+    MEMORY_HEADING,
+    MemoryStore,
+    memory_prompt,
+)
+from logos.models.hub import DEFAULT_MODEL, HubFile
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
-from logos.prompt import PromptStyle
+from logos.protocol.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
+from logos.protocol.prompt import PromptStyle
 from logos.providers import Provider, RetryPolicy
 from logos.providers.http_provider import normalize_base_url
 from logos.providers.registry import (
@@ -47,9 +53,8 @@ from logos.providers.registry import (
     ProviderName,
     provider_kind,
 )
-from logos.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
+from logos.records.trajectory import Trajectory
 from logos.serve.settings import ServeSettings
-from logos.trajectory import Trajectory
 
 _MODEL_LIST_TIMEOUT_S = 10.0
 DEFAULT_BACKGROUND_AFTER_S = 30.0
@@ -68,9 +73,9 @@ def _known_grammar(name: str) -> str:
 
 
 GrammarName = Annotated[str, AfterValidator(_known_grammar)]
-"""A grammar's name in `logos.grammar.GRAMMARS`, or "none"."""
+"""A grammar's name in `logos.protocol.grammar.GRAMMARS`, or "none"."""
 SandboxName = Annotated[str, Field(min_length=1)]
-"""A sandbox kind's name (`logos.sandboxes`); an unknown one is refused when it is used."""
+"""A sandbox kind's name (`logos.runners.sandboxes`); an unknown one is refused when it is used."""
 
 HUB_SCHEME = "hf:"
 NO_PROVIDER_MESSAGE = (
@@ -126,7 +131,7 @@ class FileSettings(BaseModel):
     download_models: bool | None = None
     """Fetch a Hugging Face Hub model the run needs without asking first (as --yes does)."""
     approval_rules: str | None = None
-    """A TOML file of approval rules (`logos.approval_rules`): which commands run unasked,
+    """A TOML file of approval rules (`logos.approvals.rules`): which commands run unasked,
     which always ask, which never run."""
     memory_prompt_chars: int | None = Field(default=None, ge=0)
     """How much of the memory notes a new run's system prompt holds (0: none)."""
@@ -194,7 +199,7 @@ class ProviderChoice:
     api_key_env: str
     llama_cpp: bool = False
     """The server is llama.cpp's own (found by `resolve_model`): it takes a grammar, and
-    small-model defaults apply (`logos.replies`)."""
+    small-model defaults apply (`logos.agent.replies`)."""
 
     @property
     def uses_default_server(self) -> bool:
@@ -418,7 +423,7 @@ class Flags:
     max_total_tokens: int | None = None
     check_back: bool | None = None
     grammar: bool | None = None
-    """True for the logos grammars (`logos.grammar`), False for none; None: the default."""
+    """True for the logos grammars (`logos.protocol.grammar`), False for none; None: the default."""
     first_block: bool | None = None
     prompt_style: PromptStyle | None = None
     approval_rules: str | None = None
@@ -624,7 +629,7 @@ def served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
 
 def limits(flags: Flags, settings: FileSettings, *, llama_cpp: bool = False) -> Limits:
     """The run's limits; a llama.cpp model's replies are capped unless set
-    (`logos.replies.LOCAL_MAX_TOKENS`)."""
+    (`logos.agent.replies.LOCAL_MAX_TOKENS`)."""
     return Limits(
         max_steps=first_or(DEFAULT_MAX_STEPS, flags.max_steps, settings.max_steps),
         max_cost_usd=first(flags.max_cost, settings.max_cost),
@@ -639,7 +644,7 @@ def limits(flags: Flags, settings: FileSettings, *, llama_cpp: bool = False) -> 
 def replies(flags: Flags, settings: FileSettings, choice: ProviderChoice | None) -> ReplySettings:
     """How the model is asked to reply, as the flags, then the config file, then the
     defaults say; the defaults for a model served by llama.cpp (`choice` None for a local
-    GGUF) are the small-model ones of `logos.replies`.
+    GGUF) are the small-model ones of `logos.agent.replies`.
 
     The check-back stays on unless turned off: small models answer questions about this
     machine from guesses."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from logos.agent.steps import StepMessage
 from logos.cli.render import job_end_view, result_view, summary_line
-from logos.events import ApprovalEvent, JobEndEvent, RunSummary
-from logos.parse import strip_cmd_blocks
+from logos.protocol.parse import strip_cmd_blocks
+from logos.records.events import ApprovalEvent, JobEndEvent, RunSummary
+from logos.records.trajectory import PromptRecord, Trajectory, count_turns
 from logos.result import JobEnd
-from logos.steps import StepMessage
-from logos.trajectory import PromptRecord, Trajectory, count_turns
 
 REASONING_LINES = 6
 OUTPUT_TAIL_LINES = 6

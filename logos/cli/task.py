@@ -20,7 +20,11 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
-from logos.approval import (
+from logos.agent.config import Callbacks, Config
+from logos.agent.loop import run
+from logos.agent.replies import ReplySettings
+from logos.agent.steps import RunResult, StepMessage, StopReason
+from logos.approvals.approval import (
     ApprovalDecision,
     ApprovalMode,
     ApprovalRunner,
@@ -28,8 +32,8 @@ from logos.approval import (
     AutoApprover,
     NeverRunApprover,
 )
-from logos.approval_rules import ApprovalRules, RuledApprover
-from logos.audit import AuditLog
+from logos.approvals.audit import AuditLog
+from logos.approvals.rules import ApprovalRules, RuledApprover
 from logos.cli.confirm import ConfirmApprover
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.model import OpenModel
@@ -38,19 +42,15 @@ from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.settings import Limits
 from logos.cli.streams import GuardedOutput
-from logos.config import Callbacks, Config
-from logos.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent, TurnCounter
+from logos.commands.family import CommandFamily
 from logos.jsonl import utc_now
-from logos.loop import run
-from logos.loop_commands import CommandFamily
 from logos.options import ExecOptions
-from logos.pricing import estimate_cost
 from logos.providers.base import Message, Usage
-from logos.replies import ReplySettings
+from logos.providers.pricing import estimate_cost
+from logos.records.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent, TurnCounter
+from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
 from logos.result import JobEnd, Result
-from logos.runner import Runner
-from logos.steps import RunResult, StepMessage, StopReason
-from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
+from logos.runners.base import Runner
 from logos.version import logos_version
 
 CLOSE_TIMEOUT_S = 10.0

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import httpx
 
 from logos.closing import AsyncCloseable
-from logos.pricing import context_window_for
 from logos.providers.base import ModelRequest, OnRetry, StreamEvent
 from logos.providers.http_errors import Endpoint, error_from_transport, raise_for_answer
+from logos.providers.pricing import context_window_for
 from logos.providers.retry import RetryPolicy, retrying
 from logos.providers.sse import ServerSentEvent, aiter_sse
 

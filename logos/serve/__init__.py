@@ -1,7 +1,7 @@
 """`logos serve`: agent runs as a service over HTTP.
 
 Runs start detached from the request that asked for them, stream their typed events
-(`logos.events`) to any number of clients as server-sent events with replay, wait for
+(`logos.records.events`) to any number of clients as server-sent events with replay, wait for
 approvals given out of band, and are saved as sessions (trajectories) that later runs
 continue. Starlette and uvicorn are an optional extra (`pip install 'logos[serve]'`): only
 `logos.serve.app` and `logos.serve.server` import them.

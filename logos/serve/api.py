@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from logos.approval import ApprovalMode
+from logos.approvals.approval import ApprovalMode
 
 MAX_PROMPT_CHARS = 200_000
 MAX_REASON_CHARS = 2_000

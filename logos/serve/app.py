@@ -31,8 +31,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from logos.commands.memory_store import NoteError
 from logos.errors import RecordFileError
-from logos.memory import NoteError
+from logos.records.trajectory import step_to_json
 from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest, describe_invalid
 from logos.serve.approvals import Approvals, UnknownApproval
 from logos.serve.auth import bearer_matches
@@ -41,7 +42,6 @@ from logos.serve.page import PAGE_FILES, page_response
 from logos.serve.runs import Runs
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
 from logos.serve.setup import ServerSetup
-from logos.trajectory import step_to_json
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from logos.approval import ApprovalAction, ApprovalDecision
-from logos.envelope import command_preview
-from logos.events import ConfirmRequiredEvent
+from logos.approvals.approval import ApprovalAction, ApprovalDecision
 from logos.jsonl import utc_now
+from logos.protocol.envelope import command_preview
+from logos.records.events import ConfirmRequiredEvent
 
 EXPIRED = "expired"
 

@@ -21,7 +21,10 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from logos.approval import (
+from logos.agent.config import Callbacks, Config
+from logos.agent.loop import run as run_loop
+from logos.agent.steps import RunResult, StepMessage
+from logos.approvals.approval import (
     ApprovalDecision,
     ApprovalMode,
     ApprovalRunner,
@@ -29,11 +32,13 @@ from logos.approval import (
     AutoApprover,
     NeverRunApprover,
 )
-from logos.approval_rules import RuledApprover
-from logos.audit import AuditLog
-from logos.config import Callbacks, Config
+from logos.approvals.audit import AuditLog
+from logos.approvals.rules import RuledApprover
 from logos.errors import RecordFileError
-from logos.events import (
+from logos.jsonl import utc_now
+from logos.options import AllowedPath, ExecOptions
+from logos.providers.base import Message, Usage
+from logos.records.events import (
     ApprovalEvent,
     CommandResultEvent,
     CommandStartEvent,
@@ -48,19 +53,14 @@ from logos.events import (
     StepEndEvent,
     TurnCounter,
 )
-from logos.jsonl import utc_now
-from logos.loop import run as run_loop
-from logos.options import AllowedPath, ExecOptions
-from logos.providers.base import Message, Usage
+from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
 from logos.result import JobEnd, Result
-from logos.runner import Runner
+from logos.runners.base import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
 from logos.serve.hub import EventLog, read_published
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
 from logos.serve.setup import RunnerChoice, ServerSetup
-from logos.steps import RunResult, StepMessage
-from logos.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
 
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close a run's runner (kill leftovers, end a sandbox session)."""

@@ -1,6 +1,6 @@
 """Sessions: conversations saved as they happen, one directory each.
 
-    <root>/<session id>/session.jsonl             the trajectory (logos.trajectory), append-only
+    <root>/<session id>/session.jsonl             the trajectory (logos.records.trajectory)
     <root>/<session id>/runs/<run id>.jsonl       each run's event log (logos.serve.hub)
 
 A run on a session continues its conversation; one session has at most one run at a time.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logos.jsonl import make_private_dir
-from logos.trajectory import Trajectory, load_trajectory
+from logos.records.trajectory import Trajectory, load_trajectory
 
 _ID = re.compile(r"[0-9a-f]{16}")
 TRAJECTORY_NAME = "session.jsonl"

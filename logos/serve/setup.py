@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from logos.approval_rules import ApprovalRules
-from logos.config import Config
-from logos.memory import MemoryStore
+from logos.agent.config import Config
+from logos.approvals.rules import ApprovalRules
+from logos.commands.memory_store import MemoryStore
 from logos.options import ExecOptions
-from logos.runner import Runner
+from logos.records.trajectory import Trajectory
+from logos.runners.base import Runner
 from logos.serve.settings import ServeSettings
-from logos.trajectory import Trajectory
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from typing import Any
 import docker.errors
 from docker.utils.socket import read as read_socket
 
-from logos.capture import OutputCapture
 from logos.result import Result
+from logos.runners.capture import OutputCapture
 from sandboxd.docker.engine import api_error_text
 
 NO_WORKDIR_MARKER = "sandboxd: no such working directory"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from logos import ExecOptions, LocalRunner, Result, Runner, execute_blocks
-from logos.approval import (
+from logos.approvals.approval import (
     EDITED_NOTE,
     NEVER_RUN_ERROR,
     ApprovalAction,
@@ -14,9 +14,9 @@ from logos.approval import (
     AutoApprover,
     NeverRunApprover,
 )
-from logos.job_commands import JobCommands
-from logos.jobs import JobRunner
-from logos.run_jobs import RunJobs
+from logos.commands.jobs import JobCommands
+from logos.commands.run_jobs import RunJobs
+from logos.runners.jobs import JobRunner
 
 pytestmark = pytest.mark.anyio
 

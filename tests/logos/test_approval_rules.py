@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from logos.approval import ApprovalDecision
-from logos.approval_rules import (
+from logos.approvals.approval import ApprovalDecision
+from logos.approvals.rules import (
     ApprovalRules,
     RuledApprover,
     RulesError,

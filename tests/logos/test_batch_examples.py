@@ -10,8 +10,8 @@ import pytest
 
 from logos.batch.tasks import TaskSpec, read_task_file
 from logos.batch.workspace import make_workspace
-from logos.local_runner import LocalRunner
 from logos.options import ExecOptions
+from logos.runners.local import LocalRunner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SOLUTIONS = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.capture import OutputCapture, private_output_dir
+from logos.runners.capture import OutputCapture, private_output_dir
 
 FLOOD = b"".join(b"line %06d\n" % number for number in range(10_000))
 
@@ -68,7 +68,7 @@ def test_a_copy_that_cannot_be_written_is_not_reported_and_the_cut_says_why(
     script = textwrap.dedent(
         """
         import json, resource, signal, sys
-        from logos.capture import OutputCapture
+        from logos.runners.capture import OutputCapture
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (len(sys.argv[2]) // 2, resource.RLIM_INFINITY))
         capture = OutputCapture(64, sys.argv[1], save_limit=len(sys.argv[2]))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.approval import EDITED_NOTE
+from logos.approvals.approval import EDITED_NOTE
 from tests.support.cli_harness import (
     SGR,
     Home,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.envelope import format_results
+from logos.protocol.envelope import format_results
 from logos.result import Result
 from tests.support.cli_harness import Home, PtySession, logos, make_home
 from tests.support.processes import processes_matching

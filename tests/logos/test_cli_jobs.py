@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from logos.events import EVENT_ADAPTER
-from logos.trajectory import load_trajectory
+from logos.records.events import EVENT_ADAPTER
+from logos.records.trajectory import load_trajectory
 from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
 from tests.support.sse_server import ScriptedServer, openai_stream
 

@@ -22,7 +22,7 @@ from logos.cli.download_progress import (
     ask_to_download,
     download_progress,
 )
-from logos.hub import DEFAULT_MODEL, HubFile, RemoteFile
+from logos.models.hub import DEFAULT_MODEL, HubFile, RemoteFile
 from tests.support.cli_harness import Home, logos, make_home
 from tests.support.hub_server import HubServer, gguf_bytes
 from tests.support.processes import wait_for

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from logos.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR
-from logos.notices import CHECK_BACK_NOTICE
-from logos.prompt import worked_example
-from logos.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
+from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
+from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR
+from logos.protocol.notices import CHECK_BACK_NOTICE
+from logos.protocol.prompt import worked_example
 from tests.support.cli_harness import (
     Home,
     anthropic_env,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import logos.cli.main as cli_main
-from logos.events import EVENT_ADAPTER, EVENT_TYPES
+from logos.records.events import EVENT_ADAPTER, EVENT_TYPES
 from tests.support.cli_harness import (
     ANSI_ESCAPE,
     Home,

@@ -92,6 +92,7 @@ def test_doctor_checks_the_provider_the_sandbox_and_the_runner(
     lines = done.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [
         ["ok", "config"],
+        ["ok", "model"],
         ["ok", "provider"],
         ["ok", "sandboxd"],
         ["ok", "runner"],
@@ -124,14 +125,24 @@ def test_doctor_says_what_failed_and_how_to_fix_it(home: Home, sse_server: Scrip
     )
     assert done.returncode == 1
     outcomes = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()}
-    assert outcomes == {"config": "ok", "provider": "FAIL", "sandboxd": "FAIL", "runner": "skip"}
+    assert outcomes == {
+        "config": "ok",
+        "model": "ok",
+        "provider": "FAIL",
+        "sandboxd": "FAIL",
+        "runner": "skip",
+    }
     assert "OPENAI_API_KEY" in done.stdout and "`sandboxd serve`" in done.stdout
 
 
-def test_doctor_without_a_provider_fails_with_the_variables_to_set(home: Home) -> None:
+def test_doctor_without_a_provider_names_the_default_model_and_the_variables_that_override_it(
+    home: Home,
+) -> None:
     done = logos(["doctor"], home, home.env())
-    assert done.returncode == 1
-    assert "FAIL  provider" in done.stdout and "ANTHROPIC_API_KEY" in done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok    model     the default local model" in done.stdout
+    assert "ANTHROPIC_API_KEY" in done.stdout and "--gguf" in done.stdout
+    assert "skip  provider" in done.stdout and "not downloaded yet" in done.stdout
     assert "ok    runner" in done.stdout
 
 

@@ -94,7 +94,13 @@ def test_doctor_says_why_temenos_cannot_be_reached(home: Home, sse_server: Scrip
     )
     assert done.returncode == 1
     outcomes = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()}
-    assert outcomes == {"config": "ok", "provider": "ok", "temenos": "FAIL", "runner": "skip"}
+    assert outcomes == {
+        "config": "ok",
+        "model": "ok",
+        "provider": "ok",
+        "temenos": "FAIL",
+        "runner": "skip",
+    }
     assert f"cannot reach a temenos daemon at http://{address}" in done.stdout
 
     https = logos(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from logos.context import fit_to_window
-from logos.envelope import format_results
+from logos.agent.context import fit_to_window
+from logos.agent.steps import StepMessage, steps_to_messages
+from logos.protocol.envelope import format_results
 from logos.providers.base import Message
 from logos.result import Result
-from logos.steps import StepMessage, steps_to_messages
 
 
 def test_only_the_oldest_envelopes_are_elided_until_the_history_fits() -> None:

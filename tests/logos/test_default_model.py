@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from logos.hub import DEFAULT_MODEL
+from logos.models.hub import DEFAULT_MODEL
 from tests.support.cli_harness import Home, PtySession, logos, make_home
 from tests.support.hub_server import HubServer, ServedFile, gguf_bytes
 from tests.support.llama import find_test_gguf

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from logos import Result
-from logos.envelope import command_preview, elide_outputs, format_results
+from logos.protocol.envelope import command_preview, elide_outputs, format_results
 from logos.result import JobEnd, JobStarted
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -16,7 +16,7 @@ from logos import (
     execute_blocks,
     execute_blocks_sync,
 )
-from logos.execute import BlockExecutor
+from logos.agent.execute import BlockExecutor
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from logos.fabricated_result import find_fabricated_result
+from logos.protocol.fabricated_result import find_fabricated_result
 
 MADE_UP = [
     ("<result>hello.txt created</result>", 0),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from logos.fenced_command import find_fenced_command
+from logos.protocol.fenced_command import find_fenced_command
 
 FENCED = [
     ("Let me look:\n```bash\nls -la\n```", "ls -la"),

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from logos.grammar import (
+from logos.models.llama_server import LocalModelServer
+from logos.protocol.grammar import (
     ACT_GRAMMAR,
     ACT_LEAD_CHARS,
     ACT_MAX_BLOCKS,
     ANSWER_GRAMMAR,
     LOGOS_GRAMMAR,
 )
-from logos.hallucination import find_tool_call_hallucination
-from logos.local_model import LocalModelServer
-from logos.parse import CmdStreamParser, parse_cmd_blocks, strip_cmd_blocks
-from logos.prompt import build_system_prompt, worked_example
+from logos.protocol.hallucination import find_tool_call_hallucination
+from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks, strip_cmd_blocks
+from logos.protocol.prompt import build_system_prompt, worked_example
 from logos.providers import Finish, Message, ModelRequest, OpenAIProvider, RetryPolicy, TextDelta
 
 SYSTEM = "You run shell commands by writing them in <cmd> blocks."

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from logos.hallucination import find_tool_call_hallucination
-from logos.parse import CmdStreamParser
+from logos.protocol.hallucination import find_tool_call_hallucination
+from logos.protocol.parse import CmdStreamParser
 
 # (text, the marker it must report)
 HALLUCINATIONS = [

@@ -2,7 +2,7 @@
 
 Small models copy examples: one ran the system prompt's `cd app && make && ./run-tests` five
 times in a run, and another harness's corrective message got its own example executed. So
-the rendered system prompt, every notice of `logos.notices` and the messages that land in
+the rendered system prompt, every notice of `logos.protocol.notices` and the messages that land in
 an envelope (policy refusals, approval outcomes) are parsed as a reply would be, and every
 command they would run, or show in inline code, must be on the list below.
 """
@@ -16,13 +16,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from logos import approval, notices
-from logos.fabricated_result import find_fabricated_result
-from logos.fenced_command import find_fenced_command, looks_like_command
-from logos.job_commands import job_usage
-from logos.parse import CmdStreamParser, parse_cmd_blocks
-from logos.policy import check_command
-from logos.prompt import build_system_prompt, load_template, worked_example
+from logos.approvals import approval
+from logos.approvals.policy import check_command
+from logos.commands.jobs import job_usage
+from logos.protocol import notices
+from logos.protocol.fabricated_result import find_fabricated_result
+from logos.protocol.fenced_command import find_fenced_command, looks_like_command
+from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks
+from logos.protocol.prompt import build_system_prompt, load_template, worked_example
 from logos.result import JobInfo
 
 HARMLESS = {
@@ -60,7 +61,7 @@ _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 
 
 def notice_texts() -> Iterator[tuple[str, str]]:
-    """Every text of `logos.notices`: its constants, and its functions on every sample."""
+    """Every text of `logos.protocol.notices`: its constants, and its functions on every sample."""
     for name, value in vars(notices).items():
         if name.startswith("_"):
             continue

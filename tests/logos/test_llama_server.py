@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from logos.errors import AuthenticationError, ContextWindowExceededError, LocalModelError
-from logos.local_model import LocalModelServer
+from logos.models.llama_server import LocalModelServer
 from logos.providers import (
     AnthropicProvider,
     Finish,
@@ -179,7 +179,9 @@ def test_missing_xllamacpp_says_how_to_install(
     # None in sys.modules makes `import xllamacpp` raise ImportError.
     monkeypatch.setitem(sys.modules, "xllamacpp", None)
     model = tmp_path_factory.mktemp("models") / "m.gguf"
-    with pytest.raises(LocalModelError, match=r"pip install 'logos\[local\]'"):
+    with pytest.raises(
+        LocalModelError, match=r"needs the xllamacpp package .*: pip install xllamacpp"
+    ):
         LocalModelServer(model).start()
 
 

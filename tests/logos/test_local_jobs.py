@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from logos import ExecOptions, LocalRunner, execute_blocks_sync
-from logos.jobs import JobRunner
 from logos.result import JobEnd
+from logos.runners.jobs import JobRunner
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from logos.errors import LocalModelError
-from logos.local_model import LocalModelServer
+from logos.models.llama_server import LocalModelServer
 from tests.support.llama import REPO, find_test_gguf
 from tests.support.parts import require
 
@@ -76,7 +76,7 @@ def test_a_failed_start_leaves_no_server_behind_while_its_error_is_kept(gguf: Pa
 _INTERRUPTED_START = """
 import json, os, signal, socket, sys, threading, time
 import xllamacpp  # imported before the clock starts
-from logos.local_model import LocalModelServer
+from logos.models.llama_server import LocalModelServer
 
 path, port = sys.argv[1], int(sys.argv[2])
 server = LocalModelServer(path, n_ctx=512, threads=1, port=port)

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from logos import AllowedPath, ExecOptions
-from logos.group_reaper import KILL_GRACE_S
-from logos.local_runner import LocalRunner
 from logos.options import NONINTERACTIVE_ENV
+from logos.runners.group_reaper import KILL_GRACE_S
+from logos.runners.local import LocalRunner
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio

@@ -19,10 +19,10 @@ from logos import (
     run,
     run_sync,
 )
+from logos.agent.steps import StepMessage, steps_to_messages
 from logos.errors import AuthenticationError
 from logos.providers import OpenAIProvider, RetryPolicy
 from logos.providers.base import Message, Usage
-from logos.steps import StepMessage, steps_to_messages
 from tests.support.processes import processes_matching
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 from tests.support.sse_server import ScriptedServer, json_error, openai_stream

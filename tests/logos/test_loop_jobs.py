@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from logos import Callbacks, Config, ExecOptions, LocalRunner, run
-from logos.approval import ApprovalRunner, AutoApprover
+from logos.agent.steps import RunResult
+from logos.approvals.approval import ApprovalRunner, AutoApprover
 from logos.result import JobEnd
-from logos.steps import RunResult
 from tests.support.processes import processes_matching
 from tests.support.scripted import Reply, ScriptedProvider
 

@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from logos import ExecOptions, LocalRunner, Result, Runner, run
-from logos.approval import ApprovalRunner, NeverRunApprover
+from logos.approvals.approval import ApprovalRunner, NeverRunApprover
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 
 pytestmark = pytest.mark.anyio

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from logos import run
-from logos.envelope import format_results
-from logos.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
+from logos.agent.steps import RunResult, StepMessage, steps_to_messages
+from logos.protocol.envelope import format_results
+from logos.protocol.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
 from logos.providers import OpenAIProvider
 from logos.providers.base import Message, Usage
 from logos.result import Result
-from logos.steps import RunResult, StepMessage, steps_to_messages
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 from tests.support.sse_server import ScriptedServer, openai_stream
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from logos import run
-from logos.config import Config
-from logos.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.notices import repeated_reply_notice
+from logos.agent.config import Config
 from logos.options import AllowedPath, ExecOptions
-from logos.prompt import worked_example
+from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
+from logos.protocol.notices import repeated_reply_notice
+from logos.protocol.prompt import worked_example
 from logos.providers.base import Message
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from logos.commands.memory_store import (
+    MAX_NOTES,
+    MemoryStore,
+    Note,
+    NoteError,
+    memory_prompt,
+    normalize_key,
+)
 from logos.errors import RecordFileError
-from logos.memory import MAX_NOTES, MemoryStore, Note, NoteError, memory_prompt, normalize_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,7 +69,8 @@ def test_a_damaged_file_is_an_error_that_says_what_to_do(tmp_path: Path) -> None
 def test_two_processes_writing_at_once_lose_no_note(tmp_path: Path) -> None:
     path = tmp_path / "memory.json"
     script = (
-        "import sys; from pathlib import Path; from logos.memory import MemoryStore\n"
+        "import sys; from pathlib import Path\n"
+        "from logos.commands.memory_store import MemoryStore\n"
         "store = MemoryStore(Path(sys.argv[1]))\n"
         "for n in range(40): store.remember(f'{sys.argv[2]} {n}', 'x' * 500)\n"
     )

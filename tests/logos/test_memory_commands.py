@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from logos import Config, ExecOptions, LocalRunner, run
-from logos.approval import ApprovalRunner, AutoApprover, NeverRunApprover
-from logos.memory import MemoryStore
-from logos.memory_commands import memory_commands
-from logos.prompt import build_system_prompt
-from logos.steps import RunResult
+from logos.agent.steps import RunResult
+from logos.approvals.approval import ApprovalRunner, AutoApprover, NeverRunApprover
+from logos.commands.memory import memory_commands
+from logos.commands.memory_store import MemoryStore
+from logos.protocol.prompt import build_system_prompt
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.scripted import Reply, ScriptedProvider
 from tests.support.sse_server import ScriptedServer, openai_stream

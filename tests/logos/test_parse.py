@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logos.parse import (
+from logos.protocol.parse import (
     CmdStreamParser,
     CommandBlock,
     Event,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logos.policy import (
+from logos.approvals.policy import (
     CommandPolicy,
     allow_all,
     chain_policies,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from logos.pricing import PRICES, Price, context_window_for, estimate_cost, price_for
 from logos.providers import Usage
+from logos.providers.pricing import PRICES, Price, context_window_for, estimate_cost, price_for
 
 
 @pytest.mark.parametrize(

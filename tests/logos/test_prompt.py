@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from logos import build_system_prompt
-from logos.prompt import load_template
+from logos.protocol.prompt import load_template
 
 
 def test_renders_environment_facts() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.hub import DEFAULT_MODEL
+from logos.models.hub import DEFAULT_MODEL
 from tests.support.cli_harness import REPO, Home, PtySession, make_home
 from tests.support.hub_server import HubServer
 from tests.support.llama import find_default_gguf

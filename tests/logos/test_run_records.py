@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from logos.approval import ApprovalDecision
-from logos.events import EVENT_ADAPTER, ApprovalEvent, RunSummary
+from logos.approvals.approval import ApprovalDecision
 from logos.providers.base import Usage
-from logos.trajectory import PromptRecord, RunHeader, TrajectoryWriter, load_trajectory
+from logos.records.events import EVENT_ADAPTER, ApprovalEvent, RunSummary
+from logos.records.trajectory import PromptRecord, RunHeader, TrajectoryWriter, load_trajectory
 
 SUMMARY = RunSummary(
     stop_reason="max_steps",

@@ -1,4 +1,4 @@
-"""The registry of sandbox kinds (logos.sandboxes) and the kind sandboxd registers in it,
+"""The registry of sandbox kinds (logos.runners.sandboxes) and the kind sandboxd registers in it,
 found through the real entry points of the installed distributions."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from logos.options import AllowedPath, ExecOptions
-from logos.runner import Runner
-from logos.sandboxes import (
+from logos.runners.base import Runner
+from logos.runners.sandboxes import (
     ENTRY_POINT_GROUP,
     BatchSandboxKind,
     SandboxKind,
@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_installed_entry_points_are_the_ones_pyproject_declares() -> None:
+    # Other packages register their kinds under this name: it outlives any module move.
+    assert ENTRY_POINT_GROUP == "logos.sandboxes"
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     installed = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
     assert installed == declared[ENTRY_POINT_GROUP], (
@@ -70,7 +72,9 @@ def test_an_entry_point_that_is_no_kind_is_refused(
     (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: not-a-kind\nVersion: 0\n")
     (metadata / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nbroken = not_a_kind:KIND\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ValueError, match=r"'broken' .* is not a logos\.sandboxes\.SandboxKind"):
+    with pytest.raises(
+        ValueError, match=r"'broken' .* is not a logos\.runners\.sandboxes\.SandboxKind"
+    ):
         sandbox_kind("broken")
     with pytest.raises(ValueError, match="installed ones are broken; sandboxd: "):
         sandbox_kind("no-such-sandbox")

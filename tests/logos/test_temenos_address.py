@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.temenos_address import (
+from logos.temenos.address import (
     LISTEN_ADDR_ENV,
     SOCKET_PATH_ENV,
     AddressError,

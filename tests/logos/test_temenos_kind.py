@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from logos.options import AllowedPath, ExecOptions
-from logos.runner import Runner
-from logos.sandboxes import (
+from logos.runners.base import Runner
+from logos.runners.sandboxes import (
     BatchSandboxKind,
     SandboxKind,
     SandboxSettings,
     batch_sandbox_kind,
     sandbox_kind,
 )
-from logos.temenos_kind import TEMENOS
-from logos.temenos_runner import TemenosRunner
+from logos.temenos.kind import TEMENOS
+from logos.temenos.runner import TemenosRunner
 from tests.support.temenos_server import temenos_server
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from logos.auth_token import AuthToken
-from logos.jobs import JobRunner
 from logos.options import AllowedPath, ExecOptions
-from logos.temenos_runner import TemenosRunner
+from logos.runners.auth_token import AuthToken
+from logos.runners.jobs import JobRunner
+from logos.temenos.runner import TemenosRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon
 from tests.support.temenos_server import temenos_server
 

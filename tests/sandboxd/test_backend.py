@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 import pytest
 
-from logos.capture import SAVE_LIMIT_NOTE
 from logos.options import NONINTERACTIVE_ENV
 from logos.result import Result
+from logos.runners.capture import SAVE_LIMIT_NOTE
 from sandboxd.backend import (
     BackendError,
     ExecRequest,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import logos.capture
+import logos.runners.capture
 from sandboxd import supervisor
 from sandboxd.backend import (
     EngineUnavailableError,
@@ -117,5 +117,5 @@ def test_orphan_rule_spares_running_containers_of_unverifiable_owners() -> None:
 
 def test_supervisor_parses_with_python_38_grammar() -> None:
     """It runs on the sandbox image's python3, which may be older than the project's."""
-    for module in (supervisor, logos.capture):
+    for module in (supervisor, logos.runners.capture):
         ast.parse(Path(module.__file__ or "").read_text(), feature_version=(3, 8))

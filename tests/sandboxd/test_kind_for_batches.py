@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from logos.options import AllowedPath, ExecOptions
-from logos.sandboxes import SandboxSettings
+from logos.runners.sandboxes import SandboxSettings
 from sandboxd.kind import SANDBOXD
 from sandboxd.runner import SandboxRunner
 from tests.support.processes import processes_matching

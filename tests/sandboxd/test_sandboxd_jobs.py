@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from logos import Callbacks, Config, ExecOptions, run
-from logos.jobs import JobRunner
 from logos.result import Result
+from logos.runners.jobs import JobRunner
 from sandboxd.runner import SandboxRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon, running_daemon_as
 from tests.support.scripted import Reply, ScriptedProvider

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from logos.capture import SAVE_LIMIT_NOTE
+from logos.runners.capture import SAVE_LIMIT_NOTE
 from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
 from sandboxd.supervisor_client import (
     ChannelLost,

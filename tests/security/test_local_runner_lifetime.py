@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from logos import LocalRunner, execute_blocks_sync
-from logos.group_reaper import Watchdog
+from logos.runners.group_reaper import Watchdog
 from tests.support.processes import processes_matching
 
 REPO = Path(__file__).resolve().parents[2]

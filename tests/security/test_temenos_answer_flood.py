@@ -12,7 +12,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from logos.temenos_client import MAX_ANSWER_BYTES
+from logos.temenos.client import MAX_ANSWER_BYTES
 
 FLOOD_BYTES = 256 * 1024 * 1024
 """What the daemon sends at most: far more than any command's output it should send."""
@@ -21,7 +21,7 @@ _CHUNK = 1024 * 1024
 _CLIENT = """
 import anyio
 from logos.options import ExecOptions
-from logos.temenos_runner import TemenosRunner
+from logos.temenos.runner import TemenosRunner
 
 async def main(address):
     async with TemenosRunner(address) as runner:

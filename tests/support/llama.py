@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.local_model import LocalModelServer
+from logos.models.llama_server import LocalModelServer
 from tests.support.parts import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def find_test_gguf() -> Path | None:
 
 
 def find_default_gguf() -> Path | None:
-    """The default model's own file (`logos.hub.DEFAULT_MODEL`, which a newcomer's first run
+    """The default model's own file (`logos.models.hub.DEFAULT_MODEL`, which a newcomer's first run
     fetches from the Hub), for the tests that play that first run: `LOGOS_DEFAULT_GGUF`, else
     the one `scripts/fetch-model qwen2.5-coder-0.5b` put in .cache/models/, else None."""
     configured = os.environ.get("LOGOS_DEFAULT_GGUF")

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from logos.config import Config
+from logos.agent.config import Config
 from logos.errors import ProviderError, StreamInterruptedError
-from logos.local_runner import LocalRunner
 from logos.providers.base import (
     Finish,
     FinishReason,
@@ -27,6 +26,7 @@ from logos.providers.base import (
     Usage,
     UsageReport,
 )
+from logos.runners.local import LocalRunner
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,124 @@
+"""How a run is configured, and the callbacks through which it reports progress."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from logos.agent.steps import StepMessage
+from logos.approvals.policy import CommandPolicy, check_command
+from logos.commands.family import CommandFamily
+from logos.options import ExecOptions
+from logos.protocol.grammar import ReplyGrammars
+from logos.providers.base import Message, Provider
+from logos.providers.pricing import Price
+from logos.result import JobEnd, Result
+from logos.runners.base import Runner
+from logos.runners.local import LocalRunner
+
+DEFAULT_MAX_STEPS = 30
+DEFAULT_MAX_HALLUCINATIONS = 3
+DEFAULT_REPEATED_FAILURE_NOTE = 3
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything `run()` needs besides the conversation itself."""
+
+    provider: Provider
+    """The model to talk to (`OpenAIProvider`, `AnthropicProvider`, or your own)."""
+    model: str | None = None
+    """The model's name for price and context-window look-ups; the provider's by default."""
+    system_prompt: str | None = None
+    """None renders `build_system_prompt()` for this machine and the working directory."""
+    runner: Runner = field(default_factory=LocalRunner)
+    """Where commands run: local bash by default, or a sandbox's (`SandboxRunner()`)."""
+    exec_options: ExecOptions = field(default_factory=ExecOptions)
+    """Timeout, output limits, allowed paths and environment for every command."""
+    policy: CommandPolicy = check_command
+    """Decides which commands may run; a refusal goes back to the model as its result."""
+    loop_commands: Sequence[CommandFamily] = ()
+    """Commands the loop answers itself (`logos.commands.family`), asked before the policy;
+    the jobs' own (`jobs`, `wait %1`, `kill %1`) are added when commands go on as jobs
+    (`exec_options.background_after_s` on a `logos.runners.jobs.JobRunner`)."""
+    example: Sequence[Message] = ()
+    """Turns sent before the conversation, after the system prompt, to show the protocol
+    once (`logos.protocol.prompt.worked_example`); never part of the steps a run returns."""
+    max_concurrency: int = 8
+    """Commands of one reply that may run at the same time."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Model turns before the run stops with `max_steps`."""
+    max_tokens: int | None = None
+    """Output token limit for each model turn (the provider's default when None)."""
+    max_total_tokens: int | None = None
+    """Input + output tokens over the whole run before it stops with `max_tokens_budget`."""
+    max_wall_s: float | None = None
+    """Wall-clock seconds before the run stops with `max_wall_time`."""
+    max_cost_usd: float | None = None
+    """Spend before the run stops with `max_cost` (needs a known cost)."""
+    max_hallucinations: int = DEFAULT_MAX_HALLUCINATIONS
+    """Fake tool calls (or commands in code fences, or made-up results) in a row before the
+    run stops with `hallucination_limit`."""
+    check_back: bool = False
+    """Before taking an answer from a conversation that has run no command yet (its history
+    included), ask the model once whether the task needs one: small models answer questions
+    about this machine from guesses. The answer given again stands. The `logos` command
+    turns this on."""
+    repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
+    """After the same command fails the same way this many times in a row, a note under its
+    block tells the model to try something else (`logos.protocol.repeated_failure`); None: never."""
+    temperature: float | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+    """Extra JSON fields for every request, merged into the provider's request body; a
+    None value removes a field logos would send (e.g. `stream_options`)."""
+    grammars: ReplyGrammars | None = None
+    """llama.cpp grammars for the replies, one per kind of turn (`logos.protocol.grammar`), sent as
+    each request's `grammar`: a first reply that acts, well-formed replies after it, an
+    answer after a repeated reply. Only for a server that takes a grammar (llama.cpp)."""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """Prices for models missing from the built-in table (model-name prefix → price)."""
+    context_window: int | None = None
+    """Tokens the model can read; the provider's or the built-in table's when None."""
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
+        if self.max_hallucinations < 1:
+            raise ValueError("max_hallucinations must be at least 1")
+        if self.repeated_failure_note is not None and self.repeated_failure_note < 2:
+            raise ValueError(
+                "repeated_failure_note must be at least 2 (a failure repeats from its second "
+                f"time) or None, got {self.repeated_failure_note}"
+            )
+        if self.grammars is not None and "grammar" in self.provider_options:
+            raise ValueError(
+                "two grammars are set: `grammars` and provider_options['grammar']; keep one"
+            )
+        for name in ("max_wall_s", "max_cost_usd", "max_total_tokens", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive when set, got {value}")
+
+    @property
+    def model_name(self) -> str:
+        return self.model or self.provider.model
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """Progress reports from a run; each is optional and may be sync or async."""
+
+    on_delta: Callable[[str], Awaitable[None] | None] | None = None
+    """Prose as the model writes it (command blocks are not shown here)."""
+    on_reasoning_delta: Callable[[str], Awaitable[None] | None] | None = None
+    on_command_start: Callable[[int, str], Awaitable[None] | None] | None = None
+    """A block closed in the stream and its command started (index within the reply)."""
+    on_command_result: Callable[[int, Result], Awaitable[None] | None] | None = None
+    on_step_end: Callable[[StepMessage], Awaitable[None] | None] | None = None
+    """A `StepMessage` was added (assistant turn or result envelope): persist it here."""
+    on_job_end: Callable[[JobEnd, bool], Awaitable[None] | None] | None = None
+    """A job ended: its end, and whether the model is shown it (False: the run stopped it
+    as the run ended). A job's start is a command result with `Result.job` set."""
+    on_retry: Callable[[str, int], Awaitable[None] | None] | None = None
+    """A provider request is being retried: (reason, attempt)."""

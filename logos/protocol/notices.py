@@ -1,0 +1,123 @@
+"""What the loop tells the model when a reply went wrong, and the notes it adds under blocks.
+
+Small models copy what they read. So every text here must be harmless if copied into a
+reply: its only `<cmd>` tags form complete blocks of a command that needs no file and
+changes nothing (`<cmd>ls</cmd>`), it names the tag in words ("a block") rather than
+writing a lone `<cmd>` that would open one, and it shows no placeholder command (a
+`cat > f` would create `f`). `tests/test_harmless_examples.py` checks every text here
+and the system prompt against a list of harmless commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from logos.providers.base import FinishReason
+from logos.result import JobInfo
+
+_EXAMPLE = "<cmd>ls</cmd>"
+
+CHECK_BACK_NOTICE = (
+    "No command has run yet in this conversation. If the task needs facts from this machine "
+    f"or changes to it, run a command now, in a block such as {_EXAMPLE}. Otherwise, give "
+    "your answer again, with no block."
+)
+"""Sent once when a run that has run no command gets an answer (`Config.check_back`)."""
+
+FABRICATED_RESULT_NOTICE = (
+    "You wrote a <result> yourself; it was discarded. Results come only from this harness, "
+    "after your reply. To run a command, write it in a block such as "
+    f"{_EXAMPLE}, then stop and wait for its result."
+)
+"""Sent when the model wrote a result of its own, with or without a real block before it."""
+
+CUT_AFTER_BLOCKS_NOTICE = (
+    "Your reply was cut off at the output token limit after these blocks; anything you "
+    "meant to write after them is lost. Continue from the results."
+)
+
+INTERRUPTED_NOTICE = (
+    "Your previous reply was interrupted by a connection error; the complete blocks in it "
+    "ran (results above, if any). Continue from where you stopped."
+)
+
+
+def not_run_notice(found: str, repeat: int) -> str:
+    """The answer to a reply that holds `found` (e.g. "'<tool_call>'") instead of a block;
+    sterner when it happens again."""
+    if repeat <= 1:
+        return (
+            f"Your reply contains {found}, which this harness does not run: nothing was "
+            f"executed. To run a command, write it in a block such as {_EXAMPLE}. To finish, "
+            "reply without any block."
+        )
+    return (
+        f"Again {found} was not executed, and the run stops if it happens once more. "
+        f"The ONLY way to run a command is a block such as {_EXAMPLE}: no JSON, no tool-call "
+        "tags, no code fence."
+    )
+
+
+def unclosed_block_notice(completed: int) -> str:
+    ran = f" The {completed} complete block(s) before it ran; see above." if completed else ""
+    return (
+        "Your reply was cut off at the output token limit inside an unclosed block, which "
+        f"was NOT run.{ran} Continue from there: send that command again in a shorter form. "
+        "Write a long file in parts: a first heredoc creates it, further ones append to it "
+        "(>>)."
+    )
+
+
+def empty_reply_notice(finish: FinishReason | None) -> str:
+    if finish == "length":
+        return (
+            "Your reply was cut off at the output token limit before you wrote anything. "
+            f"Think less before you act: run one command (a block such as {_EXAMPLE}), or "
+            "answer briefly."
+        )
+    return (
+        f"Your reply was empty. Run a command in a block such as {_EXAMPLE}, or reply with "
+        "your final answer (a reply without any block)."
+    )
+
+
+def repeated_failure_note(times: int) -> str:
+    """The note under a block whose command failed the same way `times` times in a row."""
+    return (
+        f"this command failed the same way {times} times in a row; running it again will "
+        "not change that. Try something else: read the error above, check what the command "
+        "expects, or take another approach."
+    )
+
+
+def repeated_reply_notice(forced: bool, task: str) -> str:
+    """Sent when the model ran its previous reply's commands again, to the same output
+    (`logos.protocol.repetition`); `forced`: the next reply is held to an answer by a grammar, so
+    the notice asks the task again (a small model copies any other words into its answer)."""
+    if forced:
+        return f"Answer from the output above: {task.strip()}"
+    return (
+        "You ran the same command again and got the same output; running it a third time "
+        "will not change it. Answer from that output, or run a different command."
+    )
+
+
+def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:
+    """Sent once when the model answers while jobs still run: they are stopped if it does
+    it again."""
+    described = "; ".join(
+        f"job {job.id} (running for {job.running_s:.0f} s: {_first_line(job.command)})"
+        for job in jobs
+    )
+    first = jobs[0].id
+    return (
+        f"Your reply has no block, but these jobs are still running: {described}. If you "
+        "reply again without a block, that reply is your final answer and they are stopped. "
+        f"To see how one ends first, wait for it in a block such as <cmd>wait %{first}</cmd>; "
+        f"to stop one now, use `kill %{first}`."
+    )
+
+
+def _first_line(command: str) -> str:
+    lines = command.strip().splitlines()
+    return lines[0] + (" …" if len(lines) > 1 else "") if lines else ""

@@ -1,0 +1,226 @@
+"""The run's typed events: what a front end shows or sends while a task runs.
+
+The `logos` command prints them with `--json`, one per line; a server can send them as
+server-sent events. Parse them with `EVENT_ADAPTER`. A run's events end with a `done`
+event (`RunSummary`), also when the run could not start; a run that fails sends an `error`
+event first. `ApprovalEvent`, the job events and `RunSummary` are also trajectory records
+(`logos.records.trajectory`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
+
+from logos.agent.steps import StepMessage, StopReason
+from logos.approvals.approval import ApprovalAction
+from logos.providers.base import Usage
+from logos.result import JobEnd, Result
+
+START = "start"
+DELTA = "delta"
+REASONING_DELTA = "reasoning_delta"
+COMMAND_START = "command_start"
+COMMAND_RESULT = "command_result"
+STEP_END = "step_end"
+RETRY = "retry"
+APPROVAL = "approval"
+CONFIRM_REQUIRED = "confirm_required"
+JOB_START = "job_start"
+JOB_END = "job_end"
+DONE = "done"
+ERROR = "error"
+
+EVENT_TYPES = (
+    START,
+    DELTA,
+    REASONING_DELTA,
+    COMMAND_START,
+    COMMAND_RESULT,
+    STEP_END,
+    RETRY,
+    APPROVAL,
+    CONFIRM_REQUIRED,
+    JOB_START,
+    JOB_END,
+    DONE,
+    ERROR,
+)
+
+
+class _Event(BaseModel):
+    # WHY ignore unknown fields: a record written by a newer logos of the same trajectory
+    # version stays readable (and the trajectory's done record has fields of its own).
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class StartEvent(_Event):
+    """How the run is set up, announced before the model is called."""
+
+    type: Literal["start"] = "start"
+    provider: str
+    model: str
+    runner: str
+    approval: str
+    cwd: str
+    trajectory: str | None
+
+
+class DeltaEvent(_Event):
+    """Prose as the model writes it (command blocks are not included)."""
+
+    type: Literal["delta"] = "delta"
+    text: str
+
+
+class ReasoningDeltaEvent(_Event):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
+class CommandStartEvent(_Event):
+    type: Literal["command_start"] = "command_start"
+    turn: int
+    index: int
+    command: str
+
+
+class CommandResultEvent(_Event):
+    type: Literal["command_result"] = "command_result"
+    turn: int
+    index: int
+    result: Result
+
+
+class StepEndEvent(_Event):
+    """A step was added to the conversation (an assistant turn with its usage, or results)."""
+
+    type: Literal["step_end"] = "step_end"
+    turn: int
+    step: StepMessage
+
+
+class RetryEvent(_Event):
+    type: Literal["retry"] = "retry"
+    reason: str
+    attempt: int
+
+
+class ApprovalEvent(_Event):
+    type: Literal["approval"] = "approval"
+    action: ApprovalAction
+    command: str
+    edited_command: str | None = None
+    reason: str | None = None
+    time: str
+
+
+class ConfirmRequiredEvent(_Event):
+    """A command waits for someone's approval (a server's client answers it by `id`); the
+    `approval` event that follows says what was decided."""
+
+    type: Literal["confirm_required"] = "confirm_required"
+    id: str
+    command: str
+    summary: str
+    """The command's first line, shortened: enough to recognise it in a list."""
+    expires_at: str
+    """UTC, ISO 8601: then it is denied as "expired"."""
+
+
+class JobStartEvent(_Event):
+    """A command went on as a job (its `command_result` has `result.job` set)."""
+
+    type: Literal["job_start"] = "job_start"
+    turn: int
+    index: int
+    id: str
+    command: str
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+
+    @classmethod
+    def of(cls, turn: int, index: int, result: Result) -> JobStartEvent:
+        assert result.job is not None, "a job start is a result with a job"
+        job = result.job
+        return cls(
+            turn=turn,
+            index=index,
+            id=job.id,
+            command=result.command,
+            stdout_file=job.stdout_file,
+            stderr_file=job.stderr_file,
+        )
+
+
+class JobEndEvent(_Event):
+    """A job ended: shown to the model in the next envelope (`seen`), or stopped by the run
+    as it ended (`seen` false)."""
+
+    type: Literal["job_end"] = "job_end"
+    id: str
+    result: Result
+    seen: bool
+
+    @classmethod
+    def of(cls, end: JobEnd, seen: bool) -> JobEndEvent:
+        return cls(id=end.id, result=end.result, seen=seen)
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    message: str
+
+
+class RunSummary(_Event):
+    """How a run ended: the `done` event, the last of a run, and the trajectory's record
+    of a run's end (`TrajectoryWriter.done`), which keeps all but `response` and
+    `trajectory` and calls `turns` `steps`."""
+
+    type: Literal["done"] = "done"
+    stop_reason: StopReason
+    error: str | None = None
+    response: str = ""
+    """The final answer's prose (the trajectory has it in its last step)."""
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    turns: int = Field(
+        default=0, validation_alias=AliasChoices("turns", "steps"), serialization_alias="steps"
+    )
+    """Model turns; `steps` in a trajectory's record (by alias)."""
+    wall_s: float = 0.0
+    trajectory: str | None = None
+    """The trajectory file of the run, when it has one."""
+
+
+Event: TypeAlias = Annotated[
+    StartEvent
+    | DeltaEvent
+    | ReasoningDeltaEvent
+    | CommandStartEvent
+    | CommandResultEvent
+    | StepEndEvent
+    | RetryEvent
+    | ApprovalEvent
+    | ConfirmRequiredEvent
+    | JobStartEvent
+    | JobEndEvent
+    | ErrorEvent
+    | RunSummary,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+class TurnCounter:
+    """Numbers model turns for the events: commands belong to the turn that wrote them."""
+
+    def __init__(self) -> None:
+        self.current = 1
+
+    def number_for(self, step: StepMessage) -> int:
+        if step.role == "assistant":
+            self.current += 1
+            return self.current - 1
+        return self.current - 1  # results answer the turn that just ended

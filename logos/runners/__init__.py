@@ -1,0 +1,8 @@
+"""Where commands run: the `Runner` protocol (`base`) and the jobs it may keep (`jobs`); local
+bash (`local`), its processes (`process`), their process groups (`group_reaper`) and their
+bounded output (`capture`, which sandboxd shares); sandbox kinds by name (`sandboxes`) and the
+token a sandbox daemon may ask for (`auth_token`).
+
+Imports the shared vocabulary only: no protocol, provider, agent or front. Importing this
+package imports none of its modules (sandboxd imports `capture` alone).
+"""
