@@ -141,11 +141,11 @@ class DockerCliMethod:
         return cls(DOCKER_RUN, True, [*prefix, image, "bash", "-c"])
 
     async def once(self, command: str) -> float:
-        return self._once(command)
-
-    def _once(self, command: str) -> float:
         started = time.perf_counter()
-        completed = subprocess.run([*self._prefix, command], capture_output=True, check=False)
+        # Blocking on purpose: see the WHY above the class.
+        completed = subprocess.run(  # noqa: ASYNC221
+            [*self._prefix, command], capture_output=True, check=False
+        )
         elapsed = time.perf_counter() - started
         _check_process(completed)
         return elapsed
@@ -162,9 +162,6 @@ class DockerPyMethod:
         self._container = client.containers.get(container_id)
 
     async def once(self, command: str) -> float:
-        return self._once(command)
-
-    def _once(self, command: str) -> float:
         started = time.perf_counter()
         exit_code, output = self._container.exec_run(["bash", "-c", command])
         elapsed = time.perf_counter() - started
@@ -209,9 +206,6 @@ class MiniSweAgentMethod:
             raise
 
     async def once(self, command: str) -> float:
-        return self._once(command)
-
-    def _once(self, command: str) -> float:
         started = time.perf_counter()
         output = self._env.execute({"command": command})
         elapsed = time.perf_counter() - started

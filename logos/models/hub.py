@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, cast
 
 import httpx2
@@ -664,12 +663,7 @@ class _ProgressBar:
     def __enter__(self) -> _ProgressBar:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
     def update(self, n: float | None = 1) -> None:
