@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -191,20 +191,10 @@ def run_logos_try(
             "XDG_DATA_HOME": str(Path(scratch) / "data"),
             "XDG_STATE_HOME": str(Path(scratch) / "state"),
         }
-        started = time.perf_counter()
-        try:
-            completed = subprocess.run(
-                argv,
-                cwd=workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=TRY_TIME_S + PROCESS_GRACE_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return TryOutcome(task.id, task.kind, TIME_LIMIT, 0, 0, 0, TRY_TIME_S, "", "hung")
-        wall = time.perf_counter() - started
+        ran = _run_try(argv, workspace, env)
+        if ran is None:
+            return _hung(task)
+        completed, wall = ran
         summary = _done_event(completed.stdout)
         commands = _commands_that_ran(trajectory)
         answer = str(summary.get("response", ""))
@@ -236,19 +226,10 @@ def run_mini_try(task: SmallTask, endpoint: Endpoint, config: str) -> TryOutcome
             *("--workspace", str(workspace), "--time-limit", str(int(TRY_TIME_S))),
             task.prompt,
         ]
-        started = time.perf_counter()
-        try:
-            completed = subprocess.run(
-                argv,
-                cwd=REPO,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=TRY_TIME_S + PROCESS_GRACE_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return TryOutcome(task.id, task.kind, TIME_LIMIT, 0, 0, 0, TRY_TIME_S, "", "hung")
-        wall = time.perf_counter() - started
+        ran = _run_try(argv, REPO)
+        if ran is None:
+            return _hung(task)
+        completed, wall = ran
         lines = completed.stdout.decode(errors="replace").strip().splitlines()
         try:
             summary: dict[str, Any] = json.loads(lines[-1]) if lines else {}
@@ -275,6 +256,31 @@ def run_mini_try(task: SmallTask, endpoint: Endpoint, config: str) -> TryOutcome
             answer=answer,
             detail=status or completed.stderr.decode(errors="replace")[-400:],
         )
+
+
+def _run_try(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[bytes], float] | None:
+    """Run one try's process to its end: what it printed and its wall time; None when it
+    outlived the try's time limit (it hung)."""
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=TRY_TIME_S + PROCESS_GRACE_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return completed, time.perf_counter() - started
+
+
+def _hung(task: SmallTask) -> TryOutcome:
+    return TryOutcome(task.id, task.kind, TIME_LIMIT, 0, 0, 0, TRY_TIME_S, "", "hung")
 
 
 def _done_event(stdout: bytes) -> dict[str, Any]:

@@ -11,6 +11,15 @@ class LogosError(Exception):
     """Base of every error logos raises on purpose."""
 
 
+class MessageError(LogosError):
+    """An error whose message alone is what a user reads: what is wrong and what to do. It is
+    kept as `message`, for callers that show it (with a prefix of their own, or none)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ProviderError(LogosError):
     """A model provider failed to answer a request.
 
@@ -86,10 +95,6 @@ class LocalModelError(LogosError):
     """The local model server (llama.cpp in this process) could not start."""
 
 
-class RecordFileError(LogosError):
+class RecordFileError(MessageError):
     """A run's record (a trajectory, the audit log) cannot be read or written; the message
     says why and what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message

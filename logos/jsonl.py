@@ -13,7 +13,6 @@ import datetime as dt
 import os
 import secrets
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from logos.errors import RecordFileError
@@ -96,12 +95,7 @@ class JsonLinesFile:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

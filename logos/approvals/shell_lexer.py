@@ -267,18 +267,29 @@ class _Lexer:
 
     def _ansi_c_quoted(self) -> str:
         """`$'…'`: backslash escapes, including `\\'`, end at an unescaped quote."""
-        text, end = self.text, len(self.text)
         self.pos += 2
+        return self._unescaped_until("'", opening="$'", escapable=None)
+
+    def _unescaped_until(
+        self, close: str, *, opening: str, escapable: tuple[str, ...] | None
+    ) -> str:
+        """The text from here to an unescaped `close`, less the backslashes that escape
+        (before any character when `escapable` is None, else only before those in it).
+
+        Reading ends past `close`; when the text ends first, `opening` is noted as unclosed.
+        """
+        text, end = self.text, len(self.text)
         parts: list[str] = []
-        while self.pos < end and text[self.pos] != "'":
-            if text[self.pos] == "\\":
-                parts.append(text[self.pos + 1 : self.pos + 2])
+        while self.pos < end and text[self.pos] != close:
+            following = text[self.pos + 1 : self.pos + 2]
+            if text[self.pos] == "\\" and (escapable is None or following in escapable):
+                parts.append(following)
                 self.pos += 2
             else:
                 parts.append(text[self.pos])
                 self.pos += 1
         if self.pos >= end:
-            self.unclosed.append("$'")
+            self.unclosed.append(opening)
         self.pos += 1
         return "".join(parts)
 
@@ -340,20 +351,9 @@ class _Lexer:
 
     def _backticks(self) -> None:
         """Old-style substitution: unescape its text and lex it as a script of its own."""
-        text, end = self.text, len(self.text)
         self.pos += 1
-        parts: list[str] = []
-        while self.pos < end and text[self.pos] != "`":
-            if text[self.pos] == "\\" and text[self.pos + 1 : self.pos + 2] in ("\\", "`", "$"):
-                parts.append(text[self.pos + 1])
-                self.pos += 2
-            else:
-                parts.append(text[self.pos])
-                self.pos += 1
-        if self.pos >= end:
-            self.unclosed.append("`")
-        self.pos += 1
-        _Lexer("".join(parts), self.nesting + 1, self.commands, self.unclosed).run()
+        script = self._unescaped_until("`", opening="`", escapable=("\\", "`", "$"))
+        _Lexer(script, self.nesting + 1, self.commands, self.unclosed).run()
 
 
 def embedded_scripts(command: SimpleCommand) -> list[str]:

@@ -32,6 +32,7 @@ from logos.batch.sandbox_slots import pool_size
 from logos.batch.settings import BatchSandbox, BatchSettings
 from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
+from logos.errors import MessageError
 from logos.jsonl import make_private_dir
 from logos.runners.sandboxes import BatchSandboxKind, batch_sandbox_kind
 
@@ -40,12 +41,8 @@ WORKSPACES = "workspaces"
 LOCK_NAME = ".lock"
 
 
-class BatchError(Exception):
+class BatchError(MessageError):
     """The batch cannot run; the message says why and what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from logos.batch.execution import TaskRun, execute_task, unfinished_result
 from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
+from logos.errors import MessageError
 from logos.jsonl import open_private_append, utc_now, write_line
 from logos.runners.sandboxes import batch_sandbox_kind
 
@@ -51,12 +52,8 @@ _ASK_STOP_S = 0.5
 _REASON_CHARS = 1000
 
 
-class RayUnavailableError(Exception):
+class RayUnavailableError(MessageError):
     """Ray is not installed, or the cluster cannot be reached; the message says what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from logos.errors import MessageError
+
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 """Ids name files (trajectories, workspaces): letters, digits, `_`, `.`, `-`."""
 
@@ -85,12 +87,8 @@ class TaskFile:
     problems: tuple[LineProblem, ...]
 
 
-class TaskFileError(Exception):
+class TaskFileError(MessageError):
     """The task file cannot be read at all."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 def read_task_file(path: Path) -> TaskFile:

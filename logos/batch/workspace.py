@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 
 from logos.batch.tasks import CopyWorkspace, GitWorkspace
+from logos.errors import MessageError
 from logos.options import NONINTERACTIVE_ENV
 
 GIT_TIMEOUT_S = 600.0
@@ -21,12 +22,8 @@ GIT_TIMEOUT_S = 600.0
 _GIT_ERROR_CHARS = 2000
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(MessageError):
     """The workspace could not be made; the message says why and what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 async def make_workspace(source: CopyWorkspace | GitWorkspace, directory: Path) -> None:

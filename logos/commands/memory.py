@@ -43,21 +43,29 @@ def memory_usage() -> tuple[str, ...]:
     )
 
 
-class MemoryWrites:
-    """`remember` and `forget` (a `logos.commands.family.CommandFamily`)."""
+class _MemoryFamily:
+    """What both memory families share: the notes' store, and blocks taken by first word."""
 
-    needs_approval = True
-    """A note reaches every later run's prompt: saving one is an action, like a command."""
+    _taken: re.Pattern[str]
+    """The first words of the blocks this family answers."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
 
+    def matches(self, command: str) -> bool:
+        return self._taken.match(command) is not None
+
+
+class MemoryWrites(_MemoryFamily):
+    """`remember` and `forget` (a `logos.commands.family.CommandFamily`)."""
+
+    needs_approval = True
+    """A note reaches every later run's prompt: saving one is an action, like a command."""
+    _taken = _WRITES
+
     @property
     def usage(self) -> Sequence[str]:
         return memory_usage()
-
-    def matches(self, command: str) -> bool:
-        return _WRITES.match(command) is not None
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         remember = _REMEMBER.fullmatch(command)
@@ -71,21 +79,16 @@ class MemoryWrites:
         return _misread(command)
 
 
-class MemoryReads:
+class MemoryReads(_MemoryFamily):
     """`recall` (a `logos.commands.family.CommandFamily`)."""
 
     needs_approval = False
     """Reading the user's own notes changes nothing."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
+    _taken = _READS
 
     @property
     def usage(self) -> Sequence[str]:
         return ()  # said once, by MemoryWrites
-
-    def matches(self, command: str) -> bool:
-        return _READS.match(command) is not None
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         recall = _ONE_KEY.fullmatch(command)

@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, cast
 
 import httpx2
@@ -53,7 +52,7 @@ from huggingface_hub.file_download import (
 from huggingface_hub.utils import WeakFileLock, build_hf_headers, validate_repo_id
 from pydantic import BaseModel, ValidationError
 
-from logos.errors import LogosError, RecordFileError
+from logos.errors import MessageError, RecordFileError
 from logos.jsonl import replace_private_file
 from logos.version import logos_version
 
@@ -67,12 +66,8 @@ _OTHER_MODELS = (
 )
 
 
-class HubError(LogosError):
+class HubError(MessageError):
     """A model could not be found, fetched or verified; the message says why and what to do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 def _problem_with(repo_id: str, filename: str, revision: str | None) -> str | None:
@@ -664,12 +659,7 @@ class _ProgressBar:
     def __enter__(self) -> _ProgressBar:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
     def update(self, n: float | None = 1) -> None:

@@ -12,7 +12,6 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
@@ -164,12 +163,7 @@ class LocalModelServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

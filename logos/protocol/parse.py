@@ -166,27 +166,23 @@ class CmdStreamParser:
         # WHY: most deltas, even most of those with a `<`, hold no complete tag. They are
         # taken whole, less a partial tag at their end, after a substring test or two:
         # the general scan costs several times more and is left to deltas that need it.
-        if self._depth:
-            if "<" in delta:
-                if _TAG_END in delta:
-                    events: list[Event] = []
-                    self._scan(delta, events)
-                    return events
-                if delta.endswith(_ANY_TAG_PREFIXES):
-                    cut = delta.rfind("<")
-                    self._held = delta[cut:]
-                    delta = delta[:cut]
-            self._block_parts.append(delta)
-            return []
+        # Inside a block any tag matters (a nested open, the close); outside, only an open.
         if "<" in delta:
-            if OPEN_TAG in delta:
-                events = []
+            if self._depth:
+                tag, partial_tags = _TAG_END, _ANY_TAG_PREFIXES
+            else:
+                tag, partial_tags = OPEN_TAG, _OPEN_PREFIXES
+            if tag in delta:
+                events: list[Event] = []
                 self._scan(delta, events)
                 return events
-            if delta.endswith(_OPEN_PREFIXES):
+            if delta.endswith(partial_tags):
                 cut = delta.rfind("<")
                 self._held = delta[cut:]
                 delta = delta[:cut]
+        if self._depth:
+            self._block_parts.append(delta)
+            return []
         if not delta:
             return []
         self._prose_parts.append(delta)

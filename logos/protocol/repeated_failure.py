@@ -15,33 +15,16 @@ as if the next try could end differently. Once the same command has failed the s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from logos.protocol.notices import repeated_failure_note
+from logos.protocol.repetition import Ending
 from logos.result import Result
 
 
-@dataclass(frozen=True)
-class _Failure:
-    command: str
-    exit_code: int | None
-    signal: int | None
-    timed_out: bool
-    oom_killed: bool
-    error: str | None
-
-
-def _failure_of(result: Result) -> _Failure | None:
+def _failure_of(result: Result) -> Ending | None:
     if result.ok or result.job is not None:  # a job has not ended, let alone failed
         return None
-    return _Failure(
-        " ".join(result.command.split()),
-        result.exit_code,
-        result.signal,
-        result.timed_out,
-        result.oom_killed,
-        result.error,
-    )
+    return Ending.of(result)
 
 
 class RepeatedFailures:
@@ -49,7 +32,7 @@ class RepeatedFailures:
 
     def __init__(self, times: int) -> None:
         self._times = times
-        self._rows: dict[_Failure, int] = {}
+        self._rows: dict[Ending, int] = {}
 
     def notes(self, results: Sequence[Result]) -> dict[int, str]:
         """Take one turn's results; the notes for their blocks, by position in `results`."""

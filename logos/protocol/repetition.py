@@ -24,28 +24,35 @@ from logos.result import Result
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Ending:
+    """How one command ended, comparable across replies: its text with runs of whitespace
+    collapsed, its exit code, signal, timeout, out-of-memory kill and runner error."""
+
     command: str
     exit_code: int | None
     signal: int | None
     timed_out: bool
     oom_killed: bool
     error: str | None
-    stdout: str
-    stderr: str
+
+    @classmethod
+    def of(cls, result: Result) -> Ending:
+        return cls(
+            " ".join(result.command.split()),
+            result.exit_code,
+            result.signal,
+            result.timed_out,
+            result.oom_killed,
+            result.error,
+        )
+
+
+_Outcome = tuple[Ending, str, str]
+"""How a command ended, and its stdout and stderr."""
 
 
 def _outcome(result: Result) -> _Outcome:
-    return _Outcome(
-        " ".join(result.command.split()),
-        result.exit_code,
-        result.signal,
-        result.timed_out,
-        result.oom_killed,
-        result.error,
-        result.stdout,
-        result.stderr,
-    )
+    return Ending.of(result), result.stdout, result.stderr
 
 
 class Repetition:

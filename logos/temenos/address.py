@@ -38,22 +38,23 @@ class TemenosAddress:
         return self.socket_path if self.socket_path is not None else str(self.base_url)
 
     def async_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
-        if self.socket_path is not None:
-            return httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=self.socket_path),
-                base_url=_SOCKET_BASE_URL,
-                timeout=timeout,
-            )
-        return httpx.AsyncClient(base_url=str(self.base_url), timeout=timeout, trust_env=False)
+        transport = (
+            None if self.socket_path is None else httpx.AsyncHTTPTransport(uds=self.socket_path)
+        )
+        return httpx.AsyncClient(
+            transport=transport, base_url=self._url, timeout=timeout, trust_env=False
+        )
 
     def client(self, timeout: httpx.Timeout) -> httpx.Client:
-        if self.socket_path is not None:
-            return httpx.Client(
-                transport=httpx.HTTPTransport(uds=self.socket_path),
-                base_url=_SOCKET_BASE_URL,
-                timeout=timeout,
-            )
-        return httpx.Client(base_url=str(self.base_url), timeout=timeout, trust_env=False)
+        transport = None if self.socket_path is None else httpx.HTTPTransport(uds=self.socket_path)
+        return httpx.Client(
+            transport=transport, base_url=self._url, timeout=timeout, trust_env=False
+        )
+
+    @property
+    def _url(self) -> str:
+        """The clients' base URL: the TCP listener's, or a stand-in host over a socket."""
+        return str(self.base_url) if self.socket_path is None else _SOCKET_BASE_URL
 
 
 def resolve_address(
