@@ -156,6 +156,18 @@ class Command:
             )
 
 
+def output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
+    """A reply's output: each stream's text, the bytes cut from it and its saved copy."""
+    return {
+        "stdout": out.text,
+        "stderr": err.text,
+        "stdout_dropped_bytes": out.dropped_bytes,
+        "stderr_dropped_bytes": err.dropped_bytes,
+        "stdout_file": out.saved_path,
+        "stderr_file": err.saved_path,
+    }
+
+
 def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
     """`output`, naming the copy its stream's end reported (its file is closed since)."""
     return CapturedOutput(
@@ -246,12 +258,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "output",
                 "running": running,
-                "stdout": out.text,
-                "stderr": err.text,
-                "stdout_dropped_bytes": out.dropped_bytes,
-                "stderr_dropped_bytes": err.dropped_bytes,
-                "stdout_file": out.saved_path,
-                "stderr_file": err.saved_path,
+                **output_fields(out, err),
             }
         )
 
@@ -375,21 +382,18 @@ class Supervisor:
         sig = -status if status < 0 else None
         killed_by_kill = sig == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
         reply: dict[str, Any] = {
-            "stdout": "" if command.shown is not None else out.text,
-            "stderr": "" if command.shown is not None else err.text,
+            **output_fields(out, err),
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": command.stop_reason == "timeout",
             "duration_s": time.monotonic() - started,
-            "stdout_dropped_bytes": out.dropped_bytes,
-            "stderr_dropped_bytes": err.dropped_bytes,
-            "stdout_file": out.saved_path,
-            "stderr_file": err.saved_path,
             "oom_killed": killed_by_kill and read_oom_kills() > oom_kills_before,
             "error": None
             if command.stop_reason in (None, "timeout", "killed")
             else command.stop_reason,
         }
+        if command.shown is not None:
+            reply["stdout"] = reply["stderr"] = ""  # a job's end goes without its output
         return reply, command if command.next_escalation() is not None else None
 
     def _background(self, request_id: int, command: Command, started: float) -> None:
@@ -404,12 +408,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "background",
                 "duration_s": time.monotonic() - started,
-                "stdout": out.text,
-                "stderr": err.text,
-                "stdout_dropped_bytes": out.dropped_bytes,
-                "stderr_dropped_bytes": err.dropped_bytes,
-                "stdout_file": out.saved_path,
-                "stderr_file": err.saved_path,
+                **output_fields(out, err),
             }
         )
 
