@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Annotated, Literal, Protocol, Self
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from logos.closing import AsyncCloseable
 from logos.options import (
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_MAX_SAVED_OUTPUT_BYTES,
@@ -287,22 +287,14 @@ class TooManySessionsError(BackendError):
     code = "too_many_sessions"
 
 
-class Backend(Protocol):
+class Backend(AsyncCloseable, Protocol):
     """What runs sandboxes for the daemon's routes, `sandboxd doctor` and `sandboxd gc`.
 
     Used as `async with`: entering starts its housekeeping (idle reaping, a sweep of stray
-    sandboxes), leaving kills running commands and removes every sandbox it created. Sessions
-    are the daemon's ids (already per caller); a session has one sandbox per SandboxSpec.
+    sandboxes), leaving (`aclose()`) kills running commands and removes every sandbox it
+    created. Sessions are the daemon's ids (already per caller); a session has one sandbox per
+    SandboxSpec.
     """
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     async def health(self) -> HealthReport:
         """Whether the engine answers and the default image is there, each problem with its fix."""

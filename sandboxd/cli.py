@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -67,31 +67,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve the HTTP API on a Unix socket")
-    _socket_option(serve)
-    _config_option(serve)
+    serve = _daemon_command(commands, "serve", _serve, help="serve the HTTP API on a Unix socket")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    serve.set_defaults(handler=_serve)
-
-    doctor = commands.add_parser(
-        "doctor", help="check the engine, the image, mounts, network isolation and limits"
+    _daemon_command(
+        commands,
+        "doctor",
+        _doctor,
+        help="check the engine, the image, mounts, network isolation and limits",
     )
-    _socket_option(doctor)
-    _config_option(doctor)
-    doctor.set_defaults(handler=_doctor)
-
-    status = commands.add_parser("status", help="is a daemon up on the socket; its sessions")
-    _socket_option(status)
-    status.set_defaults(handler=_status)
-
-    run = commands.add_parser(
+    _daemon_command(
+        commands, "status", _status, config=False, help="is a daemon up on the socket; its sessions"
+    )
+    run = _daemon_command(
+        commands,
         "run",
+        _run,
+        config=False,
         help="run one command through the daemon (a debugging client)",
         description="Run CMD in the daemon's sandbox; prints its output and exits with its "
         "code (124: timed out, 125: could not run, 128+N: killed by signal N). One CMD "
         "argument is a shell command line; several are quoted and joined.",
     )
-    _socket_option(run)
     run.add_argument("--session", help="session id (default: a fresh session, closed after)")
     run.add_argument(
         "--allow",
@@ -106,7 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
     run.add_argument("--image", help="one of the daemon's allowed images")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
-    run.set_defaults(handler=_run)
 
     build = commands.add_parser("build-image", help="build the sandbox image from the Dockerfile")
     build.add_argument(
@@ -115,13 +110,32 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
     build.set_defaults(handler=_build_image)
 
-    gc = commands.add_parser(
-        "gc", help="remove stray sandbox containers (through the daemon when one is up)"
+    _daemon_command(
+        commands,
+        "gc",
+        _gc,
+        help="remove stray sandbox containers (through the daemon when one is up)",
     )
-    _socket_option(gc)
-    _config_option(gc)
-    gc.set_defaults(handler=_gc)
     return parser
+
+
+def _daemon_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str | None = None,
+    config: bool = True,
+) -> argparse.ArgumentParser:
+    """A command that is or asks the daemon at --socket, with --config unless `config` is
+    False."""
+    command = commands.add_parser(name, help=help, description=description)
+    _socket_option(command)
+    if config:
+        _config_option(command)
+    command.set_defaults(handler=handler)
+    return command
 
 
 def _socket_option(parser: argparse.ArgumentParser) -> None:

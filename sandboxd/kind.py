@@ -3,7 +3,7 @@
 logos finds it by its name, "sandboxd", and knows it only through the protocols
 logos.runners.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
 implements structurally: sandboxd imports nothing of logos but its vocabulary (logos.result,
-logos.options, logos.runners.capture).
+logos.options, logos.runners.capture, logos.closing).
 """
 
 from __future__ import annotations

@@ -22,13 +22,13 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import anyio
 import httpx
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from logos.closing import AsyncCloseable
 from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
 from sandboxd import api as wire
@@ -65,7 +65,7 @@ class _Preparation:
     """Why the container did not start (set before `done`)."""
 
 
-class SandboxRunner:
+class SandboxRunner(AsyncCloseable):
     """Runs commands through a sandboxd daemon (see `sandboxd serve`).
 
     `socket`: the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock,
@@ -110,17 +110,6 @@ class SandboxRunner:
         )
         self._jobs: dict[str, _Job] = {}
         """This runner's jobs whose end was not handed out yet."""
-
-    async def __aenter__(self) -> SandboxRunner:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def prepare(self, options: ExecOptions) -> None:
         """Start the session's container for commands run with `options`, and return once it

@@ -58,13 +58,17 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
     import contextlib
-    import selectors
     import subprocess
     import threading
     from collections.abc import Callable
     from typing import Any
 
-    from logos.runners.capture import CapturedOutput, OutputCapture, private_output_dir
+    from logos.runners.capture import (
+        CapturedOutput,
+        OutputCapture,
+        private_output_dir,
+        read_process_output,
+    )
 
 PROTOCOL = 3
 HELLO = "sandboxd-supervisor"
@@ -77,6 +81,8 @@ LINGER_S = 0.02
 pipes (`sleep 1000 & echo hi`): what the shell wrote is already in the pipe by then."""
 MAX_WAIT_S = 0.25
 """Longest sleep of a command's read loop, so that a cancel's SIGKILL escalation is timely."""
+EXIT_POLL_S = 0.01
+"""How often the read loop looks for the shell's exit where the kernel has no pidfd."""
 SAVED_OUTPUT_DIR_IN = "/tmp"
 """Where the caller's private directory for saved outputs goes: the container's own /tmp (the
 captures create and check it)."""
@@ -148,6 +154,18 @@ class Command:
                 _with_copy(self.stdout.snapshot(skip_out), whole_out),
                 _with_copy(self.stderr.snapshot(skip_err), whole_err),
             )
+
+
+def output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
+    """A reply's output: each stream's text, the bytes cut from it and its saved copy."""
+    return {
+        "stdout": out.text,
+        "stderr": err.text,
+        "stdout_dropped_bytes": out.dropped_bytes,
+        "stderr_dropped_bytes": err.dropped_bytes,
+        "stdout_file": out.saved_path,
+        "stderr_file": err.saved_path,
+    }
 
 
 def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
@@ -240,12 +258,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "output",
                 "running": running,
-                "stdout": out.text,
-                "stderr": err.text,
-                "stdout_dropped_bytes": out.dropped_bytes,
-                "stderr_dropped_bytes": err.dropped_bytes,
-                "stdout_file": out.saved_path,
-                "stderr_file": err.saved_path,
+                **output_fields(out, err),
             }
         )
 
@@ -369,21 +382,18 @@ class Supervisor:
         sig = -status if status < 0 else None
         killed_by_kill = sig == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
         reply: dict[str, Any] = {
-            "stdout": "" if command.shown is not None else out.text,
-            "stderr": "" if command.shown is not None else err.text,
+            **output_fields(out, err),
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": command.stop_reason == "timeout",
             "duration_s": time.monotonic() - started,
-            "stdout_dropped_bytes": out.dropped_bytes,
-            "stderr_dropped_bytes": err.dropped_bytes,
-            "stdout_file": out.saved_path,
-            "stderr_file": err.saved_path,
             "oom_killed": killed_by_kill and read_oom_kills() > oom_kills_before,
             "error": None
             if command.stop_reason in (None, "timeout", "killed")
             else command.stop_reason,
         }
+        if command.shown is not None:
+            reply["stdout"] = reply["stderr"] = ""  # a job's end goes without its output
         return reply, command if command.next_escalation() is not None else None
 
     def _background(self, request_id: int, command: Command, started: float) -> None:
@@ -398,12 +408,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "background",
                 "duration_s": time.monotonic() - started,
-                "stdout": out.text,
-                "stderr": err.text,
-                "stdout_dropped_bytes": out.dropped_bytes,
-                "stderr_dropped_bytes": err.dropped_bytes,
-                "stdout_file": out.saved_path,
-                "stderr_file": err.saved_path,
+                **output_fields(out, err),
             }
         )
 
@@ -422,53 +427,31 @@ def pump(
 ) -> None:
     """Feed the command's output into its captures until it exits, enforcing the deadline;
     at `background_at`, if it still runs, call `on_background` (once, output lock held)."""
-    proc = command.proc
-    assert proc.stdout is not None and proc.stderr is not None
-    selector = selectors.DefaultSelector()
-    streams = {proc.stdout.fileno(): command.stdout, proc.stderr.fileno(): command.stderr}
-    for fd in streams:
-        selector.register(fd, selectors.EVENT_READ)
-    exit_fd = open_pidfd(proc.pid)
-    if exit_fd is not None:
-        selector.register(exit_fd, selectors.EVENT_READ)
-    exited_at: float | None = None
-    try:
-        while True:
-            now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None:
-                if not streams or now >= exited_at + LINGER_S:
-                    return
-                wait = exited_at + LINGER_S - now
-            else:
-                if now >= deadline:
-                    command.stop("timeout")
-                command.escalate(now)
-                if background_at is not None and now >= background_at:
-                    background_at = None
-                    if on_background is not None and command.term_sent_at is None:
-                        with command.output_lock:
-                            on_background()
-                wake = min(command.next_escalation() or deadline, background_at or deadline)
-                wait = min(max(wake - now, 0.0), MAX_WAIT_S if exit_fd is not None else 0.01)
-            for key, _ in selector.select(wait):
-                if key.fd == exit_fd:
-                    selector.unregister(exit_fd)  # stays readable: poll() above takes over
-                    continue
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    with command.output_lock:
-                        streams[key.fd].write(chunk)
-                else:
-                    selector.unregister(key.fd)
-                    del streams[key.fd]
-    finally:
-        selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
-        if exit_fd is not None:
-            os.close(exit_fd)
+
+    def tend(now: float, exited: bool) -> float | None:
+        nonlocal background_at
+        if exited:
+            return None
+        if now >= deadline:
+            command.stop("timeout")
+        command.escalate(now)
+        if background_at is not None and now >= background_at:
+            background_at = None
+            if on_background is not None and command.term_sent_at is None:
+                with command.output_lock:
+                    on_background()
+        wake = min(command.next_escalation() or deadline, background_at or deadline)
+        return min(max(wake - now, 0.0), MAX_WAIT_S)
+
+    read_process_output(
+        command.proc,
+        command.stdout,
+        command.stderr,
+        tend,
+        drain_s=LINGER_S,
+        poll_s=EXIT_POLL_S,
+        write_lock=command.output_lock,
+    )
 
 
 def finish_kill(command: Command) -> None:
@@ -522,14 +505,6 @@ def session_members(session: int) -> list[int]:
         if len(fields) > 3 and int(fields[3]) == session and int(fields[2]) != session:
             members.append(int(entry))
     return members
-
-
-def open_pidfd(pid: int) -> int | None:
-    """A descriptor that becomes readable when the process exits (Linux 5.3+)."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def prefer_as_oom_victim(pid: int) -> None:
@@ -734,27 +709,32 @@ def pick_shell() -> str:
 
 
 def load_command_modules() -> None:
-    """Import what only commands need: subprocess, selectors, threading, the capture.
+    """Import what only commands need: subprocess, threading, the capture and its read loop.
 
     WHY not at the top: the backend waits for the hello before it uses the sandbox, and these
     imports took about a third of the time from the supervisor's start to its hello. Made
     after the hello, they overlap the backend's handshake and, in a session prepared while
     the model writes, are done before the first command comes.
     """
-    global contextlib, selectors, subprocess, threading
-    global CapturedOutput, OutputCapture, private_output_dir
+    global contextlib, subprocess, threading
+    global CapturedOutput, OutputCapture, private_output_dir, read_process_output
     import contextlib
-    import selectors
     import subprocess
     import threading
 
     try:
-        from logos.runners.capture import CapturedOutput, OutputCapture, private_output_dir
+        from logos.runners.capture import (
+            CapturedOutput,
+            OutputCapture,
+            private_output_dir,
+            read_process_output,
+        )
     except ImportError:  # inside the container capture.py is mounted next to this file
         from capture import (  # type: ignore[import-not-found,no-redef]
             CapturedOutput,
             OutputCapture,
             private_output_dir,
+            read_process_output,
         )
 
 

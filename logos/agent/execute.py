@@ -6,8 +6,10 @@ is answered by its family, before the policy and the runner see it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import ParamSpec, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -21,6 +23,9 @@ from logos.result import Result
 from logos.runners.base import Runner
 
 DEFAULT_MAX_CONCURRENCY = 8
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 OnCommandStart = Callable[[int, str], Awaitable[None] | None]
 OnCommandResult = Callable[[int, Result], Awaitable[None] | None]
@@ -169,28 +174,21 @@ async def execute_blocks(
     return executor.results
 
 
-def execute_blocks_sync(
-    commands: Sequence[str],
-    runner: Runner,
-    options: ExecOptions | None = None,
-    *,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    policy: CommandPolicy = check_command,
-    families: Sequence[CommandFamily] = (),
-) -> list[Result]:
-    """`execute_blocks` for synchronous callers (starts its own event loop)."""
+def _blocking(function: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """`function` for synchronous callers: each call runs it in an event loop of its own."""
 
-    async def main() -> list[Result]:
-        return await execute_blocks(
-            commands,
-            runner,
-            options,
-            max_concurrency=max_concurrency,
-            policy=policy,
-            families=families,
-        )
+    @functools.wraps(function)
+    def in_own_event_loop(*args: P.args, **kwargs: P.kwargs) -> T:
+        return anyio.run(functools.partial(function, *args, **kwargs))
 
-    return anyio.run(main)
+    in_own_event_loop.__name__ = in_own_event_loop.__qualname__ = f"{function.__name__}_sync"
+    in_own_event_loop.__doc__ = (
+        f"`{function.__name__}` for synchronous callers (starts its own event loop)."
+    )
+    return in_own_event_loop
+
+
+execute_blocks_sync = _blocking(execute_blocks)
 
 
 def _family_of(families: Sequence[CommandFamily], command: str) -> CommandFamily | None:

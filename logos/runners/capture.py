@@ -1,6 +1,12 @@
-"""Bounded capture of a command's output: keep the head and the tail, count the middle.
+"""Bounded capture of a command's output: keep the head and the tail, count the middle;
+and the loop that reads a process's pipes into its captures (`read_process_output`).
 
-Standard library only: the sandbox supervisor runs this same file inside containers.
+Standard library only, and Python 3.8 syntax: the sandbox supervisor runs this same file
+inside containers, where the backend stages it read-only beside the supervisor (see
+sandboxd.docker.container). WHY the read loop lives here rather than in a module of its own:
+the local runner and the supervisor share it, and this is already the one logos file a
+container holds, so sharing it adds no file to the control directory and no module to what
+sandboxd may import.
 """
 
 from __future__ import annotations
@@ -8,8 +14,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import selectors
 import stat
+import time
 from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # WHY not `typing`: the supervisor imports only what it runs
+    import subprocess
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
 OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
 UNSAVED_MARKER = "\n[… {dropped} bytes omitted; no copy was saved: {reason} …]\n"
@@ -325,3 +339,79 @@ def _leading_continuations(data: bytearray) -> int:
     while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
         count += 1
     return count
+
+
+READ_CHUNK = 64 * 1024
+
+
+def read_process_output(
+    process: subprocess.Popen[bytes],
+    stdout: OutputCapture,
+    stderr: OutputCapture,
+    tend: Callable[[float, bool], float | None],
+    *,
+    drain_s: float,
+    poll_s: float,
+    wake_fd: int | None = None,
+    write_lock: AbstractContextManager[object] | None = None,
+) -> None:
+    """Read the process's stdout and stderr into their captures until it has exited and the
+    pipes are drained, then close them; a background process holding them open gets `drain_s`.
+
+    `tend(now, exited)` is the caller's policy (deadlines, signals, handing over as a job),
+    called on every turn: it returns the longest wait before it must be called again, or None
+    when it waits for nothing. Once the process has exited, None also means the caller is done
+    with it: the pipes are drained and the loop ends. `wake_fd` is readable when another thread
+    wants `tend` called now (its bytes are consumed); `write_lock` is held while a chunk goes
+    into a capture that another thread reads. Without a pidfd (Linux before 5.3), the exit is
+    polled every `poll_s`.
+    """
+    assert process.stdout is not None and process.stderr is not None
+    streams = {process.stdout.fileno(): stdout, process.stderr.fileno(): stderr}
+    selector = selectors.DefaultSelector()
+    for fd in (*streams, *(() if wake_fd is None else (wake_fd,))):
+        selector.register(fd, selectors.EVENT_READ)
+    exit_fd = _open_pidfd(process.pid)
+    if exit_fd is not None:
+        selector.register(exit_fd, selectors.EVENT_READ)
+    lock = contextlib.nullcontext() if write_lock is None else write_lock
+    done_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            exited = process.poll() is not None
+            wait = tend(now, exited)
+            if exited and wait is None:
+                done_at = now if done_at is None else done_at
+                if not streams or now >= done_at + drain_s:
+                    return
+                wait = done_at + drain_s - now
+            elif not exited and exit_fd is None:
+                wait = poll_s if wait is None else min(wait, poll_s)
+            for key, _ in selector.select(wait):
+                if key.fd == wake_fd:
+                    os.read(wake_fd, 64)
+                elif key.fd == exit_fd:
+                    selector.unregister(exit_fd)  # stays readable: poll() takes over
+                else:
+                    chunk = os.read(key.fd, READ_CHUNK)
+                    if chunk:
+                        with lock:
+                            streams[key.fd].write(chunk)
+                    else:
+                        selector.unregister(key.fd)
+                        del streams[key.fd]
+    finally:
+        selector.close()
+        process.stdout.close()
+        process.stderr.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the process exits (Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import signal
 import subprocess
 import threading
@@ -22,12 +21,11 @@ from dataclasses import dataclass
 import anyio
 
 from logos.result import Result
-from logos.runners.capture import CapturedOutput, OutputCapture
+from logos.runners.capture import CapturedOutput, OutputCapture, read_process_output
 from logos.runners.group_reaper import KILL_GRACE_S, group_alive, signal_group
 
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
-_READ_CHUNK = 64 * 1024
 _POLL_S = 0.02
 """The longest sleep while nothing can say when it should end (no pidfd, or a group being
 killed is checked for members)."""
@@ -134,6 +132,8 @@ class LocalProcess:
         self._discard = False
         self._timed_out = False
         self._watch_failure: str | None = None
+        self._term_sent_at: float | None = None
+        self._killed = False
         self._outputs: tuple[CapturedOutput, CapturedOutput] | None = None
         self._duration_s = 0.0
         self._wake_read, self._wake_write = os.pipe()
@@ -213,71 +213,45 @@ class LocalProcess:
             self.settled.set()
 
     def _pump(self) -> None:
-        """Read both pipes until bash has exited and they are drained, stopping the command
-        when its deadline passes or a stop is asked, handing it over at its threshold."""
-        process = self._process
-        assert process.stdout is not None and process.stderr is not None
-        streams = {process.stdout.fileno(): self._stdout, process.stderr.fileno(): self._stderr}
-        selector = selectors.DefaultSelector()
-        for fd in (*streams, self._wake_read):
-            selector.register(fd, selectors.EVENT_READ)
-        exit_fd = _open_pidfd(self.pid)
-        if exit_fd is not None:
-            selector.register(exit_fd, selectors.EVENT_READ)
-        term_sent_at: float | None = None
-        killed = False
-        exited_at: float | None = None
-        try:
-            while True:
-                now = time.monotonic()
-                if exited_at is None and process.poll() is not None:
-                    exited_at = now
-                running = exited_at is None
-                if running and term_sent_at is None and (self._stop_asked or now >= self._deadline):
-                    self._timed_out = not self._stop_asked
-                    signal_group(self.pid, signal.SIGTERM)
-                    term_sent_at = now
-                elif term_sent_at is not None and not killed:
-                    # What the stopped command started goes too, within the grace.
-                    if now >= term_sent_at + KILL_GRACE_S or not (running or group_alive(self.pid)):
-                        signal_group(self.pid, signal.SIGKILL)
-                        killed = True
-                        if exited_at is not None:
-                            exited_at = now  # drain what the group wrote last
-                elif running and term_sent_at is None and self._due_for_background(now):
-                    self._go_background(now)
-                    continue
-                if exited_at is not None and (term_sent_at is None or killed):
-                    if not streams or now >= exited_at + DRAIN_GRACE_S:
-                        return
-                    wait = exited_at + DRAIN_GRACE_S - now
-                elif term_sent_at is not None:
-                    wait = _POLL_S
-                else:
-                    wakes = [self._deadline]
-                    if self._background_at is not None and self.background is None:
-                        wakes.append(self._background_at)
-                    wait = max(min(wakes) - now, 0.0)
-                    if exit_fd is None:
-                        wait = min(wait, _POLL_S)
-                for key, _ in selector.select(wait):
-                    if key.fd == self._wake_read:
-                        os.read(self._wake_read, 64)
-                    elif key.fd == exit_fd:
-                        selector.unregister(exit_fd)  # stays readable: poll() takes over
-                    else:
-                        chunk = os.read(key.fd, _READ_CHUNK)
-                        if chunk:
-                            streams[key.fd].write(chunk)
-                        else:
-                            selector.unregister(key.fd)
-                            del streams[key.fd]
-        finally:
-            selector.close()
-            process.stdout.close()
-            process.stderr.close()
-            if exit_fd is not None:
-                os.close(exit_fd)
+        """Read both pipes until bash has exited and they are drained (see
+        `read_process_output`), tending the command on each turn."""
+        read_process_output(
+            self._process,
+            self._stdout,
+            self._stderr,
+            self._tend,
+            drain_s=DRAIN_GRACE_S,
+            poll_s=_POLL_S,
+            wake_fd=self._wake_read,
+        )
+
+    def _tend(self, now: float, exited: bool) -> float | None:
+        """Stop the command when its deadline passes or a stop is asked, hand it over at its
+        threshold; returns how long the read loop may wait (None once done with it)."""
+        if (
+            not exited
+            and self._term_sent_at is None
+            and (self._stop_asked or now >= self._deadline)
+        ):
+            self._timed_out = not self._stop_asked
+            signal_group(self.pid, signal.SIGTERM)
+            self._term_sent_at = now
+        elif self._term_sent_at is not None and not self._killed:
+            # What the stopped command started goes too, within the grace.
+            if now >= self._term_sent_at + KILL_GRACE_S or (exited and not group_alive(self.pid)):
+                signal_group(self.pid, signal.SIGKILL)
+                self._killed = True  # then the loop drains what the group wrote last
+        elif not exited and self._term_sent_at is None and self._due_for_background(now):
+            self._go_background(now)
+            return 0.0
+        if exited and (self._term_sent_at is None or self._killed):
+            return None
+        if self._term_sent_at is not None:
+            return _POLL_S
+        wakes = [self._deadline]
+        if self._background_at is not None and self.background is None:
+            wakes.append(self._background_at)
+        return max(min(wakes) - now, 0.0)
 
     def _due_for_background(self, now: float) -> bool:
         return (
@@ -299,11 +273,3 @@ class LocalProcess:
             job_id, self._stdout.snapshot(), self._stderr.snapshot(), now - self.started
         )
         self.settled.set()
-
-
-def _open_pidfd(pid: int) -> int | None:
-    """A descriptor that becomes readable when the process exits (Linux 5.3+)."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None

@@ -24,13 +24,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio
 import anyio.abc
 import docker.errors
 
+from logos.closing import AsyncCloseable
 from logos.result import Result
 from sandboxd import supervisor
 from sandboxd.backend import (
@@ -113,7 +113,7 @@ class _Container(Sandbox):
         return super().usable() and (self.channel is None or self.channel.lost_reason is None)
 
 
-class DockerBackend:
+class DockerBackend(AsyncCloseable):
     """Runs commands in per-session Docker containers; see sandboxd.backend for the contract."""
 
     def __init__(
@@ -176,14 +176,6 @@ class DockerBackend:
         with contextlib.suppress(EngineUnavailableError):
             await self.gc()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Kill running commands and remove every container this backend created."""
