@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Unpack
+from types import MappingProxyType
+from typing import Any, Unpack
 
 from logos.errors import BadRequestError
 from logos.providers.base import (
-    FinishReason,
     Message,
     ModelRequest,
     ReasoningDelta,
@@ -46,13 +46,15 @@ MIN_THINKING_BUDGET = 1024
 class _Turn(TurnParser):
     """The state machine of one streamed Messages answer."""
 
-    finish_reasons: ClassVar[Mapping[str, FinishReason]] = {
-        "end_turn": "stop",
-        "stop_sequence": "stop",
-        "max_tokens": "length",
-        "model_context_window_exceeded": "length",
-        "refusal": "content_filter",
-    }
+    finish_reasons = MappingProxyType(
+        {
+            "end_turn": "stop",
+            "stop_sequence": "stop",
+            "max_tokens": "length",
+            "model_context_window_exceeded": "length",
+            "refusal": "content_filter",
+        }
+    )
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)

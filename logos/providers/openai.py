@@ -8,16 +8,10 @@ for OpenAI it is `https://api.openai.com/v1`, for a local llama.cpp server
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Unpack
+from types import MappingProxyType
+from typing import Any, Literal, Unpack
 
-from logos.providers.base import (
-    FinishReason,
-    ModelRequest,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    Usage,
-)
+from logos.providers.base import ModelRequest, ReasoningDelta, StreamEvent, TextDelta, Usage
 from logos.providers.http_errors import Endpoint, error_from_object, parse_event_json
 from logos.providers.http_provider import (
     ConnectionOptions,
@@ -44,11 +38,13 @@ _REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
 class _Turn(TurnParser):
     """One streamed answer: its deltas, what finished it and what it used."""
 
-    finish_reasons: ClassVar[Mapping[str, FinishReason]] = {
-        "stop": "stop",
-        "length": "length",
-        "content_filter": "content_filter",
-    }
+    finish_reasons = MappingProxyType(
+        {
+            "stop": "stop",
+            "length": "length",
+            "content_filter": "content_filter",
+        }
+    )
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
