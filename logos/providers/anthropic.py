@@ -7,14 +7,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
+from types import MappingProxyType
+from typing import Any, Unpack
 
 from logos.errors import BadRequestError
 from logos.providers.base import (
-    Finish,
-    FinishReason,
     Message,
     ModelRequest,
     ReasoningDelta,
@@ -23,22 +20,15 @@ from logos.providers.base import (
     StreamEvent,
     TextDelta,
     Usage,
-    UsageReport,
 )
-from logos.providers.http_errors import (
-    Endpoint,
-    error_from_object,
-    parse_event_json,
-    stream_ended_early,
-)
+from logos.providers.http_errors import Endpoint, error_from_object, parse_event_json
 from logos.providers.http_provider import (
-    DEFAULT_TIMEOUT,
+    ConnectionOptions,
     HTTPProvider,
+    TurnParser,
     WireFormat,
-    merge_extra,
     token_count,
 )
-from logos.providers.retry import RetryPolicy
 from logos.providers.sse import ServerSentEvent
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -52,48 +42,88 @@ DEFAULT_MAX_TOKENS = 8192
 MIN_THINKING_BUDGET = 1024
 """The smallest thinking budget the API accepts."""
 
-_WIRE = WireFormat(
-    api="Anthropic Messages",
-    path="/v1/messages",
-    default_base_url=DEFAULT_BASE_URL,
-    base_url_env=BASE_URL_ENV,
-    api_key_env=API_KEY_ENV,
-    auth_headers=lambda key: {"x-api-key": key},
-    fixed_headers={"anthropic-version": API_VERSION},
-)
 
-_STOP_REASONS: Mapping[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "content_filter",
-}
+class _Turn(TurnParser):
+    """The state machine of one streamed Messages answer."""
+
+    finish_reasons = MappingProxyType(
+        {
+            "end_turn": "stop",
+            "stop_sequence": "stop",
+            "max_tokens": "length",
+            "model_context_window_exceeded": "length",
+            "refusal": "content_filter",
+        }
+    )
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__(endpoint)
+        self._usage: dict[str, Any] = {}
+
+    def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
+        data = parse_event_json(self.endpoint, event)
+        kind = data.get("type") or event.event
+        if kind == "error":
+            raise error_from_object(self.endpoint, data.get("error", data))
+        if kind == "message_start":
+            message = data.get("message")
+            if isinstance(message, Mapping):
+                self._merge_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            return _block_start_events(data.get("content_block"))
+        elif kind == "content_block_delta":
+            return _delta_events(data.get("delta"))
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                self.finish_raw = delta["stop_reason"]
+            self._merge_usage(data.get("usage"))
+        elif kind == "message_stop":
+            self.done = True
+        # ping, content_block_stop and event types newer than this code carry nothing we use.
+        return []
+
+    def _merge_usage(self, usage: Any) -> None:
+        # WHY merge: message_start has the input counts, message_delta the cumulative output
+        # count (and, on newer servers, final input counts too); later values win.
+        if isinstance(usage, Mapping):
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+
+    def usage(self) -> Usage:
+        return Usage(
+            input_tokens=token_count(self._usage.get("input_tokens")),
+            output_tokens=token_count(self._usage.get("output_tokens")),
+            cache_read_tokens=token_count(self._usage.get("cache_read_input_tokens")),
+            cache_write_tokens=token_count(self._usage.get("cache_creation_input_tokens")),
+        )
 
 
 class AnthropicProvider(HTTPProvider):
     """Streams Anthropic Messages; `thinking_budget` turns on extended thinking.
 
     No API key (argument or `ANTHROPIC_API_KEY`) means no `x-api-key` header, for local
-    servers that speak this API. `timeout` applies to every request, also on a caller's
-    `http_client`, which the provider then uses but never closes.
+    servers that speak this API; the other keywords are `ConnectionOptions`.
     """
 
     name = "anthropic"
+    wire = WireFormat(
+        api="Anthropic Messages",
+        path="/v1/messages",
+        default_model=DEFAULT_MODEL,
+        default_base_url=DEFAULT_BASE_URL,
+        base_url_env=BASE_URL_ENV,
+        api_key_env=API_KEY_ENV,
+        auth_headers=lambda key: {"x-api-key": key},
+        fixed_headers={"anthropic-version": API_VERSION},
+    )
+    turn_parser = _Turn
 
     def __init__(
         self,
         *,
-        model: str = DEFAULT_MODEL,
-        base_url: str | None = None,
-        api_key: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        context_window: int | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
@@ -101,20 +131,10 @@ class AnthropicProvider(HTTPProvider):
             _check_thinking_budget(thinking_budget, max_tokens, error=ValueError)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
-        self._connect(
-            _WIRE,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            http_client=http_client,
-            headers=headers,
-            context_window=context_window,
-        )
+        super().__init__(**connection)
 
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body sent for `request`; raises BadRequestError for a request the API
+    def _wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages body for `request`; raises BadRequestError for a request the API
         would refuse with thinking on (budget not below max_tokens, temperature not 1)."""
         max_tokens = self.max_tokens if request.max_tokens is None else request.max_tokens
         body: dict[str, Any] = {
@@ -137,11 +157,7 @@ class AnthropicProvider(HTTPProvider):
                     "(the API accepts only 1): leave temperature unset or turn thinking off"
                 )
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        merge_extra(body, request.extra)
         return body
-
-    def _new_turn(self) -> _Turn:
-        return _Turn(self._endpoint)
 
 
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -191,59 +207,6 @@ def _check_thinking_budget(budget: int, max_tokens: int, *, error: type[Exceptio
             f"thinking_budget ({budget}) must be below max_tokens ({max_tokens}), since "
             "thinking counts toward it: raise max_tokens or lower thinking_budget"
         )
-
-
-class _Turn:
-    """The state machine of one streamed Messages answer."""
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._usage: dict[str, Any] = {}
-        self._stop_reason: str | None = None
-        self.done = False
-
-    def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
-        data = parse_event_json(self._endpoint, event)
-        kind = data.get("type") or event.event
-        if kind == "error":
-            raise error_from_object(self._endpoint, data.get("error", data))
-        if kind == "message_start":
-            message = data.get("message")
-            if isinstance(message, Mapping):
-                self._merge_usage(message.get("usage"))
-        elif kind == "content_block_start":
-            return _block_start_events(data.get("content_block"))
-        elif kind == "content_block_delta":
-            return _delta_events(data.get("delta"))
-        elif kind == "message_delta":
-            delta = data.get("delta")
-            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
-                self._stop_reason = delta["stop_reason"]
-            self._merge_usage(data.get("usage"))
-        elif kind == "message_stop":
-            self.done = True
-        # ping, content_block_stop and event types newer than this code carry nothing we use.
-        return []
-
-    def _merge_usage(self, usage: Any) -> None:
-        # WHY merge: message_start has the input counts, message_delta the cumulative output
-        # count (and, on newer servers, final input counts too); later values win.
-        if isinstance(usage, Mapping):
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
-
-    def finish(self) -> list[StreamEvent]:
-        """The closing events, or an error when the stream stopped before the answer did."""
-        if not self.done and self._stop_reason is None:
-            raise stream_ended_early(self._endpoint)
-        raw = self._stop_reason
-        reason: FinishReason = _STOP_REASONS.get(raw, "other") if raw else "other"
-        usage = Usage(
-            input_tokens=token_count(self._usage.get("input_tokens")),
-            output_tokens=token_count(self._usage.get("output_tokens")),
-            cache_read_tokens=token_count(self._usage.get("cache_read_input_tokens")),
-            cache_write_tokens=token_count(self._usage.get("cache_creation_input_tokens")),
-        )
-        return [UsageReport(usage), Finish(reason, raw)]
 
 
 def _block_start_events(block: Any) -> list[StreamEvent]:

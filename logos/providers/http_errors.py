@@ -283,46 +283,46 @@ def _says_context_exceeded(detail: _ServerDetail) -> bool:
 
 def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> ProviderError:
     """The error for a failure below HTTP: connecting, sending, receiving."""
-    url, base, timeout = endpoint.url, endpoint.base_url, endpoint.timeout
     why = str(exc) or type(exc).__name__
-    check_server = f"check that the server is running and that the base URL '{base}' is right"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return ProviderConnectionError(
-            f"timed out connecting to {url} after {timeout.connect} s: {check_server}",
-            retryable=True,
-        )
-    if isinstance(exc, httpx.ReadTimeout):
-        return ProviderConnectionError(
-            f"no data from {url} for {timeout.read} s: the server may be overloaded or the "
-            "model slow; pass a larger timeout if this model needs longer",
-            retryable=True,
-        )
-    if isinstance(exc, httpx.WriteTimeout):
-        return ProviderConnectionError(
-            f"timed out sending the request to {url} after {timeout.write} s", retryable=True
-        )
-    if isinstance(exc, httpx.PoolTimeout):
-        return ProviderConnectionError(
-            f"no free connection to {url} after {timeout.pool} s: too many requests share "
-            "this HTTP client at once",
-            retryable=True,
-        )
-    if isinstance(exc, httpx.ProxyError):
-        return ProviderConnectionError(
-            f"the proxy failed to reach {url} ({why}): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY",
-            retryable=True,
-        )
-    if isinstance(exc, httpx.ConnectError):
-        return ProviderConnectionError(
-            f"could not connect to {url} ({why}): {check_server}", retryable=True
-        )
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.NetworkError):
-        return ProviderConnectionError(f"the connection to {url} broke ({why})", retryable=True)
     if isinstance(exc, httpx.UnsupportedProtocol):
         return ProviderError(
-            f"cannot send to {url} ({why}): the base URL must start with http:// or https://"
+            f"cannot send to {endpoint.url} ({why}): the base URL must start with http:// or "
+            "https://"
         )
-    return ProviderError(f"the request to {url} failed ({why})")
+    failure = _connection_failure(endpoint, exc, why)
+    if failure is None:
+        return ProviderError(f"the request to {endpoint.url} failed ({why})")
+    return ProviderConnectionError(failure, retryable=True)
+
+
+def _connection_failure(endpoint: Endpoint, exc: httpx.RequestError, why: str) -> str | None:
+    """What went wrong on the way to or from the server, for the failures another try may
+    fix; None for any other."""
+    url, base, timeout = endpoint.url, endpoint.base_url, endpoint.timeout
+    check_server = f"check that the server is running and that the base URL '{base}' is right"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"timed out connecting to {url} after {timeout.connect} s: {check_server}"
+    if isinstance(exc, httpx.ReadTimeout):
+        return (
+            f"no data from {url} for {timeout.read} s: the server may be overloaded or the "
+            "model slow; pass a larger timeout if this model needs longer"
+        )
+    if isinstance(exc, httpx.WriteTimeout):
+        return f"timed out sending the request to {url} after {timeout.write} s"
+    if isinstance(exc, httpx.PoolTimeout):
+        return (
+            f"no free connection to {url} after {timeout.pool} s: too many requests share "
+            "this HTTP client at once"
+        )
+    if isinstance(exc, httpx.ProxyError):
+        return (
+            f"the proxy failed to reach {url} ({why}): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY"
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return f"could not connect to {url} ({why}): {check_server}"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.NetworkError):
+        return f"the connection to {url} broke ({why})"
+    return None
 
 
 def stream_ended_early(endpoint: Endpoint) -> ProviderConnectionError:

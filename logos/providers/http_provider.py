@@ -1,7 +1,8 @@
-"""The HTTP provider base: POST a request, stream its server-sent events, retry, close.
+"""The HTTP provider base: connect, POST a request, stream its server-sent events, retry,
+close.
 
-A provider built on it supplies its request body and the parser of its wire format; what a
-failure means is decided in `logos.providers.http_errors`.
+A provider built on it holds only its wire format: where the API lives, the request body,
+and what its events mean; what a failure means is decided in `logos.providers.http_errors`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,26 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, TypedDict
 
 import httpx
 
 from logos.closing import AsyncCloseable
-from logos.providers.base import ModelRequest, OnRetry, StreamEvent
-from logos.providers.http_errors import Endpoint, error_from_transport, raise_for_answer
+from logos.providers.base import (
+    Finish,
+    FinishReason,
+    ModelRequest,
+    OnRetry,
+    StreamEvent,
+    Usage,
+    UsageReport,
+)
+from logos.providers.http_errors import (
+    Endpoint,
+    error_from_transport,
+    raise_for_answer,
+    stream_ended_early,
+)
 from logos.providers.pricing import context_window_for
 from logos.providers.retry import RetryPolicy, retrying
 from logos.providers.sse import ServerSentEvent, aiter_sse
@@ -36,6 +50,8 @@ class WireFormat:
     """A human name of the wire format, for error messages."""
     path: str
     """Appended to the base URL for the streaming endpoint."""
+    default_model: str
+    """The model asked for when none is named."""
     default_base_url: str
     base_url_env: str
     api_key_env: str
@@ -43,39 +59,87 @@ class WireFormat:
     fixed_headers: Mapping[str, str] = field(default_factory=dict)
 
 
-class HTTPProvider(AsyncCloseable, ABC):
-    """What the streaming HTTP providers share: one turn's retried stream, and the HTTP
-    client's lifecycle (a client passed in is used and left open; a client the provider
-    made is closed by `aclose()` or `async with`). A provider supplies its request body and
-    the parser of its wire format."""
+class ConnectionOptions(TypedDict, total=False):
+    """The keywords every HTTP provider takes, for where and how it connects.
 
+    `model` defaults to the wire format's default model; `base_url` and `api_key` to their
+    environment variables, then to the API's defaults (no key sends no key header, which is
+    what local servers expect). `timeout` applies to every request, also on a caller's
+    `http_client`, which the provider then uses but never closes. `headers` are sent with
+    every request, over logos' own. `context_window` overrides the known window of `model`.
+    """
+
+    model: str
+    base_url: str | None
+    api_key: str | None
+    timeout: float | httpx.Timeout
+    retry: RetryPolicy | None
+    http_client: httpx.AsyncClient | None
+    headers: Mapping[str, str] | None
+    context_window: int | None
+
+
+class TurnParser(ABC):
+    """Turns one answer's server-sent events into stream events; a wire format subclasses
+    it with what its events mean and how it reports usage."""
+
+    finish_reasons: ClassVar[Mapping[str, FinishReason]]
+    """The wire format's finish reasons in logos' words; any other one is "other"."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.done = False
+        """True once the server marked the end of the answer; nothing after it is read."""
+        self.finish_raw: str | None = None
+        """Why the answer ended, in the server's words, once it said so."""
+
+    @abstractmethod
+    def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
+        """The stream events one server-sent event carries; raises for an error event."""
+
+    @abstractmethod
+    def usage(self) -> Usage:
+        """What the turn used, as the server reported it (zeros for what it did not)."""
+
+    def finish(self) -> list[StreamEvent]:
+        """The closing events, or an error when the stream stopped before the answer did."""
+        if not self.done and self.finish_raw is None:
+            raise stream_ended_early(self.endpoint)
+        raw = self.finish_raw
+        reason: FinishReason = self.finish_reasons.get(raw, "other") if raw else "other"
+        return [UsageReport(self.usage()), Finish(reason, raw)]
+
+
+class HTTPProvider(AsyncCloseable, ABC):
+    """What the streaming HTTP providers share: the connection settings, one turn's retried
+    stream, and the HTTP client's lifecycle (a client passed in is used and left open; a
+    client the provider made is closed by `aclose()` or `async with`). A provider supplies
+    its wire format, its request body and its parser."""
+
+    name: str
+    wire: ClassVar[WireFormat]
+    turn_parser: ClassVar[type[TurnParser]]
     model: str
     base_url: str
     context_window: int | None
-    _client: httpx.AsyncClient
-    _owns_client: bool
-    _endpoint: Endpoint
-    _headers: dict[str, str]
-    _retry: RetryPolicy
 
-    def _connect(
+    def __init__(
         self,
-        wire: WireFormat,
         *,
-        model: str,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float | httpx.Timeout,
-        retry: RetryPolicy | None,
-        http_client: httpx.AsyncClient | None,
-        headers: Mapping[str, str] | None,
-        context_window: int | None,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
-        """Set up where requests go and how: arguments first, then the environment, then
-        the API's defaults. No key (argument or environment) sends no key header, which is
-        what local servers expect."""
-        self.model = model
-        self.context_window = context_window or context_window_for(model)
+        """Settings come from the arguments first, then the environment, then the API's
+        defaults (see `ConnectionOptions`)."""
+        wire = self.wire
+        self.model = wire.default_model if model is None else model
+        self.context_window = context_window or context_window_for(self.model)
         self.base_url = normalize_base_url(
             base_url or os.environ.get(wire.base_url_env) or wire.default_base_url
         )
@@ -86,7 +150,7 @@ class HTTPProvider(AsyncCloseable, ABC):
         self._headers.update(headers or {})
         self._endpoint = Endpoint(
             api=wire.api,
-            model=model,
+            model=self.model,
             base_url=self.base_url,
             url=f"{self.base_url}{wire.path}",
             api_key_env=wire.api_key_env,
@@ -97,13 +161,16 @@ class HTTPProvider(AsyncCloseable, ABC):
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient(timeout=self._endpoint.timeout)
 
-    @abstractmethod
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body of one request."""
+        """The JSON body sent for `request` (exposed so callers can log or inspect it): the
+        wire format's body with the request's `extra` merged in last."""
+        body = self._wire_body(request)
+        merge_extra(body, request.extra)
+        return body
 
     @abstractmethod
-    def _new_turn(self) -> TurnParser:
-        """A parser for one streamed answer in this provider's wire format."""
+    def _wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The body this wire format sends for `request`, before `extra` is merged in."""
 
     async def stream(
         self, request: ModelRequest, on_retry: OnRetry | None = None
@@ -111,7 +178,8 @@ class HTTPProvider(AsyncCloseable, ABC):
         body = self.request_body(request)
 
         def attempt() -> AsyncGenerator[StreamEvent, None]:
-            return stream_turn(self._client, self._endpoint, self._headers, body, self._new_turn())
+            turn = self.turn_parser(self._endpoint)
+            return stream_turn(self._client, self._endpoint, self._headers, body, turn)
 
         async with aclosing(retrying(attempt, self._retry, on_retry)) as events:
             async for event in events:
@@ -164,19 +232,6 @@ async def post_sse(
                     yield event
     except httpx.RequestError as exc:
         raise error_from_transport(endpoint, exc) from exc
-
-
-class TurnParser(Protocol):
-    """Turns one answer's server-sent events into stream events (one per wire format)."""
-
-    done: bool
-    """True once the server marked the end of the answer; nothing after it is read."""
-
-    def feed(self, event: ServerSentEvent) -> list[StreamEvent]: ...
-
-    def finish(self) -> list[StreamEvent]:
-        """The closing events; raises when the stream stopped before the answer did."""
-        ...
 
 
 async def stream_turn(

@@ -8,34 +8,18 @@ for OpenAI it is `https://api.openai.com/v1`, for a local llama.cpp server
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, Unpack
 
-import httpx
-
-from logos.providers.base import (
-    Finish,
-    FinishReason,
-    ModelRequest,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    Usage,
-    UsageReport,
-)
-from logos.providers.http_errors import (
-    Endpoint,
-    error_from_object,
-    parse_event_json,
-    stream_ended_early,
-)
+from logos.providers.base import ModelRequest, ReasoningDelta, StreamEvent, TextDelta, Usage
+from logos.providers.http_errors import Endpoint, error_from_object, parse_event_json
 from logos.providers.http_provider import (
-    DEFAULT_TIMEOUT,
+    ConnectionOptions,
     HTTPProvider,
+    TurnParser,
     WireFormat,
-    merge_extra,
     token_count,
 )
-from logos.providers.retry import RetryPolicy
 from logos.providers.sse import ServerSentEvent
 
 DEFAULT_MODEL = "gpt-5"
@@ -44,110 +28,35 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 
-_WIRE = WireFormat(
-    api="OpenAI-compatible chat completions",
-    path="/chat/completions",
-    default_base_url=DEFAULT_BASE_URL,
-    base_url_env=BASE_URL_ENV,
-    api_key_env=API_KEY_ENV,
-    auth_headers=lambda key: {"authorization": f"Bearer {key}"},
-)
-
 TokenLimitField = Literal["max_tokens", "max_completion_tokens"]
 
 # WHY: OpenAI's reasoning models refuse `max_tokens` and demand `max_completion_tokens`,
 # while llama.cpp, Ollama and older servers only know `max_tokens`.
 _REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
 
-_FINISH_REASONS: Mapping[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "content_filter": "content_filter",
-}
 
+class _Turn(TurnParser):
+    """One streamed answer: its deltas, what finished it and what it used."""
 
-class OpenAIProvider(HTTPProvider):
-    """Streams chat completions from any OpenAI-compatible server.
-
-    No API key (argument or `OPENAI_API_KEY`) means no Authorization header, which is what
-    local servers expect. `timeout` applies to every request, also on a caller's
-    `http_client`, which the provider then uses but never closes.
-    """
-
-    name = "openai"
-
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_MODEL,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        context_window: int | None = None,
-        token_limit_field: TokenLimitField | None = None,
-    ) -> None:
-        """`token_limit_field` names the body field for `max_tokens`; by default
-        `max_completion_tokens` for OpenAI reasoning models (o1, o3, o4, gpt-5) and
-        `max_tokens` for everything else."""
-        self._connect(
-            _WIRE,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            http_client=http_client,
-            headers=headers,
-            context_window=context_window,
-        )
-        self._token_limit_field: TokenLimitField = token_limit_field or (
-            "max_completion_tokens" if _is_reasoning_family(model) else "max_tokens"
-        )
-
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body sent for `request` (exposed so callers can log or inspect it)."""
-        messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+    finish_reasons = MappingProxyType(
+        {
+            "stop": "stop",
+            "length": "length",
+            "content_filter": "content_filter",
         }
-        if request.max_tokens is not None:
-            body[self._token_limit_field] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.stop:
-            body["stop"] = list(request.stop)
-        merge_extra(body, request.extra)
-        return body
-
-    def _new_turn(self) -> _Turn:
-        return _Turn(self._endpoint)
-
-
-class _Turn:
-    """The state of one streamed answer: what finished it and what it used."""
+    )
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._finish_raw: str | None = None
+        super().__init__(endpoint)
         self._usage: Mapping[str, Any] | None = None
-        self.done = False
 
     def feed(self, event: ServerSentEvent) -> list[StreamEvent]:
         if event.data.strip() == "[DONE]":
             self.done = True
             return []
-        chunk = parse_event_json(self._endpoint, event)
+        chunk = parse_event_json(self.endpoint, event)
         if chunk.get("error"):
-            raise error_from_object(self._endpoint, chunk["error"])
+            raise error_from_object(self.endpoint, chunk["error"])
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._usage = usage
@@ -170,16 +79,64 @@ class _Turn:
                     items.append(TextDelta(content))
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
-                self._finish_raw = finish
+                self.finish_raw = finish
         return items
 
-    def finish(self) -> list[StreamEvent]:
-        """The closing events, or an error when the stream stopped before the answer did."""
-        if not self.done and self._finish_raw is None:
-            raise stream_ended_early(self._endpoint)
-        raw = self._finish_raw
-        reason: FinishReason = _FINISH_REASONS.get(raw, "other") if raw else "other"
-        return [UsageReport(_usage(self._usage)), Finish(reason, raw)]
+    def usage(self) -> Usage:
+        return _usage(self._usage)
+
+
+class OpenAIProvider(HTTPProvider):
+    """Streams chat completions from any OpenAI-compatible server.
+
+    No API key (argument or `OPENAI_API_KEY`) means no Authorization header, which is what
+    local servers expect; the other keywords are `ConnectionOptions`.
+    """
+
+    name = "openai"
+    wire = WireFormat(
+        api="OpenAI-compatible chat completions",
+        path="/chat/completions",
+        default_model=DEFAULT_MODEL,
+        default_base_url=DEFAULT_BASE_URL,
+        base_url_env=BASE_URL_ENV,
+        api_key_env=API_KEY_ENV,
+        auth_headers=lambda key: {"authorization": f"Bearer {key}"},
+    )
+    turn_parser = _Turn
+
+    def __init__(
+        self,
+        *,
+        token_limit_field: TokenLimitField | None = None,
+        **connection: Unpack[ConnectionOptions],
+    ) -> None:
+        """`token_limit_field` names the body field for `max_tokens`; by default
+        `max_completion_tokens` for OpenAI reasoning models (o1, o3, o4, gpt-5) and
+        `max_tokens` for everything else."""
+        super().__init__(**connection)
+        self._token_limit_field: TokenLimitField = token_limit_field or (
+            "max_completion_tokens" if _is_reasoning_family(self.model) else "max_tokens"
+        )
+
+    def _wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.max_tokens is not None:
+            body[self._token_limit_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.stop:
+            body["stop"] = list(request.stop)
+        return body
 
 
 def _usage(raw: Mapping[str, Any] | None) -> Usage:

@@ -13,8 +13,10 @@ from typing import Annotated, Protocol
 
 from pydantic import AfterValidator
 
-from logos.providers import anthropic, openai
+from logos.providers.anthropic import AnthropicProvider
 from logos.providers.base import Provider
+from logos.providers.http_provider import HTTPProvider
+from logos.providers.openai import OpenAIProvider
 from logos.providers.retry import RetryPolicy
 
 
@@ -52,26 +54,23 @@ class ProviderKind:
     need not be named."""
 
 
-ANTHROPIC = ProviderKind(
-    name=anthropic.AnthropicProvider.name,
-    label="Anthropic",
-    api_key_env=anthropic.API_KEY_ENV,
-    base_url_env=anthropic.BASE_URL_ENV,
-    default_model=anthropic.DEFAULT_MODEL,
-    default_base_url=anthropic.DEFAULT_BASE_URL,
-    factory=anthropic.AnthropicProvider,
-    lists_models=False,
-)
-OPENAI = ProviderKind(
-    name=openai.OpenAIProvider.name,
-    label="OpenAI",
-    api_key_env=openai.API_KEY_ENV,
-    base_url_env=openai.BASE_URL_ENV,
-    default_model=openai.DEFAULT_MODEL,
-    default_base_url=openai.DEFAULT_BASE_URL,
-    factory=openai.OpenAIProvider,
-    lists_models=True,
-)
+def _http_kind(provider: type[HTTPProvider], *, label: str, lists_models: bool) -> ProviderKind:
+    """The kind of an HTTP provider: its name and settings as its wire format states them."""
+    wire = provider.wire
+    return ProviderKind(
+        name=provider.name,
+        label=label,
+        api_key_env=wire.api_key_env,
+        base_url_env=wire.base_url_env,
+        default_model=wire.default_model,
+        default_base_url=wire.default_base_url,
+        factory=provider,
+        lists_models=lists_models,
+    )
+
+
+ANTHROPIC = _http_kind(AnthropicProvider, label="Anthropic", lists_models=False)
+OPENAI = _http_kind(OpenAIProvider, label="OpenAI", lists_models=True)
 
 PROVIDER_KINDS: Mapping[str, ProviderKind] = {kind.name: kind for kind in (ANTHROPIC, OPENAI)}
 """Every kind by name, in the order their environment variables are looked for."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -11,6 +11,7 @@ from logos.errors import (
     BadRequestError,
     ContextWindowExceededError,
     NotFoundError,
+    ProviderError,
     RetriesExhaustedError,
     ServerError,
     StreamInterruptedError,
@@ -42,12 +43,6 @@ pytestmark = pytest.mark.anyio
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.0)
 REQUEST = ModelRequest(system="Be terse.", messages=[Message("user", "hi")])
-
-
-@pytest.fixture
-def sse_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -338,42 +333,57 @@ async def test_529_exhausted_names_overload(sse_server: ScriptedServer) -> None:
     assert isinstance(caught.value.last_error, ServerError)
 
 
-async def test_401_names_the_anthropic_key(
-    sse_server: ScriptedServer, provider: AnthropicProvider
+@pytest.mark.parametrize(
+    ("status", "said", "error_type", "expected", "words"),
+    [
+        pytest.param(
+            401,
+            "invalid x-api-key",
+            "authentication_error",
+            AuthenticationError,
+            ["ANTHROPIC_API_KEY", "invalid x-api-key", "req_test"],
+            id="401 names the key",
+        ),
+        pytest.param(
+            404,
+            "model: claude-test",
+            "not_found_error",
+            NotFoundError,
+            ["POST {base_url}/v1/messages", "unknown model 'claude-test'"],
+            id="404 names the messages URL",
+        ),
+        pytest.param(
+            400,
+            "messages: roles must alternate",
+            "invalid_request_error",
+            BadRequestError,
+            ["roles must alternate"],
+            id="400 quotes the server",
+        ),
+        pytest.param(
+            400,
+            "prompt is too long: 201234 tokens > 200000 maximum",
+            "invalid_request_error",
+            ContextWindowExceededError,
+            ["does not fit the model's context"],
+            id="a prompt too long is a context window error",
+        ),
+    ],
+)
+async def test_error_answers_say_what_went_wrong(
+    sse_server: ScriptedServer,
+    provider: AnthropicProvider,
+    status: int,
+    said: str,
+    error_type: str,
+    expected: type[ProviderError],
+    words: list[str],
 ) -> None:
-    sse_server.enqueue(anthropic_error(401, "invalid x-api-key", type="authentication_error"))
-    with pytest.raises(AuthenticationError) as caught:
+    sse_server.enqueue(anthropic_error(status, said, type=error_type))
+    with pytest.raises(expected) as caught:
         await collect(provider)
-    message = str(caught.value)
-    assert "ANTHROPIC_API_KEY" in message
-    assert "invalid x-api-key" in message
-    assert "req_test" in message
-
-
-async def test_404_names_the_messages_url(
-    sse_server: ScriptedServer, provider: AnthropicProvider
-) -> None:
-    sse_server.enqueue(anthropic_error(404, "model: claude-test", type="not_found_error"))
-    with pytest.raises(NotFoundError) as caught:
-        await collect(provider)
-    assert f"POST {sse_server.base_url}/v1/messages" in str(caught.value)
-    assert "unknown model 'claude-test'" in str(caught.value)
-
-
-async def test_400_quotes_the_server(
-    sse_server: ScriptedServer, provider: AnthropicProvider
-) -> None:
-    sse_server.enqueue(anthropic_error(400, "messages: roles must alternate"))
-    with pytest.raises(BadRequestError, match="roles must alternate"):
-        await collect(provider)
-
-
-async def test_a_prompt_too_long_is_a_context_window_error(
-    sse_server: ScriptedServer, provider: AnthropicProvider
-) -> None:
-    sse_server.enqueue(anthropic_error(400, "prompt is too long: 201234 tokens > 200000 maximum"))
-    with pytest.raises(ContextWindowExceededError, match="does not fit the model's context"):
-        await collect(provider)
+    for word in words:
+        assert word.format(base_url=sse_server.base_url) in str(caught.value)
 
 
 async def test_drop_mid_stream_interrupts(

@@ -6,7 +6,7 @@ Retry behaviour shared by both providers is covered here once.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 import anyio
@@ -53,12 +53,6 @@ pytestmark = pytest.mark.anyio
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=5.0)
 REQUEST = ModelRequest(system="Be terse.", messages=[Message("user", "hi")])
-
-
-@pytest.fixture
-def sse_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
 
 
 @pytest.fixture
