@@ -11,14 +11,29 @@ and the event stream.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import secrets
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
 from logos.approvals.approval import ApprovalAction, ApprovalDecision
-from logos.jsonl import utc_now
+from logos.approvals.rules import (
+    ANY_WORDS,
+    ApprovalRules,
+    Rule,
+    RulesError,
+    RuleVerdict,
+    Verdict,
+    load_rules,
+    parse_rules,
+)
+from logos.approvals.shell_lexer import embedded_scripts, lex_script
+from logos.jsonl import make_private_dir, utc_now
 from logos.protocol.envelope import command_preview
 from logos.records.events import ConfirmRequiredEvent
 
@@ -115,3 +130,138 @@ class ServerApprover:
 
 def _timestamp(moment: dt.datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RuleRefused(ValueError):
+    """No approval rule can be written for that command: the message says why."""
+
+
+PAGE_RULE_PREFIX = "allowed from the page: "
+_GLOB_MARKS = frozenset("*?[]|")
+
+
+class RuleBook:
+    """The approval rules the server follows, and the file its page adds rules to.
+
+    WHY one object for all runs: a rule added from the page ("always allow commands like
+    this") must hold for every command asked about afterwards, in the runs going now as in
+    later ones; `rules` is what the runs are given, and it follows the book.
+    """
+
+    def __init__(
+        self, loaded: ApprovalRules | None, path: Path, problem: str | None = None
+    ) -> None:
+        self.path = path
+        """The file new rules are appended to (the configured rules file, else the server's
+        own)."""
+        self.problem = problem
+        """Why the file cannot be used (then no rule is added to it)."""
+        self.current = loaded or ApprovalRules(())
+        self.rules: ApprovalRules = _FollowingRules(self)
+
+    @classmethod
+    def open(cls, configured: ApprovalRules | None, own_file: Path) -> RuleBook:
+        """The configured rules file when there is one; else the server's own file, read
+        when it exists (a damaged one is left alone and named in `problem`)."""
+        if configured is not None:
+            return cls(configured, Path(configured.source))
+        if not own_file.exists():
+            return cls(None, own_file)
+        try:
+            return cls(load_rules(own_file), own_file)
+        except RulesError as exc:
+            return cls(None, own_file, f"{exc}: fix or delete it, then restart the server")
+
+    def allow_like(self, command: str) -> Rule:
+        """Add (or find) the `auto` rule for commands with this program and first argument;
+        RuleRefused when the command is not one simple command a rule can name."""
+        if self.problem is not None:
+            raise RuleRefused(self.problem)
+        program, args = _rule_words(command)
+        name = PAGE_RULE_PREFIX + " ".join([program, *args[:-1]])
+        known = next((rule for rule in self.current.rules if rule.name == name), None)
+        if known is not None:
+            return known
+        block = (
+            "\n[[rule]]\n"
+            f"name = {_toml_string(name)}\n"
+            'verdict = "auto"\n'
+            f"program = {_toml_string(program)}\n"
+            f"args = [{', '.join(_toml_string(arg) for arg in args)}]\n"
+            f"match = [{_toml_string(command)}]\n"
+        )
+        try:
+            old = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            old = "# Approval rules added from the logos page (see the README's approval rules).\n"
+        text = old + ("" if old.endswith("\n") or not old else "\n") + block
+        try:
+            updated = parse_rules(tomllib.loads(text), str(self.path))
+        except (tomllib.TOMLDecodeError, RulesError) as exc:
+            raise RuleRefused(
+                f"a rule for {command_preview(command)!r} would not hold ({exc}): write one "
+                f"by hand in {self.path}"
+            ) from None
+        _replace_file(self.path, text)
+        self.current = updated
+        return updated.rules[-1]
+
+
+class _FollowingRules(ApprovalRules):
+    """The book's current rules, whatever they are when a command is asked about."""
+
+    _book: RuleBook
+
+    def __init__(self, book: RuleBook) -> None:
+        super().__init__((), str(book.path))
+        object.__setattr__(self, "_book", book)  # WHY: the dataclass is frozen
+
+    def verdict(self, line: str, default: Verdict) -> RuleVerdict:
+        return self._book.current.verdict(line, default)
+
+
+def _rule_words(command: str) -> tuple[str, list[str]]:
+    """The rule's program and args for `command`: its program, its first argument when that
+    names a subcommand (not an option or a path), then any words."""
+    lexed = lex_script(command)
+    if not lexed.complete or len(lexed.commands) != 1 or embedded_scripts(lexed.commands[0]):
+        raise RuleRefused(
+            "only a single simple command (no pipes, `;`, `&&`, substitutions or scripts) can "
+            "be allowed from the page: approve this one, or write a rule by hand"
+        )
+    words = lexed.commands[0].words
+    program = words[0] if words else ""
+    if (
+        not program
+        or "/" in program
+        or any(mark in program for mark in "$`=")
+        or (_GLOB_MARKS & set(program))
+    ):
+        raise RuleRefused(
+            f"{program!r} is not a program found by name: approve this one, or write a rule by hand"
+        )
+    first = words[1] if len(words) > 1 else ""
+    subcommand = first.replace("-", "").replace("_", "").isalnum() and not first.startswith("-")
+    return program, [first, ANY_WORDS] if subcommand else [ANY_WORDS]
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's, but for characters past U+FFFF and
+    DEL, which stay literal)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _replace_file(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all, private to the user."""
+    make_private_dir(path.parent)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -11,11 +11,13 @@ which also ends their event streams, then stops uvicorn.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import os
 import signal
 import socket
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,8 @@ import uvicorn
 
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
-from logos.serve.approvals import Approvals
+from logos.serve.approvals import Approvals, RuleBook
+from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
@@ -35,6 +38,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACEFUL_S = 5.0
 """After the runs are saved, how long open connections get to finish."""
 _STARTED_POLL_S = 0.02
+PAGE_RULES_FILE = "approval-rules.toml"
+"""In the server's state directory: the rules the page adds when no rules file is configured."""
 
 
 class BindError(Exception):
@@ -47,6 +52,10 @@ class Listener:
     url: str
     """Where clients reach it (`unix:PATH` for a socket)."""
     unix_path: Path | None = None
+    hosts: frozenset[str] | None = None
+    """The names `Host` may give: loopback's and the address listened on; None on a Unix
+    socket (no browser reaches one) and on an unspecified address (every name is this
+    machine's)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -73,7 +82,9 @@ def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
         raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     bound_port = sock.getsockname()[1]
     shown = f"[{address}]" if family == socket.AF_INET6 else address
-    return Listener(sock, f"http://{shown}:{bound_port}")
+    unspecified = address in ("", "0.0.0.0", "::")
+    hosts = None if unspecified else allowed_hosts(address)
+    return Listener(sock, f"http://{shown}:{bound_port}", hosts=hosts)
 
 
 def bind_unix(path: Path) -> Listener:
@@ -129,10 +140,14 @@ async def serve(
 ) -> None:
     """Serve until a stop signal; then cancel and save the runs, and stop."""
     settings = setup.settings
+    rule_book = RuleBook.open(setup.rules, setup.state_dir / PAGE_RULES_FILE)
+    setup = dataclasses.replace(setup, rules=rule_book.rules)
+    if rule_book.problem is not None:
+        print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
     sessions = Sessions(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
     runs = Runs(setup, sessions, approvals)
-    app = build_app(setup, token, runs, approvals)
+    app = build_app(setup, token, runs, approvals, hosts=listener.hosts, rule_book=rule_book)
     cap = connection_cap(settings.max_connections, open_files_limit())
     config = uvicorn.Config(
         app,

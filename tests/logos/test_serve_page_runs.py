@@ -1,0 +1,272 @@
+"""The page's runs in a real headless chromium against a real `logos serve` (the model is
+scripted): runs started anywhere appear by themselves, a run streams into its timeline,
+approvals are answered inline (and "always allow" writes a rule), stop works, a reload shows
+every event exactly once, and what models and commands write stays text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.browser import headless_chromium, text_appears, until
+from tests.support.cli_harness import Home, make_home, read_jsonl
+from tests.support.serve_harness import Served, read_events, serving
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+pytestmark = pytest.mark.timeout(150)
+CONFIRM = "check_back = false\n"
+AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with headless_chromium(log_requests=True) as driver:
+        yield driver
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return make_home(tmp_path)
+
+
+def _open_page(browser: Any, served: Served) -> None:
+    browser.get(f"{served.url}/#token={served.token}")
+    text_appears(browser, "status", "connected")
+
+
+def _open_run_from_list(browser: Any, run_id: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    row = until(
+        browser,
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, f'tr.run-row[data-id="{run_id}"] a'),
+    )
+    row[0].click()
+
+
+def _shown(browser: Any) -> list[int]:
+    shown: list[int] = browser.execute_script("return window.logosShown")
+    return shown
+
+
+def _css(browser: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    found: list[Any] = browser.find_elements(By.CSS_SELECTOR, selector)
+    return found
+
+
+def test_a_run_started_through_the_api_streams_into_the_open_page(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Looking around first.\n<cmd>echo from-the-api</cmd>\n"),
+        openai_stream("Done: it printed from-the-api."),
+    )
+    with serving(home, sse_server, config=CONFIRM) as served:
+        _open_page(browser, served)
+        client = served.client()
+        started = served.start_run(client, prompt="a task sent by the API", approval="confirm")
+        text_appears(browser, "run-list", "a task sent by the API")  # by itself: no reload
+        _open_run_from_list(browser, started["run"])
+        text_appears(browser, "transcript", "Looking around first.")
+        text_appears(browser, "transcript", "waits for approval")
+        assert "from-the-api\n" not in browser.find_element("id", "transcript").text
+        _css(browser, "#transcript .approval-box button.approve")[0].click()
+        text_appears(browser, "run-end", "finished: final")
+        text_appears(browser, "transcript", "Done: it printed from-the-api.")
+        card = _css(browser, "#transcript .command")[0]
+        assert "$ echo from-the-api" in card.text
+        assert "exit 0" in card.text and "local" in card.text
+        assert _css(browser, "#transcript .command .output")[0].text == "from-the-api"
+        text_appears(browser, "run-list", "final")
+        row = _css(browser, f'tr.run-row[data-id="{started["run"]}"]')[0].text
+        assert "finished" in row and "2" in row  # two model turns
+        events = read_events(client, started["run"])
+        assert _shown(browser) == [event.id for event in events]
+        audit = read_jsonl(home.state / "audit.jsonl")
+        assert [(a["action"], a["command"]) for a in audit] == [("yes", "echo from-the-api")]
+        _check_token_stays_private(browser, served)
+
+
+def _check_token_stays_private(browser: Any, served: Served) -> None:
+    """No URL the browser asked the server for holds the token, and the server's output
+    holds it only in the line that tells its owner where the page is."""
+    urls = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    asked = [url for url in urls if url.startswith(served.url)]
+    assert any("/v1/runs" in url for url in asked)
+    assert not [url for url in asked if served.token in url.partition("#")[0]]
+    lines = [line for line in served.output().splitlines() if served.token in line]
+    assert len(lines) == 1 and "open the page at" in lines[0]
+
+
+def test_always_allow_writes_a_rule_that_later_commands_follow(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("<cmd>echo first</cmd>\n"),
+        openai_stream("<cmd>echo first again</cmd>\n"),
+        openai_stream("Both ran."),
+    )
+    with serving(home, sse_server, config=CONFIRM) as served:
+        _open_page(browser, served)
+        browser.find_element("id", "prompt").send_keys("allow echo for good")
+        browser.find_element("id", "start-button").click()
+        text_appears(browser, "transcript", "waits for approval")
+        _css(browser, "#transcript .approval-box button.always")[0].click()
+        text_appears(browser, "run-end", "finished: final")
+        text_appears(browser, "transcript", "ran unasked")
+        rules = (home.state / "serve" / "approval-rules.toml").read_text()
+        assert 'program = "echo"' in rules and 'args = ["first", "**"]' in rules
+        audit = read_jsonl(home.state / "audit.jsonl")
+        assert [(a["action"], a["command"]) for a in audit] == [
+            ("yes", "echo first"),
+            ("auto", "echo first again"),
+        ]
+        outputs = [node.text for node in _css(browser, "#transcript .command .output")]
+        assert outputs == ["first", "first again"]
+
+
+def test_stop_from_the_page_ends_a_run_and_its_command(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("<cmd>sleep 60</cmd>\n"), openai_stream("never asked"))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        _open_page(browser, served)
+        client = served.client()
+        started = served.start_run(client, prompt="sleep a while", approval="auto")
+        _open_run_from_list(browser, started["run"])
+        text_appears(browser, "transcript", "$ sleep 60")
+        browser.find_element("id", "cancel-button").click()
+        text_appears(browser, "run-end", "finished: canceled", timeout=30)
+        status = served.wait_finished(client, started["run"])
+        assert status["stop_reason"] == "canceled"
+        text_appears(browser, "run-list", "canceled")
+
+
+def test_a_reload_mid_run_shows_every_event_exactly_once(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Streaming prose, in many small pieces.\n<cmd>echo after-reload</cmd>\n"),
+        openai_stream("The end of the run."),
+    )
+    with serving(home, sse_server, config=CONFIRM) as served:
+        _open_page(browser, served)
+        browser.find_element("id", "prompt").send_keys("reload me")
+        browser.find_element("id", "start-button").click()
+        text_appears(browser, "transcript", "waits for approval")
+        before = _shown(browser)
+        assert before == list(range(1, len(before) + 1))
+        browser.refresh()
+        text_appears(browser, "transcript", "waits for approval")
+        until(browser, lambda driver: len(_shown(driver)) >= len(before))
+        assert _shown(browser) == before
+        transcript = browser.find_element("id", "transcript").text
+        assert transcript.count("Streaming prose, in many small pieces.") == 1
+        assert len(_css(browser, "#transcript .command")) == 1
+        _css(browser, "#transcript .approval-box button.approve")[0].click()
+        text_appears(browser, "run-end", "finished: final")
+        shown = _shown(browser)
+        assert shown == list(range(1, len(shown) + 1))
+        assert browser.find_element("id", "transcript").text.count("The end of the run.") == 1
+        assert [node.text for node in _css(browser, "#transcript .output")] == ["after-reload"]
+
+
+HOSTILE_PROSE = (
+    'Look: <img src="x" onerror="window.pwned = 1"> and '
+    "<script>window.pwned = 2</script> <b>bold?</b>\n"
+)
+HOSTILE_COMMAND = (
+    "printf '%s' '<img src=y onerror=\"window.pwned=3\"><script>window.pwned=4</script>'"
+)
+
+
+def test_html_and_script_from_the_model_and_commands_stay_text(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream(HOSTILE_PROSE + f"<cmd>{HOSTILE_COMMAND}</cmd>\n"),
+        openai_stream("<i>done</i> <script>window.pwned = 5</script>"),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        _open_page(browser, served)
+        client = served.client()
+        started = served.start_run(
+            client, prompt="<script>window.pwned=6</script>", approval="auto"
+        )
+        text_appears(browser, "run-list", "<script>window.pwned=6</script>")
+        _open_run_from_list(browser, started["run"])
+        text_appears(browser, "run-end", "finished: final")
+        text = browser.find_element("id", "transcript").text
+        assert '<img src="x" onerror="window.pwned = 1">' in text
+        assert "<script>window.pwned = 2</script> <b>bold?</b>" in text
+        assert '<img src=y onerror="window.pwned=3"><script>window.pwned=4</script>' in text
+        assert "<i>done</i> <script>window.pwned = 5</script>" in text
+        assert not _css(
+            browser, "#transcript img, #transcript script, #transcript b, #run-list img"
+        )
+        assert not _css(browser, "#run-list script")
+        assert browser.execute_script("return window.pwned") is None
+
+
+def test_the_server_checks_host_and_origin_and_sends_a_strict_policy(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    with serving(home, sse_server, config=CONFIRM) as served:
+        page = httpx.get(f"{served.url}/")
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+        assert "default-src 'none'" in policy
+        client = served.client()
+        rebound = client.get("/v1/runs", headers={"host": "attacker.example:80"})
+        assert rebound.status_code == 421
+        assert "does not answer to the name 'attacker.example:80'" in rebound.json()["error"]
+        assert httpx.get(f"{served.url}/", headers={"host": "attacker.example"}).status_code == 421
+        body = {"prompt": "from elsewhere"}
+        foreign = client.post("/v1/runs", json=body, headers={"origin": "http://attacker.example"})
+        assert foreign.status_code == 403
+        assert "another origin ('http://attacker.example')" in foreign.json()["error"]
+        port = served.url.rsplit(":", 1)[1]
+        for name in ("127.0.0.1", "localhost"):
+            own = client.put(
+                "/v1/memory/k",
+                json={"text": "t"},
+                headers={"origin": f"http://{name}:{port}", "host": f"{name}:{port}"},
+            )
+            assert own.status_code == 200, own.text
+        deleted = client.delete("/v1/memory/k", headers={"origin": "null"})
+        assert deleted.status_code == 403
+        assert client.get("/v1/memory/k", headers={"origin": "http://attacker.example"}).is_success
+        assert client.get("/v1/runs").status_code == 200
+
+
+def test_a_rule_is_refused_for_a_command_it_cannot_name(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    with serving(home, sse_server, config=CONFIRM) as served:
+        client = served.client()
+        for command, said in [
+            ("echo a | tee out", "only a single simple command"),
+            ("./build.sh", "is not a program found by name"),
+            ("echo hi > out.txt", "would not hold"),
+        ]:
+            refused = client.post("/v1/approval-rules", json={"command": command})
+            assert refused.status_code == 422, refused.text
+            assert said in refused.json()["error"]
+        assert not (home.state / "serve" / "approval-rules.toml").exists()
+        added = client.post("/v1/approval-rules", json={"command": "git status --short"})
+        assert added.status_code == 201
+        assert added.json()["args"] == ["status", "**"]
+        again = client.post("/v1/approval-rules", json={"command": "git status"})
+        assert again.json()["name"] == added.json()["name"]
+        assert (home.state / "serve" / "approval-rules.toml").read_text().count("[[rule]]") == 1
