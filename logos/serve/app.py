@@ -254,7 +254,7 @@ class _Api:
         path = self._runs.log_path(run_id)
         if path is None:
             raise _no_run(run_id)
-        turn, index, stream = _output_query(request)
+        turn, index, stream = output_query(request)
         return output_response(read_published(path, 0), turn, index, stream)
 
     # Approvals ------------------------------------------------------------------------------
@@ -510,7 +510,7 @@ def saved_output_file(
     return None
 
 
-def _output_query(request: Request) -> tuple[int, int, Literal["stdout", "stderr"]]:
+def output_query(request: Request) -> tuple[int, int, Literal["stdout", "stderr"]]:
     query = request.query_params
     turn, index, stream = query.get("turn", ""), query.get("index", ""), query.get("stream")
     if not (turn.isdigit() and index.isdigit() and len(turn) < 10 and len(index) < 10):

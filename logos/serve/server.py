@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 import uvicorn
+from starlette.types import ASGIApp
 
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
@@ -38,6 +39,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACEFUL_S = 5.0
 """After the runs are saved, how long open connections get to finish."""
 _STARTED_POLL_S = 0.02
+VIEW_CONNECTIONS = 64
+"""Connections a `logos view` page server holds (one person's browser)."""
 PAGE_RULES_FILE = "approval-rules.toml"
 """In the server's state directory: the rules the page adds when no rules file is configured."""
 
@@ -178,3 +181,31 @@ async def serve(
         if listener.unix_path is not None:
             with contextlib.suppress(OSError):
                 listener.unix_path.unlink()
+
+
+async def serve_page(app: ASGIApp, listener: Listener, on_ready: Callable[[], None]) -> None:
+    """Serve a page with no runs behind it (`logos view`) until a stop signal."""
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        http=guarded_protocol(connection_cap(VIEW_CONNECTIONS, open_files_limit())),
+        ws="none",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=int(GRACEFUL_S),
+    )
+    server = _Server(config)
+    try:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with anyio.create_task_group() as group:
+                group.start_soon(server.serve, [listener.sock])
+                while not server.started:
+                    await anyio.sleep(_STARTED_POLL_S)
+                on_ready()
+                async for _ in signals:
+                    break
+                server.should_exit = True
+    finally:
+        listener.sock.close()

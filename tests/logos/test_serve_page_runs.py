@@ -85,8 +85,9 @@ def test_a_run_started_through_the_api_streams_into_the_open_page(
         assert "exit 0" in card.text and "local" in card.text
         assert _css(browser, "#transcript .command .output")[0].text == "from-the-api"
         text_appears(browser, "run-list", "final")
-        row = _css(browser, f'tr.run-row[data-id="{started["run"]}"]')[0].text
-        assert "finished" in row and "2" in row  # two model turns
+        row = f'tr.run-row[data-id="{started["run"]}"]'
+        assert "finished" in _css(browser, row)[0].text
+        assert _css(browser, f"{row} td.steps")[0].text == "2"  # two model turns
         events = read_events(client, started["run"])
         assert _shown(browser) == [event.id for event in events]
         audit = read_jsonl(home.state / "audit.jsonl")

@@ -20,7 +20,7 @@ function takeFragment() {
   const token = fragment.get("token");
   if (token) {
     sessionStorage.setItem(TOKEN_KEY, token);
-    sessionStorage.setItem(MODE_KEY, fragment.get("view") ? "view" : "serve");
+    sessionStorage.setItem(MODE_KEY, fragment.get("view") || "serve");  // run, batch: `logos view`
     fragment.delete("token");
     fragment.delete("view");
     const rest = fragment.toString();
@@ -29,7 +29,8 @@ function takeFragment() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
-const viewing = () => sessionStorage.getItem(MODE_KEY) === "view";
+const mode = () => sessionStorage.getItem(MODE_KEY) || "serve";
+const viewing = () => mode() !== "serve";
 
 function authorization() {
   return { authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
@@ -242,7 +243,7 @@ function outputText(result) {
 
 function folded(text) {
   // Head and tail of long output, with how much lies between.
-  const lines = text.split("\n");
+  const lines = text.replace(/\n$/, "").split("\n");
   if (lines.length > FOLD_LINES) {
     const hidden = lines.length - 2 * FOLD_KEEP;
     return { text: lines.slice(0, FOLD_KEEP).join("\n") + "\n… " + hidden + " lines hidden …\n"
@@ -358,7 +359,8 @@ function showStats() {
 }
 
 function showEvent(type, event) {
-  if (type === "start") {
+  if (type === "prompt") timelineItem(element("div", "prompt", event.content));
+  else if (type === "start") {
     view.runner = event.runner;
     $("run-meta").textContent = event.model + " · " + event.runner + " in " + event.cwd
       + " · approval " + event.approval;
@@ -401,7 +403,7 @@ function showEvent(type, event) {
     view.input = (usage.input_tokens || 0) + (usage.cache_read_tokens || 0) + (usage.cache_write_tokens || 0);
     view.output = usage.output_tokens || 0;
     if (event.cost_usd !== null && event.cost_usd !== undefined) view.cost = event.cost_usd;
-    view.steps = event.steps !== undefined ? event.steps : view.steps;
+    if (typeof event.turns === "number") view.steps = event.turns;
     showStats();
     $("run-state").textContent = "finished";
     $("run-end").append(" finished: " + event.stop_reason + " after " + seconds(event.wall_s));
@@ -435,7 +437,7 @@ async function refreshRuns() {
     task.append(open);
     const state = element("td", "state", run.status + (run.pending_approvals.length ? " (waits for approval)" : ""));
     row.append(task, state,
-      element("td", "", run.steps !== null && run.steps !== undefined ? run.steps : (live.steps || 0)),
+      element("td", "steps", typeof run.turns === "number" ? run.turns : (live.steps || 0)),
       element("td", "", seconds(elapsed)), element("td", "", tokens(input || 0, output || 0)),
       element("td", "", dollars(cost)), element("td", "", run.stop_reason || ""));
     if (run.status === "running") {
@@ -603,16 +605,17 @@ async function main() {
   };
   $("batch-file").onchange = () => openBatchFile($("batch-file").files[0]);
   if (!takeFragment()) { showLogin(); return; }
-  document.body.classList.toggle("viewing", viewing());
+  document.body.dataset.mode = mode();
   try {
-    if (viewing()) await refreshRuns();
+    if (mode() === "batch") await openServedBatch();
+    else if (viewing()) await refreshRuns();
     else await Promise.all([refreshRuns(), refreshApprovals(), refreshSessions(), refreshNotes()]);
   } catch (error) {
     return;
   }
   $("login").hidden = true;
   $("app").hidden = false;
-  $("status").textContent = viewing() ? "viewing a saved run" : "connected";
+  $("status").textContent = { serve: "connected", run: "viewing a saved run", batch: "viewing a batch report" }[mode()] || "";
   $("cancel-button").onclick = () => stop(view.runId);
   const wanted = runInFragment() || (viewing() && knownRuns.length ? knownRuns[0].id : null);
   if (wanted) openRun(wanted);
@@ -625,6 +628,14 @@ async function main() {
 }
 
 // Batch reports ----------------------------------------------------------------------------
+
+async function openServedBatch() {
+  // `logos view results.jsonl`: the file comes from the server that serves this page.
+  const response = await fetch("/v1/batch", { headers: authorization() });
+  if (response.status === 401) { showLogin(); throw new Error("the token was refused"); }
+  if (!response.ok) throw new Error((await response.json()).error);
+  showBatch(await response.text());
+}
 
 function openBatchFile(file) {
   if (!file) return;
