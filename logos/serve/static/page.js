@@ -172,8 +172,6 @@ function enqueue(runId, id, type, data) {
 
 function pump() {
   const until = performance.now() + FRAME_BUDGET_MS;
-  const timeline = $("transcript");
-  const stuck = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
   let index = 0;
   while (index < view.queue.length && performance.now() < until) {
     const item = view.queue[index++];
@@ -183,9 +181,23 @@ function pump() {
     showEvent(item.type, JSON.parse(item.data));
   }
   view.queue.splice(0, index);
-  if (stuck) timeline.scrollTop = timeline.scrollHeight;
+  if (following) requestAnimationFrame(scrollToEnd);
   if (view.queue.length) setTimeout(pump, 0);
   else view.pumping = false;
+}
+
+// WHY follow by a flag the reader sets by scrolling: measuring the timeline after each batch
+// would lay out all of it, many times a frame.
+let following = true;
+
+function scrollToEnd() {
+  const timeline = $("transcript");
+  timeline.scrollTop = timeline.scrollHeight;
+}
+
+function noticeScroll() {
+  const timeline = $("transcript");
+  following = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
 }
 
 function timelineItem(node) {
@@ -604,6 +616,7 @@ async function main() {
     main();
   };
   $("batch-file").onchange = () => openBatchFile($("batch-file").files[0]);
+  $("transcript").addEventListener("scroll", noticeScroll, { passive: true });
   if (!takeFragment()) { showLogin(); return; }
   document.body.dataset.mode = mode();
   try {
