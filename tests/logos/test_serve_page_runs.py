@@ -17,6 +17,7 @@ from tests.support.browser import headless_chromium, text_appears, until
 from tests.support.cli_harness import Home, make_home, read_jsonl
 from tests.support.serve_harness import Served, read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
+from tests.support.tcp_proxy import cuttable_proxy
 
 pytestmark = pytest.mark.timeout(150)
 CONFIRM = "check_back = false\n"
@@ -271,3 +272,87 @@ def test_a_rule_is_refused_for_a_command_it_cannot_name(
         again = client.post("/v1/approval-rules", json={"command": "git status"})
         assert again.json()["name"] == added.json()["name"]
         assert (home.state / "serve" / "approval-rules.toml").read_text().count("[[rule]]") == 1
+
+
+def test_show_all_reads_the_saved_full_output(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("<cmd>seq 1 300000</cmd>\n"), openai_stream("Counted."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        _open_page(browser, served)
+        client = served.client()
+        started = served.start_run(client, prompt="count far", approval="auto")
+        _open_run_from_list(browser, started["run"])
+        text_appears(browser, "run-end", "finished: final")
+        result = next(
+            event.data["result"]
+            for event in read_events(client, started["run"])
+            if event.type == "command_result"
+        )
+        assert result["stdout_dropped_bytes"] > 0 and result["stdout_file"]
+        output = _css(browser, "#transcript .command .output")[0]
+        assert "lines hidden" in output.text and "150000\n" not in output.text
+        _css(browser, "#transcript .command button.show-all")[0].click()
+        expected = "".join(f"{n}\n" for n in range(1, 300001))
+        until(
+            browser,
+            lambda driver: (
+                driver.execute_script(
+                    "return document.querySelector('#transcript .output').textContent.length"
+                )
+                >= len(expected)
+            ),
+        )
+        shown = browser.execute_script(
+            "return document.querySelector('#transcript .output').textContent"
+        )
+        assert shown == expected
+        answer = client.get(
+            f"/v1/runs/{started['run']}/output", params={"turn": 1, "index": 0, "stream": "stdout"}
+        )
+        assert answer.text == expected
+        assert answer.headers["content-type"] == "text/plain; charset=utf-8"
+        missing = client.get(
+            f"/v1/runs/{started['run']}/output", params={"turn": 2, "index": 0, "stream": "stdout"}
+        )
+        assert missing.status_code == 404 and "has no saved stdout" in missing.json()["error"]
+        bad = client.get(f"/v1/runs/{started['run']}/output", params={"turn": "x"})
+        assert bad.status_code == 400
+
+
+def test_a_dropped_stream_resumes_after_the_last_event_shown(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Before the drop.\n<cmd>echo while-cut</cmd>\n"),
+        openai_stream("After the drop."),
+    )
+    with serving(home, sse_server, config=CONFIRM) as served:
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
+        with cuttable_proxy(host, int(port)) as proxy:
+            browser.get(f"http://{host}:{proxy.port}/#token={served.token}")
+            text_appears(browser, "status", "connected")
+            client = served.client()
+            started = served.start_run(client, prompt="drop me", approval="confirm")
+            _open_run_from_list(browser, started["run"])
+            text_appears(browser, "transcript", "waits for approval")
+            before = _shown(browser)
+            proxy.cut()  # the page's stream (and any other connection) ends mid-run
+            pending = client.get("/v1/approvals").json()["approvals"]
+            assert client.post(f"/v1/approvals/{pending[0]['id']}", json={"approve": True})
+            text_appears(browser, "run-end", "finished: final")
+        shown = _shown(browser)
+        assert shown == [event.id for event in read_events(client, started["run"])]
+        assert browser.find_element("id", "transcript").text.count("After the drop.") == 1
+        assert browser.find_element("id", "transcript").text.count("Before the drop.") == 1
+        assert [node.text for node in _css(browser, "#transcript .output")] == ["while-cut"]
+        resumed = [
+            message["params"]["request"]["headers"]
+            for entry in browser.get_log("performance")
+            if (message := json.loads(entry["message"])["message"])["method"]
+            == "Network.requestWillBeSent"
+            and message["params"]["request"]["url"].endswith("/events")
+        ]
+        assert len(resumed) >= 2
+        headers = {name.lower(): value for name, value in resumed[-1].items()}
+        assert int(headers["last-event-id"]) >= before[-1]
