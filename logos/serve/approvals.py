@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import secrets
 import tomllib
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from logos.approvals.rules import (
     parse_rules,
 )
 from logos.approvals.shell_lexer import embedded_scripts, lex_script
-from logos.jsonl import make_private_dir, utc_now
+from logos.jsonl import replace_private_file, utc_now
 from logos.protocol.envelope import command_preview
 from logos.records.events import ConfirmRequiredEvent
 
@@ -202,7 +201,7 @@ class RuleBook:
                 f"a rule for {command_preview(command)!r} would not hold ({exc}): write one "
                 f"by hand in {self.path}"
             ) from None
-        _replace_file(self.path, text)
+        replace_private_file(self.path, text)
         self.current = updated
         return updated.rules[-1]
 
@@ -249,19 +248,3 @@ def _toml_string(text: str) -> str:
     """A TOML basic string (JSON's escapes are TOML's, but for characters past U+FFFF and
     DEL, which stay literal)."""
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _replace_file(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all, private to the user."""
-    make_private_dir(path.parent)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 import uvicorn
+from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
 from logos.jsonl import make_private_dir
@@ -138,6 +139,30 @@ class _Server(uvicorn.Server):
         yield
 
 
+def _uvicorn(app: ASGIApp, max_connections: int) -> _Server:
+    """uvicorn with the connection bounds, no access log (no request line is ever logged)
+    and no lifespan: the caller owns what the app needs."""
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        http=guarded_protocol(connection_cap(max_connections, open_files_limit())),
+        ws="none",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=int(GRACEFUL_S),
+    )
+    return _Server(config)
+
+
+async def _started(group: TaskGroup, server: _Server, listener: Listener) -> None:
+    """Start serving `listener` in `group`; return once uvicorn accepts connections."""
+    group.start_soon(server.serve, [listener.sock])
+    while not server.started:
+        await anyio.sleep(_STARTED_POLL_S)
+
+
 async def serve(
     setup: ServerSetup, token: str, listener: Listener, on_ready: Callable[[], None]
 ) -> None:
@@ -151,26 +176,12 @@ async def serve(
     approvals = Approvals(settings.approval_ttl_s)
     runs = Runs(setup, sessions, approvals)
     app = build_app(setup, token, runs, approvals, hosts=listener.hosts, rule_book=rule_book)
-    cap = connection_cap(settings.max_connections, open_files_limit())
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        http=guarded_protocol(cap),
-        ws="none",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=int(GRACEFUL_S),
-    )
-    server = _Server(config)
+    server = _uvicorn(app, settings.max_connections)
     try:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as group:
                 runs.bind(group)
-                group.start_soon(server.serve, [listener.sock])
-                while not server.started:
-                    await anyio.sleep(_STARTED_POLL_S)
+                await _started(group, server, listener)
                 on_ready()
                 async for _ in signals:
                     break
@@ -185,24 +196,11 @@ async def serve(
 
 async def serve_page(app: ASGIApp, listener: Listener, on_ready: Callable[[], None]) -> None:
     """Serve a page with no runs behind it (`logos view`) until a stop signal."""
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        http=guarded_protocol(connection_cap(VIEW_CONNECTIONS, open_files_limit())),
-        ws="none",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=int(GRACEFUL_S),
-    )
-    server = _Server(config)
+    server = _uvicorn(app, VIEW_CONNECTIONS)
     try:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as group:
-                group.start_soon(server.serve, [listener.sock])
-                while not server.started:
-                    await anyio.sleep(_STARTED_POLL_S)
+                await _started(group, server, listener)
                 on_ready()
                 async for _ in signals:
                     break

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.browser import css as _css
 from tests.support.browser import headless_chromium, text_appears, until
 from tests.support.cli_harness import Home, make_home, read_jsonl
 from tests.support.serve_harness import Served, read_events, serving
@@ -50,16 +51,28 @@ def _open_run_from_list(browser: Any, run_id: str) -> None:
     row[0].click()
 
 
+def _watch_a_run(
+    browser: Any, served: Served, prompt: str, approval: str
+) -> tuple[httpx.Client, str]:
+    """Open the page, start a run through the API and open it from the list."""
+    _open_page(browser, served)
+    client = served.client()
+    run_id: str = served.start_run(client, prompt=prompt, approval=approval)["run"]
+    _open_run_from_list(browser, run_id)
+    return client, run_id
+
+
+def _start_from_the_page(browser: Any, served: Served, prompt: str) -> None:
+    """Open the page, start a run with its form, and wait for its first approval."""
+    _open_page(browser, served)
+    browser.find_element("id", "prompt").send_keys(prompt)
+    browser.find_element("id", "start-button").click()
+    text_appears(browser, "transcript", "waits for approval")
+
+
 def _shown(browser: Any) -> list[int]:
     shown: list[int] = browser.execute_script("return window.logosShown")
     return shown
-
-
-def _css(browser: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    found: list[Any] = browser.find_elements(By.CSS_SELECTOR, selector)
-    return found
 
 
 def test_a_run_started_through_the_api_streams_into_the_open_page(
@@ -120,10 +133,7 @@ def test_always_allow_writes_a_rule_that_later_commands_follow(
         openai_stream("Both ran."),
     )
     with serving(home, sse_server, config=CONFIRM) as served:
-        _open_page(browser, served)
-        browser.find_element("id", "prompt").send_keys("allow echo for good")
-        browser.find_element("id", "start-button").click()
-        text_appears(browser, "transcript", "waits for approval")
+        _start_from_the_page(browser, served, "allow echo for good")
         _css(browser, "#transcript .approval-box button.always")[0].click()
         text_appears(browser, "run-end", "finished: final")
         text_appears(browser, "transcript", "ran unasked")
@@ -143,14 +153,11 @@ def test_stop_from_the_page_ends_a_run_and_its_command(
 ) -> None:
     sse_server.enqueue(openai_stream("<cmd>sleep 60</cmd>\n"), openai_stream("never asked"))
     with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        _open_page(browser, served)
-        client = served.client()
-        started = served.start_run(client, prompt="sleep a while", approval="auto")
-        _open_run_from_list(browser, started["run"])
+        client, run_id = _watch_a_run(browser, served, "sleep a while", "auto")
         text_appears(browser, "transcript", "$ sleep 60")
         browser.find_element("id", "cancel-button").click()
         text_appears(browser, "run-end", "finished: canceled", timeout=30)
-        status = served.wait_finished(client, started["run"])
+        status = served.wait_finished(client, run_id)
         assert status["stop_reason"] == "canceled"
         text_appears(browser, "run-list", "canceled")
 
@@ -163,10 +170,7 @@ def test_a_reload_mid_run_shows_every_event_exactly_once(
         openai_stream("The end of the run."),
     )
     with serving(home, sse_server, config=CONFIRM) as served:
-        _open_page(browser, served)
-        browser.find_element("id", "prompt").send_keys("reload me")
-        browser.find_element("id", "start-button").click()
-        text_appears(browser, "transcript", "waits for approval")
+        _start_from_the_page(browser, served, "reload me")
         before = _shown(browser)
         assert before == list(range(1, len(before) + 1))
         browser.refresh()
@@ -279,14 +283,11 @@ def test_show_all_reads_the_saved_full_output(
 ) -> None:
     sse_server.enqueue(openai_stream("<cmd>seq 1 300000</cmd>\n"), openai_stream("Counted."))
     with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        _open_page(browser, served)
-        client = served.client()
-        started = served.start_run(client, prompt="count far", approval="auto")
-        _open_run_from_list(browser, started["run"])
+        client, run_id = _watch_a_run(browser, served, "count far", "auto")
         text_appears(browser, "run-end", "finished: final")
         result = next(
             event.data["result"]
-            for event in read_events(client, started["run"])
+            for event in read_events(client, run_id)
             if event.type == "command_result"
         )
         assert result["stdout_dropped_bytes"] > 0 and result["stdout_file"]
@@ -308,15 +309,15 @@ def test_show_all_reads_the_saved_full_output(
         )
         assert shown == expected
         answer = client.get(
-            f"/v1/runs/{started['run']}/output", params={"turn": 1, "index": 0, "stream": "stdout"}
+            f"/v1/runs/{run_id}/output", params={"turn": 1, "index": 0, "stream": "stdout"}
         )
         assert answer.text == expected
         assert answer.headers["content-type"] == "text/plain; charset=utf-8"
         missing = client.get(
-            f"/v1/runs/{started['run']}/output", params={"turn": 2, "index": 0, "stream": "stdout"}
+            f"/v1/runs/{run_id}/output", params={"turn": 2, "index": 0, "stream": "stdout"}
         )
         assert missing.status_code == 404 and "has no saved stdout" in missing.json()["error"]
-        bad = client.get(f"/v1/runs/{started['run']}/output", params={"turn": "x"})
+        bad = client.get(f"/v1/runs/{run_id}/output", params={"turn": "x"})
         assert bad.status_code == 400
 
 

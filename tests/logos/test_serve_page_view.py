@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from logos.batch.results import TaskResult
+from tests.support.browser import css as _css
 from tests.support.browser import headless_chromium, text_appears, until
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.processes import stop_server
@@ -61,13 +62,6 @@ def viewing(home: Home, file: Path) -> Iterator[str]:
         yield found.group(1)
     finally:
         assert stop_server(proc, "logos view", log.read_text, signal.SIGTERM, 30) == 0
-
-
-def _css(browser: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    found: list[Any] = browser.find_elements(By.CSS_SELECTOR, selector)
-    return found
 
 
 def test_a_saved_trajectory_opens_in_the_run_viewer(

@@ -53,3 +53,11 @@ def until(driver: Any, check: Any, timeout: float = WAIT_S) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout).until(check)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    """The elements `selector` finds now (none is no error)."""
+    from selenium.webdriver.common.by import By
+
+    found: list[Any] = driver.find_elements(By.CSS_SELECTOR, selector)
+    return found
