@@ -6,6 +6,7 @@ every event exactly once, and what models and commands write stays text."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,26 @@ def test_html_and_script_from_the_model_and_commands_stay_text(
         )
         assert not _css(browser, "#run-list script")
         assert browser.execute_script("return window.pwned") is None
+        _check_inline_script_is_refused(browser)
+
+
+def _check_inline_script_is_refused(browser: Any) -> None:
+    """Were some HTML to reach the page, its policy would still refuse inline code."""
+    browser.execute_script(
+        "window.violations = [];"
+        "document.addEventListener('securitypolicyviolation',"
+        "  (event) => window.violations.push(event.violatedDirective));"
+        "const box = document.createElement('div');"
+        'box.innerHTML = \'<img src="/nothing.png" onerror="window.inlineRan = 1">\';'
+        "document.body.append(box);"
+        "const script = document.createElement('script');"
+        "script.textContent = 'window.inlineRan = 2';"
+        "document.body.append(script);"
+    )
+    violations = until(browser, lambda driver: driver.execute_script("return window.violations"))
+    assert all(directive.startswith("script-src") for directive in violations)
+    time.sleep(0.3)
+    assert browser.execute_script("return window.inlineRan") is None
 
 
 def test_the_server_checks_host_and_origin_and_sends_a_strict_policy(
