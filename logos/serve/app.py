@@ -25,11 +25,11 @@ in `Host` (DNS rebinding), and one that changes something must come from no othe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -39,6 +39,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from logos.commands.memory_store import NoteError
 from logos.errors import RecordFileError
+from logos.providers.base import Usage
+from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
 from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest, describe_invalid
 from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
@@ -50,6 +52,7 @@ from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
 from logos.serve.setup import ServerSetup
 
 M = TypeVar("M", bound=BaseModel)
+_USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 """The most of a saved output one request returns (the page shows it as text)."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -203,7 +206,10 @@ class _Api:
             status["task"] = self._titles.get(status["session"], "")
             run = live.get(status["id"])
             if run is not None:
-                tally = self._tallies.setdefault(run.id, LiveTally(run.log.path))
+                template = self._setup.template
+                tally = self._tallies.setdefault(
+                    run.id, LiveTally(run.log.path, template.model_name, template.prices)
+                )
                 status["live"] = tally.read()
         return JSONResponse({"runs": statuses})
 
@@ -412,13 +418,15 @@ class LiveTally:
     show them live for every run, not only for the one a page watches.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, model: str, prices: Mapping[str, Price]) -> None:
         self._path = path
+        self._model = model
+        self._prices = prices
         self._offset = 0
         self._steps = 0
-        self._input_tokens = 0
-        self._output_tokens = 0
-        self._cost_usd: float | None = None
+        self._usage = Usage()
+        self._cost_usd = 0.0
+        self._cost_known = True
 
     def read(self) -> dict[str, Any]:
         """The totals after the lines added since the last read (whole lines only)."""
@@ -434,9 +442,9 @@ class LiveTally:
             self._count(line)
         return {
             "steps": self._steps,
-            "input_tokens": self._input_tokens,
-            "output_tokens": self._output_tokens,
-            "cost_usd": self._cost_usd,
+            "input_tokens": self._usage.total_input_tokens,
+            "output_tokens": self._usage.output_tokens,
+            "cost_usd": self._cost_usd if self._cost_known and self._steps else None,
         }
 
     def _count(self, line: bytes) -> None:
@@ -449,15 +457,17 @@ class LiveTally:
         if step.get("role") != "assistant":
             return
         self._steps += 1
-        usage = step.get("usage") or {}
-        self._input_tokens += (
-            int(usage.get("input_tokens") or 0)
-            + int(usage.get("cache_read_tokens") or 0)
-            + int(usage.get("cache_write_tokens") or 0)
-        )
-        self._output_tokens += int(usage.get("output_tokens") or 0)
-        if usage.get("cost_usd") is not None:
-            self._cost_usd = (self._cost_usd or 0.0) + float(usage["cost_usd"])
+        try:
+            usage = _USAGE.validate_python(step.get("usage") or {})
+        except ValidationError:
+            return
+        self._usage = self._usage + usage
+        # WHY the loop's own estimate: the list shows what the run will report at its end.
+        cost = estimate_cost(self._model, usage, self._prices)
+        if cost is None:
+            self._cost_known = False
+        else:
+            self._cost_usd += cost
 
 
 def output_response(

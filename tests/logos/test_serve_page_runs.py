@@ -378,3 +378,49 @@ def test_a_dropped_stream_resumes_after_the_last_event_shown(
         assert len(resumed) >= 2
         headers = {name.lower(): value for name, value in resumed[-1].items()}
         assert int(headers["last-event-id"]) >= before[-1]
+
+
+def test_the_list_shows_a_running_runs_steps_and_tokens_from_its_event_log(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    usage = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150, "cost": 0.25}
+    sse_server.enqueue(
+        openai_stream("<cmd>echo one</cmd>\n", usage=usage),
+        openai_stream("<cmd>echo two</cmd>\n", usage=usage),
+        openai_stream("Counted.", usage=usage),
+    )
+    with serving(home, sse_server, config=CONFIRM) as served:
+        client = served.client()
+        run_id = served.start_run(client, prompt="count my tokens", approval="confirm")["run"]
+        _approve_next(client, "echo one")
+        pending = _wait_pending(client, "echo two")
+        listed = next(run for run in client.get("/v1/runs").json()["runs"] if run["id"] == run_id)
+        assert listed["task"] == "count my tokens" and listed["status"] == "running"
+        assert listed["live"] == {
+            "steps": 1,
+            "input_tokens": 120,
+            "output_tokens": 30,
+            "cost_usd": 0.25,
+        }
+        assert client.post(f"/v1/approvals/{pending}", json={"approve": True}).is_success
+        finished = served.wait_finished(client, run_id)
+        assert finished["cost_usd"] == 0.75 and finished["usage"]["output_tokens"] == 90
+        listed = next(run for run in client.get("/v1/runs").json()["runs"] if run["id"] == run_id)
+        assert "live" not in listed and listed["turns"] == 3
+
+
+def _wait_pending(client: httpx.Client, command: str) -> str:
+    """The id of the approval `command` waits for, once it waits."""
+    deadline = time.monotonic() + 20
+    while True:
+        waiting = client.get("/v1/approvals").json()["approvals"]
+        found = [pending["id"] for pending in waiting if pending["command"] == command]
+        if found:
+            return str(found[0])
+        assert time.monotonic() < deadline, f"{command!r} never waited for approval"
+        time.sleep(0.05)
+
+
+def _approve_next(client: httpx.Client, command: str) -> None:
+    pending = _wait_pending(client, command)
+    assert client.post(f"/v1/approvals/{pending}", json={"approve": True}).is_success
