@@ -424,3 +424,22 @@ def _wait_pending(client: httpx.Client, command: str) -> str:
 def _approve_next(client: httpx.Client, command: str) -> None:
     pending = _wait_pending(client, command)
     assert client.post(f"/v1/approvals/{pending}", json={"approve": True}).is_success
+
+
+def test_a_command_that_goes_on_as_a_job_ends_in_its_card(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Building.\n<cmd>echo started; sleep 1.5; echo built</cmd>"),
+        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
+        openai_stream("It built."),
+    )
+    with serving(home, sse_server, config="background_after = 0.5\n" + AUTO_LOCAL) as served:
+        _watch_a_run(browser, served, "build it", "auto")
+        text_appears(browser, "transcript", "went on as job 1")
+        text_appears(browser, "run-end", "finished: final")
+        cards = _css(browser, "#transcript .command")
+        assert "$ echo started; sleep 1.5; echo built" in cards[0].text
+        assert "exit 0" in cards[0].text and "went on as job" not in cards[0].text
+        assert _css(browser, "#transcript .command .output")[0].text == "started\nbuilt"
+        assert "$ wait %1" in cards[1].text

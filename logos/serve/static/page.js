@@ -270,8 +270,16 @@ function folded(text) {
 }
 
 function showResult(card, result) {
+  const before = card.result && card.result.job ? card.result : null;
+  if (before) {
+    // A job's end has only what came after it went on: keep what came before.
+    result = Object.assign({}, result, {
+      stdout: before.stdout + result.stdout, stderr: before.stderr + result.stderr,
+      duration_s: before.duration_s + result.duration_s,
+    });
+  }
   card.result = result;
-  card.node.classList.remove("running");
+  card.node.classList.remove("running", "job");
   card.node.querySelectorAll(".output, .card-foot, .show-all").forEach((node) => node.remove());
   if (result.job) {
     card.state.textContent = "went on as job " + result.job.id;
