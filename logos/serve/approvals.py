@@ -172,12 +172,14 @@ class RuleBook:
             return cls(None, own_file, f"{exc}: fix or delete it, then restart the server")
 
     def allow_like(self, command: str) -> Rule:
-        """Add (or find) the `auto` rule for commands with this program and first argument;
-        RuleRefused when the command is not one simple command a rule can name."""
+        """Add (or find) the `auto` rule for commands like `command`: its program and
+        subcommand with any arguments after (`git status **`), or else this program with
+        these very arguments. RuleRefused when it is not one simple command a rule can
+        name."""
         if self.problem is not None:
             raise RuleRefused(self.problem)
         program, args = _rule_words(command)
-        name = PAGE_RULE_PREFIX + " ".join([program, *args[:-1]])
+        name = PAGE_RULE_PREFIX + " ".join([program, *args])
         known = next((rule for rule in self.current.rules if rule.name == name), None)
         if known is not None:
             return known
@@ -220,8 +222,7 @@ class _FollowingRules(ApprovalRules):
 
 
 def _rule_words(command: str) -> tuple[str, list[str]]:
-    """The rule's program and args for `command`: its program, its first argument when that
-    names a subcommand (not an option or a path), then any words."""
+    """The rule's program and args for `command` (see `RuleBook.allow_like`)."""
     lexed = lex_script(command)
     if not lexed.complete or len(lexed.commands) != 1 or embedded_scripts(lexed.commands[0]):
         raise RuleRefused(
@@ -240,11 +241,22 @@ def _rule_words(command: str) -> tuple[str, list[str]]:
             f"{program!r} is not a program found by name: approve this one, or write a rule by hand"
         )
     first = words[1] if len(words) > 1 else ""
-    subcommand = first.replace("-", "").replace("_", "").isalnum() and not first.startswith("-")
-    return program, [first, ANY_WORDS] if subcommand else [ANY_WORDS]
+    if first.replace("-", "").replace("_", "").isalnum() and not first.startswith("-"):
+        return program, [first, ANY_WORDS]  # a subcommand (`git status`): any arguments after
+    # WHY exact otherwise: `rm -rf build` allowed must not allow `rm -rf` of anything else.
+    if any("|" in word for word in words[1:]):
+        raise RuleRefused(
+            "a rule cannot name an argument holding `|`: approve this one, or write a rule by hand"
+        )
+    return program, [_literal(word) for word in words[1:]]
+
+
+def _literal(word: str) -> str:
+    """A pattern matching `word` alone (its `*`, `?` and `[` taken as themselves)."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in word)
 
 
 def _toml_string(text: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's, but for characters past U+FFFF and
-    DEL, which stay literal)."""
+    """A TOML basic string: JSON's escapes are TOML's, characters past U+FFFF stay literal
+    (JSON's surrogate pairs are no TOML), and DEL, which TOML refuses raw, is escaped."""
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")

@@ -297,6 +297,10 @@ def test_a_rule_is_refused_for_a_command_it_cannot_name(
         again = client.post("/v1/approval-rules", json={"command": "git status"})
         assert again.json()["name"] == added.json()["name"]
         assert (home.state / "serve" / "approval-rules.toml").read_text().count("[[rule]]") == 1
+        exact = client.post("/v1/approval-rules", json={"command": "rm -rf 'build*'"})
+        assert exact.json()["args"] == ["-rf", "build[*]"]
+        pipe = client.post("/v1/approval-rules", json={"command": "grep 'a|b' notes"})
+        assert pipe.status_code == 422 and "holding `|`" in pipe.json()["error"]
 
 
 def test_show_all_reads_the_saved_full_output(
