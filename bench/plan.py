@@ -57,6 +57,10 @@ class Plan:
     batch_sandbox_workers: tuple[int, ...] = (1, 8)
     batch_rounds: int = 4
     """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
+    page_steps: int = 1000
+    """Model turns of the saved run the page draws, each with one command."""
+    page_output_bytes: int = 10_000_000
+    """Their commands' output, in all."""
     small_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
     """Models of the small-task suite, as `scripts/fetch-model` names them."""
     small_model_tries: int = 3
@@ -98,6 +102,8 @@ class Plan:
             batch_sandbox_tasks=3,
             batch_sandbox_workers=(1, 2),
             batch_rounds=1,
+            page_steps=100,
+            page_output_bytes=1_000_000,
             small_models=("smollm2",),
             small_model_tries=1,
             small_model_other_tries=1,

@@ -31,7 +31,18 @@ from logos.runners.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
 from logos.version import logos_version
 
-COMMANDS = ("run", "resume", "show", "exec", "doctor", "memory", "models", "serve", "batch")
+COMMANDS = (
+    "run",
+    "resume",
+    "show",
+    "exec",
+    "doctor",
+    "memory",
+    "models",
+    "serve",
+    "batch",
+    "view",
+)
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 SANDBOX_OPTION = "--sandbox"
@@ -243,7 +254,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _batch_command(commands)
+    _view_command(commands)
     return parser
+
+
+def _view_command(commands: argparse._SubParsersAction[_Parser]) -> None:
+    view = commands.add_parser(
+        "view",
+        prog="logos view",
+        help="open a saved run (a trajectory) or a batch's results.jsonl in the web page",
+        description="Serve the page on 127.0.0.1 with this one file (needs pip install "
+        "'logos[serve]'): a trajectory in the run viewer, a batch's results as its report. "
+        "Open the printed URL; Ctrl-C stops it.",
+    )
+    view.add_argument("file", metavar="FILE", help="a trajectory .jsonl, or results.jsonl")
+    view.add_argument("--port", type=_port, default=0, help="TCP port (default: a free one)")
+    view.add_argument("--open", action="store_true", help="open the page in a browser too")
 
 
 def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -57,6 +57,7 @@ from logos.cli.settings import (
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
+from logos.cli.view_command import view_command
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError
@@ -372,6 +373,10 @@ def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:
     return serve_command(args, flags, os.environ)
 
 
+def _cmd_view(args: argparse.Namespace, flags: Flags) -> int:
+    return view_command(args, sys.stderr)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "run": _cmd_run,
     "resume": _cmd_run,
@@ -382,6 +387,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "memory": _cmd_memory,
     "models": _cmd_models,
     "serve": _cmd_serve,
+    "view": _cmd_view,
 }
 
 

@@ -8,6 +8,9 @@ what was wrong, never a traceback.
     POST   /v1/runs/{id}/cancel        stop the model, kill the commands, keep what was done
     GET    /v1/approvals               commands waiting for approval, across runs
     POST   /v1/approvals/{id}          {"approve": bool, "reason": "…"}
+    POST   /v1/approval-rules          {"command": "…"}: always allow commands like this one
+    GET    /v1/runs/{id}/output        ?turn=&index=&stream=stdout|stderr: a command's saved
+                                       full output
     GET    /v1/sessions                saved conversations
     GET    /v1/sessions/{id}           one, as its trajectory's records
     DELETE /v1/sessions/{id}
@@ -15,15 +18,18 @@ what was wrong, never a traceback.
     GET|PUT|DELETE /v1/memory/{key}    one note ({"text": "…"} to PUT)
     GET    /                           the page (no data in it: it asks for the token)
 
-Every /v1 request needs `Authorization: Bearer <token>`.
+Every /v1 request needs `Authorization: Bearer <token>`. Every request must name this server
+in `Host` (DNS rebinding), and one that changes something must come from no other `Origin`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -33,30 +39,54 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from logos.commands.memory_store import NoteError
 from logos.errors import RecordFileError
+from logos.providers.base import Usage
+from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
 from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest, describe_invalid
-from logos.serve.approvals import Approvals, UnknownApproval
-from logos.serve.auth import bearer_matches
-from logos.serve.hub import read_published
+from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
+from logos.serve.auth import bearer_matches, host_name, same_origin
+from logos.serve.hub import Published, read_published
 from logos.serve.page import PAGE_FILES, page_response
 from logos.serve.runs import Runs
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
 from logos.serve.setup import ServerSetup
 
 M = TypeVar("M", bound=BaseModel)
+_USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+"""The most of a saved output one request returns (the page shows it as text)."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def build_app(setup: ServerSetup, token: str, runs: Runs, approvals: Approvals) -> ASGIApp:
-    """The application; `runs` must be bound to the server's task group before requests."""
-    api = _Api(setup, runs, approvals)
+class RuleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str = Field(min_length=1, max_length=10_000)
+    """The command to allow, and others with its program and first argument."""
+
+
+def build_app(
+    setup: ServerSetup,
+    token: str,
+    runs: Runs,
+    approvals: Approvals,
+    *,
+    hosts: frozenset[str] | None = None,
+    rule_book: RuleBook | None = None,
+) -> ASGIApp:
+    """The application; `runs` must be bound to the server's task group before requests.
+    `hosts`: the names `Host` may give (None on a Unix socket, which no browser reaches)."""
+    api = _Api(setup, runs, approvals, rule_book)
     routes = [
         Route("/v1/runs", api.start_run, methods=["POST"]),
         Route("/v1/runs", api.list_runs, methods=["GET"]),
         Route("/v1/runs/{run_id}", api.run_status, methods=["GET"]),
         Route("/v1/runs/{run_id}/events", api.run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/output", api.run_output, methods=["GET"]),
         Route("/v1/approvals", api.list_approvals, methods=["GET"]),
         Route("/v1/approvals/{approval_id}", api.decide, methods=["POST"]),
+        Route("/v1/approval-rules", api.add_rule, methods=["POST"]),
         Route("/v1/sessions", api.list_sessions, methods=["GET"]),
         Route("/v1/sessions/{session_id}", api.get_session, methods=["GET"]),
         Route("/v1/sessions/{session_id}", api.delete_session, methods=["DELETE"]),
@@ -66,6 +96,11 @@ def build_app(setup: ServerSetup, token: str, runs: Runs, approvals: Approvals) 
         Route("/v1/memory/{key}", api.delete_note, methods=["DELETE"]),
         *(Route(path, page_response, methods=["GET"]) for path in PAGE_FILES),
     ]
+    return guarded(routes, token, hosts)
+
+
+def guarded(routes: list[Route], token: str, hosts: frozenset[str] | None) -> ASGIApp:
+    """`routes` behind the checks every request passes (see `Guard`)."""
     app = Starlette(
         routes=routes,
         exception_handlers={
@@ -74,19 +109,49 @@ def build_app(setup: ServerSetup, token: str, runs: Runs, approvals: Approvals) 
             Exception: _unexpected,
         },
     )
-    return _RequireToken(app, token)
+    return Guard(app, token, hosts)
 
 
-class _RequireToken:
-    """Every request but the page's static files needs the bearer token."""
+class Guard:
+    """Every request must name this server in `Host` (when `hosts` is given); one that
+    changes something must not come from another `Origin`; every request but the page's
+    static files needs the bearer token."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] | None) -> None:
         self._app = app
         self._token = token
+        self._hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _is_page(scope):
-            headers = dict(scope["headers"])
+        if scope["type"] == "http":
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self._hosts is not None and host_name(host) not in self._hosts:
+            return _error(
+                421,
+                f"this server does not answer to the name {host[:100]!r}: reach it as "
+                "http://127.0.0.1:PORT (or the address it listens on)",
+            )
+        origin = headers.get(b"origin")
+        if (
+            scope.get("method") not in SAFE_METHODS
+            and origin is not None
+            and not same_origin(origin.decode("latin-1"), host)
+        ):
+            return _error(
+                403,
+                f"a request from another origin ({origin.decode('latin-1')[:100]!r}) may not "
+                "change anything here: send it from the server's own page, or without an "
+                "Origin header",
+            )
+        if not _is_page(scope):
             header = headers.get(b"authorization")
             given = header.decode("latin-1") if header is not None else None
             if not bearer_matches(given, self._token):
@@ -97,9 +162,8 @@ class _RequireToken:
                     "with the token from the file `logos serve` printed at start",
                 )
                 response.headers["www-authenticate"] = "Bearer"
-                await response(scope, receive, send)
-                return
-        await self._app(scope, receive, send)
+                return response
+        return None
 
 
 def _is_page(scope: Scope) -> bool:
@@ -107,11 +171,16 @@ def _is_page(scope: Scope) -> bool:
 
 
 class _Api:
-    def __init__(self, setup: ServerSetup, runs: Runs, approvals: Approvals) -> None:
+    def __init__(
+        self, setup: ServerSetup, runs: Runs, approvals: Approvals, rule_book: RuleBook | None
+    ) -> None:
         self._setup = setup
         self._runs = runs
         self._approvals = approvals
+        self._rule_book = rule_book
         self._sessions: Sessions = runs.sessions
+        self._titles: dict[str, str] = {}
+        self._tallies: dict[str, LiveTally] = {}
 
     # Runs -----------------------------------------------------------------------------------
 
@@ -124,7 +193,25 @@ class _Api:
         )
 
     async def list_runs(self, request: Request) -> Response:
-        return JSONResponse({"runs": self._runs.statuses()})
+        """The statuses, each with its task (its session's first prompt) and, while it runs,
+        the steps, tokens and cost its event log shows so far."""
+        statuses = self._runs.statuses()
+        if any(status["session"] not in self._titles for status in statuses):
+            self._titles.update((info.id, info.title) for info in self._sessions.list())
+        live = {run.id: run for run in self._runs.live}
+        for run_id in list(self._tallies):
+            if run_id not in live:
+                del self._tallies[run_id]
+        for status in statuses:
+            status["task"] = self._titles.get(status["session"], "")
+            run = live.get(status["id"])
+            if run is not None:
+                template = self._setup.template
+                tally = self._tallies.setdefault(
+                    run.id, LiveTally(run.log.path, template.model_name, template.prices)
+                )
+                status["live"] = tally.read()
+        return JSONResponse({"runs": statuses})
 
     async def run_status(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -166,6 +253,16 @@ class _Api:
         run = self._runs.cancel(request.path_params["run_id"])
         return JSONResponse({"run": run.id, "status": "canceling"}, status_code=202)
 
+    async def run_output(self, request: Request) -> Response:
+        """A command's full output, from the file the runner saved it to (the event has
+        only what the model saw). The file is the one the run's own log names."""
+        run_id = request.path_params["run_id"]
+        path = self._runs.log_path(run_id)
+        if path is None:
+            raise _no_run(run_id)
+        turn, index, stream = output_query(request)
+        return output_response(read_published(path, 0), turn, index, stream)
+
     # Approvals ------------------------------------------------------------------------------
 
     async def list_approvals(self, request: Request) -> Response:
@@ -197,6 +294,29 @@ class _Api:
                 "expired, its run ended, or it never existed (GET /v1/approvals lists them)",
             ) from None
         return JSONResponse({"id": pending.id, "run": pending.run_id, "approved": answer.approve})
+
+    async def add_rule(self, request: Request) -> Response:
+        asked = await self._body(request, RuleRequest)
+        if self._rule_book is None:
+            raise ApiError(409, "this server keeps no approval rules file: add rules by hand")
+        try:
+            rule = self._rule_book.allow_like(asked.command)
+        except RuleRefused as exc:
+            raise ApiError(422, str(exc)) from None
+        except OSError as exc:
+            raise ApiError(
+                409, f"cannot write the approval rules file {self._rule_book.path}: {exc}"
+            ) from None
+        return JSONResponse(
+            {
+                "name": rule.name,
+                "verdict": rule.verdict,
+                "program": rule.program,
+                "args": list(rule.args),
+                "file": str(self._rule_book.path),
+            },
+            status_code=201,
+        )
 
     # Sessions -------------------------------------------------------------------------------
 
@@ -289,6 +409,127 @@ class _Api:
             return model.model_validate_json(bytes(body))
         except ValidationError as exc:
             raise ApiError(422, describe_invalid(exc)) from None
+
+
+class LiveTally:
+    """Steps, tokens and cost of a running run, read from its event log as it grows.
+
+    WHY from the log: the run keeps no totals until it ends, and the list of runs should
+    show them live for every run, not only for the one a page watches.
+    """
+
+    def __init__(self, path: Path, model: str, prices: Mapping[str, Price]) -> None:
+        self._path = path
+        self._model = model
+        self._prices = prices
+        self._offset = 0
+        self._steps = 0
+        self._usage = Usage()
+        self._cost_usd = 0.0
+        self._cost_known = True
+
+    def read(self) -> dict[str, Any]:
+        """The totals after the lines added since the last read (whole lines only)."""
+        try:
+            with open(self._path, "rb") as handle:
+                handle.seek(self._offset)
+                added = handle.read()
+        except OSError:
+            added = b""
+        complete = added[: added.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for line in complete.splitlines():
+            self._count(line)
+        return {
+            "steps": self._steps,
+            "input_tokens": self._usage.total_input_tokens,
+            "output_tokens": self._usage.output_tokens,
+            "cost_usd": self._cost_usd if self._cost_known and self._steps else None,
+        }
+
+    def _count(self, line: bytes) -> None:
+        if b'"type":"step_end"' not in line:
+            return  # WHY: most lines are deltas; parse only the steps
+        try:
+            step = json.loads(line)["event"]["step"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if step.get("role") != "assistant":
+            return
+        self._steps += 1
+        try:
+            usage = _USAGE.validate_python(step.get("usage") or {})
+        except ValidationError:
+            return
+        self._usage = self._usage + usage
+        # WHY the loop's own estimate: the list shows what the run will report at its end.
+        cost = estimate_cost(self._model, usage, self._prices)
+        if cost is None:
+            self._cost_known = False
+        else:
+            self._cost_usd += cost
+
+
+def output_response(
+    events: Iterable[Published], turn: int, index: int, stream: Literal["stdout", "stderr"]
+) -> Response:
+    """The saved output of the command at `turn` and `index` (or of the job it went on as)."""
+    saved = saved_output_file(events, turn, index, stream)
+    if saved is None:
+        raise ApiError(
+            404,
+            f"command {index} of turn {turn} has no saved {stream}: all of it is in its event",
+        )
+    try:
+        with open(saved, "rb") as handle:
+            data = handle.read(MAX_OUTPUT_BYTES + 1)
+    except OSError as exc:
+        raise ApiError(410, f"the saved output {saved} cannot be read: {exc.strerror}") from None
+    cut = len(data) > MAX_OUTPUT_BYTES
+    return Response(
+        data[:MAX_OUTPUT_BYTES],
+        media_type="text/plain; charset=utf-8",
+        headers={
+            "x-content-type-options": "nosniff",
+            "content-security-policy": "default-src 'none'; sandbox",
+            "x-logos-truncated": "true" if cut else "false",
+        },
+    )
+
+
+def saved_output_file(
+    events: Iterable[Published], turn: int, index: int, stream: Literal["stdout", "stderr"]
+) -> str | None:
+    """Where the run's events say the command's `stream` was saved, if anywhere."""
+    job_id: str | None = None
+    key = f"{stream}_file"
+    for event in events:
+        if event.type not in ("command_result", "job_end"):
+            continue
+        data = json.loads(event.data)
+        result = data.get("result") or {}
+        if event.type == "command_result" and (data.get("turn"), data.get("index")) == (
+            turn,
+            index,
+        ):
+            if result.get(key):
+                return str(result[key])
+            job_id = (result.get("job") or {}).get("id")
+        elif event.type == "job_end" and job_id is not None and data.get("id") == job_id:
+            return str(result[key]) if result.get(key) else None
+    return None
+
+
+def output_query(request: Request) -> tuple[int, int, Literal["stdout", "stderr"]]:
+    query = request.query_params
+    turn, index, stream = query.get("turn", ""), query.get("index", ""), query.get("stream")
+    if not (turn.isdigit() and index.isdigit() and len(turn) < 10 and len(index) < 10):
+        raise ApiError(400, "give turn and index as whole numbers: ?turn=1&index=0&stream=stdout")
+    if stream == "stdout":
+        return int(turn), int(index), "stdout"
+    if stream == "stderr":
+        return int(turn), int(index), "stderr"
+    raise ApiError(400, "give stream=stdout or stream=stderr")
 
 
 def _event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:

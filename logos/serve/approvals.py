@@ -11,14 +11,28 @@ and the event stream.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import secrets
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
 from logos.approvals.approval import ApprovalAction, ApprovalDecision
-from logos.jsonl import utc_now
+from logos.approvals.rules import (
+    ANY_WORDS,
+    ApprovalRules,
+    Rule,
+    RulesError,
+    RuleVerdict,
+    Verdict,
+    load_rules,
+    parse_rules,
+)
+from logos.approvals.shell_lexer import embedded_scripts, lex_script
+from logos.jsonl import replace_private_file, utc_now
 from logos.protocol.envelope import command_preview
 from logos.records.events import ConfirmRequiredEvent
 
@@ -115,3 +129,134 @@ class ServerApprover:
 
 def _timestamp(moment: dt.datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RuleRefused(ValueError):
+    """No approval rule can be written for that command: the message says why."""
+
+
+PAGE_RULE_PREFIX = "allowed from the page: "
+_GLOB_MARKS = frozenset("*?[]|")
+
+
+class RuleBook:
+    """The approval rules the server follows, and the file its page adds rules to.
+
+    WHY one object for all runs: a rule added from the page ("always allow commands like
+    this") must hold for every command asked about afterwards, in the runs going now as in
+    later ones; `rules` is what the runs are given, and it follows the book.
+    """
+
+    def __init__(
+        self, loaded: ApprovalRules | None, path: Path, problem: str | None = None
+    ) -> None:
+        self.path = path
+        """The file new rules are appended to (the configured rules file, else the server's
+        own)."""
+        self.problem = problem
+        """Why the file cannot be used (then no rule is added to it)."""
+        self.current = loaded or ApprovalRules(())
+        self.rules: ApprovalRules = _FollowingRules(self)
+
+    @classmethod
+    def open(cls, configured: ApprovalRules | None, own_file: Path) -> RuleBook:
+        """The configured rules file when there is one; else the server's own file, read
+        when it exists (a damaged one is left alone and named in `problem`)."""
+        if configured is not None:
+            return cls(configured, Path(configured.source))
+        if not own_file.exists():
+            return cls(None, own_file)
+        try:
+            return cls(load_rules(own_file), own_file)
+        except RulesError as exc:
+            return cls(None, own_file, f"{exc}: fix or delete it, then restart the server")
+
+    def allow_like(self, command: str) -> Rule:
+        """Add (or find) the `auto` rule for commands like `command`: its program and
+        subcommand with any arguments after (`git status **`), or else this program with
+        these very arguments. RuleRefused when it is not one simple command a rule can
+        name."""
+        if self.problem is not None:
+            raise RuleRefused(self.problem)
+        program, args = _rule_words(command)
+        name = PAGE_RULE_PREFIX + " ".join([program, *args])
+        known = next((rule for rule in self.current.rules if rule.name == name), None)
+        if known is not None:
+            return known
+        block = (
+            "\n[[rule]]\n"
+            f"name = {_toml_string(name)}\n"
+            'verdict = "auto"\n'
+            f"program = {_toml_string(program)}\n"
+            f"args = [{', '.join(_toml_string(arg) for arg in args)}]\n"
+            f"match = [{_toml_string(command)}]\n"
+        )
+        try:
+            old = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            old = "# Approval rules added from the logos page (see the README's approval rules).\n"
+        text = old + ("" if old.endswith("\n") or not old else "\n") + block
+        try:
+            updated = parse_rules(tomllib.loads(text), str(self.path))
+        except (tomllib.TOMLDecodeError, RulesError) as exc:
+            raise RuleRefused(
+                f"a rule for {command_preview(command)!r} would not hold ({exc}): write one "
+                f"by hand in {self.path}"
+            ) from None
+        replace_private_file(self.path, text)
+        self.current = updated
+        return updated.rules[-1]
+
+
+class _FollowingRules(ApprovalRules):
+    """The book's current rules, whatever they are when a command is asked about."""
+
+    _book: RuleBook
+
+    def __init__(self, book: RuleBook) -> None:
+        super().__init__((), str(book.path))
+        object.__setattr__(self, "_book", book)  # WHY: the dataclass is frozen
+
+    def verdict(self, line: str, default: Verdict) -> RuleVerdict:
+        return self._book.current.verdict(line, default)
+
+
+def _rule_words(command: str) -> tuple[str, list[str]]:
+    """The rule's program and args for `command` (see `RuleBook.allow_like`)."""
+    lexed = lex_script(command)
+    if not lexed.complete or len(lexed.commands) != 1 or embedded_scripts(lexed.commands[0]):
+        raise RuleRefused(
+            "only a single simple command (no pipes, `;`, `&&`, substitutions or scripts) can "
+            "be allowed from the page: approve this one, or write a rule by hand"
+        )
+    words = lexed.commands[0].words
+    program = words[0] if words else ""
+    if (
+        not program
+        or "/" in program
+        or any(mark in program for mark in "$`=")
+        or (_GLOB_MARKS & set(program))
+    ):
+        raise RuleRefused(
+            f"{program!r} is not a program found by name: approve this one, or write a rule by hand"
+        )
+    first = words[1] if len(words) > 1 else ""
+    if first.replace("-", "").replace("_", "").isalnum() and not first.startswith("-"):
+        return program, [first, ANY_WORDS]  # a subcommand (`git status`): any arguments after
+    # WHY exact otherwise: `rm -rf build` allowed must not allow `rm -rf` of anything else.
+    if any("|" in word for word in words[1:]):
+        raise RuleRefused(
+            "a rule cannot name an argument holding `|`: approve this one, or write a rule by hand"
+        )
+    return program, [_literal(word) for word in words[1:]]
+
+
+def _literal(word: str) -> str:
+    """A pattern matching `word` alone (its `*`, `?` and `[` taken as themselves)."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in word)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, characters past U+FFFF stay literal
+    (JSON's surrogate pairs are no TOML), and DEL, which TOML refuses raw, is escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")

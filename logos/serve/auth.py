@@ -75,3 +75,35 @@ def bearer_matches(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def allowed_hosts(host: str) -> frozenset[str]:
+    """The names a browser may call this server by: loopback's, and the address it was
+    told to listen on.
+
+    WHY: a web page whose own name resolves to 127.0.0.1 (DNS rebinding) reaches the server
+    with its own name in `Host`; refusing names we were not given keeps it out even before
+    the token check.
+    """
+    return LOOPBACK_NAMES | {host.strip("[]").lower()}
+
+
+def host_name(header: str) -> str:
+    """The name in a `Host` header, without its port (`[::1]:80` → `::1`)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """Whether a request's `Origin` is this server (`http://` + the `Host` it was sent to).
+
+    WHY on every request that changes something: a page on another origin can send a
+    request (a form, a fetch without reading the answer); it cannot send the token, but a
+    second lock costs nothing.
+    """
+    return origin.strip().lower() == f"http://{host.strip().lower()}"

@@ -1,7 +1,8 @@
-"""The web page: one HTML file, its script and its style, shipped in the package (no build
-step, no CDN). They hold no data, so they are the only routes served without the token;
-the page reads the token from its URL's fragment (never sent to the server, never in a
-log), keeps it in sessionStorage and sends it as a bearer header with every API request.
+"""The web page: one HTML file, its script and its style, and the chart library it uses,
+shipped in the package (no build step, no CDN: it works offline). They hold no data, so they
+are the only routes served without the token; the page reads the token from its URL's
+fragment (never sent to the server, never in a log), keeps it in sessionStorage and sends it
+as a bearer header with every API request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ PAGE_FILES: dict[str, tuple[str, str]] = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/page.js": ("page.js", "text/javascript; charset=utf-8"),
     "/page.css": ("page.css", "text/css; charset=utf-8"),
+    # uPlot (MIT, vendored unchanged with its LICENSE): the batch report's charts, offline.
+    "/vendor/uPlot.iife.min.js": ("vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
+    "/vendor/uPlot.min.css": ("vendor/uPlot.min.css", "text/css; charset=utf-8"),
 }
 """Route → (file in logos/serve/static, media type)."""
 
@@ -33,7 +37,7 @@ SECURITY_HEADERS = {
 
 @cache
 def _file(name: str) -> bytes:
-    return resources.files("logos.serve").joinpath("static", name).read_bytes()
+    return resources.files("logos.serve").joinpath("static", *name.split("/")).read_bytes()
 
 
 async def page_response(request: Request) -> Response:

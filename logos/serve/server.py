@@ -11,21 +11,26 @@ which also ends their event streams, then stops uvicorn.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import os
 import signal
 import socket
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import uvicorn
+from anyio.abc import TaskGroup
+from starlette.types import ASGIApp
 
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
-from logos.serve.approvals import Approvals
+from logos.serve.approvals import Approvals, RuleBook
+from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
@@ -35,6 +40,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACEFUL_S = 5.0
 """After the runs are saved, how long open connections get to finish."""
 _STARTED_POLL_S = 0.02
+VIEW_CONNECTIONS = 64
+"""Connections a `logos view` page server holds (one person's browser)."""
+PAGE_RULES_FILE = "approval-rules.toml"
+"""In the server's state directory: the rules the page adds when no rules file is configured."""
 
 
 class BindError(Exception):
@@ -47,6 +56,10 @@ class Listener:
     url: str
     """Where clients reach it (`unix:PATH` for a socket)."""
     unix_path: Path | None = None
+    hosts: frozenset[str] | None = None
+    """The names `Host` may give: loopback's and the address listened on; None on a Unix
+    socket (no browser reaches one) and on an unspecified address (every name is this
+    machine's)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -73,7 +86,9 @@ def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
         raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     bound_port = sock.getsockname()[1]
     shown = f"[{address}]" if family == socket.AF_INET6 else address
-    return Listener(sock, f"http://{shown}:{bound_port}")
+    unspecified = address in ("", "0.0.0.0", "::")
+    hosts = None if unspecified else allowed_hosts(address)
+    return Listener(sock, f"http://{shown}:{bound_port}", hosts=hosts)
 
 
 def bind_unix(path: Path) -> Listener:
@@ -124,20 +139,13 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve(
-    setup: ServerSetup, token: str, listener: Listener, on_ready: Callable[[], None]
-) -> None:
-    """Serve until a stop signal; then cancel and save the runs, and stop."""
-    settings = setup.settings
-    sessions = Sessions(setup.state_dir / "sessions")
-    approvals = Approvals(settings.approval_ttl_s)
-    runs = Runs(setup, sessions, approvals)
-    app = build_app(setup, token, runs, approvals)
-    cap = connection_cap(settings.max_connections, open_files_limit())
+def _uvicorn(app: ASGIApp, max_connections: int) -> _Server:
+    """uvicorn with the connection bounds, no access log (no request line is ever logged)
+    and no lifespan: the caller owns what the app needs."""
     config = uvicorn.Config(
         app,
         lifespan="off",
-        http=guarded_protocol(cap),
+        http=guarded_protocol(connection_cap(max_connections, open_files_limit())),
         ws="none",
         access_log=False,
         log_level="warning",
@@ -145,14 +153,35 @@ async def serve(
         proxy_headers=False,
         timeout_graceful_shutdown=int(GRACEFUL_S),
     )
-    server = _Server(config)
+    return _Server(config)
+
+
+async def _started(group: TaskGroup, server: _Server, listener: Listener) -> None:
+    """Start serving `listener` in `group`; return once uvicorn accepts connections."""
+    group.start_soon(server.serve, [listener.sock])
+    while not server.started:
+        await anyio.sleep(_STARTED_POLL_S)
+
+
+async def serve(
+    setup: ServerSetup, token: str, listener: Listener, on_ready: Callable[[], None]
+) -> None:
+    """Serve until a stop signal; then cancel and save the runs, and stop."""
+    settings = setup.settings
+    rule_book = RuleBook.open(setup.rules, setup.state_dir / PAGE_RULES_FILE)
+    setup = dataclasses.replace(setup, rules=rule_book.rules)
+    if rule_book.problem is not None:
+        print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
+    sessions = Sessions(setup.state_dir / "sessions")
+    approvals = Approvals(settings.approval_ttl_s)
+    runs = Runs(setup, sessions, approvals)
+    app = build_app(setup, token, runs, approvals, hosts=listener.hosts, rule_book=rule_book)
+    server = _uvicorn(app, settings.max_connections)
     try:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as group:
                 runs.bind(group)
-                group.start_soon(server.serve, [listener.sock])
-                while not server.started:
-                    await anyio.sleep(_STARTED_POLL_S)
+                await _started(group, server, listener)
                 on_ready()
                 async for _ in signals:
                     break
@@ -163,3 +192,18 @@ async def serve(
         if listener.unix_path is not None:
             with contextlib.suppress(OSError):
                 listener.unix_path.unlink()
+
+
+async def serve_page(app: ASGIApp, listener: Listener, on_ready: Callable[[], None]) -> None:
+    """Serve a page with no runs behind it (`logos view`) until a stop signal."""
+    server = _uvicorn(app, VIEW_CONNECTIONS)
+    try:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with anyio.create_task_group() as group:
+                await _started(group, server, listener)
+                on_ready()
+                async for _ in signals:
+                    break
+                server.should_exit = True
+    finally:
+        listener.sock.close()

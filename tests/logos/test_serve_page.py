@@ -4,57 +4,30 @@ waits, see its result; then the session and a memory note."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.browser import headless_chromium
+from tests.support.browser import text_appears as _text_appears
 from tests.support.cli_harness import Home, make_home, read_jsonl
-from tests.support.parts import require
 from tests.support.serve_harness import Served, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(120)
-CHROMEDRIVER = "/usr/bin/chromedriver"
-WAIT_S = 20
 
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    chromium = shutil.which("chromium")
-    require(
-        chromium is not None and Path(CHROMEDRIVER).exists(),
-        "no chromium and chromedriver: run ./scripts/setup-browser",
-    )
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(chromium)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
     return make_home(tmp_path)
-
-
-def _text_appears(driver: Any, element_id: str, text: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, WAIT_S).until(
-        expected_conditions.text_to_be_present_in_element((By.ID, element_id), text)
-    )
 
 
 def test_start_watch_approve_and_browse_from_the_page(

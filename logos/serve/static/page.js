@@ -1,22 +1,43 @@
-// The logos page: start a task, watch it stream, approve commands, browse sessions and memory.
-// The token comes from the URL fragment (#token=…), which browsers never send to a server; it
-// is kept in sessionStorage (gone with the tab) and sent as a bearer header. No dependencies.
+// The logos page: the runs, live and finished; a run's timeline as it streams (its prose, a
+// card per command, approvals inline); starting and stopping runs; sessions, memory and batch
+// reports. The token comes from the URL fragment (#token=…), which browsers never send to a
+// server; it is kept in sessionStorage (gone with the tab) and sent as a bearer header.
+// Everything from a model, a command or a person is put in the page as text (textContent,
+// text nodes), never as HTML. No dependencies but the vendored chart library (uPlot).
 "use strict";
 
 const TOKEN_KEY = "logos-token";
+const MODE_KEY = "logos-mode";
+const FOLD_LINES = 40;
+const FOLD_KEEP = 12;
+const FOLD_CHARS = 6000;
+const FRAME_BUDGET_MS = 8;
+const LIST_EVERY_MS = 1000;
 const $ = (id) => document.getElementById(id);
 
-function takeTokenFromFragment() {
-  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-  if (match) {
-    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
-    history.replaceState(null, "", location.pathname);  // out of the address bar and history
+function takeFragment() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const token = fragment.get("token");
+  if (token) {
+    sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(MODE_KEY, fragment.get("view") || "serve");  // run, batch: `logos view`
+    fragment.delete("token");
+    fragment.delete("view");
+    const rest = fragment.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "#" + rest : ""));  // out of sight
   }
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
+const mode = () => sessionStorage.getItem(MODE_KEY) || "serve";
+const viewing = () => mode() !== "serve";
+
+function authorization() {
+  return { authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+}
+
 async function api(method, path, body) {
-  const headers = { authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+  const headers = authorization();
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(path, {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
@@ -31,21 +52,158 @@ async function api(method, path, body) {
 function element(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined && text !== null) node.textContent = String(text);
   return node;
 }
 
-// A run's events ----------------------------------------------------------------------------
+function button(className, text, onclick) {
+  const node = element("button", className, text);
+  node.type = "button";
+  node.onclick = onclick;
+  return node;
+}
 
-const view = { runId: null, lastId: 0, prose: null, commands: new Map(), controller: null };
+// Numbers as people read them ----------------------------------------------------------------
 
-function resetTranscript(runId) {
+function seconds(value) {
+  if (value === null || value === undefined) return "";
+  if (value < 60) return value.toFixed(value < 10 ? 2 : 1) + " s";
+  const minutes = Math.floor(value / 60);
+  return minutes + " min " + Math.round(value - minutes * 60) + " s";
+}
+
+function dollars(value) {
+  return value === null || value === undefined ? "" : "$" + value.toFixed(value < 1 ? 4 : 2);
+}
+
+function tokens(input, output) {
+  if (!input && !output) return "";
+  return input + " in / " + output + " out";
+}
+
+function sinceIso(start, end) {
+  const from = Date.parse(start);
+  const to = end ? Date.parse(end) : Date.now();
+  return Number.isNaN(from) ? null : Math.max(0, (to - from) / 1000);
+}
+
+// The run viewer ------------------------------------------------------------------------------
+
+const view = freshView(null);
+window.logosShown = [];  // the ids of the events shown, in order (tests check each appears once)
+
+function freshView(runId) {
+  return {
+    runId, lastId: 0, prose: null, cards: new Map(), jobs: new Map(), openApprovals: [],
+    runner: "", controller: null, queue: [], pumping: false, finished: false,
+    steps: 0, input: 0, output: 0, cost: null, startedAt: null,
+  };
+}
+
+function openRun(runId) {
   if (view.controller) view.controller.abort();
-  Object.assign(view, { runId, lastId: 0, prose: null, commands: new Map(), controller: null });
+  Object.assign(view, freshView(runId));
+  window.logosShown = [];
   $("transcript").replaceChildren();
-  $("run-end").textContent = "";
+  for (const id of ["run-end", "run-meta", "run-stats", "run-state"]) $(id).textContent = "";
   $("run-id").textContent = runId;
-  $("cancel-button").hidden = false;
+  $("cancel-button").hidden = viewing();
+  history.replaceState(null, "", location.pathname + "#run=" + encodeURIComponent(runId));
+  markSelected();
+  follow(runId);
+}
+
+async function follow(runId) {
+  // The run's server-sent events; a dropped stream resumes after the last event shown.
+  while (!view.finished && view.runId === runId) {
+    const controller = new AbortController();
+    view.controller = controller;
+    const headers = authorization();
+    if (view.lastId) headers["last-event-id"] = String(view.lastId);
+    try {
+      const response = await fetch("/v1/runs/" + encodeURIComponent(runId) + "/events",
+        { headers, signal: controller.signal });
+      if (!response.ok) { $("run-end").textContent = (await response.json()).error; return; }
+      await readEvents(response.body.getReader(), runId);
+    } catch (error) {
+      if (controller.signal.aborted) return;
+    }
+    if (!view.finished) await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+async function readEvents(reader, runId) {
+  // Server-sent events: fields until a blank line. Events are queued and drawn a few
+  // milliseconds per frame, so a long replay never freezes the page.
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let fields = {};
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done || view.runId !== runId) return;
+    buffer += decoder.decode(value, { stream: true });
+    let start = 0;
+    let newline;
+    while ((newline = buffer.indexOf("\n", start)) >= 0) {
+      const line = buffer.slice(start, newline).replace(/\r$/, "");
+      start = newline + 1;
+      if (line === "") {
+        if (fields.data !== undefined) enqueue(runId, Number(fields.id), fields.event, fields.data);
+        fields = {};
+      } else if (!line.startsWith(":")) {
+        const colon = line.indexOf(":");
+        const name = line.slice(0, colon);
+        const text = line.slice(colon + 1).replace(/^ /, "");
+        fields[name] = name === "data" && fields.data !== undefined ? fields.data + "\n" + text : text;
+      }
+    }
+    buffer = buffer.slice(start);
+  }
+}
+
+function enqueue(runId, id, type, data) {
+  // WHY the id check here: a stream resumed after a drop may repeat what was queued.
+  const last = view.queue.length ? view.queue[view.queue.length - 1].id : view.lastId;
+  if (!(id > last)) return;
+  view.queue.push({ runId, id, type, data });
+  if (type === "done") view.finished = true;
+  if (!view.pumping) { view.pumping = true; setTimeout(pump, 0); }
+}
+
+function pump() {
+  const until = performance.now() + FRAME_BUDGET_MS;
+  let index = 0;
+  while (index < view.queue.length && performance.now() < until) {
+    const item = view.queue[index++];
+    if (item.runId !== view.runId || item.id <= view.lastId) continue;
+    view.lastId = item.id;
+    window.logosShown.push(item.id);
+    showEvent(item.type, JSON.parse(item.data));
+  }
+  view.queue.splice(0, index);
+  if (following) requestAnimationFrame(scrollToEnd);
+  if (view.queue.length) setTimeout(pump, 0);
+  else view.pumping = false;
+}
+
+// WHY follow by a flag the reader sets by scrolling: measuring the timeline after each batch
+// would lay out all of it, many times a frame.
+let following = true;
+
+function scrollToEnd() {
+  const timeline = $("transcript");
+  timeline.scrollTop = timeline.scrollHeight;
+}
+
+function noticeScroll() {
+  const timeline = $("transcript");
+  following = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
+}
+
+function timelineItem(node) {
+  $("transcript").append(node);
+  view.prose = null;
+  return node;
 }
 
 function proseBlock() {
@@ -56,108 +214,275 @@ function proseBlock() {
   return view.prose;
 }
 
-function commandBlock(event) {
-  const key = event.turn + ":" + event.index;
-  let block = view.commands.get(key);
-  if (!block) {
-    block = element("div", "command");
-    block.append(element("div", "line", "$ " + event.command));
-    $("transcript").append(block);
-    view.commands.set(key, block);
-    view.prose = null;
+function cardFor(turn, index, command) {
+  const key = turn + ":" + index;
+  let card = view.cards.get(key);
+  if (!card) {
+    const node = element("div", "command running");
+    const head = element("div", "card-head");
+    const state = element("span", "card-state", "running");
+    const approval = element("div", "card-approval");
+    const line = element("pre", "line");
+    line.textContent = "$ " + command;
+    head.append(state);
+    node.append(head, approval, line);
+    card = { key, turn, index, command, node, state, approval, result: null, full: null };
+    view.cards.set(key, card);
+    timelineItem(node);
   }
-  return block;
+  return card;
 }
 
-function describeResult(result) {
-  if (result.error) return result.error;
-  if (result.timed_out) return "timed out";
-  const output = [result.stdout, result.stderr].filter(Boolean).join("\n").trim();
-  if (result.job) return output || "(no output yet)";
-  const status = result.exit_code === 0 ? "" : "exit code " + result.exit_code + "\n";
-  return status + (output || "(no output)");
+function openCardFor(command) {
+  // The latest command of that text still without a result (approvals name no block).
+  let found = null;
+  for (const card of view.cards.values()) if (card.command === command && !card.result) found = card;
+  return found;
+}
+
+function statusOf(result) {
+  if (result.error) return { ok: false, text: "error: " + result.error };
+  if (result.timed_out) return { ok: false, text: "timed out" };
+  if (result.oom_killed) return { ok: false, text: "killed: out of memory" };
+  if (result.signal) return { ok: false, text: "killed by signal " + result.signal };
+  if (result.exit_code === null || result.exit_code === undefined) return { ok: false, text: "no exit code" };
+  return { ok: result.exit_code === 0, text: "exit " + result.exit_code };
+}
+
+function outputText(result) {
+  return [result.stdout, result.stderr].filter(Boolean).join(result.stdout && result.stderr ? "\n" : "");
+}
+
+function folded(text) {
+  // Head and tail of long output, with how much lies between.
+  const lines = text.replace(/\n$/, "").split("\n");
+  if (lines.length > FOLD_LINES) {
+    const hidden = lines.length - 2 * FOLD_KEEP;
+    return { text: lines.slice(0, FOLD_KEEP).join("\n") + "\n… " + hidden + " lines hidden …\n"
+      + lines.slice(-FOLD_KEEP).join("\n"), cut: true };
+  }
+  if (text.length > FOLD_CHARS) {
+    const keep = FOLD_CHARS / 2;
+    return { text: text.slice(0, keep) + "\n… " + (text.length - 2 * keep) + " characters hidden …\n"
+      + text.slice(-keep), cut: true };
+  }
+  return { text, cut: false };
+}
+
+function showResult(card, result) {
+  const before = card.result && card.result.job ? card.result : null;
+  if (before) {
+    // A job's end has only what came after it went on: keep what came before.
+    result = Object.assign({}, result, {
+      stdout: before.stdout + result.stdout, stderr: before.stderr + result.stderr,
+      duration_s: before.duration_s + result.duration_s,
+    });
+  }
+  card.result = result;
+  card.node.classList.remove("running", "job");
+  card.node.querySelectorAll(".output, .card-foot, .show-all").forEach((node) => node.remove());
+  if (result.job) {
+    card.state.textContent = "went on as job " + result.job.id;
+    card.node.classList.add("job");
+    view.jobs.set(result.job.id, card);
+  } else {
+    const status = statusOf(result);
+    card.state.textContent = status.text;
+    card.node.classList.add(status.ok ? "ok" : "failed");
+  }
+  const text = outputText(result);
+  const saved = (result.stdout_file && result.stdout_dropped_bytes) || (result.stderr_file && result.stderr_dropped_bytes);
+  const shown = folded(text || (result.job ? "(no output yet)" : "(no output)"));
+  const output = element("pre", "output", shown.text);
+  card.node.append(output);
+  if (shown.cut || saved) {
+    card.node.append(button("show-all", "show all", () => showAll(card, output, result)));
+  }
+  const where = [seconds(result.duration_s), view.runner].filter(Boolean).join(" · ");
+  card.node.append(element("div", "card-foot", where));
+}
+
+async function showAll(card, output, result) {
+  const parts = [];
+  for (const stream of ["stdout", "stderr"]) {
+    const dropped = result[stream + "_dropped_bytes"];
+    if (result[stream + "_file"] && dropped) {
+      try {
+        const response = await fetch("/v1/runs/" + encodeURIComponent(view.runId) + "/output?turn="
+          + card.turn + "&index=" + card.index + "&stream=" + stream, { headers: authorization() });
+        parts.push(response.ok ? await response.text() : (await response.json()).error);
+        continue;
+      } catch (error) {
+        parts.push(error.message);
+        continue;
+      }
+    }
+    if (result[stream]) parts.push(result[stream]);
+  }
+  output.textContent = parts.join("\n");
+  output.classList.add("all");
+  card.node.querySelectorAll(".show-all").forEach((node) => node.remove());
+}
+
+function askInline(event) {
+  // A command waits: approve, deny with a reason, or allow its kind for good.
+  const card = openCardFor(event.command);
+  const box = element("div", "approval-box");
+  box.dataset.id = event.id;
+  box.append(element("span", "asks", "waits for approval "));
+  const reason = element("input", "reason");
+  reason.placeholder = "reason (sent to the model)";
+  const note = element("span", "approval-note");
+  box.append(
+    button("approve", "Approve", () => decide(event.id, true, null, note)),
+    " ", reason, " ",
+    button("deny", "Deny", () => decide(event.id, false, reason.value || null, note)),
+    " ",
+    button("always", "Always allow commands like this", () => alwaysAllow(event, note)),
+    " ", note,
+  );
+  if (card) card.approval.append(box);
+  else {
+    const loose = timelineItem(element("div", "command waiting"));
+    const line = element("pre", "line");
+    line.textContent = "$ " + event.command;
+    loose.append(box, line);
+  }
+  view.openApprovals.push({ command: event.command, box, card });
+}
+
+function settleInline(event) {
+  const at = view.openApprovals.findIndex((open) => open.command === event.command);
+  const said = describeDecision(event);
+  if (at >= 0) {
+    const open = view.openApprovals.splice(at, 1)[0];
+    open.box.replaceChildren(element("span", "decided " + event.action, said));
+    return;
+  }
+  const card = openCardFor(event.command);
+  if (card) card.approval.append(element("div", "decided " + event.action, said));
+  else timelineItem(element("div", "notice", "`" + event.command + "`: " + said));
+}
+
+function describeDecision(event) {
+  const reason = event.reason ? ": " + event.reason : "";
+  if (event.action === "yes") return "approved";
+  if (event.action === "no") return "denied" + reason;
+  if (event.action === "auto") return "ran unasked" + reason;
+  if (event.action === "edit") return "edited to `" + event.edited_command + "`";
+  return event.action + reason;
+}
+
+function showStats() {
+  const parts = [view.steps + " steps", tokens(view.input, view.output), dollars(view.cost)];
+  $("run-stats").textContent = parts.filter(Boolean).join(" · ");
 }
 
 function showEvent(type, event) {
-  if (type === "delta") proseBlock().append(event.text);
-  else if (type === "command_start") commandBlock(event);
-  else if (type === "command_result") {
-    const block = commandBlock(event);
-    const ok = !event.result.error && event.result.exit_code === 0 && !event.result.timed_out;
-    if (!event.result.job) block.classList.add(ok ? "ok" : "failed");
-    block.append(element("pre", "output", describeResult(event.result)));
-  } else if (type === "confirm_required") refreshApprovals();
-  else if (type === "approval") {
-    const said = event.action === "no" ? "denied" + (event.reason ? ": " + event.reason : "")
-      : event.action;
-    $("transcript").append(element("div", "notice", "approval of `" + event.command + "`: " + said));
-    view.prose = null;
-    refreshApprovals();
-  } else if (type === "job_start") {
-    commandBlock(event).append(element("div", "notice", "→ job " + event.id + ", running"));
+  if (type === "prompt") timelineItem(element("div", "prompt", event.content));
+  else if (type === "start") {
+    view.runner = event.runner;
+    $("run-meta").textContent = event.model + " · " + event.runner + " in " + event.cwd
+      + " · approval " + event.approval;
+    $("run-state").textContent = "running";
+  } else if (type === "delta") proseBlock().append(event.text);
+  else if (type === "reasoning_delta") {
+    let last = $("transcript").lastElementChild;
+    if (!last || !last.classList.contains("reasoning")) {
+      last = timelineItem(element("details", "reasoning"));
+      last.append(element("summary", "", "reasoning"));
+    }
+    last.append(event.text);
+  } else if (type === "command_start") cardFor(event.turn, event.index, event.command);
+  else if (type === "command_result") showResult(cardFor(event.turn, event.index, event.result.command), event.result);
+  else if (type === "confirm_required") { askInline(event); refreshApprovals().catch(() => {}); }
+  else if (type === "approval") { settleInline(event); refreshApprovals().catch(() => {}); }
+  else if (type === "job_start") {
+    const card = cardFor(event.turn, event.index, event.command);
+    view.jobs.set(event.id, card);
   } else if (type === "job_end") {
-    $("transcript").append(element("div", "notice", "job " + event.id + " ended: " + describeResult(event.result)));
-    view.prose = null;
-  } else if (type === "step_end" && event.step.role === "assistant") view.prose = null;
-  else if (type === "retry") $("transcript").append(element("div", "notice", "retrying: " + event.reason));
-  else if (type === "error") $("run-end").textContent = "error: " + event.message;
-  else if (type === "done") {
-    $("run-end").append(" finished: " + event.stop_reason);
-    $("cancel-button").hidden = true;
-    refreshSessions();
-  }
-}
-
-async function watch(runId) {
-  resetTranscript(runId);
-  let finished = false;
-  while (!finished && view.runId === runId) {
-    const controller = new AbortController();
-    view.controller = controller;
-    const headers = { authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
-    if (view.lastId) headers["last-event-id"] = String(view.lastId);
-    try {
-      const response = await fetch("/v1/runs/" + runId + "/events", { headers, signal: controller.signal });
-      if (!response.ok) { $("run-end").textContent = (await response.json()).error; return; }
-      finished = await readEvents(response.body.getReader());
-    } catch (error) {
-      if (controller.signal.aborted) return;
-    }
-    if (!finished) await new Promise((resolve) => setTimeout(resolve, 500));  // then resume
-  }
-}
-
-async function readEvents(reader) {
-  // Server-sent events: fields until a blank line; `id` is remembered for Last-Event-ID.
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let fields = {};
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return false;
-    buffer += decoder.decode(value, { stream: true });
-    let newline;
-    while ((newline = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, newline).replace(/\r$/, "");
-      buffer = buffer.slice(newline + 1);
-      if (line === "") {
-        if (fields.data !== undefined) {
-          view.lastId = Number(fields.id || view.lastId);
-          showEvent(fields.event, JSON.parse(fields.data));
-          if (fields.event === "done") return true;
-        }
-        fields = {};
-      } else if (!line.startsWith(":")) {
-        const colon = line.indexOf(":");
-        const name = line.slice(0, colon);
-        const value = line.slice(colon + 1).replace(/^ /, "");
-        fields[name] = name === "data" && fields.data !== undefined ? fields.data + "\n" + value : value;
+    const card = view.jobs.get(event.id);
+    if (card) showResult(card, event.result);
+    else timelineItem(element("div", "notice", "job " + event.id + " ended"));
+  } else if (type === "step_end") {
+    if (event.step.role === "assistant") {
+      view.prose = null;
+      view.steps += 1;
+      const usage = event.step.usage;
+      if (usage) {
+        view.input += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        view.output += usage.output_tokens;
+        if (usage.cost_usd !== null && usage.cost_usd !== undefined) view.cost = (view.cost || 0) + usage.cost_usd;
       }
+      showStats();
     }
+  } else if (type === "retry") timelineItem(element("div", "notice", "retrying (" + event.attempt + "): " + event.reason));
+  else if (type === "error") timelineItem(element("div", "error", "error: " + event.message));
+  else if (type === "done") {
+    const usage = event.usage || {};
+    view.input = (usage.input_tokens || 0) + (usage.cache_read_tokens || 0) + (usage.cache_write_tokens || 0);
+    view.output = usage.output_tokens || 0;
+    if (event.cost_usd !== null && event.cost_usd !== undefined) view.cost = event.cost_usd;
+    if (typeof event.turns === "number") view.steps = event.turns;
+    showStats();
+    $("run-state").textContent = "finished";
+    $("run-end").append(" finished: " + event.stop_reason + " after " + seconds(event.wall_s));
+    $("cancel-button").hidden = true;
+    for (const open of view.openApprovals) open.box.replaceChildren(element("span", "decided", "no longer waiting"));
+    view.openApprovals = [];
+    if (!viewing()) refreshSessions().catch(() => {});
   }
 }
 
-// Approvals, sessions, memory ---------------------------------------------------------------
+// The list of runs -----------------------------------------------------------------------------
+
+let knownRuns = [];
+
+async function refreshRuns() {
+  const { runs } = await api("GET", "/v1/runs");
+  knownRuns = runs;
+  const rows = runs.map((run) => {
+    const row = element("tr", "run-row " + run.status);
+    row.dataset.id = run.id;
+    const live = run.live || {};
+    const usage = run.usage || {};
+    const input = run.usage ? usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens : live.input_tokens;
+    const output = run.usage ? usage.output_tokens : live.output_tokens;
+    const cost = run.cost_usd !== null && run.cost_usd !== undefined ? run.cost_usd : live.cost_usd;
+    const elapsed = run.wall_s !== undefined && run.wall_s !== null ? run.wall_s : sinceIso(run.created_at, run.ended_at);
+    const task = element("td", "task");
+    const open = element("a", "", run.task || run.id);
+    open.href = "#run=" + encodeURIComponent(run.id);
+    open.onclick = (event) => { event.preventDefault(); openRun(run.id); };
+    task.append(open);
+    const state = element("td", "state", run.status + (run.pending_approvals.length ? " (waits for approval)" : ""));
+    row.append(task, state,
+      element("td", "steps", typeof run.turns === "number" ? run.turns : (live.steps || 0)),
+      element("td", "", seconds(elapsed)), element("td", "", tokens(input || 0, output || 0)),
+      element("td", "", dollars(cost)), element("td", "", run.stop_reason || ""));
+    if (run.status === "running") {
+      const cell = element("td");
+      cell.append(button("stop", "Stop", () => stop(run.id)));
+      row.append(cell);
+    }
+    return row;
+  });
+  $("run-list").tBodies[0].replaceChildren(...rows);
+  $("no-runs").hidden = runs.length > 0;
+  markSelected();
+}
+
+function markSelected() {
+  for (const row of $("run-list").tBodies[0].rows) row.classList.toggle("selected", row.dataset.id === view.runId);
+}
+
+async function stop(runId) {
+  try { await api("POST", "/v1/runs/" + encodeURIComponent(runId) + "/cancel"); }
+  catch (error) { $("run-end").textContent = error.message; }
+  refreshRuns().catch(() => {});
+}
+
+// Approvals, sessions, memory ----------------------------------------------------------------
 
 async function refreshApprovals() {
   const { approvals } = await api("GET", "/v1/approvals");
@@ -166,21 +491,33 @@ async function refreshApprovals() {
     const item = element("li", "pending");
     item.dataset.id = pending.id;
     item.append(element("code", "", pending.summary), " ");
-    const approve = element("button", "approve", "Approve");
-    approve.onclick = () => decide(pending.id, true, null);
     const reason = element("input", "reason");
     reason.placeholder = "reason (sent to the model)";
-    const deny = element("button", "deny", "Deny");
-    deny.onclick = () => decide(pending.id, false, reason.value || null);
-    item.append(approve, " ", reason, " ", deny);
+    item.append(button("approve", "Approve", () => decide(pending.id, true, null, null)), " ", reason, " ",
+      button("deny", "Deny", () => decide(pending.id, false, reason.value || null, null)), " ");
+    const show = element("a", "", "show run");
+    show.href = "#run=" + encodeURIComponent(pending.run);
+    show.onclick = (event) => { event.preventDefault(); openRun(pending.run); };
+    item.append(show);
     return item;
   }));
   if (!approvals.length) list.append(element("li", "notice", "nothing is waiting"));
 }
 
-async function decide(id, approve, reason) {
-  try { await api("POST", "/v1/approvals/" + id, { approve, reason }); } catch (error) { alert(error.message); }
-  refreshApprovals();
+async function decide(id, approve, reason, note) {
+  try { await api("POST", "/v1/approvals/" + id, { approve, reason }); }
+  catch (error) { if (note) note.textContent = error.message; else alert(error.message); }
+  refreshApprovals().catch(() => {});
+}
+
+async function alwaysAllow(event, note) {
+  try {
+    const rule = await api("POST", "/v1/approval-rules", { command: event.command });
+    note.textContent = "rule added: " + rule.name + " (" + rule.file + ")";
+    await decide(event.id, true, null, note);
+  } catch (error) {
+    note.textContent = error.message;
+  }
 }
 
 async function refreshSessions() {
@@ -198,11 +535,10 @@ async function refreshSessions() {
     const open = element("a", "", session.title || session.id);
     open.href = "#";
     open.onclick = (event) => { event.preventDefault(); showSession(session.id); };
-    const remove = element("button", "delete", "Delete");
-    remove.onclick = async () => {
+    const remove = button("delete", "Delete", async () => {
       try { await api("DELETE", "/v1/sessions/" + session.id); } catch (error) { alert(error.message); }
       refreshSessions();
-    };
+    });
     item.append(open, " ", element("small", "", session.started_at + " · " + session.runner), " ", remove);
     return item;
   }));
@@ -224,9 +560,10 @@ async function refreshNotes() {
   $("note-list").replaceChildren(...notes.map((note) => {
     const item = element("li", "note");
     item.append(element("strong", "", note.key), ": " + note.text + " ");
-    const forget = element("button", "forget", "Forget");
-    forget.onclick = async () => { await api("DELETE", "/v1/memory/" + encodeURIComponent(note.key)); refreshNotes(); };
-    item.append(forget);
+    item.append(button("forget", "Forget", async () => {
+      await api("DELETE", "/v1/memory/" + encodeURIComponent(note.key));
+      refreshNotes();
+    }));
     return item;
   }));
 }
@@ -238,6 +575,11 @@ function showLogin() {
   $("login").hidden = false;
 }
 
+function number(id) {
+  const text = $(id).value.trim();
+  return text ? Number(text) : undefined;
+}
+
 async function start(event) {
   event.preventDefault();
   $("start-error").textContent = "";
@@ -245,12 +587,15 @@ async function start(event) {
   const directory = $("workdir").value.trim();
   if (directory && runner.kind === "local") runner.workdir = directory;
   if (directory && runner.kind === "sandbox") runner.allowed_paths = [{ path: directory, read_only: false }];
-  const body = { prompt: $("prompt").value, runner };
+  const limits = { max_steps: number("max-steps"), max_cost_usd: number("max-cost"),
+    max_wall_s: number("max-wall"), timeout_s: number("timeout") };
+  const body = { prompt: $("prompt").value, runner, limits: JSON.parse(JSON.stringify(limits)) };
   if ($("approval").value) body.approval = $("approval").value;
   if ($("session").value) body.session = $("session").value;
   try {
     const started = await api("POST", "/v1/runs", body);
-    watch(started.run);
+    openRun(started.run);
+    refreshRuns().catch(() => {});
   } catch (error) {
     $("start-error").textContent = error.message;
   }
@@ -268,26 +613,118 @@ async function saveNote(event) {
   }
 }
 
+function runInFragment() {
+  return new URLSearchParams(location.hash.slice(1)).get("run");
+}
+
 async function main() {
   $("login-form").onsubmit = (event) => {
     event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $("token-input").value.trim());
     main();
   };
-  if (!takeTokenFromFragment()) { showLogin(); return; }
+  $("batch-file").onchange = () => openBatchFile($("batch-file").files[0]);
+  $("transcript").addEventListener("scroll", noticeScroll, { passive: true });
+  if (!takeFragment()) { showLogin(); return; }
+  document.body.dataset.mode = mode();
   try {
-    await Promise.all([refreshApprovals(), refreshSessions(), refreshNotes()]);
+    if (mode() === "batch") await openServedBatch();
+    else if (viewing()) await refreshRuns();
+    else await Promise.all([refreshRuns(), refreshApprovals(), refreshSessions(), refreshNotes()]);
   } catch (error) {
     return;
   }
   $("login").hidden = true;
   $("app").hidden = false;
-  $("status").textContent = "connected";
+  $("status").textContent = { serve: "connected", run: "viewing a saved run", batch: "viewing a batch report" }[mode()] || "";
+  $("cancel-button").onclick = () => stop(view.runId);
+  const wanted = runInFragment() || (viewing() && knownRuns.length ? knownRuns[0].id : null);
+  if (wanted) openRun(wanted);
+  if (viewing()) return;
   $("start-form").onsubmit = start;
   $("note-form").onsubmit = saveNote;
   $("refresh-sessions").onclick = refreshSessions;
-  $("cancel-button").onclick = () => api("POST", "/v1/runs/" + view.runId + "/cancel").catch(() => {});
+  setInterval(() => { if (!document.hidden) refreshRuns().catch(() => {}); }, LIST_EVERY_MS);
   setInterval(() => refreshApprovals().catch(() => {}), 5000);
+}
+
+// Batch reports ----------------------------------------------------------------------------
+
+async function openServedBatch() {
+  // `logos view results.jsonl`: the file comes from the server that serves this page.
+  const response = await fetch("/v1/batch", { headers: authorization() });
+  if (response.status === 401) { showLogin(); throw new Error("the token was refused"); }
+  if (!response.ok) throw new Error((await response.json()).error);
+  showBatch(await response.text());
+}
+
+function openBatchFile(file) {
+  if (!file) return;
+  $("batch-error").textContent = "";
+  file.text().then(showBatch, (error) => { $("batch-error").textContent = error.message; });
+}
+
+function latestResults(text) {
+  // results.jsonl: one line per run of a task; a task's latest line says where it stands.
+  const latest = new Map();
+  let skipped = 0;
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const result = JSON.parse(line);
+      if (typeof result.id !== "string" || typeof result.status !== "string") { skipped++; continue; }
+      latest.set(result.id, result);
+    } catch (error) {
+      skipped++;
+    }
+  }
+  return { results: [...latest.values()], skipped };
+}
+
+const OUTCOMES = ["passed", "failed", "error", "canceled"];
+
+function showBatch(text) {
+  const { results, skipped } = latestResults(text);
+  if (!results.length) { $("batch-error").textContent = "no task results in that file: open the results.jsonl a batch wrote"; return; }
+  const counts = OUTCOMES.map((status) => results.filter((result) => result.status === status).length);
+  const cost = results.reduce((sum, result) => sum + (result.cost_usd || 0), 0);
+  $("batch-summary").textContent = results.length + " tasks: " + OUTCOMES.map((status, at) => counts[at] + " " + status).join(", ")
+    + " · " + dollars(cost) + (skipped ? " · " + skipped + " unreadable lines skipped" : "");
+  $("batch-table").tBodies[0].replaceChildren(...results.map((result) => {
+    const row = element("tr", "batch-row " + result.status);
+    row.append(element("td", "", result.id), element("td", "", result.status),
+      element("td", "", (result.wall_s || 0).toFixed(1)), element("td", "", result.steps || 0),
+      element("td", "", dollars(result.cost_usd)));
+    if (result.error) row.title = result.error;
+    return row;
+  }));
+  $("batch-report").hidden = false;
+  drawBatchCharts(counts, results.map((result) => result.wall_s || 0));
+}
+
+function drawBatchCharts(counts, times) {
+  // Outcomes as bars, times as a histogram: both drawn by uPlot (vendored: works offline).
+  const bars = uPlot.paths.bars({ size: [0.6, 80] });
+  const outcomes = $("batch-outcomes");
+  outcomes.replaceChildren();
+  new uPlot({
+    title: "Outcome by task", width: 360, height: 220, legend: { show: false },
+    scales: { x: { time: false, range: [-0.5, OUTCOMES.length - 0.5] }, y: { range: [0, Math.max(...counts) + 1] } },
+    axes: [{ values: (self, ticks) => ticks.map((tick) => OUTCOMES[tick] || "") , splits: () => OUTCOMES.map((_, at) => at) }, {}],
+    series: [{}, { label: "tasks", fill: "#5b8def", stroke: "#2b5cc4", paths: bars, points: { show: false } }],
+  }, [OUTCOMES.map((_, at) => at), counts], outcomes);
+  const bins = Math.min(20, Math.max(1, Math.ceil(Math.sqrt(times.length))));
+  const top = Math.max(...times, 1e-9);
+  const width = top / bins;
+  const heights = new Array(bins).fill(0);
+  for (const time of times) heights[Math.min(bins - 1, Math.floor(time / width))] += 1;
+  const timesChart = $("batch-times");
+  timesChart.replaceChildren();
+  new uPlot({
+    title: "Time per task (s)", width: 360, height: 220, legend: { show: false },
+    scales: { x: { time: false }, y: { range: [0, Math.max(...heights) + 1] } },
+    series: [{}, { label: "tasks", fill: "#8bc48a", stroke: "#3c8b3a", paths: bars, points: { show: false } }],
+  }, [heights.map((_, at) => (at + 0.5) * width), heights], timesChart);
 }
 
 main();
