@@ -130,6 +130,8 @@ class _Placement:
     unix_sockets: bool
     session: str
     image: str | None
+    reclaimable: bool = False
+    """A temenos caller's: its idle sandbox may be removed to make room (SandboxSpec)."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +327,7 @@ class App:
                 unix_sockets=False,
                 session=body.session_id(),
                 image=None,
+                reclaimable=True,
             ),
             timeout_s=body.timeout if body.timeout > 0 else TEMENOS_DEFAULT_TIMEOUT_S,
             max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
@@ -492,6 +495,7 @@ class App:
                 gid=gid,
                 limits=self._config.limits,
                 unix_sockets=placement.unix_sockets,
+                reclaimable=placement.reclaimable,
             )
             session = _backend_session(uid, placement.session)
             try:
