@@ -195,5 +195,5 @@ async def run(plan: Plan) -> Section:
             "takes the place of the least recently used idle one once the cap is reached",
         ),
         problems=problems,
-        raw={"callers": callers, "max_sessions": health["max_sessions"]},
+        raw={"callers": callers, "max_sessions": health["max_sessions"], "per_caller": cap},
     )
