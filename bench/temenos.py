@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.daemon import BenchDaemon, running_daemon
+from bench.memory import read_status_kib
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms
 from logos.options import ExecOptions
@@ -32,14 +32,12 @@ BACKGROUND_AFTER_S = 0.2
 JOB_COMMAND = "sleep 600"
 MIB = 1024**2
 
+
+def _rss_bytes(pid: int) -> int:
+    return read_status_kib(pid, "VmRSS") * 1024
+
+
 Sample = Callable[[httpx.AsyncClient], Awaitable[float]]
-
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def _ok(answer: httpx.Response) -> dict[str, Any]:
@@ -108,7 +106,7 @@ async def _jobs(http: httpx.AsyncClient, iterations: int) -> dict[str, list[floa
 
 async def _callers(daemon: BenchDaemon, http: httpx.AsyncClient, count: int) -> dict[str, Any]:
     """`count` sequential runs, each through a new runner (a fresh caller id)."""
-    before = _rss(daemon.pid)
+    before = _rss_bytes(daemon.pid)
     succeeded, most_containers = 0, 0
     failures: list[str] = []
     started = time.perf_counter()
@@ -128,7 +126,7 @@ async def _callers(daemon: BenchDaemon, http: httpx.AsyncClient, count: int) -> 
         "failures": failures,
         "most_live_containers": most_containers,
         "rss_before_bytes": before,
-        "rss_after_bytes": _rss(daemon.pid),
+        "rss_after_bytes": _rss_bytes(daemon.pid),
         "seconds": time.perf_counter() - started,
     }
 

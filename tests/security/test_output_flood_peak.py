@@ -8,13 +8,12 @@ the whole output, byte for byte.
 from __future__ import annotations
 
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.sampling import PeakOf, rss_bytes
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
@@ -23,13 +22,6 @@ MIB = 1024**2
 BIG_OUTPUT = 8 * MIB
 FLOOD = f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' '\\1' | tee /dev/stderr"
 PEAK_LIMIT = 400 * 1000**2
-
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 def _flood(daemon: Daemon, session: str) -> dict[str, Any]:
@@ -47,24 +39,11 @@ def test_six_control_character_floods_stay_under_400_mb(docker_client: Any) -> N
     with running_daemon(docker_client) as daemon:
         with ThreadPoolExecutor(6) as pool:  # warm: the floods measure answers, not starts
             list(pool.map(lambda i: _flood(daemon, f"flood-{i}"), range(6)))
-        baseline = _rss(daemon.proc.pid)
-        peak = [baseline]
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.005):
-                peak[0] = max(peak[0], _rss(daemon.proc.pid))
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
-            with ThreadPoolExecutor(6) as pool:
-                answers = list(pool.map(lambda i: _flood(daemon, f"flood-{i}"), range(6)))
-        finally:
-            done.set()
-            sampler.join()
-    print(f"six 2 x 8 MiB control floods: RSS {baseline / MIB:.0f} MiB, peak {peak[0] / MIB:.0f}")
+        baseline = rss_bytes(daemon.proc.pid)
+        with PeakOf(lambda: rss_bytes(daemon.proc.pid)) as rss, ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda i: _flood(daemon, f"flood-{i}"), range(6)))
+    print(f"six 2 x 8 MiB control floods: RSS {baseline / MIB:.0f} MiB, peak {rss.peak / MIB:.0f}")
     for answer in answers:
         assert answer["exit_code"] == 0
         assert answer["stdout"] == answer["stderr"] == "\x01" * BIG_OUTPUT
-    assert peak[0] < PEAK_LIMIT, f"peak RSS {peak[0] / MIB:.0f} MiB"
+    assert rss.peak < PEAK_LIMIT, f"peak RSS {rss.peak / MIB:.0f} MiB"

@@ -10,15 +10,14 @@ flat, and a named session of the native API is never removed to make room.
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.sampling import PeakOf, rss_bytes
 from tests.support.sandboxd_harness import Daemon, containers_of, running_daemon
 
 pytestmark = pytest.mark.docker
@@ -26,37 +25,13 @@ pytestmark = pytest.mark.docker
 MIB = 1024**2
 
 
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def _run(http: httpx.Client, caller: str, command: str = "echo ok") -> httpx.Response:
     return http.post("/run", json={"command": command, "caller_id": caller, "timeout": 60})
 
 
-class _MostContainers:
-    """The most live containers of the daemon seen, sampled from a thread."""
-
-    def __init__(self, docker_client: Any, daemon: Daemon) -> None:
-        self._docker, self._pid = docker_client, daemon.proc.pid
-        self.most = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample)
-
-    def __enter__(self) -> _MostContainers:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            self.most = max(self.most, len(containers_of(self._docker, self._pid)))
+def _most_containers(docker_client: Any, daemon: Daemon) -> PeakOf:
+    """The most live containers of the daemon seen while the `with` block runs."""
+    return PeakOf(lambda: len(containers_of(docker_client, daemon.proc.pid)), interval_s=0.2)
 
 
 @pytest.mark.timeout(600)
@@ -64,20 +39,20 @@ def test_sixty_sequential_callers_under_a_cap_of_four_all_run(docker_client: Any
     config = "max_sessions = 4\nmax_sessions_per_caller = 4\n"
     with running_daemon(docker_client, config) as daemon, daemon.client() as http:
         assert _run(http, "warm-up").status_code == 200
-        before = _rss(daemon.proc.pid)
-        with _MostContainers(docker_client, daemon) as seen:
+        before = rss_bytes(daemon.proc.pid)
+        with _most_containers(docker_client, daemon) as seen:
             for index in range(60):
                 answer = _run(http, f"logos-{index:04x}", f"echo {index}")
                 assert answer.status_code == 200, (index, answer.text)
                 assert answer.json() == {"stdout": f"{index}\n", "stderr": "", "exit_code": 0}
-        after = _rss(daemon.proc.pid)
+        after = rss_bytes(daemon.proc.pid)
         live = len(containers_of(docker_client, daemon.proc.pid))
         health = http.get("/v1/health").json()
     print(
-        f"60 sequential callers, cap 4: at most {seen.most} live containers, {live} at the "
+        f"60 sequential callers, cap 4: at most {seen.peak} live containers, {live} at the "
         f"end; daemon RSS {before / MIB:.1f} -> {after / MIB:.1f} MiB"
     )
-    assert seen.most <= 4 and live <= 4 and health["containers"] <= 4
+    assert seen.peak <= 4 and live <= 4 and health["containers"] <= 4
     assert after - before < 24 * MIB
 
 
@@ -90,18 +65,18 @@ def test_fifty_concurrent_callers_under_a_cap_of_eight_all_run(docker_client: An
             with daemon.client(timeout=300) as http:
                 return _run(http, f"concurrent-{index}", f"sleep 0.5; echo {index}")
 
-        with _MostContainers(docker_client, daemon) as seen, ThreadPoolExecutor(50) as pool:
+        with _most_containers(docker_client, daemon) as seen, ThreadPoolExecutor(50) as pool:
             answers = list(pool.map(one, range(50)))
-        rss = _rss(daemon.proc.pid)
+        rss = rss_bytes(daemon.proc.pid)
     statuses = sorted(answer.status_code for answer in answers)
     print(
-        f"50 concurrent callers, cap 8: statuses {set(statuses)}, at most {seen.most} live "
+        f"50 concurrent callers, cap 8: statuses {set(statuses)}, at most {seen.peak} live "
         f"containers; daemon RSS {rss / MIB:.1f} MiB"
     )
     for index, answer in enumerate(answers):
         assert answer.status_code == 200, (index, answer.text)
         assert answer.json()["stdout"] == f"{index}\n"
-    assert seen.most <= 8
+    assert seen.peak <= 8
 
 
 @pytest.mark.timeout(300)
