@@ -30,6 +30,7 @@ from bench import (
     roundtrip,
     serve,
     small_model,
+    temenos,
     throughput,
 )
 from bench.daemon import BenchSetupError
@@ -59,6 +60,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     batch.FAMILY: (batch.TITLE, batch.run),
     small_model.FAMILY: (small_model.TITLE, small_model.run),
     local_model.FAMILY: (local_model.TITLE, local_model.run),
+    temenos.FAMILY: (temenos.TITLE, temenos.run),
 }
 DEFAULT_FAMILIES = [name for name in FAMILIES if name != small_model.FAMILY]
 """What runs without --only: the small-model family takes about an hour and needs the

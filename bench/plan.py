@@ -73,6 +73,9 @@ class Plan:
     """The ablation and mini-swe-agent rows, on the main model."""
     local_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
     """Models the localmodel family loads and runs (the default first)."""
+    temenos_callers: int = 200
+    """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
+    temenos` has); 1000 takes about half an hour on a 2-core machine."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -110,6 +113,7 @@ class Plan:
             small_model_tasks=3,
             small_model_baselines=False,
             local_models=("smollm2",),
+            temenos_callers=6,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

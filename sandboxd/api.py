@@ -250,19 +250,22 @@ class TemenosAllowedPath(_TemenosRequest):
     read_only: bool = True
     """temenos clients always send it; when absent we choose the safe side (read-only)."""
     metadata_only: bool = False
-    """temenos's stat-only mounts; a Docker bind mount cannot offer them, so true is refused."""
+    """temenos's stat-only mounts, which its Linux sandbox (bwrap) does not mount at all:
+    sandboxd does the same (the path must still be absolute)."""
 
 
 class TemenosRunRequest(_TemenosRequest):
     """POST /run in temenos's shape."""
 
-    command: NulFreeStr = Field(min_length=1)
+    command: NulFreeStr
+    """Empty runs nothing and exits 0, as `bash -c ''` does in temenos."""
     env: dict[str, str] | None = None
     allowed_paths: tuple[TemenosAllowedPath, ...] | None = None
     network: bool | None = None
     """Absent means off: sandboxd's safe default (temenos's MVP had the network on)."""
-    timeout: float = Field(default=0, ge=0)
-    """Seconds; 0 means the daemon's default."""
+    timeout: int = 0
+    """Whole seconds, as temenos's Go int; 0 or less means temenos's default
+    (TEMENOS_DEFAULT_TIMEOUT_S), within the daemon's max_timeout_s."""
     caller_id: str = ""
     """temenos's opaque caller id; sandboxd uses it to pick the session (warm container)."""
     auth_token: str = ""
@@ -277,6 +280,26 @@ class TemenosRunRequest(_TemenosRequest):
             return self.caller_id
         digest = hashlib.sha256(self.caller_id.encode("utf-8", "surrogatepass")).hexdigest()
         return f"temenos-{digest[:24]}"
+
+
+TEMENOS_DEFAULT_TIMEOUT_S = 20 * 60
+"""temenos's timeout of a run that asks for none (or for 0 or less)."""
+TEMENOS_JOB_ID_PATTERN = r"^[0-9a-f]{6,12}$"
+"""temenos's job ids: its counter in at least six hex digits (`%06x`)."""
+_TEMENOS_JOB_ID_RE = re.compile(TEMENOS_JOB_ID_PATTERN)
+
+
+def temenos_job_id(number: int) -> str:
+    """A job's id on temenos's routes (the native API's id is the same number in decimal)."""
+    return f"{number:06x}"
+
+
+def job_number_of_temenos_id(job_id: str) -> int | None:
+    """The job number a temenos job id names; None unless it is one as temenos writes it."""
+    if _TEMENOS_JOB_ID_RE.fullmatch(job_id) is None:
+        return None
+    number = int(job_id, 16)
+    return number if temenos_job_id(number) == job_id else None
 
 
 class TemenosRunResponse(_Response):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import sys
 import time
@@ -45,6 +46,7 @@ from sandboxd.admission import (
 from sandboxd.api import (
     API_PREFIX,
     MAX_JOB_WAIT_S,
+    TEMENOS_DEFAULT_TIMEOUT_S,
     CloseSessionResponse,
     GcResponse,
     HealthResponse,
@@ -64,6 +66,8 @@ from sandboxd.api import (
     TemenosRunRequest,
     TemenosRunResponse,
     is_valid_session_id,
+    job_number_of_temenos_id,
+    temenos_job_id,
 )
 from sandboxd.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timestamp
 from sandboxd.backend import (
@@ -126,6 +130,8 @@ class _Placement:
     unix_sockets: bool
     session: str
     image: str | None
+    reclaimable: bool = False
+    """A temenos caller's: its idle sandbox may be removed to make room (SandboxSpec)."""
 
 
 @dataclass(frozen=True)
@@ -308,25 +314,22 @@ class App:
         body = _parse(TemenosRunRequest, request.body)
         paths = body.allowed_paths or ()
         for entry in paths:
-            if entry.metadata_only:
-                raise _Problem(
-                    422,
-                    "unsupported",
-                    f"metadata_only mounts ({entry.path}) are not supported by sandboxd: drop "
-                    "the flag and mount the path read-only",
-                )
+            if not entry.path.startswith("/"):
+                raise _Problem(400, "invalid_path", f"path must be absolute: {entry.path!r}")
         order = _Order(
             command=body.command,
             placement=_Placement(
                 env=dict(body.env or {}),
-                allowed_paths=[(p.path, p.read_only) for p in paths],
+                # temenos's Linux sandbox mounts nothing for a metadata_only path.
+                allowed_paths=[(p.path, p.read_only) for p in paths if not p.metadata_only],
                 workdir=None,
                 network=bool(body.network),
                 unix_sockets=False,
                 session=body.session_id(),
                 image=None,
+                reclaimable=True,
             ),
-            timeout_s=body.timeout or None,
+            timeout_s=body.timeout if body.timeout > 0 else TEMENOS_DEFAULT_TIMEOUT_S,
             max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
             max_saved_output_bytes=DEFAULT_MAX_SAVED_OUTPUT_BYTES,
             background_after_s=self._config.temenos_background_after_s,
@@ -335,15 +338,19 @@ class App:
         ran = await self._execute(order, request.peer, note)
         with _answer(ran) as release:
             if ran.job is not None:
-                # temenos's answer: the output so far is for GET /jobs/{id}.
+                # temenos's answer: no output until the job ends (GET /jobs/{id}).
                 background = TemenosRunResponse(
-                    stdout="", stderr="", exit_code=0, job_id=ran.job.id, status="background"
+                    stdout="",
+                    stderr="",
+                    exit_code=0,
+                    job_id=temenos_job_id(int(ran.job.id)),
+                    status="background",
                 )
                 return Response.json(200, background, exclude_none=True, release=release)
             result = ran.outcome.result
             answer = TemenosRunResponse(
                 stdout=result.stdout,
-                stderr=_with_temenos_notes(result, ran.timeout_s),
+                stderr=_temenos_stderr(result, killed=False),
                 exit_code=result.exit_code if result.exit_code is not None else -1,
                 stripped_env_keys=ran.stripped_env_keys or None,
             )
@@ -389,7 +396,8 @@ class App:
             note.error = placed.outcome.error
             return _Ran(ExecOutcome(failed, sandbox=""), stripped, timeout_s, None)
         exec_request = ExecRequest(
-            command=order.command,
+            # temenos runs an empty command (`bash -c ''` exits 0); a backend wants one.
+            command=order.command or ":",
             env=placed.env,
             workdir=placed.workdir,
             timeout_s=timeout_s,
@@ -487,6 +495,7 @@ class App:
                 gid=gid,
                 limits=self._config.limits,
                 unix_sockets=placement.unix_sockets,
+                reclaimable=placement.reclaimable,
             )
             session = _backend_session(uid, placement.session)
             try:
@@ -680,7 +689,9 @@ class App:
         query = parse_qs(request.query)
         status_text = query.get("status", [""])[-1]
         if status_text not in _TEMENOS_STATUSES:
-            raise _Problem(400, "invalid_status", f"invalid job status {status_text!r}")
+            # Go's %q quoting, as temenos words it.
+            quoted = json.dumps(status_text[:64], ensure_ascii=False)
+            raise _Problem(400, "invalid_status", f"invalid job status {quoted}")
         status = _TEMENOS_STATUSES[status_text]
         caller_id = query.get("caller_id", [""])[-1]
         await self._jobs.prune()
@@ -694,40 +705,48 @@ class App:
         return Response(200, body + b"]", (("content-type", "application/json"),))
 
     async def _temenos_job(self, request: Request, note: AuditNote) -> Response:
-        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note)
+        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note, temenos=True)
         return await self._temenos_job_answer(job)
 
     async def _temenos_kill_job(self, request: Request, note: AuditNote) -> Response:
-        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note)
+        job = await self._find_job(request, _TEMENOS_JOBS_PREFIX, note, temenos=True)
         if job.status != "running":
             raise _Problem(409, "job_ended", "job already completed")
         await job.kill()
         return await self._temenos_job_answer(job)
 
     async def _temenos_job_answer(self, job: Job) -> Response:
-        """temenos's job with its output: its whole output, head and tail."""
+        """temenos's job: no output while it runs; once ended, its whole output (head and
+        tail)."""
+        if job.backend.end is None:
+            return Response.json(200, _temenos_job(job), exclude_none=True)
         reservation = await self._reserve_output_memory(job.max_output_bytes)
         try:
             result = await job.backend.output(since_background=False)
             job.mark_read()
-            ended = job.backend.end is not None
-            stderr = _with_temenos_notes(result, job.timeout_s) if ended else result.stderr
+            stderr = _temenos_stderr(result, killed=job.kill_requested)
             answer = _temenos_job(job, stdout=result.stdout, stderr=stderr)
             return Response.json(200, answer, exclude_none=True, release=reservation.release)
         except BaseException:
             reservation.release()
             raise
 
-    async def _find_job(self, request: Request, prefix: str, note: AuditNote) -> Job:
-        job_id = request.path.removeprefix(prefix)
+    async def _find_job(
+        self, request: Request, prefix: str, note: AuditNote, *, temenos: bool = False
+    ) -> Job:
+        """The caller's job the path names: by its decimal id, or its temenos id (hex)."""
+        named = job_id = request.path.removeprefix(prefix)
         note.job = job_id[:64]
         await self._jobs.prune()
+        if temenos:
+            number = job_number_of_temenos_id(job_id)
+            job_id = "" if number is None else str(number)
         job = self._jobs.get(job_id, _identity(request.peer)[0])
         if job is None:
             raise _Problem(
                 404,
                 "unknown_job",
-                f"job not found: there is no job {job_id[:64]!r} of yours (ended jobs are "
+                f"job not found: there is no job {named[:64]!r} of yours (ended jobs are "
                 f"forgotten {self._config.finished_job_ttl_s:g} s after their end was read); "
                 f"list yours with GET {API_PREFIX}/sessions/{{id}}/jobs or GET /jobs",
             )
@@ -822,7 +841,7 @@ def _temenos_job(job: Job, stdout: str = "", stderr: str = "") -> TemenosJob:
     exit_code = None if end is None else (end.exit_code if end.exit_code is not None else -1)
     ended_at = job.backend.ended_at
     return TemenosJob(
-        id=job.id,
+        id=temenos_job_id(int(job.id)),
         caller_id=job.caller_id or None,
         command=job.command,
         status=job.status,
@@ -902,23 +921,15 @@ def _backend_problem(exc: BackendError) -> _Problem:
     return _Problem(status, exc.code, str(exc))
 
 
-def _with_temenos_notes(result: Result, timeout_s: float) -> str:
-    """The command's stderr, then what else happened (`_temenos_notes`), a line each."""
-    stderr = result.stderr
-    for line in _temenos_notes(result, timeout_s):
-        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + line + "\n"
-    return stderr
-
-
-def _temenos_notes(result: Result, timeout_s: float) -> list[str]:
-    """temenos answers only stdout/stderr/exit_code: what else happened goes to stderr."""
-    notes = []
-    if result.timed_out:
-        notes.append(f"sandboxd: the command timed out after {timeout_s:g} s and was killed")
-    elif result.oom_killed:
-        notes.append("sandboxd: the command ran out of memory and was killed")
-    elif result.signal is not None:
-        notes.append(f"sandboxd: the command was killed by {result.signal_name}")
-    if result.error:
-        notes.append(f"sandboxd: {result.error}")
-    return notes
+def _temenos_stderr(result: Result, *, killed: bool) -> str:
+    """The command's stderr, after the one line temenos writes first when its command did
+    not end by itself: Go's context error (a kill on request, a timeout) or why it failed."""
+    if killed:
+        first = "context canceled"
+    elif result.timed_out:
+        first = "context deadline exceeded"
+    elif result.error:
+        first = result.error
+    else:
+        return result.stderr
+    return f"{first}\n{result.stderr}"

@@ -107,6 +107,9 @@ class SandboxSpec:
     limits: Limits = field(default_factory=Limits)
     unix_sockets: bool = False
     """Whether commands may create Unix sockets (connect to host sockets under the mounts)."""
+    reclaimable: bool = False
+    """Whether the daemon may remove it while idle to make room under the session caps (a
+    temenos caller's: temenos gives every command a fresh sandbox, so nothing is lost)."""
 
     def __post_init__(self) -> None:
         if not self.image:

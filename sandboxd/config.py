@@ -127,6 +127,10 @@ class DaemonConfig(BaseModel):
     finished_job_ttl_s: Seconds = 300.0
     """An ended job is kept this long after it ended, or after its output was first read if
     that came later (temenos keeps them 5 minutes); then it is forgotten."""
+    session_wait_s: Seconds = 60.0
+    """A new sandbox over the caps first makes room by removing the least recently used idle
+    sandbox of a temenos caller; when all of those are busy, it waits this long for one to go
+    idle, then gets the 429."""
     temenos_background_after_s: Seconds = 30.0
     """On temenos's POST /run, a command still running after this long goes on as a job and
     is answered with its id (temenos's threshold)."""

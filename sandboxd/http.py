@@ -79,6 +79,77 @@ class Request:
         return self.method == "HEAD"
 
 
+STREAMED_STRING_CHARS = 1024 * 1024
+"""A JSON answer holding a string longer than this is sent in pieces as it is encoded."""
+_PIECE_CHARS = 256 * 1024
+"""Characters of a long string encoded at a time: at most 1.5 MiB of JSON (six bytes each)."""
+_SEND_BYTES = 256 * 1024
+"""Small pieces of a streamed answer are gathered into writes of about this size."""
+
+
+@dataclass(frozen=True)
+class StreamedJson:
+    """A JSON document encoded piece by piece while it is sent (chunked), never whole.
+
+    WHY: a control character takes six bytes of JSON, so a reply with two 8 MiB outputs is
+    about 100 MB of JSON, and building it whole took twice that while the encoder's buffer
+    grew and was copied into bytes. Encoded a slice at a time, an answer holds only its
+    strings and the slice in flight."""
+
+    document: Any
+    """What json.dumps accepts: dicts, lists, strings, numbers, booleans, None."""
+
+    def pieces(self) -> Iterator[bytes]:
+        """The document's JSON, in writes of about _SEND_BYTES."""
+        gathered: list[bytes] = []
+        size = 0
+        for piece in _json_pieces(self.document):
+            gathered.append(piece)
+            size += len(piece)
+            if size >= _SEND_BYTES:
+                yield b"".join(gathered)
+                gathered, size = [], 0
+        if gathered:
+            yield b"".join(gathered)
+
+
+def _json_pieces(value: Any) -> Iterator[bytes]:
+    if isinstance(value, dict):
+        yield b"{"
+        for index, (key, item) in enumerate(value.items()):
+            yield (b"," if index else b"") + _dumps(str(key)) + b":"
+            yield from _json_pieces(item)
+        yield b"}"
+    elif isinstance(value, list | tuple):
+        yield b"["
+        for index, item in enumerate(value):
+            if index:
+                yield b","
+            yield from _json_pieces(item)
+        yield b"]"
+    elif isinstance(value, str) and len(value) > _PIECE_CHARS:
+        yield b'"'
+        for start in range(0, len(value), _PIECE_CHARS):
+            yield _dumps(value[start : start + _PIECE_CHARS])[1:-1]
+        yield b'"'
+    else:
+        yield _dumps(value)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _has_long_string(value: Any) -> bool:
+    if isinstance(value, str):
+        return len(value) > STREAMED_STRING_CHARS
+    if isinstance(value, dict):
+        return any(_has_long_string(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_long_string(item) for item in value)
+    return False
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
@@ -87,6 +158,8 @@ class Response:
     release: Callable[[], None] | None = None
     """Called once the response is sent or dropped (its client went away): gives back what
     the handler held for it (its output memory)."""
+    streamed: StreamedJson | None = None
+    """Sent instead of `body` (then empty), chunked, as it is encoded."""
 
     @classmethod
     def json(
@@ -100,9 +173,13 @@ class Response:
         """`payload`: a pydantic model or anything json.dumps accepts.
 
         WHY a model goes straight to bytes: a large reply is then built once, not as a str
-        and again as its encoding."""
+        and again as its encoding; one with a long string (a command's output) is not built
+        at all, but streamed (StreamedJson)."""
         serializer = getattr(payload, "__pydantic_serializer__", None)
         if serializer is not None:
+            document = serializer.to_python(payload, mode="json", exclude_none=exclude_none)
+            if _has_long_string(document):
+                return cls(status, b"", release=release, streamed=StreamedJson(document))
             body = serializer.to_json(payload, exclude_none=exclude_none)
         else:
             body = json.dumps(payload).encode("utf-8")
@@ -528,11 +605,11 @@ class HttpServer:
     ) -> None:
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
-        headers = [
-            ("content-type", "application/json"),
-            ("content-length", str(len(response.body))),
-            *response.headers,
-        ]
+        streamed = response.streamed
+        headers = [("content-type", "application/json"), *response.headers]
+        if streamed is None:
+            # Without it, h11 sends the body chunked (or, to an HTTP/1.0 client, until close).
+            headers.insert(1, ("content-length", str(len(response.body))))
         if close:
             headers.append(("connection", "close"))
         try:
@@ -542,9 +619,10 @@ class HttpServer:
                 reason=_reason(response.status),
             )
             chunks = [conn.send(head) or b""]
-            if not head_only:
+            if not head_only and streamed is None:
                 chunks += conn.send_with_data_passthrough(h11.Data(data=response.body)) or []
-            chunks.append(conn.send(h11.EndOfMessage()) or b"")
+            if head_only or streamed is None:
+                chunks.append(conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:
             logger.exception("cannot answer %s on this connection", response.status)
             return
@@ -556,6 +634,11 @@ class HttpServer:
             for chunk in chunks:
                 if chunk:
                     await stream.send(chunk)
+            if not head_only and streamed is not None:
+                for piece in streamed.pieces():
+                    framed = conn.send_with_data_passthrough(h11.Data(data=piece)) or []
+                    await stream.send(b"".join(framed))
+                await stream.send(conn.send(h11.EndOfMessage()) or b"")
         if sending.cancelled_caught:
             raise _ClientGone
 

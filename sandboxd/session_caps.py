@@ -9,11 +9,13 @@ cap; the slot is given back once the container is removed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import TooManySessionsError
@@ -47,15 +49,19 @@ class SessionCaps:
     """Sandbox containers of one caller (uid)."""
     basis: str
     """How the figures were chosen, for the daemon's log."""
+    wait_s: float = 60.0
+    """How long a new sandbox waits for a reclaimable one (a temenos caller's) to go idle
+    when the caps are full of them, before it is refused."""
 
     @classmethod
     def from_config(cls, config: DaemonConfig) -> SessionCaps:
-        return cls.derive(
+        caps = cls.derive(
             pids=config.limits.pids,
             memory_bytes=config.limits.memory,
             total=config.max_sessions,
             per_caller=config.max_sessions_per_caller,
         )
+        return dataclasses.replace(caps, wait_s=config.session_wait_s)
 
     @classmethod
     def derive(
@@ -85,6 +91,10 @@ class SessionCaps:
         return f"at most {self.total} sandbox containers, {self.per_caller} per caller"
 
 
+CapScope = Literal["caller", "total"]
+"""The cap a new container would pass: its caller's (max_sessions_per_caller) or the total."""
+
+
 class SessionSlot:
     """One container's place under the caps, from before its start until its removal."""
 
@@ -108,6 +118,14 @@ class SessionSlots:
     @property
     def in_use(self) -> int:
         return self._held.total()
+
+    def full_for(self, uid: int) -> CapScope | None:
+        """Which cap a new container of `uid` would pass: its own, the total, or neither."""
+        if self._held[uid] >= self.caps.per_caller:
+            return "caller"
+        if self.in_use >= self.caps.total:
+            return "total"
+        return None
 
     def claim(self, uid: int) -> SessionSlot:
         """A place for one more container of `uid`; TooManySessionsError over a cap."""

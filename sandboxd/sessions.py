@@ -19,6 +19,13 @@ import anyio
 from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
 from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
 
+EVICTED = "removed while idle to make room for another sandbox under the session caps"
+EVICTION_GRACE_S = 1.0
+"""A sandbox used this recently is not removed to make room: its command may be about to run
+(a start and its first command are separate steps)."""
+CLAIM_POLL_S = 0.1
+"""How often a start waiting for room looks again."""
+
 
 @dataclass(eq=False)
 class Sandbox:
@@ -92,6 +99,10 @@ class Sessions(Generic[BoxT]):
         self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
         self.closing = False
         """Set by close_all(): no sandbox starts any more."""
+        self._retiring: set[BoxT] = set()
+        self._being_started: list[SandboxSpec] = []
+        """The specs of the sandboxes starting now (one entry per start)."""
+        """Sandboxes being torn down: their places free up soon."""
 
     async def sandbox_for(self, session: str, spec: SandboxSpec) -> BoxT | str:
         """The session's live sandbox for `spec`, started if needed; or why it cannot be.
@@ -114,12 +125,15 @@ class Sessions(Generic[BoxT]):
                 existing = self.live(session, spec)
                 if existing is not None:
                     return existing, False
-                slot = self.slots.claim(spec.uid)  # before any await: concurrent starts count
+                slot = await self._claim(spec)
+                self._being_started.append(spec)
                 try:
                     started = await self._start(session, spec)
                 except BaseException:
                     slot.release()
                     raise
+                finally:
+                    self._being_started.remove(spec)
                 if isinstance(started, str):
                     slot.release()
                     return started, False
@@ -129,6 +143,46 @@ class Sessions(Generic[BoxT]):
         finally:
             if session not in self._sessions:  # the start failed: nothing will retire it
                 self._forget_start_locks(session)
+
+    async def _claim(self, spec: SandboxSpec) -> SessionSlot:
+        """A place under the caps for a new sandbox of `spec`. Over a cap, the least recently
+        used idle reclaimable sandbox within it is removed first; while every reclaimable one
+        is busy (or being removed), this waits up to the caps' wait_s for one; then (or
+        with nothing reclaimable) TooManySessionsError. The claim itself never awaits, so
+        concurrent starts count."""
+        deadline = time.monotonic() + self.slots.caps.wait_s
+        while True:
+            scope = self.slots.full_for(spec.uid)
+            if scope is None:
+                return self.slots.claim(spec.uid)
+            uid = spec.uid if scope == "caller" else None
+            victim = self._eviction_victim(uid)
+            if victim is not None:
+                await self.retire(victim, EVICTED)
+                continue
+            if not self._reclaimable_soon(uid) or time.monotonic() >= deadline:
+                return self.slots.claim(spec.uid)  # raises TooManySessionsError
+            await anyio.sleep(CLAIM_POLL_S)
+
+    def _eviction_victim(self, uid: int | None) -> BoxT | None:
+        """The least recently used idle reclaimable sandbox (of `uid`, or of anyone)."""
+        idle_since = time.time() - EVICTION_GRACE_S
+        candidates = [
+            box
+            for box in self.all()
+            if box.spec.reclaimable
+            and box.retired is None
+            and box.running == 0
+            and box.last_used_at <= idle_since
+            and (uid is None or box.spec.uid == uid)
+        ]
+        return min(candidates, key=lambda box: box.last_used_at, default=None)
+
+    def _reclaimable_soon(self, uid: int | None) -> bool:
+        """Whether a reclaimable sandbox (of `uid`, or of anyone) is starting, busy, just used
+        or being removed: one will free a place."""
+        specs = [box.spec for box in (*self.all(), *self._retiring)] + self._being_started
+        return any(spec.reclaimable and (uid is None or spec.uid == uid) for spec in specs)
 
     def starting(self, session: str, spec: SandboxSpec) -> bool:
         """Whether a start of the session's sandbox for `spec` is under way."""
@@ -193,9 +247,11 @@ class Sessions(Generic[BoxT]):
             if not record.sandboxes:
                 del self._sessions[box.session]
                 self._forget_start_locks(box.session)
+        self._retiring.add(box)
         try:
             await self._tear_down(box, reason)
         finally:
+            self._retiring.discard(box)
             if box.slot is not None:
                 box.slot.release()
 

@@ -10,15 +10,14 @@ margin for everything else) and go back down afterwards; a request that cannot f
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.sampling import PeakOf, rss_bytes
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
@@ -33,35 +32,6 @@ MARGIN = 160 * MIB
 """Memory that is not reply output: the interpreter's own, the thread stacks, fragmentation."""
 SETTLED_GROWTH = 96 * MIB
 """How far above its baseline the daemon may stay once the flood is over."""
-
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
-class _PeakRss:
-    """The highest VmRSS of `pid`, sampled every 5 ms from a thread."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = _rss(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample)
-
-    def __enter__(self) -> _PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss(self.pid))
 
 
 def _warm(http: httpx.Client, session: str) -> None:
@@ -84,7 +54,7 @@ def test_eight_control_character_floods_stay_within_the_budget(docker_client: An
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(warm, sessions))
-        baseline = _rss(daemon.proc.pid)
+        baseline = rss_bytes(daemon.proc.pid)
 
         def flood(session: str) -> httpx.Response:
             # One session each: eight containers whose replies arrive together.
@@ -99,7 +69,7 @@ def test_eight_control_character_floods_stay_within_the_budget(docker_client: An
                     },
                 )
 
-        with _PeakRss(daemon.proc.pid) as rss, ThreadPoolExecutor(8) as pool:
+        with PeakOf(lambda: rss_bytes(daemon.proc.pid)) as rss, ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(flood, sessions))
         for answer in answers:
             assert answer.status_code == 200, answer.text[:2000]
@@ -107,7 +77,7 @@ def test_eight_control_character_floods_stay_within_the_budget(docker_client: An
             assert body["exit_code"] == 0, body["error"]
             kept = body["stdout"].count("\x01")
             assert kept + body["stdout_dropped_bytes"] == 20_000_000
-        after = _settled_rss(daemon.proc.pid, baseline)
+        after = _settledrss_bytes(daemon.proc.pid, baseline)
     growth = rss.peak - baseline
     assert growth <= BUDGET + MARGIN, (
         f"the daemon grew by {growth / MIB:.0f} MiB (from {baseline / MIB:.0f} to "
@@ -119,13 +89,13 @@ def test_eight_control_character_floods_stay_within_the_budget(docker_client: An
     )
 
 
-def _settled_rss(pid: int, baseline: int) -> int:
+def _settledrss_bytes(pid: int, baseline: int) -> int:
     """RSS once the daemon has had a few seconds to give memory back."""
     deadline = time.monotonic() + 10
-    rss = _rss(pid)
+    rss = rss_bytes(pid)
     while rss - baseline > SETTLED_GROWTH and time.monotonic() < deadline:
         time.sleep(0.2)
-        rss = _rss(pid)
+        rss = rss_bytes(pid)
     return rss
 
 
