@@ -46,7 +46,13 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from logos.approvals.approval import ApprovalDecision, Approver
+from logos.approvals.approval import (
+    ApprovalDecision,
+    ApprovalMode,
+    Approver,
+    AutoApprover,
+    NeverRunApprover,
+)
 from logos.approvals.shell_lexer import SimpleCommand, TooDeep, embedded_scripts, lex_script
 
 Verdict: TypeAlias = Literal["auto", "confirm", "deny"]
@@ -239,6 +245,20 @@ class RuledApprover:
                 "to ask",
             )
         return await self._asker.decide(command)
+
+
+def approver_for(
+    mode: ApprovalMode, rules: ApprovalRules | None, asker: Approver | None
+) -> Approver:
+    """Who approves a run's commands in `mode`, under `rules` if any; `asker` answers what
+    needs a person (None: nobody can be asked, so the rules' "confirm" refuses)."""
+    if mode == "never-run":
+        return NeverRunApprover()
+    if rules is not None:
+        return RuledApprover(rules, "confirm" if mode == "confirm" else "auto", asker)
+    if asker is not None and mode == "confirm":
+        return asker
+    return AutoApprover()
 
 
 def _all_commands(line: str, nesting: int) -> tuple[list[SimpleCommand], bool]:
