@@ -132,22 +132,15 @@ async def _run_and_record(
     recorder: RunRecorder,
     workdir: str,
 ) -> int:
-    limits = plan.limits
-    config = plan.replies.apply(
-        Config(
-            provider=model.provider,
-            model=model.model,
-            system_prompt=plan.system_prompt,
-            runner=runner,
-            exec_options=plan.exec_options,
-            max_steps=limits.max_steps,
-            max_tokens=limits.max_tokens,
-            max_total_tokens=limits.max_total_tokens,
-            max_wall_s=limits.max_wall_s,
-            max_cost_usd=limits.max_cost_usd,
-            loop_commands=plan.loop_commands,
-        )
+    config = Config(
+        runner=runner,
+        provider=model.provider,
+        model=model.model,
+        system_prompt=plan.system_prompt,
+        exec_options=plan.exec_options,
+        loop_commands=plan.loop_commands,
     )
+    config = plan.replies.apply(plan.limits.applied_to(config))
     reporter.start(
         StartEvent(
             provider=model.provider.name,

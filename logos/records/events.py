@@ -200,10 +200,10 @@ class RunSummary(_Event):
             stop_reason=result.stop_reason,
             error=result.error,
             response=result.response,
-            usage=result.usage,
-            cost_usd=result.cost_usd,
             turns=count_turns(result.steps),
             wall_s=wall_s,
+            usage=result.usage,
+            cost_usd=result.cost_usd,
             trajectory=trajectory,
         )
 

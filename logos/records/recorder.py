@@ -52,14 +52,13 @@ class RunRecorder:
         return str(self._writer.path)
 
     def callbacks(self) -> Callbacks:
-        observer = self._observer
         return Callbacks(
-            on_delta=observer.delta,
-            on_reasoning_delta=observer.reasoning_delta,
+            on_delta=self._observer.delta,
+            on_reasoning_delta=self._observer.reasoning_delta,
             on_command_start=self._command_start,
             on_command_result=self._command_result,
             on_step_end=self._step_end,
-            on_retry=observer.retry,
+            on_retry=self._observer.retry,
             on_job_end=self._job_end,
         )
 
