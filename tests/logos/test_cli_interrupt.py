@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,31 +29,48 @@ def unique_sleep() -> str:
     return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
 
 
+@contextlib.contextmanager
+def logos_process(
+    args: list[str], home: Home, env: dict[str, str], output: int, *, text: bool = False
+) -> Iterator[subprocess.Popen[Any]]:
+    """`logos ARGS` going on in the background, its stdout and stderr to `output`; killed on
+    the way out if it is still running."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
+        env=env,
+        cwd=home.work,
+        text=text,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def interrupt_mid_command(
     args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
 ) -> tuple[int, str, str]:
     """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=home.work,
-        text=True,
-    )
-    try:
+    with logos_process(args, home, env, subprocess.PIPE, text=True) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         for number, sig in enumerate(signals):
             if number:
                 time.sleep(0.3)
             proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return proc.returncode, stdout, stderr
+
+
+def assert_canceled_and_recorded(home: Home) -> list[dict[str, Any]]:
+    """The run's trajectory ends with its summary: canceled. Returns its records."""
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    return records
 
 
 @pytest.mark.timeout(60)
@@ -70,9 +90,7 @@ def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     assert processes_matching(marker) == []
     assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
     assert stdout == ""
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
-    steps = [r for r in records if r["type"] == "step"]
+    steps = [r for r in assert_canceled_and_recorded(home) if r["type"] == "step"]
     assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
 
 
@@ -140,8 +158,7 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     finally:
         terminal.close()
     assert processes_matching(marker) == []
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    assert_canceled_and_recorded(home)
 
 
 @pytest.mark.timeout(60)
@@ -149,27 +166,15 @@ def test_json_readers_that_leave_early_stop_the_run_cleanly(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("word " * 200, chunk_size=5, event_pause_s=0.05))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "talk"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-    )
-    try:
+    args = ["--model", "m", "--yes", "--json", "talk"]
+    with logos_process(args, home, openai_env(home, sse_server), subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         assert b'"type":"start"' in proc.stdout.readline()
         proc.stdout.close()  # like `logos --json … | head -1`
         stderr = proc.stderr.read().decode()
         assert proc.wait(timeout=30) == 128 + signal.SIGPIPE, stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Traceback" not in stderr and "stdout" in stderr
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    assert_canceled_and_recorded(home)
 
 
 @pytest.mark.timeout(60)
@@ -179,15 +184,8 @@ def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
     env = openai_env(home, sse_server)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "first"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=home.work,
-    )
-    try:
+    args = ["--model", "m", "--yes", "first"]
+    with logos_process(args, home, env, subprocess.DEVNULL) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         path = home.only_run()
         before = path.read_bytes()
@@ -198,8 +196,4 @@ def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
         assert len(sse_server.requests) == 1  # refused before the model was called
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert read_jsonl(path)[-1]["stop_reason"] == "canceled"
