@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,23 @@ def logos_process(
             proc.wait()
 
 
+@dataclass(frozen=True)
+class Interrupted:
+    returncode: int
+    stdout: str
+    stderr: str
+    marker: str
+    """The command line of the `sleep` the model ran."""
+
+
 def interrupt_mid_command(
-    args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
-) -> tuple[int, str, str]:
-    """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
+    home: Home, sse_server: ScriptedServer, reply: str, args: list[str], *signals: int
+) -> Interrupted:
+    """Start logos, its model replying `reply` (`{sleep}`: a `sleep` of its own), and send
+    `signals` once that command runs (0.3 s apart)."""
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(reply.format(sleep=marker)))
+    env = openai_env(home, sse_server)
     with logos_process(args, home, env, subprocess.PIPE, text=True) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         for number, sig in enumerate(signals):
@@ -63,7 +77,7 @@ def interrupt_mid_command(
                 time.sleep(0.3)
             proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
-    return proc.returncode, stdout, stderr
+    return Interrupted(proc.returncode, stdout, stderr, marker)
 
 
 def assert_canceled_and_recorded(home: Home) -> list[dict[str, Any]]:
@@ -77,37 +91,33 @@ def assert_canceled_and_recorded(home: Home) -> list[dict[str, Any]]:
 def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
-    returncode, stdout, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "wait for it"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "Waiting a while.\n<cmd>{sleep}</cmd>",
+        ["--model", "m", "--yes", "wait for it"],
         signal.SIGINT,
     )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []
-    assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
-    assert stdout == ""
+    assert stopped.returncode == 130, stopped.stderr
+    assert processes_matching(stopped.marker) == []
+    assert "stopping" in stopped.stderr and "interrupted" in stopped.stderr.splitlines()[-1]
+    assert stopped.stdout == ""
     steps = [r for r in assert_canceled_and_recorded(home) if r["type"] == "step"]
-    assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
+    assert steps and steps[0]["role"] == "assistant" and stopped.marker in steps[0]["content"]
 
 
 @pytest.mark.timeout(60)
 def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
-    returncode, stdout, _ = interrupt_mid_command(
-        ["--model", "m", "--yes", "--json", "wait"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "<cmd>{sleep}</cmd>",
+        ["--model", "m", "--yes", "--json", "wait"],
         signal.SIGTERM,
     )
-    assert returncode == 128 + signal.SIGTERM
-    assert processes_matching(marker) == []
-    assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
+    assert stopped.returncode == 128 + signal.SIGTERM
+    assert processes_matching(stopped.marker) == []
+    assert '"stop_reason":"canceled"' in stopped.stdout.splitlines()[-1]
 
 
 @pytest.mark.timeout(60)
@@ -128,18 +138,16 @@ def test_background_jobs_are_killed_when_the_run_ends(
 def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
-    returncode, _, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "stubborn"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "<cmd>trap '' TERM INT; {sleep}</cmd>",
+        ["--model", "m", "--yes", "stubborn"],
         signal.SIGINT,
         signal.SIGINT,
     )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    assert stopped.returncode == 130, stopped.stderr
+    assert processes_matching(stopped.marker) == []  # it ignored SIGTERM: it was SIGKILLed
     assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
 
 
