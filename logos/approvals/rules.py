@@ -39,14 +39,20 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from logos.approvals.approval import ApprovalDecision, Approver
+from logos.approvals.approval import (
+    ApprovalDecision,
+    ApprovalMode,
+    Approver,
+    AutoApprover,
+    NeverRunApprover,
+)
 from logos.approvals.shell_lexer import SimpleCommand, TooDeep, embedded_scripts, lex_script
 
 Verdict: TypeAlias = Literal["auto", "confirm", "deny"]
@@ -153,16 +159,24 @@ class ApprovalRules:
 
 def load_rules(path: Path) -> ApprovalRules:
     """Read and check a rules file; RulesError says what is wrong and where."""
+    data = read_toml(path, "approval rules file", "check its path", RulesError)
+    return parse_rules(data, str(path))
+
+
+def read_toml(
+    path: Path, what: str, if_missing: str, error: Callable[[str], Exception]
+) -> dict[str, Any]:
+    """The file's TOML (a rules file, a config file); `error` says, in words naming the
+    file as `what`, why it cannot be read and what to do (`if_missing` when it is not there)."""
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except FileNotFoundError:
-        raise RulesError(f"approval rules file {path} does not exist: check its path") from None
+        raise error(f"{what} {path} does not exist: {if_missing}") from None
     except OSError as exc:
-        raise RulesError(f"cannot read approval rules file {path}: {exc.strerror}") from None
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"approval rules file {path} is not valid TOML ({exc})") from None
-    return parse_rules(data, str(path))
+        raise error(f"{what} {path} is not valid TOML ({exc}): fix its syntax") from None
 
 
 def parse_rules(data: object, source: str) -> ApprovalRules:
@@ -239,6 +253,20 @@ class RuledApprover:
                 "to ask",
             )
         return await self._asker.decide(command)
+
+
+def approver_for(
+    mode: ApprovalMode, rules: ApprovalRules | None, asker: Approver | None
+) -> Approver:
+    """Who approves a run's commands in `mode`, under `rules` if any; `asker` answers what
+    needs a person (None: nobody can be asked, so the rules' "confirm" refuses)."""
+    if mode == "never-run":
+        return NeverRunApprover()
+    if rules is not None:
+        return RuledApprover(rules, "confirm" if mode == "confirm" else "auto", asker)
+    if asker is not None and mode == "confirm":
+        return asker
+    return AutoApprover()
 
 
 def _all_commands(line: str, nesting: int) -> tuple[list[SimpleCommand], bool]:

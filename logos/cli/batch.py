@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import anyio
-from anyio.abc import TaskStatus
 
 from logos.batch.display import Display, JsonDisplay, LineDisplay, TerminalDisplay
 from logos.batch.driver import BatchError, BatchPlan, run_batch
@@ -27,7 +26,7 @@ from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.runners import sandbox_problem
 from logos.cli.settings import Flags, load_file_settings
-from logos.cli.task import STOP_SIGNALS
+from logos.cli.stopping import stop_signals
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.runners.sandboxes import batch_sandbox_kind
 
@@ -149,33 +148,15 @@ def _display(json_events: bool) -> Display:
 async def _run(plan: BatchPlan, display: Display, signals: list[int]) -> BatchSummary | None:
     """The batch under the stop signals; None when a second signal quit at once."""
     cancel = anyio.Event()
+
+    def stop_gently(signum: int) -> None:
+        display.notice(
+            f"stopping ({signal.Signals(signum).name}): running tasks are canceled and "
+            "recorded, the others stay to run next time (again to quit at once)"
+        )
+        cancel.set()
+
     summary: BatchSummary | None = None
-    with anyio.CancelScope() as hard_stop:
-        async with anyio.create_task_group() as watchers:
-            await watchers.start(_watch_signals, cancel, hard_stop, signals, display)
-            summary = await run_batch(plan, display, cancel)
-            watchers.cancel_scope.cancel()
+    async with stop_signals(signals, stop_gently):
+        summary = await run_batch(plan, display, cancel)
     return summary
-
-
-async def _watch_signals(
-    cancel: anyio.Event,
-    hard_stop: anyio.CancelScope,
-    received: list[int],
-    display: Display,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
-        task_status.started()
-        async for signum in stop_signals:
-            received.append(signum)
-            if len(received) == 1:
-                display.notice(
-                    f"stopping ({signal.Signals(signum).name}): running tasks are canceled and "
-                    "recorded, the others stay to run next time (again to quit at once)"
-                )
-                cancel.set()
-            else:
-                hard_stop.cancel()
-                return

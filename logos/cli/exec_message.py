@@ -17,22 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskStatus
 
 from logos.agent.execute import execute_blocks
-from logos.approvals.approval import (
-    ApprovalMode,
-    ApprovalRunner,
-    Approver,
-    AutoApprover,
-    NeverRunApprover,
-)
+from logos.approvals.approval import ApprovalMode, ApprovalRunner
 from logos.approvals.audit import AuditLog
-from logos.approvals.rules import ApprovalRules, RuledApprover
+from logos.approvals.rules import ApprovalRules, approver_for
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
 from logos.cli.runners import RunnerSpec, make_runner
-from logos.cli.task import STOP_SIGNALS
+from logos.cli.stopping import stop_signals
 from logos.options import ExecOptions
 from logos.protocol.parse import CmdStreamParser, CommandBlock, UnclosedBlock
 from logos.result import Result
@@ -74,11 +67,6 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
     """
     runner = make_runner(plan.runner)
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
-    approver: Approver = AutoApprover()
-    if plan.approval == "never-run":
-        approver = NeverRunApprover()
-    elif plan.rules is not None:
-        approver = RuledApprover(plan.rules, "auto", None)
     received: list[int] = []
     results: list[Result] = []
     try:
@@ -89,11 +77,11 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
             cwd=workdir,
             trajectory=None,
         ) as audit:
-            gated = ApprovalRunner(runner, approver, audit.record)
-            async with anyio.create_task_group() as group:
-                await group.start(_stop_on_signal, group.cancel_scope, received)
+            gated = ApprovalRunner(
+                runner, approver_for(plan.approval, plan.rules, None), audit.record
+            )
+            async with stop_signals(received):
                 results = await execute_blocks(plan.commands, gated, plan.exec_options)
-                group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             await runner.aclose()
@@ -101,17 +89,3 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
         name = signal.Signals(received[0]).name
         raise CliError(f"stopped by {name}: the commands were killed", 128 + received[0])
     return results
-
-
-async def _stop_on_signal(
-    scope: anyio.CancelScope,
-    received: list[int],
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        task_status.started()
-        async for signum in signals:
-            received.append(signum)
-            scope.cancel()
-            return

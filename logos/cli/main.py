@@ -65,7 +65,7 @@ from logos.models.hub import Hub
 from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
 from logos.providers.pricing import price_for
-from logos.records.events import ErrorEvent, RunSummary
+from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory, load_trajectory
 
 
@@ -81,9 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         exc.parser.print_usage(sys.stderr)
         print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
         if arguments[0] in ("run", "resume") and "--json" in arguments:
-            error = ErrorEvent(message=exc.message)
-            for event in (error, RunSummary(stop_reason="error", error=exc.message)):
-                print(event.model_dump_json())
+            events = RunEvents(lambda event: print(event.model_dump_json()))
+            events.done(RunSummary(stop_reason="error", error=exc.message))
         return EXIT_ERROR
     try:
         return _COMMANDS[args.command](args, flags_of(args))

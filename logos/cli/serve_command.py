@@ -137,19 +137,13 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         accepted = flags.yes or bool(settings.download_models)
         gguf = local_gguf(local, ask=terminal and not accepted, plain=False, environ=environ)
     with open_model(choice, gguf) as model:
-        template = replies.apply(
-            Config(
-                provider=model.provider,
-                model=model.model,
-                exec_options=resolve.exec_options(flags, settings, os.getcwd()),
-                max_steps=limits.max_steps,
-                max_tokens=limits.max_tokens,
-                max_total_tokens=limits.max_total_tokens,
-                max_wall_s=limits.max_wall_s,
-                max_cost_usd=limits.max_cost_usd,
-                loop_commands=memory_commands(memory),
-            )
+        template = Config(
+            provider=model.provider,
+            model=model.model,
+            exec_options=resolve.exec_options(flags, settings, os.getcwd()),
+            loop_commands=memory_commands(memory),
         )
+        template = replies.apply(limits.applied_to(template))
         setup = ServerSetup(
             settings=served,
             template=template,

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from logos.agent.config import DEFAULT_MAX_STEPS
+from logos.agent.config import DEFAULT_MAX_STEPS, Config
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
 from logos.approvals.approval import ApprovalMode
-from logos.approvals.rules import ApprovalRules, RulesError, load_rules
+from logos.approvals.rules import ApprovalRules, RulesError, load_rules, read_toml
 from logos.cli.errors import CliError
 from logos.cli.runners import (
     DEFAULT_SANDBOX_KIND,
@@ -151,15 +150,7 @@ def load_file_settings(explicit: Path | None, environ: Mapping[str, str]) -> Fil
     path = explicit if explicit is not None else default_config_path(environ)
     if explicit is None and not path.exists():
         return FileSettings()
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise CliError(f"config file {path} does not exist: check the --config path") from None
-    except OSError as exc:
-        raise CliError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CliError(f"config file {path} is not valid TOML ({exc}): fix its syntax") from None
+    data = read_toml(path, "config file", "check the --config path", CliError)
     try:
         return FileSettings.model_validate(data)
     except ValidationError as exc:
@@ -461,6 +452,10 @@ class Limits:
     max_wall_s: float | None = None
     max_tokens: int | None = None
     max_total_tokens: int | None = None
+
+    def applied_to(self, config: Config) -> Config:
+        """`config` with these limits: each field is the `Config` field of the same name."""
+        return replace(config, **asdict(self))
 
 
 def choose_provider_for(

@@ -8,8 +8,8 @@ from rich.text import Text
 from logos.agent.steps import StepMessage
 from logos.cli.render import job_end_view, result_view, summary_line
 from logos.protocol.parse import strip_cmd_blocks
-from logos.records.events import ApprovalEvent, JobEndEvent, RunSummary
-from logos.records.trajectory import PromptRecord, Trajectory, count_turns
+from logos.records.events import ApprovalEvent, JobEndEvent, RunSummary, count_turns
+from logos.records.trajectory import PromptRecord, Trajectory
 from logos.result import JobEnd
 
 REASONING_LINES = 6

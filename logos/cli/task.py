@@ -18,22 +18,14 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-from anyio.abc import TaskStatus
 
-from logos.agent.config import Callbacks, Config
+from logos.agent.config import Config
 from logos.agent.loop import run
 from logos.agent.replies import ReplySettings
-from logos.agent.steps import RunResult, StepMessage, StopReason
-from logos.approvals.approval import (
-    ApprovalDecision,
-    ApprovalMode,
-    ApprovalRunner,
-    Approver,
-    AutoApprover,
-    NeverRunApprover,
-)
+from logos.agent.steps import RunResult, StopReason
+from logos.approvals.approval import ApprovalMode, ApprovalRunner
 from logos.approvals.audit import AuditLog
-from logos.approvals.rules import ApprovalRules, RuledApprover
+from logos.approvals.rules import ApprovalRules, approver_for
 from logos.cli.confirm import ConfirmApprover
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.model import OpenModel
@@ -41,21 +33,20 @@ from logos.cli.paths import audit_log_path
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.settings import Limits
+from logos.cli.stopping import stop_signals
 from logos.cli.streams import GuardedOutput
 from logos.commands.family import CommandFamily
 from logos.jsonl import utc_now
 from logos.options import ExecOptions
-from logos.providers.base import Message, Usage
-from logos.providers.pricing import estimate_cost
-from logos.records.events import JobEndEvent, JobStartEvent, RunSummary, StartEvent, TurnCounter
-from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
-from logos.result import JobEnd, Result
+from logos.providers.base import Message
+from logos.records.events import StartEvent
+from logos.records.recorder import RunRecorder
+from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.version import logos_version
 
 CLOSE_TIMEOUT_S = 10.0
 """At most this long to close the runner at the end (kill leftovers, end the session)."""
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -125,14 +116,12 @@ async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
     audit.trajectory = str(writer.path)
     with writer, audit:
         writer.prompt(plan.prompt)
-
-        def on_decision(decision: ApprovalDecision) -> None:
-            audit.record(decision)
-            writer.approval(decision)
-            reporter.approval(decision)
-
-        gated = ApprovalRunner(runner, _approver_for(plan, reporter), on_decision)
-        return await _run_and_record(plan, model, reporter, gated, writer, workdir)
+        recorder = RunRecorder(writer, audit, reporter, model=model.model)
+        fd = plan.input_fd
+        asker = ConfirmApprover(reporter, fd, plan.environ) if fd >= 0 else None
+        approver = approver_for(plan.approval, plan.rules, asker)
+        gated = ApprovalRunner(runner, approver, recorder.decided)
+        return await _run_and_record(plan, model, reporter, gated, recorder, workdir)
 
 
 async def _run_and_record(
@@ -140,54 +129,18 @@ async def _run_and_record(
     model: OpenModel,
     reporter: Reporter,
     runner: ApprovalRunner,
-    writer: TrajectoryWriter,
+    recorder: RunRecorder,
     workdir: str,
 ) -> int:
-    steps: list[StepMessage] = []
-    turns = TurnCounter()
-
-    def on_step_end(step: StepMessage) -> None:
-        steps.append(step)
-        writer.step(step)
-        reporter.step_end(turns.number_for(step), step)
-
-    def on_command_start(index: int, command: str) -> None:
-        reporter.command_start(turns.current, index, command)
-
-    def on_command_result(index: int, result: Result) -> None:
-        if result.job is not None:
-            writer.job(JobStartEvent.of(turns.current, index, result))
-        reporter.command_result(turns.current, index, result)
-
-    def on_job_end(end: JobEnd, seen: bool) -> None:
-        writer.job(JobEndEvent.of(end, seen))
-        reporter.job_end(end, seen)
-
-    limits = plan.limits
-    config = plan.replies.apply(
-        Config(
-            provider=model.provider,
-            model=model.model,
-            system_prompt=plan.system_prompt,
-            runner=runner,
-            exec_options=plan.exec_options,
-            max_steps=limits.max_steps,
-            max_tokens=limits.max_tokens,
-            max_total_tokens=limits.max_total_tokens,
-            max_wall_s=limits.max_wall_s,
-            max_cost_usd=limits.max_cost_usd,
-            loop_commands=plan.loop_commands,
-        )
+    config = Config(
+        runner=runner,
+        provider=model.provider,
+        model=model.model,
+        system_prompt=plan.system_prompt,
+        exec_options=plan.exec_options,
+        loop_commands=plan.loop_commands,
     )
-    callbacks = Callbacks(
-        on_delta=reporter.delta,
-        on_reasoning_delta=reporter.reasoning_delta,
-        on_command_start=on_command_start,
-        on_command_result=on_command_result,
-        on_step_end=on_step_end,
-        on_retry=reporter.retry,
-        on_job_end=on_job_end,
-    )
+    config = plan.replies.apply(plan.limits.applied_to(config))
     reporter.start(
         StartEvent(
             provider=model.provider.name,
@@ -195,7 +148,7 @@ async def _run_and_record(
             runner=plan.runner.kind,
             approval=plan.approval,
             cwd=workdir,
-            trajectory=str(writer.path),
+            trajectory=recorder.trajectory,
         )
     )
     cancel = anyio.Event()
@@ -205,53 +158,24 @@ async def _run_and_record(
     result: RunResult | None = None
     started = time.monotonic()
     try:
-        with anyio.CancelScope() as hard_stop:
-            async with anyio.create_task_group() as watchers:
-                await watchers.start(_watch_signals, cancel, hard_stop, signals, reporter)
-                result = await run(config, plan.history, plan.prompt, callbacks, cancel=cancel)
-                watchers.cancel_scope.cancel()
+        async with stop_signals(signals, partial(_stop_gently, cancel, reporter)):
+            result = await run(
+                config, plan.history, plan.prompt, recorder.callbacks(), cancel=cancel
+            )
     finally:
         await _close_quietly(runner, model)
-    if result is None:  # a second Ctrl-C: the loop was cancelled, the steps were recorded
-        usage, cost = _spent(steps, model.model)
-        result = RunResult("", tuple(steps), "canceled", usage=usage, cost_usd=cost)
-    wall_s = time.monotonic() - started
-    summary = RunSummary(
-        stop_reason=result.stop_reason,
-        error=result.error,
-        response=result.response,
-        usage=result.usage,
-        cost_usd=result.cost_usd,
-        turns=count_turns(result.steps),
-        wall_s=wall_s,
-        trajectory=str(writer.path),
+    # result None: a second Ctrl-C cancelled the loop; the steps were recorded
+    summary = recorder.summary(result, time.monotonic() - started)
+    recorder.done(summary)
+    return exit_code_for(summary.stop_reason, signals)
+
+
+def _stop_gently(cancel: anyio.Event, reporter: Reporter, signum: int) -> None:
+    reporter.notice(
+        "stopping: the model is stopped and running commands are killed "
+        "(press Ctrl-C again to quit at once)"
     )
-    writer.done(summary, model=model.model)
-    reporter.done(summary)
-    return exit_code_for(result.stop_reason, signals)
-
-
-async def _watch_signals(
-    cancel: anyio.Event,
-    hard_stop: anyio.CancelScope,
-    received: list[int],
-    reporter: Reporter,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        task_status.started()
-        async for signum in signals:
-            received.append(signum)
-            if len(received) == 1:
-                reporter.notice(
-                    "stopping: the model is stopped and running commands are killed "
-                    "(press Ctrl-C again to quit at once)"
-                )
-                cancel.set()
-            else:
-                hard_stop.cancel()
-                return
+    cancel.set()
 
 
 def _stop_for_lost_output(
@@ -264,17 +188,6 @@ def _stop_for_lost_output(
         received.append(signal.SIGPIPE)  # WHY: exit 141, as if the pipe had ended us
     reporter.notice(f"stopping: stdout can no longer be written ({exc.strerror})")
     cancel.set()
-
-
-def _approver_for(plan: TaskPlan, reporter: Reporter) -> Approver:
-    if plan.approval == "never-run":
-        return NeverRunApprover()
-    asker = ConfirmApprover(reporter, plan.input_fd, plan.environ) if plan.input_fd >= 0 else None
-    if plan.rules is not None:
-        return RuledApprover(plan.rules, "confirm" if plan.approval == "confirm" else "auto", asker)
-    if asker is not None and plan.approval == "confirm":
-        return asker
-    return AutoApprover()
 
 
 def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> TrajectoryWriter:
@@ -310,15 +223,3 @@ async def _close_quietly(runner: Runner, model: OpenModel) -> None:
     with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
         await runner.aclose()
         await model.provider.aclose()
-
-
-def _spent(steps: Sequence[StepMessage], model: str) -> tuple[Usage, float | None]:
-    usage = Usage()
-    cost: float | None = 0.0
-    for step in steps:
-        if step.usage is None:
-            continue
-        usage = usage + step.usage
-        step_cost = estimate_cost(model, step.usage)
-        cost = None if cost is None or step_cost is None else cost + step_cost
-    return usage, cost

@@ -1,20 +1,21 @@
 """The run's typed events: what a front end shows or sends while a task runs.
 
 The `logos` command prints them with `--json`, one per line; a server can send them as
-server-sent events. Parse them with `EVENT_ADAPTER`. A run's events end with a `done`
-event (`RunSummary`), also when the run could not start; a run that fails sends an `error`
-event first. `ApprovalEvent`, the job events and `RunSummary` are also trajectory records
-(`logos.records.trajectory`).
+server-sent events. Both make them with `RunEvents`; parse them with `EVENT_ADAPTER`. A
+run's events end with a `done` event (`RunSummary`), also when the run could not start; a
+run that fails sends an `error` event first. `ApprovalEvent`, the job events and
+`RunSummary` are also trajectory records (`logos.records.trajectory`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, Protocol, TypeAlias
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
 
-from logos.agent.steps import StepMessage, StopReason
-from logos.approvals.approval import ApprovalAction
+from logos.agent.steps import RunResult, StepMessage, StopReason
+from logos.approvals.approval import ApprovalAction, ApprovalDecision
 from logos.providers.base import Usage
 from logos.result import JobEnd, Result
 
@@ -193,6 +194,19 @@ class RunSummary(_Event):
     trajectory: str | None = None
     """The trajectory file of the run, when it has one."""
 
+    @classmethod
+    def of(cls, result: RunResult, *, wall_s: float, trajectory: str | None) -> RunSummary:
+        return cls(
+            stop_reason=result.stop_reason,
+            error=result.error,
+            response=result.response,
+            turns=count_turns(result.steps),
+            wall_s=wall_s,
+            usage=result.usage,
+            cost_usd=result.cost_usd,
+            trajectory=trajectory,
+        )
+
 
 Event: TypeAlias = Annotated[
     StartEvent
@@ -213,14 +227,84 @@ Event: TypeAlias = Annotated[
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 
 
-class TurnCounter:
-    """Numbers model turns for the events: commands belong to the turn that wrote them."""
+def count_turns(steps: Sequence[StepMessage]) -> int:
+    """Model turns: the assistant steps."""
+    return sum(1 for step in steps if step.role == "assistant")
 
-    def __init__(self) -> None:
-        self.current = 1
 
-    def number_for(self, step: StepMessage) -> int:
-        if step.role == "assistant":
-            self.current += 1
-            return self.current - 1
-        return self.current - 1  # results answer the turn that just ended
+class RunObserver(Protocol):
+    """Hears a run's progress. `turn` counts model turns from 1; `index` is the block's
+    position within its turn's reply, from 0."""
+
+    def start(self, info: StartEvent) -> None: ...
+
+    def delta(self, text: str) -> None: ...
+
+    def reasoning_delta(self, text: str) -> None: ...
+
+    def command_start(self, turn: int, index: int, command: str) -> None: ...
+
+    def command_result(self, turn: int, index: int, result: Result) -> None:
+        """A block's result; with `result.job` set, its command went on as a job."""
+        ...
+
+    def job_end(self, end: JobEnd, seen: bool) -> None:
+        """A job ended; `seen`: the model is shown it (else the run stopped it at its end)."""
+        ...
+
+    def step_end(self, turn: int, step: StepMessage) -> None: ...
+
+    def retry(self, reason: str, attempt: int) -> None: ...
+
+    def approval(self, decision: ApprovalDecision) -> None: ...
+
+    def error(self, message: str) -> None: ...
+
+    def done(self, summary: RunSummary) -> None: ...
+
+
+class RunEvents:
+    """A `RunObserver` that turns the run's progress into its events, handing each to
+    `emit`: the one serialization behind the CLI's `--json` lines and a server's stream."""
+
+    def __init__(self, emit: Callable[[BaseModel], None]) -> None:
+        self._emit = emit
+        self._error_sent = False
+
+    def start(self, info: StartEvent) -> None:
+        self._emit(info)
+
+    def delta(self, text: str) -> None:
+        self._emit(DeltaEvent(text=text))
+
+    def reasoning_delta(self, text: str) -> None:
+        self._emit(ReasoningDeltaEvent(text=text))
+
+    def command_start(self, turn: int, index: int, command: str) -> None:
+        self._emit(CommandStartEvent(turn=turn, index=index, command=command))
+
+    def command_result(self, turn: int, index: int, result: Result) -> None:
+        self._emit(CommandResultEvent(turn=turn, index=index, result=result))
+        if result.job is not None:
+            self._emit(JobStartEvent.of(turn, index, result))
+
+    def job_end(self, end: JobEnd, seen: bool) -> None:
+        self._emit(JobEndEvent.of(end, seen))
+
+    def step_end(self, turn: int, step: StepMessage) -> None:
+        self._emit(StepEndEvent(turn=turn, step=step))
+
+    def retry(self, reason: str, attempt: int) -> None:
+        self._emit(RetryEvent(reason=reason, attempt=attempt))
+
+    def approval(self, decision: ApprovalDecision) -> None:
+        self._emit(ApprovalEvent(**vars(decision)))
+
+    def error(self, message: str) -> None:
+        self._error_sent = True
+        self._emit(ErrorEvent(message=message))
+
+    def done(self, summary: RunSummary) -> None:
+        if summary.error and not self._error_sent:
+            self.error(summary.error)  # a run that failed says so before it ends
+        self._emit(summary)

@@ -27,7 +27,6 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeAlias
@@ -41,6 +40,7 @@ from logos.jsonl import JsonLinesFile, open_private_append, utc_now, write_line
 from logos.providers.base import Message
 from logos.providers.registry import ProviderName
 from logos.records.events import ApprovalEvent, JobEndEvent, JobStartEvent, RunSummary
+from logos.records.events import count_turns as count_turns  # WHY: batch counts turns here
 
 TRAJECTORY_VERSION = 1
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
@@ -345,8 +345,3 @@ def task_slug(task: str) -> str:
             break
         slug = candidate
     return slug or "task"
-
-
-def count_turns(steps: Sequence[StepMessage]) -> int:
-    """Model turns: the assistant steps."""
-    return sum(1 for step in steps if step.role == "assistant")

@@ -21,40 +21,23 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from logos.agent.config import Callbacks, Config
+from logos.agent.config import Config
 from logos.agent.loop import run as run_loop
-from logos.agent.steps import RunResult, StepMessage
+from logos.agent.steps import RunResult
 from logos.approvals.approval import (
-    ApprovalDecision,
     ApprovalMode,
     ApprovalRunner,
     Approver,
-    AutoApprover,
-    NeverRunApprover,
 )
 from logos.approvals.audit import AuditLog
-from logos.approvals.rules import RuledApprover
+from logos.approvals.rules import approver_for
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
-from logos.providers.base import Message, Usage
-from logos.records.events import (
-    ApprovalEvent,
-    CommandResultEvent,
-    CommandStartEvent,
-    DeltaEvent,
-    ErrorEvent,
-    JobEndEvent,
-    JobStartEvent,
-    ReasoningDeltaEvent,
-    RetryEvent,
-    RunSummary,
-    StartEvent,
-    StepEndEvent,
-    TurnCounter,
-)
-from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter, count_turns
-from logos.result import JobEnd, Result
+from logos.providers.base import Message
+from logos.records.events import RunEvents, RunSummary, StartEvent
+from logos.records.recorder import RunRecorder
+from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
@@ -389,53 +372,19 @@ class Runs:
 
     async def _execute(self, plan: _Plan) -> None:
         run = plan.run
-        steps: list[StepMessage] = []
-        turns = TurnCounter()
-        publish = run.log.publish
-
-        def on_decision(decision: ApprovalDecision) -> None:
-            plan.audit.record(decision)
-            plan.writer.approval(decision)
-            publish(ApprovalEvent(**vars(decision)))
-
-        def on_step_end(step: StepMessage) -> None:
-            steps.append(step)
-            plan.writer.step(step)  # WHY first: what a client sees is already saved
-            publish(StepEndEvent(turn=turns.number_for(step), step=step))
-
-        def on_command_start(index: int, command: str) -> None:
-            publish(CommandStartEvent(turn=turns.current, index=index, command=command))
-
-        def on_command_result(index: int, result: Result) -> None:
-            publish(CommandResultEvent(turn=turns.current, index=index, result=result))
-            if result.job is not None:
-                started = JobStartEvent.of(turns.current, index, result)
-                plan.writer.job(started)
-                publish(started)
-
-        def on_job_end(end: JobEnd, seen: bool) -> None:
-            ended = JobEndEvent.of(end, seen)
-            plan.writer.job(ended)
-            publish(ended)
-
-        callbacks = Callbacks(
-            on_delta=lambda text: publish(DeltaEvent(text=text)),
-            on_reasoning_delta=lambda text: publish(ReasoningDeltaEvent(text=text)),
-            on_command_start=on_command_start,
-            on_command_result=on_command_result,
-            on_step_end=on_step_end,
-            on_retry=lambda reason, attempt: publish(RetryEvent(reason=reason, attempt=attempt)),
-            on_job_end=on_job_end,
+        model = self._setup.model
+        recorder = RunRecorder(
+            plan.writer, plan.audit, RunEvents(run.log.publish), model=model.model
         )
-        gated = ApprovalRunner(plan.runner, self._approver(run), on_decision)
-        publish(
+        gated = ApprovalRunner(plan.runner, self._approver(run), recorder.decided)
+        run.log.publish(
             StartEvent(
-                provider=self._setup.model.provider,
-                model=self._setup.model.model,
+                provider=model.provider,
+                model=model.model,
                 runner=run.choice.kind,
                 approval=run.approval,
                 cwd=plan.workdir,
-                trajectory=str(plan.writer.path),
+                trajectory=recorder.trajectory,
             )
         )
         started = time.monotonic()
@@ -445,46 +394,24 @@ class Runs:
                 dataclasses.replace(plan.config, runner=gated),
                 plan.history,
                 plan.prompt,
-                callbacks,
+                recorder.callbacks(),
                 cancel=run.cancel,
             )
         finally:
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(CLOSE_TIMEOUT_S):
                     await gated.aclose()
-                self._finish(plan, result, steps, time.monotonic() - started)
+                # result None: the server's task group was cancelled under the run
+                self._finish(plan, recorder, recorder.summary(result, time.monotonic() - started))
 
     def _approver(self, run: Run) -> Approver:
-        if run.approval == "never-run":
-            return NeverRunApprover()
         asker = self._approvals.approver_for(run.id, run.log.publish)
-        rules = self._setup.rules
-        if rules is not None:
-            return RuledApprover(rules, "confirm" if run.approval == "confirm" else "auto", asker)
-        return asker if run.approval == "confirm" else AutoApprover()
+        return approver_for(run.approval, self._setup.rules, asker)
 
-    def _finish(
-        self, plan: _Plan, result: RunResult | None, steps: list[StepMessage], wall_s: float
-    ) -> None:
+    def _finish(self, plan: _Plan, recorder: RunRecorder, summary: RunSummary) -> None:
         run = plan.run
-        if result is None:  # the server's task group was cancelled under the run
-            usage = sum((step.usage for step in steps if step.usage), Usage())
-            result = RunResult("", tuple(steps), "canceled", usage=usage)
-        summary = RunSummary(
-            stop_reason=result.stop_reason,
-            error=result.error,
-            response=result.response,
-            usage=result.usage,
-            cost_usd=result.cost_usd,
-            turns=count_turns(result.steps),
-            wall_s=wall_s,
-            trajectory=str(plan.writer.path),
-        )
         try:
-            plan.writer.done(summary, model=self._setup.model.model)
-            if summary.error:
-                run.log.publish(ErrorEvent(message=summary.error))
-            run.log.publish(summary)
+            recorder.done(summary)
         finally:
             run.summary = summary
             run.ended_at = utc_now()

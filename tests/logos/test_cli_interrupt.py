@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,70 +30,94 @@ def unique_sleep() -> str:
     return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
 
 
-def interrupt_mid_command(
-    args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
-) -> tuple[int, str, str]:
-    """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
+@contextlib.contextmanager
+def logos_process(
+    args: list[str], home: Home, env: dict[str, str], output: int, *, text: bool = False
+) -> Iterator[subprocess.Popen[Any]]:
+    """`logos ARGS` going on in the background, its stdout and stderr to `output`; killed on
+    the way out if it is still running."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "logos", *args],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=output,
+        stderr=output,
         env=env,
         cwd=home.work,
-        text=True,
+        text=text,
     )
     try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    returncode: int
+    stdout: str
+    stderr: str
+    marker: str
+    """The command line of the `sleep` the model ran."""
+
+
+def interrupt_mid_command(
+    home: Home, sse_server: ScriptedServer, reply: str, args: list[str], *signals: int
+) -> Interrupted:
+    """Start logos, its model replying `reply` (`{sleep}`: a `sleep` of its own), and send
+    `signals` once that command runs (0.3 s apart)."""
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(reply.format(sleep=marker)))
+    env = openai_env(home, sse_server)
+    with logos_process(args, home, env, subprocess.PIPE, text=True) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         for number, sig in enumerate(signals):
             if number:
                 time.sleep(0.3)
             proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, stdout, stderr
+    return Interrupted(proc.returncode, stdout, stderr, marker)
+
+
+def assert_canceled_and_recorded(home: Home) -> list[dict[str, Any]]:
+    """The run's trajectory ends with its summary: canceled. Returns its records."""
+    records = read_jsonl(home.only_run())
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    return records
 
 
 @pytest.mark.timeout(60)
 def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
-    returncode, stdout, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "wait for it"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "Waiting a while.\n<cmd>{sleep}</cmd>",
+        ["--model", "m", "--yes", "wait for it"],
         signal.SIGINT,
     )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []
-    assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
-    assert stdout == ""
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
-    steps = [r for r in records if r["type"] == "step"]
-    assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
+    assert stopped.returncode == 130, stopped.stderr
+    assert processes_matching(stopped.marker) == []
+    assert "stopping" in stopped.stderr and "interrupted" in stopped.stderr.splitlines()[-1]
+    assert stopped.stdout == ""
+    steps = [r for r in assert_canceled_and_recorded(home) if r["type"] == "step"]
+    assert steps and steps[0]["role"] == "assistant" and stopped.marker in steps[0]["content"]
 
 
 @pytest.mark.timeout(60)
 def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
-    returncode, stdout, _ = interrupt_mid_command(
-        ["--model", "m", "--yes", "--json", "wait"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "<cmd>{sleep}</cmd>",
+        ["--model", "m", "--yes", "--json", "wait"],
         signal.SIGTERM,
     )
-    assert returncode == 128 + signal.SIGTERM
-    assert processes_matching(marker) == []
-    assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
+    assert stopped.returncode == 128 + signal.SIGTERM
+    assert processes_matching(stopped.marker) == []
+    assert '"stop_reason":"canceled"' in stopped.stdout.splitlines()[-1]
 
 
 @pytest.mark.timeout(60)
@@ -110,18 +138,16 @@ def test_background_jobs_are_killed_when_the_run_ends(
 def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
-    returncode, _, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "stubborn"],
+    stopped = interrupt_mid_command(
         home,
-        openai_env(home, sse_server),
-        marker,
+        sse_server,
+        "<cmd>trap '' TERM INT; {sleep}</cmd>",
+        ["--model", "m", "--yes", "stubborn"],
         signal.SIGINT,
         signal.SIGINT,
     )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    assert stopped.returncode == 130, stopped.stderr
+    assert processes_matching(stopped.marker) == []  # it ignored SIGTERM: it was SIGKILLed
     assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
 
 
@@ -140,8 +166,7 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     finally:
         terminal.close()
     assert processes_matching(marker) == []
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    assert_canceled_and_recorded(home)
 
 
 @pytest.mark.timeout(60)
@@ -149,27 +174,15 @@ def test_json_readers_that_leave_early_stop_the_run_cleanly(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("word " * 200, chunk_size=5, event_pause_s=0.05))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "talk"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-    )
-    try:
+    args = ["--model", "m", "--yes", "--json", "talk"]
+    with logos_process(args, home, openai_env(home, sse_server), subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         assert b'"type":"start"' in proc.stdout.readline()
         proc.stdout.close()  # like `logos --json … | head -1`
         stderr = proc.stderr.read().decode()
         assert proc.wait(timeout=30) == 128 + signal.SIGPIPE, stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Traceback" not in stderr and "stdout" in stderr
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    assert_canceled_and_recorded(home)
 
 
 @pytest.mark.timeout(60)
@@ -179,15 +192,8 @@ def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
     env = openai_env(home, sse_server)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "--model", "m", "--yes", "first"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=home.work,
-    )
-    try:
+    args = ["--model", "m", "--yes", "first"]
+    with logos_process(args, home, env, subprocess.DEVNULL) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         path = home.only_run()
         before = path.read_bytes()
@@ -198,8 +204,4 @@ def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
         assert len(sse_server.requests) == 1  # refused before the model was called
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert read_jsonl(path)[-1]["stop_reason"] == "canceled"
