@@ -296,14 +296,7 @@ async def _agent(
         )
         outcome.stop_reason, outcome.error = result.stop_reason, result.error
         outcome.usage, outcome.cost_usd = result.usage, result.cost_usd
-        summary = RunSummary(
-            stop_reason=result.stop_reason,
-            error=result.error,
-            usage=result.usage,
-            cost_usd=result.cost_usd,
-            turns=count_turns(result.steps),
-            wall_s=time.monotonic() - started,
-        )
+        summary = RunSummary.of(result, wall_s=time.monotonic() - started, trajectory=None)
         writer.done(summary, model=settings.model.model)
     on_recorded()
 
