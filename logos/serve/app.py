@@ -3,6 +3,7 @@ what was wrong, never a traceback.
 
     POST   /v1/runs                    start a run → {run, session, events}
     GET    /v1/runs                    the live runs and those finished lately
+    GET    /v1/runs/changes            server-sent `runs` events: a run started, published or ended
     GET    /v1/runs/{id}               status, usage, cost, stop reason
     GET    /v1/runs/{id}/events        server-sent events; Last-Event-ID replays what was missed
     POST   /v1/runs/{id}/cancel        stop the model, kill the commands, keep what was done
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -55,6 +57,8 @@ M = TypeVar("M", bound=BaseModel)
 _USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 """The most of a saved output one request returns (the page shows it as text)."""
+CHANGES_EVERY_S = 0.25
+"""The runs stream's events come at most this often: a busy run publishes far faster."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -80,6 +84,7 @@ def build_app(
     routes = [
         Route("/v1/runs", api.start_run, methods=["POST"]),
         Route("/v1/runs", api.list_runs, methods=["GET"]),
+        Route("/v1/runs/changes", api.run_changes, methods=["GET"]),
         Route("/v1/runs/{run_id}", api.run_status, methods=["GET"]),
         Route("/v1/runs/{run_id}/events", api.run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
@@ -212,6 +217,29 @@ class _Api:
                 )
                 status["live"] = tally.read()
         return JSONResponse({"runs": statuses})
+
+    async def run_changes(self, request: Request) -> Response:
+        """Server-sent `runs` events, one at once and one whenever a run starts, publishes or
+        ends (at most one per `CHANGES_EVERY_S`): the page's runs list reads `GET /v1/runs`
+        on each instead of asking on a timer."""
+        changes = self._runs.changes
+        keepalive_s = self._setup.settings.keepalive_s
+
+        async def versions() -> AsyncIterator[bytes]:
+            seen = changes.version
+            yield b"retry: 1000\n\n" + _runs_changed(seen)
+            while not changes.closed:
+                await anyio.sleep(CHANGES_EVERY_S)
+                version = await changes.after(seen, keepalive_s)
+                if changes.closed:
+                    return
+                if version == seen:
+                    yield b": keep-alive\n\n"
+                else:
+                    seen = version
+                    yield _runs_changed(seen)
+
+        return _event_stream(versions())
 
     async def run_status(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -530,6 +558,10 @@ def output_query(request: Request) -> tuple[int, int, Literal["stdout", "stderr"
     if stream == "stderr":
         return int(turn), int(index), "stderr"
     raise ApiError(400, "give stream=stdout or stream=stderr")
+
+
+def _runs_changed(version: int) -> bytes:
+    return f'event: runs\ndata: {{"version":{version}}}\n\n'.encode()
 
 
 def _event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:

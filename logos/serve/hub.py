@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,12 +87,48 @@ class Subscription:
                 yield event
 
 
+class Changes:
+    """A version number that grows whenever any run publishes, starts or ends, so a list of
+    runs can follow them all through one stream instead of asking again and again."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.closed = False
+        """Set as the server shuts down: the streams that follow the runs end."""
+        self._changed = anyio.Event()
+
+    def close(self) -> None:
+        self.closed = True
+        self.bump()
+
+    def bump(self) -> None:
+        self.version += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def after(self, version: int, timeout_s: float) -> int:
+        """The version once it is past `version`, or the same after `timeout_s` without a
+        change (time for a keep-alive)."""
+        if self.version == version:
+            with anyio.move_on_after(timeout_s):
+                await self._changed.wait()
+        return self.version
+
+
 class EventLog:
     """The events of one run: numbered from 1, each appended to the file before anyone
     sees it."""
 
-    def __init__(self, path: Path, *, replay_memory: int, subscriber_buffer: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        replay_memory: int,
+        subscriber_buffer: int,
+        on_publish: Callable[[], None] = lambda: None,
+    ) -> None:
         self.path = path
+        self._on_publish = on_publish
         self._file = JsonLinesFile(path, open_private_append(path, exclusive=True))
         self._recent: deque[Published] = deque(maxlen=replay_memory)
         self._buffer = subscriber_buffer
@@ -107,6 +143,7 @@ class EventLog:
         self._file.write_line(published.line())
         self.last_id = published.id
         self._recent.append(published)
+        self._on_publish()
         for sender, subscription in list(self._senders.items()):
             try:
                 sender.send_nowait(published)

@@ -41,7 +41,7 @@ from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
-from logos.serve.hub import EventLog, read_published
+from logos.serve.hub import Changes, EventLog, read_published
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
 from logos.serve.setup import RunnerChoice, ServerSetup
 
@@ -119,6 +119,8 @@ class Runs:
         self._accepting = True
         self._all_done = anyio.Event()
         self._all_done.set()
+        self.changes = Changes()
+        """Bumped by every run's events, and as a run ends: what the runs list follows."""
 
     def bind(self, group: TaskGroup) -> None:
         """The task group that owns the runs: the server's, not a request's."""
@@ -205,6 +207,7 @@ class Runs:
                 self.sessions.runs_dir(session_id) / f"{run_id}.jsonl",
                 replay_memory=setup.settings.replay_memory,
                 subscriber_buffer=setup.settings.subscriber_buffer,
+                on_publish=self.changes.bump,
             )
         except BaseException:
             writer.close()
@@ -222,6 +225,7 @@ class Runs:
         )
         self._live[run_id] = run
         self._all_done = anyio.Event()
+        self.changes.bump()
         assert self._group is not None
         self._group.start_soon(self._execute, plan)
         return run
@@ -369,6 +373,7 @@ class Runs:
         for run in self._live.values():
             run.cancel.set()
         await self._all_done.wait()
+        self.changes.close()
 
     async def _execute(self, plan: _Plan) -> None:
         run = plan.run
@@ -425,6 +430,7 @@ class Runs:
                 self._finished.popitem(last=False)
             if not self._live:
                 self._all_done.set()
+            self.changes.bump()
 
 
 def _wider(name: str, asked: float, ceiling: float, key: str) -> ApiError:

@@ -8,10 +8,12 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from logos.serve.server import GRACEFUL_S
 from tests.support.cli_harness import Home, make_home, read_jsonl, sent_messages
 from tests.support.processes import processes_matching
 from tests.support.serve_harness import Served, read_events, serving
@@ -106,6 +108,35 @@ def test_two_subscribers_see_the_same_events(served: Served, sse_server: Scripte
         first, second = one.read(), two.read()
     assert first == second
     assert b"event: done" in first
+
+
+def test_the_runs_stream_says_when_a_run_starts_publishes_and_ends(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("a short reply", event_pause_s=0.05))
+    client = served.client()
+    versions: list[int] = []
+    with client.stream("GET", "/v1/runs/changes") as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        started: dict[str, Any] | None = None
+        for line in lines:
+            if line.startswith("data:"):
+                versions.append(json.loads(line[len("data:") :])["version"])
+                if started is None:
+                    started = served.start_run(client, prompt="hi", approval="never-run")
+                elif client.get(f"/v1/runs/{started['run']}").json()["status"] == "finished":
+                    break
+    assert versions == sorted(set(versions)) and len(versions) >= 2, versions
+    assert started is not None
+    listed = {run["id"]: run for run in client.get("/v1/runs").json()["runs"]}
+    assert listed[started["run"]]["status"] == "finished"
+
+
+def test_the_runs_stream_needs_the_token(served: Served) -> None:
+    response = served.client(token="wrong").get("/v1/runs/changes")
+    assert response.status_code == 401
 
 
 def test_a_slow_subscriber_is_dropped_and_catches_up_without_slowing_the_run(
@@ -265,6 +296,26 @@ def test_shutdown_cancels_runs_and_saves_them(home: Home, sse_server: ScriptedSe
     assert not processes_matching(marker)
     records = read_jsonl(home.state / "serve" / "sessions" / started["session"] / "session.jsonl")
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+
+
+def test_a_page_following_the_runs_does_not_hold_the_shutdown(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    with serving(home, sse_server) as served:
+        # WHY a client of its own: the harness closes its clients before it stops the server,
+        # and this one must still be listening while the server stops.
+        headers = {"authorization": f"Bearer {served.token}"}
+        with (
+            httpx.Client(base_url=served.url, headers=headers, timeout=30) as client,
+            client.stream("GET", "/v1/runs/changes") as stream,
+        ):
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data:"))
+            began = time.monotonic()
+            assert served.stop() == 0
+            stopped_s = time.monotonic() - began
+            assert [line for line in lines if line] == []  # it ended with the server, nothing more
+    assert stopped_s < GRACEFUL_S / 2, f"the shutdown waited {stopped_s:.1f} s for the stream"
 
 
 def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(

@@ -12,7 +12,7 @@ const FOLD_LINES = 40;
 const FOLD_KEEP = 12;
 const FOLD_CHARS = 6000;
 const FRAME_BUDGET_MS = 8;
-const LIST_EVERY_MS = 1000;
+const LIST_EVERY_MS = 5000;  // besides the runs stream: keeps a live run's elapsed time moving
 const $ = (id) => document.getElementById(id);
 
 function takeFragment() {
@@ -438,6 +438,34 @@ function showEvent(type, event) {
 
 let knownRuns = [];
 
+async function followRuns() {
+  // The server says when any run started, published or ended (`runs` events); the list is read
+  // again on each. A dropped stream comes back after a second.
+  for (;;) {
+    try {
+      const response = await fetch("/v1/runs/changes", { headers: authorization() });
+      if (response.ok) {
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let pending = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          pending += decoder.decode(value, { stream: true });
+          const blocks = pending.split("\n\n");
+          pending = blocks.pop();
+          if (blocks.some((block) => block.startsWith("event: runs") || block.includes("\nevent: runs"))) {
+            await refreshRuns().catch(() => {});
+          }
+        }
+      }
+    } catch (error) {
+      // the server went away or the network dropped: try again below
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
 async function refreshRuns() {
   const { runs } = await api("GET", "/v1/runs");
   knownRuns = runs;
@@ -644,6 +672,7 @@ async function main() {
   $("start-form").onsubmit = start;
   $("note-form").onsubmit = saveNote;
   $("refresh-sessions").onclick = refreshSessions;
+  followRuns();
   setInterval(() => { if (!document.hidden) refreshRuns().catch(() => {}); }, LIST_EVERY_MS);
   setInterval(() => refreshApprovals().catch(() => {}), 5000);
 }
