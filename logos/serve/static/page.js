@@ -466,36 +466,60 @@ async function followRuns() {
   }
 }
 
+const runRows = new Map();  // run id → its row, kept across refreshes so a click never lands on a stale one
+
+function runRow(run) {
+  let entry = runRows.get(run.id);
+  if (!entry) {
+    const row = element("tr", "run-row");
+    row.dataset.id = run.id;
+    const open = element("a", "", "");
+    open.href = "#run=" + encodeURIComponent(run.id);
+    open.onclick = (event) => { event.preventDefault(); openRun(run.id); };
+    const task = element("td", "task");
+    task.append(open);
+    const cells = ["state", "steps", "", "", "", ""].map((name) => element("td", name));
+    const stopCell = element("td");
+    stopCell.append(button("stop", "Stop", () => stop(run.id)));
+    row.append(task, ...cells, stopCell);
+    entry = { row, open, cells, stopCell };
+    runRows.set(run.id, entry);
+  }
+  return entry;
+}
+
+function setText(node, text) {
+  const value = String(text);
+  if (node.textContent !== value) node.textContent = value;
+}
+
 async function refreshRuns() {
   const { runs } = await api("GET", "/v1/runs");
   knownRuns = runs;
   const rows = runs.map((run) => {
-    const row = element("tr", "run-row " + run.status);
-    row.dataset.id = run.id;
+    const { row, open, cells, stopCell } = runRow(run);
+    row.className = "run-row " + run.status + (row.dataset.id === view.runId ? " selected" : "");
     const live = run.live || {};
     const usage = run.usage || {};
     const input = run.usage ? usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens : live.input_tokens;
     const output = run.usage ? usage.output_tokens : live.output_tokens;
     const cost = run.cost_usd !== null && run.cost_usd !== undefined ? run.cost_usd : live.cost_usd;
     const elapsed = run.wall_s !== undefined && run.wall_s !== null ? run.wall_s : sinceIso(run.created_at, run.ended_at);
-    const task = element("td", "task");
-    const open = element("a", "", run.task || run.id);
-    open.href = "#run=" + encodeURIComponent(run.id);
-    open.onclick = (event) => { event.preventDefault(); openRun(run.id); };
-    task.append(open);
-    const state = element("td", "state", run.status + (run.pending_approvals.length ? " (waits for approval)" : ""));
-    row.append(task, state,
-      element("td", "steps", typeof run.turns === "number" ? run.turns : (live.steps || 0)),
-      element("td", "", seconds(elapsed)), element("td", "", tokens(input || 0, output || 0)),
-      element("td", "", dollars(cost)), element("td", "", run.stop_reason || ""));
-    if (run.status === "running") {
-      const cell = element("td");
-      cell.append(button("stop", "Stop", () => stop(run.id)));
-      row.append(cell);
-    }
+    setText(open, run.task || run.id);
+    const texts = [
+      run.status + (run.pending_approvals.length ? " (waits for approval)" : ""),
+      typeof run.turns === "number" ? run.turns : (live.steps || 0),
+      seconds(elapsed), tokens(input || 0, output || 0), dollars(cost), run.stop_reason || "",
+    ];
+    texts.forEach((text, index) => setText(cells[index], text));
+    stopCell.hidden = run.status !== "running";
     return row;
   });
-  $("run-list").tBodies[0].replaceChildren(...rows);
+  const listed = new Set(runs.map((run) => run.id));
+  for (const id of runRows.keys()) if (!listed.has(id)) runRows.delete(id);
+  const body = $("run-list").tBodies[0];
+  const current = Array.from(body.rows);
+  if (current.length !== rows.length || current.some((row, index) => row !== rows[index])) body.replaceChildren(...rows);
   $("no-runs").hidden = runs.length > 0;
   markSelected();
 }
