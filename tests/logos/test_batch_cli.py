@@ -12,13 +12,8 @@ import pytest
 
 from logos.batch.summary import wilson_interval
 from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.fixture
@@ -34,11 +29,19 @@ def batch(home: Home, server: ScriptedServer, *args: str) -> Any:
     return logos(["batch", "--model", "m", *args], home, openai_env(home, server), timeout=120)
 
 
+def refused(home: Home, server: ScriptedServer, tasks: Path, *args: str) -> str:
+    """`logos batch TASKS --out out ARGS`, refused (exit status 2) before the model was asked
+    anything or the output directory was made: what it said."""
+    done = batch(home, server, str(tasks), "--out", "out", *args)
+    assert done.returncode == 2, done.stderr
+    assert not server.requests and not (home.work / "out").exists()
+    return str(done.stderr)
+
+
 def by_id(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {line["id"]: line for line in lines}
 
 
-@pytest.mark.timeout(120)
 def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
     home: Home, project: Path, sse_server: ScriptedServer
 ) -> None:
@@ -117,7 +120,6 @@ def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
     assert "✓ copies" in done.stderr and "✗ forgets" in done.stderr
 
 
-@pytest.mark.timeout(120)
 def test_bad_lines_are_reported_by_number_and_skipped(
     home: Home, project: Path, sse_server: ScriptedServer
 ) -> None:
@@ -196,12 +198,9 @@ def test_local_commands_need_yes_and_images_need_the_sandbox(
         home.work / "tasks.jsonl",
         {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}, "image": "python:3"},
     )
-    unasked = batch(home, sse_server, str(tasks), "--out", "out")
-    assert unasked.returncode == 2
-    assert "pass --sandbox" in unasked.stderr and "--yes" in unasked.stderr
-    imaged = batch(home, sse_server, str(tasks), "--out", "out", "--yes")
-    assert imaged.returncode == 2 and "add --sandbox" in imaged.stderr
-    assert not sse_server.requests and not (home.work / "out").exists()
+    unasked = refused(home, sse_server, tasks)
+    assert "pass --sandbox" in unasked and "--yes" in unasked
+    assert "add --sandbox" in refused(home, sse_server, tasks, "--yes")
 
 
 @pytest.mark.timeout(60)
@@ -213,30 +212,23 @@ def test_the_sandbox_kind_comes_from_the_flag_or_the_config_file(
     )
     # temenos is a sandbox kind, but not one a batch can run in: refused by name, before
     # the model is asked anything or the output directory is made.
-    temenos = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox", "temenos")
-    assert temenos.returncode == 2
-    assert "a batch cannot run in the sandbox kind 'temenos'" in temenos.stderr
-    assert "BatchSandboxKind" in temenos.stderr and "--yes" in temenos.stderr
+    temenos = refused(home, sse_server, tasks, "--sandbox", "temenos")
+    assert "a batch cannot run in the sandbox kind 'temenos'" in temenos
+    assert "BatchSandboxKind" in temenos and "--yes" in temenos
     config = home.root / "config" / "logos" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('sandbox = "temenos"\n')
-    configured = batch(home, sse_server, str(tasks), "--out", "out")
-    assert configured.returncode == 2
-    assert "sandbox kind 'temenos'" in configured.stderr
+    assert "sandbox kind 'temenos'" in refused(home, sse_server, tasks)
     # The flag wins over the config file: sandboxd is asked for, and its own check speaks.
     missing = home.root / "runtime" / "no-daemon.sock"
-    sandboxd = batch(
-        home, sse_server, str(tasks), "--out", "out", "--sandbox", "sandboxd",
-        "--sandbox-addr", str(missing),
-    )  # fmt: skip
-    assert sandboxd.returncode == 2
-    assert f"sandboxd is not running on {missing}" in sandboxd.stderr
-    unknown = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox=no-such-kind")
-    assert unknown.returncode == 2 and "unknown sandbox kind 'no-such-kind'" in unknown.stderr
-    assert not sse_server.requests and not (home.work / "out").exists()
+    sandboxd = refused(
+        home, sse_server, tasks, "--sandbox", "sandboxd", "--sandbox-addr", str(missing)
+    )
+    assert f"sandboxd is not running on {missing}" in sandboxd
+    unknown = refused(home, sse_server, tasks, "--sandbox=no-such-kind")
+    assert "unknown sandbox kind 'no-such-kind'" in unknown
 
 
-@pytest.mark.timeout(120)
 def test_tasks_neither_see_nor_keep_the_users_memory_notes(
     home: Home, project: Path, sse_server: ScriptedServer
 ) -> None:

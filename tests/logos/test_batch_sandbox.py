@@ -5,20 +5,14 @@ and a sandbox full of another program's sessions delays tasks instead of failing
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sandboxd_harness import containers_of, running_daemon
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.docker

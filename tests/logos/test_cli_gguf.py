@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.support.cli_harness import Home, logos, make_home, read_jsonl
+from tests.support.cli_harness import Home, logos, read_jsonl
 from tests.support.llama import find_test_gguf
 from tests.support.parts import require
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.llama

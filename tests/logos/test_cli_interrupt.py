@@ -6,19 +6,23 @@ import random
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
-from tests.support.cli_harness import Home, PtySession, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching, wait_for
+from tests.support.cli_harness import (
+    Home,
+    PtySession,
+    logos,
+    openai_env,
+    read_jsonl,
+    run_task,
+    running_logos,
+)
+from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer, openai_stream
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
+pytestmark = pytest.mark.timeout(60)
 
 
 def unique_sleep() -> str:
@@ -26,73 +30,53 @@ def unique_sleep() -> str:
     return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
 
 
+@dataclass(frozen=True)
+class Interrupted:
+    """A run stopped by signals while its command (`marker`, a unique sleep) ran."""
+
+    marker: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def interrupt_mid_command(
-    args: list[str], home: Home, env: dict[str, str], marker: str, *signals: int
-) -> tuple[int, str, str]:
-    """Start logos, send `signals` once its command runs (0.3 s apart); exit code and output."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=home.work,
-        text=True,
-    )
-    try:
+    home: Home, sse_server: ScriptedServer, reply: str, args: list[str], *signals: int
+) -> Interrupted:
+    """Start `logos --model m --yes ARGS` on a model that replies `reply` (its `{marker}`
+    becomes a unique sleep) and send `signals` once that command runs (0.3 s apart)."""
+    marker = unique_sleep()
+    sse_server.enqueue(openai_stream(reply.format(marker=marker)))
+    env = openai_env(home, sse_server)
+    with running_logos(["--model", "m", "--yes", *args], home, env) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        for number, sig in enumerate(signals):
-            if number:
-                time.sleep(0.3)
-            proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, stdout, stderr
+        stdout, stderr = interrupt(proc, *signals, timeout=30)
+    return Interrupted(marker, proc.returncode, stdout, stderr)
 
 
-@pytest.mark.timeout(60)
 def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"Waiting a while.\n<cmd>{marker}</cmd>"))
-    returncode, stdout, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "wait for it"],
-        home,
-        openai_env(home, sse_server),
-        marker,
-        signal.SIGINT,
-    )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []
-    assert "stopping" in stderr and "interrupted" in stderr.splitlines()[-1]
-    assert stdout == ""
+    reply = "Waiting a while.\n<cmd>{marker}</cmd>"
+    run = interrupt_mid_command(home, sse_server, reply, ["wait for it"], signal.SIGINT)
+    assert run.returncode == 130, run.stderr
+    assert processes_matching(run.marker) == []
+    assert "stopping" in run.stderr and "interrupted" in run.stderr.splitlines()[-1]
+    assert run.stdout == ""
     records = read_jsonl(home.only_run())
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
     steps = [r for r in records if r["type"] == "step"]
-    assert steps and steps[0]["role"] == "assistant" and marker in steps[0]["content"]
+    assert steps and steps[0]["role"] == "assistant" and run.marker in steps[0]["content"]
 
 
-@pytest.mark.timeout(60)
 def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
-    returncode, stdout, _ = interrupt_mid_command(
-        ["--model", "m", "--yes", "--json", "wait"],
-        home,
-        openai_env(home, sse_server),
-        marker,
-        signal.SIGTERM,
-    )
-    assert returncode == 128 + signal.SIGTERM
-    assert processes_matching(marker) == []
-    assert '"stop_reason":"canceled"' in stdout.splitlines()[-1]
+    reply = "<cmd>{marker}</cmd>"
+    run = interrupt_mid_command(home, sse_server, reply, ["--json", "wait"], signal.SIGTERM)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert processes_matching(run.marker) == []
+    assert '"stop_reason":"canceled"' in run.stdout.splitlines()[-1]
 
 
-@pytest.mark.timeout(60)
 def test_background_jobs_are_killed_when_the_run_ends(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -101,31 +85,22 @@ def test_background_jobs_are_killed_when_the_run_ends(
         openai_stream(f"<cmd>{marker} > /dev/null 2>&1 &\necho started</cmd>"),
         openai_stream("The server is up."),
     )
-    done = logos(["--model", "m", "--yes", "start a server"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "start a server")
     assert done.returncode == 0, done.stderr
     assert processes_matching(marker) == []
 
 
-@pytest.mark.timeout(60)
 def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    marker = unique_sleep()
-    sse_server.enqueue(openai_stream(f"<cmd>trap '' TERM INT; {marker}</cmd>"))
-    returncode, _, stderr = interrupt_mid_command(
-        ["--model", "m", "--yes", "stubborn"],
-        home,
-        openai_env(home, sse_server),
-        marker,
-        signal.SIGINT,
-        signal.SIGINT,
-    )
-    assert returncode == 130, stderr
-    assert processes_matching(marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    reply = "<cmd>trap '' TERM INT; {marker}</cmd>"
+    sigints = (signal.SIGINT, signal.SIGINT)
+    run = interrupt_mid_command(home, sse_server, reply, ["stubborn"], *sigints)
+    assert run.returncode == 130, run.stderr
+    assert processes_matching(run.marker) == []  # it ignored SIGTERM: it was SIGKILLed
     assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -144,7 +119,6 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_json_readers_that_leave_early_stop_the_run_cleanly(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -172,7 +146,6 @@ def test_json_readers_that_leave_early_stop_the_run_cleanly(
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
     home: Home, sse_server: ScriptedServer
 ) -> None:

@@ -19,9 +19,12 @@ from tests.support.cli_harness import (
     make_home,
     openai_env,
     read_jsonl,
+    run_task,
     sent_messages,
 )
 from tests.support.sse_server import ScriptedServer, anthropic_stream, openai_stream
+
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
@@ -29,12 +32,11 @@ def home(tmp_path: object) -> Home:
     return make_home(tmp_path)  # type: ignore[arg-type]
 
 
-@pytest.mark.timeout(60)
 def test_an_answer_before_any_command_is_checked_back_and_shows_as_the_notice_it_is(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("The sum is 60."), openai_stream("The sum is 60."))
-    done = logos(["--model", "m", "--yes", "--json", "sum it"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "--json", "sum it")
     assert done.returncode == 0, done.stderr
     assert sent_messages(sse_server, 1)[-1] == {"role": "user", "content": CHECK_BACK_NOTICE}
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -48,18 +50,16 @@ def test_an_answer_before_any_command_is_checked_back_and_shows_as_the_notice_it
     assert recorded[1]["content"] == CHECK_BACK_NOTICE
 
 
-@pytest.mark.timeout(60)
 def test_people_see_the_check_back_as_a_note_to_the_model(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("Paris."), openai_stream("Paris."))
-    done = logos(["--model", "m", "--yes", "capital?"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "capital?")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Paris.\n"
     assert "note to the model: No command has run yet" in done.stderr
 
 
-@pytest.mark.timeout(60)
 def test_the_check_back_is_turned_off_by_the_flag_or_the_config_file(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -84,7 +84,6 @@ def _compact_prompt(body: dict[str, Any]) -> bool:
     return bool(body["messages"][0]["content"].startswith("You work in a Linux shell"))
 
 
-@pytest.mark.timeout(60)
 def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -104,14 +103,11 @@ def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     assert steps[0]["content"] == "<cmd>true</cmd>"
 
 
-@pytest.mark.timeout(60)
 def test_other_servers_keep_the_full_prompt_and_free_replies(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("Done."))
-    done = logos(
-        ["--model", "m", "--yes", "--no-check-back", "go"], home, openai_env(home, sse_server)
-    )
+    done = run_task(home, sse_server, "--no-check-back", "go")
     assert done.returncode == 0, done.stderr
     (body,) = (request.json for request in sse_server.requests)
     assert "grammar" not in body and "temperature" not in body and "max_tokens" not in body
@@ -119,7 +115,6 @@ def test_other_servers_keep_the_full_prompt_and_free_replies(
     assert sse_server.model_requests  # the list asked, to tell which server this is
 
 
-@pytest.mark.timeout(60)
 def test_each_small_model_default_is_turned_off_by_its_flag_or_the_config_file(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -149,7 +144,6 @@ def test_each_small_model_default_is_turned_off_by_its_flag_or_the_config_file(
     assert bodies[2]["temperature"] == 0.7 and len(bodies[2]["messages"]) == 2
 
 
-@pytest.mark.timeout(60)
 def test_the_grammar_switch_sends_the_grammars_to_any_openai_compatible_server(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -169,7 +163,6 @@ def test_the_grammar_switch_sends_the_grammars_to_any_openai_compatible_server(
     assert not any(_compact_prompt(body) for body in bodies)  # not detected: full prompt
 
 
-@pytest.mark.timeout(60)
 def test_a_grammar_for_an_api_that_refuses_it_is_a_clear_error(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -184,7 +177,6 @@ def test_a_grammar_for_an_api_that_refuses_it_is_a_clear_error(
     assert not sse_server.requests
 
 
-@pytest.mark.timeout(60)
 def test_two_grammars_or_an_unknown_one_are_named(home: Home, sse_server: ScriptedServer) -> None:
     env = openai_env(home, sse_server)
     home.config_file.parent.mkdir(parents=True)

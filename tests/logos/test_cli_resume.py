@@ -15,7 +15,6 @@ from tests.support.cli_harness import (
     Home,
     anthropic_env,
     logos,
-    make_home,
     openai_env,
     read_jsonl,
     sent_messages,
@@ -27,11 +26,6 @@ HEADER = (
     '"model": "m", "base_url": null, "runner": "local", "cwd": "/", '
     '"started_at": "t", "system_prompt": "s"}'
 )
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def first_run(home: Home, server: ScriptedServer) -> Path:

@@ -7,12 +7,11 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.cli_harness import Home, make_home, read_jsonl, sent_messages
+from tests.support.cli_harness import Home, read_jsonl, sent_messages
 from tests.support.processes import processes_matching
 from tests.support.serve_harness import Served, read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -20,11 +19,6 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 pytestmark = pytest.mark.timeout(90)
 
 AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.fixture

@@ -120,7 +120,6 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     assert "all checks passed" in run.stdout
 
 
-@pytest.mark.timeout(120)
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
     config = tmp_path / "doctor.toml"
     config.write_text(f'state_dir = "{short_dir()}"\nimage = "sandboxd-test-missing:latest"\n')

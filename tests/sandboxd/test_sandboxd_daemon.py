@@ -227,7 +227,6 @@ def test_sessions_are_listed_and_closed(client: httpx.Client) -> None:
     assert _error(client.delete("/v1/sessions/bad%20id"), 400)["code"] == "invalid_session"
 
 
-@pytest.mark.timeout(120)
 def test_daemon_memory_stays_bounded_during_a_yes_flood(
     daemon: Daemon, client: httpx.Client
 ) -> None:
@@ -385,7 +384,6 @@ def test_a_state_dir_too_long_for_sockets_is_a_clear_error() -> None:
     assert "choose a shorter state_dir" in output and "Traceback" not in output
 
 
-@pytest.mark.timeout(120)
 def test_sigterm_waits_briefly_then_removes_containers_and_the_socket(docker_client: Any) -> None:
     with running_daemon(docker_client) as serving:
         with serving.client() as http:

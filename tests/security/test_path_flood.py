@@ -56,7 +56,6 @@ class _HealthProbe:
             self._stop.wait(0.05)
 
 
-@pytest.mark.timeout(120)
 def test_a_request_with_24000_paths_is_refused_at_once(daemon: Daemon) -> None:
     directory = short_dir("pf")
     body = json.dumps(

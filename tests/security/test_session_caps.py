@@ -156,7 +156,6 @@ def test_a_per_caller_cap_over_the_total_is_a_config_error() -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_failed_starts_and_idle_containers_give_their_slot_back(docker_client: Any) -> None:
     missing = "sandboxd-test-missing:never"
     config = (

@@ -3,10 +3,11 @@ for what they do, and stopping the servers they started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 
@@ -35,6 +36,42 @@ def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@contextlib.contextmanager
+def running(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """`argv` started in the background, stdin closed, stdout and stderr piped as text; killed
+    if it still runs when the block ends, so that a failing test leaves nothing behind."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def interrupt(
+    proc: subprocess.Popen[str], *signals: int, timeout: float, apart: float = 0.3
+) -> tuple[str, str]:
+    """Send `signals` (`apart` seconds apart), as a user pressing Ctrl-C does, and wait for the
+    program to end: what it wrote to stdout and to stderr."""
+    for number, sig in enumerate(signals):
+        if number:
+            time.sleep(apart)
+        proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return stdout, stderr
 
 
 def stop_server(

@@ -58,15 +58,16 @@ import queue
 import select
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.support.local_http import LocalHTTPServer
 
 _SSE_HEADERS: Mapping[str, str] = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json"}
@@ -119,10 +120,11 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
-class ScriptedServer:
+class ScriptedServer(LocalHTTPServer):
     """The server; see the module docstring. Start and stop it with `with`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
         self._answer: Callable[[RecordedRequest], Reply] | None = None
         self._requests: list[RecordedRequest] = []
@@ -133,9 +135,6 @@ class ScriptedServer:
         llama.cpp's)."""
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -171,22 +170,8 @@ class ScriptedServer:
         """True once a client closed its connection while a reply was still being sent."""
         return self._disconnected.wait(timeout)
 
-    def __enter__(self) -> ScriptedServer:
-        handler = type("_BoundHandler", (_Handler,), {"scripted": self})
-        self._httpd = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("_BoundHandler", (_Handler,), {"scripted": self})
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -197,16 +182,6 @@ class ScriptedServer:
             return self._replies.get_nowait()
         except queue.Empty:
             return None if self._answer is None else self._answer(request)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # WHY: clients close idle keep-alive connections at will; that is not an error.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 class _ClientGone(Exception):
