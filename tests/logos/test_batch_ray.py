@@ -32,9 +32,10 @@ def home(tmp_path: Path) -> Home:
     return home
 
 
-def tasks_waiting_to_go_on(home: Home, count: int) -> tuple[Path, Path]:
-    """A batch of `count` tasks whose command waits until the file it names exists: the
-    tasks file and that file's path."""
+def waiting_batch(home: Home, sse_server: ScriptedServer, count: int) -> tuple[Path, Path]:
+    """A batch of `count` tasks whose command waits until the file it names exists, for a
+    model that runs what each task asks: the tasks file and that file's path."""
+    sse_server.answer_with(run_what_is_asked)
     go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
     tasks = write_tasks(
         home.work / "tasks.jsonl",
@@ -109,8 +110,7 @@ def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
 def test_a_node_lost_mid_batch_fails_its_task_with_the_reason_and_a_retry_reruns_it(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    tasks, go_on = tasks_waiting_to_go_on(home, 2)
+    tasks, go_on = waiting_batch(home, sse_server, 2)
     args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes"]
     with ray_cluster() as cluster:
         env = {**openai_env(home, sse_server), "PATH": cluster.env["PATH"]}
@@ -168,8 +168,7 @@ def test_ray_missing_says_how_to_install_it(home: Home, sse_server: ScriptedServ
 def test_ctrl_c_stops_running_ray_tasks_with_their_whole_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    tasks, go_on = tasks_waiting_to_go_on(home, 3)
+    tasks, go_on = waiting_batch(home, sse_server, 3)
     with ray_cluster() as cluster:
         args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes"]
         env = {**openai_env(home, sse_server), "PATH": cluster.env["PATH"]}

@@ -6,12 +6,12 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, short_dir
 
 pytestmark = pytest.mark.docker
@@ -20,14 +20,8 @@ pytestmark = pytest.mark.docker
 def sandboxd(
     *args: str, cwd: Path = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sandboxd", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "SANDBOXD_CONFIG": "/nonexistent/sandboxd.toml"},
-    )
+    env = {**os.environ, "SANDBOXD_CONFIG": "/nonexistent/sandboxd.toml"}
+    return run_module("sandboxd", *args, cwd=cwd, timeout=timeout, env=env)
 
 
 def test_without_a_subcommand_it_prints_usage() -> None:

@@ -10,15 +10,15 @@ margin for everything else) and go back down afterwards; a request that cannot f
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from bench.memory import read_status_kib
+from tests.support.processes import Repeating
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
@@ -36,32 +36,19 @@ SETTLED_GROWTH = 96 * MIB
 
 
 def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
+    return read_status_kib(pid, "VmRSS") * 1024
 
 
-class _PeakRss:
+class _PeakRss(Repeating):
     """The highest VmRSS of `pid`, sampled every 5 ms from a thread."""
 
     def __init__(self, pid: int) -> None:
+        super().__init__(pause=0.005)
         self.pid = pid
         self.peak = _rss(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample)
 
-    def __enter__(self) -> _PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss(self.pid))
+    def step(self) -> None:
+        self.peak = max(self.peak, _rss(self.pid))
 
 
 def _warm(http: httpx.Client, session: str) -> None:

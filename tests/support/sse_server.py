@@ -63,7 +63,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pytest
 
@@ -306,21 +306,29 @@ def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+class Delivery(TypedDict, total=False):
+    """How a built stream reaches the client, the same for both wire formats: the body
+    re-split into writes of `wire_chunk_size` bytes, cut after `drop_after` events,
+    `event_pause_s` between events, and extra `headers`."""
+
+    wire_chunk_size: int | None
+    drop_after: int | None
+    event_pause_s: float
+    headers: Mapping[str, str] | None
+
+
 def openai_stream(
     text: str = "",
     *,
     reasoning: str | None = None,
     reasoning_field: str = "reasoning_content",
-    finish: str | None = "stop",
     usage: Mapping[str, Any] | None = None,
+    finish: str | None = "stop",
     include_usage: bool = True,
     done: bool = True,
     model: str = "test-model",
     chunk_size: int = 7,
-    wire_chunk_size: int | None = None,
-    drop_after: int | None = None,
-    event_pause_s: float = 0.0,
-    headers: Mapping[str, str] | None = None,
+    **delivery: Unpack[Delivery],
 ) -> Reply:
     """A chat-completions stream as OpenAI sends it.
 
@@ -349,7 +357,7 @@ def openai_stream(
         events.append(sse_event({**base, "choices": [], "usage": dict(counts)}))
     if done:
         events.append(b"data: [DONE]\n\n")
-    return _stream_reply(events, wire_chunk_size, drop_after, event_pause_s, headers)
+    return _stream_reply(events, **delivery)
 
 
 def anthropic_stream(
@@ -364,10 +372,7 @@ def anthropic_stream(
     message_stop: bool = True,
     model: str = "test-model",
     chunk_size: int = 7,
-    wire_chunk_size: int | None = None,
-    drop_after: int | None = None,
-    event_pause_s: float = 0.0,
-    headers: Mapping[str, str] | None = None,
+    **delivery: Unpack[Delivery],
 ) -> Reply:
     """A Messages stream as Anthropic sends it, with `event:` lines.
 
@@ -432,7 +437,7 @@ def anthropic_stream(
         )
     if message_stop:
         events.append(event("message_stop"))
-    return _stream_reply(events, wire_chunk_size, drop_after, event_pause_s, headers)
+    return _stream_reply(events, **delivery)
 
 
 def json_reply(body: Any, status: int = 200) -> Reply:
@@ -484,10 +489,11 @@ def dropped_connection() -> Reply:
 
 def _stream_reply(
     events: list[bytes],
-    wire_chunk_size: int | None,
-    drop_after: int | None,
-    event_pause_s: float,
-    headers: Mapping[str, str] | None,
+    *,
+    wire_chunk_size: int | None = None,
+    drop_after: int | None = None,
+    event_pause_s: float = 0.0,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply:
     if drop_after is not None:
         events = events[:drop_after]
