@@ -9,14 +9,8 @@ import signal
 
 import pytest
 
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import (
-    Home,
-    logos,
-    openai_env,
-    read_jsonl,
-    running_logos,
-)
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl, running_logos
 from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer
 
@@ -31,8 +25,8 @@ def test_ctrl_c_cancels_running_tasks_and_a_rerun_finishes_the_batch(
     marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
     slow = f"run: test -e {go_on} || {marker}"
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "quick", "prompt": "say hi", "workspace": {"copy": "project"}},
+        home,
+        project_task("quick", "say hi"),
         *({"id": f"slow-{n}", "prompt": slow, "workspace": {"copy": "project"}} for n in (1, 2, 3)),
     )
     args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes", "--workers", "2"]

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import (
-    Home,
-    logos,
-    make_home,
-    openai_env,
-    read_jsonl,
-    running_logos,
-)
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, running_logos
 from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.ray_cluster import ray_cluster
 from tests.support.sse_server import ScriptedServer
@@ -38,13 +31,9 @@ def waiting_batch(home: Home, sse_server: ScriptedServer, count: int) -> tuple[P
     sse_server.answer_with(run_what_is_asked)
     go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
+        home,
         *(
-            {
-                "id": f"t{n}",
-                "prompt": f"run: while ! test -e {go_on}; do sleep 0.1; done",
-                "workspace": {"copy": "project"},
-            }
+            project_task(f"t{n}", f"run: while ! test -e {go_on}; do sleep 0.1; done")
             for n in range(count)
         ),
     )
@@ -57,7 +46,7 @@ def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
 ) -> None:
     sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
+        home,
         *(
             {
                 "id": f"t{n}",
@@ -68,12 +57,7 @@ def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
             }
             for n in range(6)
         ),
-        {
-            "id": "fails",
-            "prompt": "run: true",
-            "workspace": {"copy": "project"},
-            "check": "test -f done.txt",
-        },
+        project_task("fails", "run: true", check="test -f done.txt"),
     )
     with ray_cluster() as cluster:
         nodes = set(cluster.alive_node_ids())
@@ -150,10 +134,7 @@ def test_ray_missing_says_how_to_install_it(home: Home, sse_server: ScriptedServ
     hidden = home.root / "no-ray"
     (hidden / "ray").mkdir(parents=True)
     (hidden / "ray" / "__init__.py").write_text("raise ImportError('Ray is not installed')\n")
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}},
-    )
+    tasks = write_tasks(home, project_task("a", "hi"))
     env = openai_env(home, sse_server)
     env["PYTHONPATH"] = f"{hidden}:{env['PYTHONPATH']}"
     done = logos(

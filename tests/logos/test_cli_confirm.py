@@ -9,15 +9,7 @@ import stat
 import pytest
 
 from logos.approvals.approval import EDITED_NOTE
-from tests.support.cli_harness import (
-    SGR,
-    Home,
-    PtySession,
-    openai_env,
-    read_jsonl,
-    sent_messages,
-    strip_ansi,
-)
+from tests.support.cli_harness import SGR, Home, PtySession, openai_env, sent_messages, strip_ansi
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(60)
@@ -166,4 +158,4 @@ def test_ctrl_c_at_the_question_runs_nothing_and_ends_the_question_line(
     assert not (home.work / "never").exists()
     assert re.search(r"\[e\]dit  > \n+stopping: ", strip_ansi(terminal.output))
     assert home.audit() == []  # no decision was made
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+    assert home.run_records()[-1]["stop_reason"] == "canceled"

@@ -63,7 +63,7 @@ def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     assert processes_matching(run.marker) == []
     assert "stopping" in run.stderr and "interrupted" in run.stderr.splitlines()[-1]
     assert run.stdout == ""
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
     steps = [r for r in records if r["type"] == "step"]
     assert steps and steps[0]["role"] == "assistant" and run.marker in steps[0]["content"]
@@ -98,7 +98,7 @@ def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     run = interrupt_mid_command(home, sse_server, reply, ["stubborn"], *sigints)
     assert run.returncode == 130, run.stderr
     assert processes_matching(run.marker) == []  # it ignored SIGTERM: it was SIGKILLed
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+    assert home.run_records()[-1]["stop_reason"] == "canceled"
 
 
 def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
@@ -115,7 +115,7 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     finally:
         terminal.close()
     assert processes_matching(marker) == []
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
@@ -142,7 +142,7 @@ def test_json_readers_that_leave_early_stop_the_run_cleanly(
             proc.kill()
             proc.wait()
     assert "Traceback" not in stderr and "stdout" in stderr
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from logos.records.events import EVENT_ADAPTER
 from logos.records.trajectory import load_trajectory
-from tests.support.cli_harness import Home, logos, read_jsonl, run_task
+from tests.support.cli_harness import Home, logos, run_task
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 
@@ -49,7 +49,7 @@ def test_json_and_the_trajectory_record_a_jobs_start_and_end(
     assert first_result["result"]["job"]["id"] == "1"
     assert "`wait %1` waits for job 1" in _system_prompt(sse_server)
 
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     kinds = [record["type"] for record in records]
     assert kinds.index("job_start") < kinds.index("job_end") < kinds.index("done")
     trajectory = load_trajectory(home.only_run())
@@ -87,7 +87,7 @@ def test_a_job_left_running_is_stopped_and_shown_so(home: Home, sse_server: Scri
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Done, really.\n"
     assert "stopped as the run ended" in done.stderr
-    [end] = [record for record in read_jsonl(home.only_run()) if record["type"] == "job_end"]
+    [end] = [record for record in home.run_records() if record["type"] == "job_end"]
     assert end["seen"] is False and end["result"]["signal"] == 15
 
 

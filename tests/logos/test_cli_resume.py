@@ -15,8 +15,8 @@ from tests.support.cli_harness import (
     Home,
     anthropic_env,
     logos,
-    openai_env,
     read_jsonl,
+    run_task,
     sent_messages,
 )
 from tests.support.sse_server import Reply, ScriptedServer, anthropic_stream, openai_stream
@@ -35,7 +35,7 @@ def first_run(home: Home, server: ScriptedServer, *then: Reply) -> Path:
         openai_stream("Looking.\n<cmd>printf 'line %s\\n' 1 2 3 4 5 6 7 8</cmd>"),
         openai_stream("There are 8 lines."),
     )
-    done = logos(["--model", "first-model", "--yes", "count lines"], home, openai_env(home, server))
+    done = run_task(home, server, "count lines", model="first-model")
     assert done.returncode == 0, done.stderr
     server.enqueue(*then)
     return home.only_run()

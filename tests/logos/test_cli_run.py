@@ -154,7 +154,7 @@ def test_max_steps_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedSer
     assert done.stdout == ""
     assert "stopped: step limit reached (--max-steps)" in done.stderr
     assert len(sse_server.requests) == 2
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_steps"
+    assert home.run_records()[-1]["stop_reason"] == "max_steps"
 
 
 @pytest.mark.timeout(60)
@@ -177,7 +177,7 @@ def test_max_time_kills_a_slow_command_and_exits_1(home: Home, sse_server: Scrip
     done = run_task(home, sse_server, "--max-time", "1.5", "wait")
     assert done.returncode == 1, done.stderr
     assert "time limit reached (--max-time)" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_wall_time"
+    assert home.run_records()[-1]["stop_reason"] == "max_wall_time"
 
 
 @pytest.mark.timeout(60)
@@ -186,7 +186,7 @@ def test_a_provider_error_ends_the_run_with_exit_2(home: Home, sse_server: Scrip
     done = run_task(home, sse_server, "go")
     assert done.returncode == 2
     assert "error:" in done.stderr and "401" in done.stderr and "OPENAI_API_KEY" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "error"
+    assert home.run_records()[-1]["stop_reason"] == "error"
 
 
 def test_without_a_provider_the_message_names_what_to_set(home: Home) -> None:
@@ -457,7 +457,7 @@ def test_the_hallucination_limit_stops_the_run_with_exit_1(
     done = run_task(home, sse_server, "list files")
     assert done.returncode == 1, done.stderr
     assert "stopped: the model kept writing fake tool calls" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "hallucination_limit"
+    assert home.run_records()[-1]["stop_reason"] == "hallucination_limit"
 
 
 @pytest.mark.timeout(60)
@@ -534,7 +534,7 @@ def test_allow_without_the_sandbox_sets_the_working_directory(
     assert done.returncode == 0, done.stderr
     assert "without --sandbox, commands can reach the whole machine" in done.stderr
     assert f"<stdout>\n{project}\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
-    assert read_jsonl(home.only_run())[0]["cwd"] == str(project)
+    assert home.run_records()[0]["cwd"] == str(project)
 
 
 def test_a_bug_in_logos_exits_2_with_the_traceback_and_a_report_hint(

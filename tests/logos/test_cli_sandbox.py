@@ -10,15 +10,7 @@ import time
 
 import pytest
 
-from tests.support.cli_harness import (
-    Home,
-    doctor,
-    logos,
-    openai_env,
-    read_jsonl,
-    running_logos,
-    sent_messages,
-)
+from tests.support.cli_harness import Home, doctor, logos, openai_env, running_logos, sent_messages
 from tests.support.processes import interrupt, processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, json_error, openai_stream
@@ -46,7 +38,7 @@ def test_a_task_runs_its_commands_in_the_sandbox(
     system = sse_server.requests[0].json["messages"][0]["content"]
     assert "Docker sandbox" in system and f"{home.work} (read-write)" in system
     assert "Network access is off" in system
-    assert read_jsonl(home.only_run())[0]["runner"] == "sandbox"
+    assert home.run_records()[0]["runner"] == "sandbox"
     assert [(a["action"], a["runner"]) for a in home.audit()] == [("auto", "sandbox")]
     with daemon.client() as http:  # the run's session was closed at the end
         assert http.get("/v1/sessions").json()["sessions"] == []
@@ -152,6 +144,6 @@ def test_ctrl_c_mid_command_in_the_sandbox_leaves_nothing_running(
     assert processes_matching(marker) == []
     with daemon.client() as http:
         assert http.get("/v1/sessions").json()["sessions"] == []
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
     assert marker in next(r for r in records if r["type"] == "step")["content"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from logos.cli.arguments import with_command
-from tests.support.cli_harness import Home, doctor, logos, openai_env, read_jsonl, sent_messages
+from tests.support.cli_harness import Home, doctor, logos, openai_env, sent_messages
 from tests.support.sandboxd_harness import Daemon, running_daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.temenos_server import temenos_server
@@ -43,7 +43,7 @@ def test_a_task_runs_its_commands_through_the_temenos_api(
     system = sse_server.requests[0].json["messages"][0]["content"]
     assert f"temenos sandbox that sees only these host paths: {home.work} (read-write)" in system
     assert "Network access was not asked for" in system
-    header = read_jsonl(home.only_run())[0]
+    header = home.run_records()[0]
     assert (header["runner"], header["sandbox"]) == ("sandbox", "temenos")
 
     # Resumed, the run stays with temenos (here, at an address where none answers).

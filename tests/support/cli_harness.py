@@ -82,6 +82,10 @@ class Home:
         assert len(runs) == 1, runs
         return runs[0]
 
+    def run_records(self) -> list[dict[str, Any]]:
+        """The records of the only run so far: its header, its steps, its end."""
+        return read_jsonl(self.only_run())
+
     def audit(self) -> list[dict[str, Any]]:
         return read_jsonl(self.state / "audit.jsonl")
 
@@ -231,10 +235,11 @@ def strip_ansi(text: str) -> str:
 
 
 def run_task(
-    home: Home, server: ScriptedServer, *args: str, timeout: float = 60
+    home: Home, server: ScriptedServer, *args: str, model: str = "m", timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`logos --model m --yes ARGS` on the scripted model, as most tests run a task."""
-    return logos(["--model", "m", "--yes", *args], home, openai_env(home, server), timeout=timeout)
+    """`logos --model MODEL --yes ARGS` on the scripted model, as most tests run a task."""
+    argv = ["--model", model, "--yes", *args]
+    return logos(argv, home, openai_env(home, server), timeout=timeout)
 
 
 def doctor(
