@@ -1,5 +1,6 @@
-"""Finding a test's processes in /proc, to prove that nothing it started survived, waiting
-for what they do, and stopping the servers they started."""
+"""The processes a test starts: running programs and servers in the background (and
+nothing left of them after the test), sending them signals, watching them from a thread,
+finding them in /proc to prove that nothing survived, and stopping them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any, Protocol, Self
 
 
 class Closable(Protocol):
+    """A client of a server (an httpx.Client…), closed before the server stops."""
+
     def close(self) -> None: ...
 
 
@@ -92,7 +95,7 @@ def running(
 ) -> Iterator[subprocess.Popen[str]]:
     """`argv` started in the background, stdin closed, stdout and stderr piped as text; killed
     if it still runs when the block ends, so that a failing test leaves nothing behind."""
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -100,13 +103,12 @@ def running(
         env=None if env is None else dict(env),
         cwd=cwd,
         text=True,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    ) as proc:  # WHY `with`: it closes the pipes and waits for the process at the end
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def interrupt(
