@@ -67,12 +67,13 @@ def test_doctor_checks_temenos_health_and_a_round_trip(
     lines = [line.split(maxsplit=2) for line in done.stdout.splitlines()]
     assert [line[:2] for line in lines] == [
         ["ok", "config"],
+        ["ok", "model"],
         ["ok", "provider"],
         ["ok", "temenos"],
         ["ok", "runner"],
     ]
-    assert lines[2][2] == f"healthy at {daemon.socket}"
-    assert lines[3][2].startswith("ran `true` in the temenos sandbox in ")
+    assert lines[3][2] == f"healthy at {daemon.socket}"
+    assert lines[4][2].startswith("ran `true` in the temenos sandbox in ")
 
 
 def test_doctor_says_why_temenos_cannot_be_reached(home: Home, sse_server: ScriptedServer) -> None:
