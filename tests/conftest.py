@@ -33,7 +33,12 @@ from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require  # noqa: E
 from tests.support.processes import processes_matching  # noqa: E402
 from tests.support.sandboxd_harness import Daemon, running_daemon  # noqa: E402
 
-pytest_plugins = ["tests.support.sse_server", "tests.support.llama"]
+pytest_plugins = [
+    "tests.support.sse_server",
+    "tests.support.cli_harness",
+    "tests.support.hub_server",
+    "tests.support.llama",
+]
 
 
 @pytest.fixture(scope="session")

@@ -37,20 +37,14 @@ from bench.roundtrip import (
     cold_schedule,
 )
 from tests.support.parts import require
+from tests.support.processes import interrupt, run_module, running
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def run_bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_module("bench", *args, cwd=REPO, timeout=timeout)
 
 
 def require_bench_extra(*modules: str) -> None:
@@ -279,14 +273,8 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     tmp_path: Path, docker_client: Any
 ) -> None:
     require_bench_extra("minisweagent")
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "bench", "--only", "roundtrip", "-n", "200", "--out", str(tmp_path)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    args = ["--only", "roundtrip", "-n", "200", "--out", str(tmp_path)]
+    with running([sys.executable, "-m", "bench", *args], REPO) as bench:
         # Wait until the family runs: its daemon serves and its containers exist.
         deadline = time.monotonic() + 120
         daemons: list[int] = []
@@ -298,12 +286,7 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
             time.sleep(0.2)
         assert daemons, "the benchmark never started its daemon"
         time.sleep(1)
-        bench.send_signal(signal.SIGINT)
-        _, stderr = bench.communicate(timeout=150)
-    finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.communicate()
+        _, stderr = interrupt(bench, signal.SIGINT, timeout=150)
     assert bench.returncode == 130, stderr[-3000:]
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
     assert not (tmp_path / "results.json").exists()

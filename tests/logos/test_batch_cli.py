@@ -11,14 +11,9 @@ from typing import Any
 import pytest
 
 from logos.batch.summary import wilson_interval
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.fixture
@@ -30,49 +25,48 @@ def project(home: Home) -> Path:
     return project
 
 
+@pytest.fixture
+def model(sse_server: ScriptedServer) -> ScriptedServer:
+    """The scripted model server answering as batch_model's model: it runs what each task
+    asks, then answers."""
+    sse_server.answer_with(run_what_is_asked)
+    return sse_server
+
+
 def batch(home: Home, server: ScriptedServer, *args: str) -> Any:
     return logos(["batch", "--model", "m", *args], home, openai_env(home, server), timeout=120)
+
+
+def refused(home: Home, server: ScriptedServer, tasks: Path, *args: str) -> str:
+    """`logos batch TASKS --out out ARGS`, refused (exit status 2) before the model was asked
+    anything or the output directory was made: what it said."""
+    done = batch(home, server, str(tasks), "--out", "out", *args)
+    assert done.returncode == 2, done.stderr
+    assert not server.requests and not (home.work / "out").exists()
+    return str(done.stderr)
 
 
 def by_id(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {line["id"]: line for line in lines}
 
 
-@pytest.mark.timeout(120)
 def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
-    home: Home, project: Path, sse_server: ScriptedServer
+    home: Home, project: Path, model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {
-            "id": "copies",
-            "prompt": "run: cp hello.txt done.txt",
-            "workspace": {"copy": "project"},
-            "check": "grep -q hello done.txt",
-        },
-        {
-            "id": "forgets",
-            "prompt": "run: true",
-            "workspace": {"copy": "project"},
-            "check": "test -f done.txt",
-        },
-        {
-            "id": "set-up",
-            "prompt": "run: cat ready.txt",
-            "workspace": {"copy": "project"},
-            "setup": "echo ready > ready.txt",
-            "check": "test -f ready.txt",
-        },
-        {
-            "id": "bad-setup",
-            "prompt": "run: true",
-            "workspace": {"copy": "project"},
-            "setup": "echo no compiler >&2; exit 3",
-        },
-        {"id": "answers", "prompt": "say hi", "workspace": {"copy": "project"}},
+        home,
+        project_task("copies", "run: cp hello.txt done.txt", check="grep -q hello done.txt"),
+        project_task("forgets", "run: true", check="test -f done.txt"),
+        project_task(
+            "set-up",
+            "run: cat ready.txt",
+            setup="echo ready > ready.txt",
+            check="test -f ready.txt",
+        ),
+        project_task("bad-setup", "run: true", setup="echo no compiler >&2; exit 3"),
+        project_task("answers", "say hi"),
     )
-    done = batch(home, sse_server, str(tasks), "--out", "out", "--yes", "--workers", "3")
+    done = batch(home, model, str(tasks), "--out", "out", "--yes", "--workers", "3")
     assert done.returncode == 1, done.stderr  # not every task passed
 
     out = home.work / "out"
@@ -117,24 +111,22 @@ def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
     assert "✓ copies" in done.stderr and "✗ forgets" in done.stderr
 
 
-@pytest.mark.timeout(120)
 def test_bad_lines_are_reported_by_number_and_skipped(
-    home: Home, project: Path, sse_server: ScriptedServer
+    home: Home, project: Path, model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    good = {"id": "good", "prompt": "say hi", "workspace": {"copy": "project"}}
+    good = project_task("good", "say hi")
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
+        home,
         good,
         '{"id": "broken", "prompt": ',
         {**good, "id": "typo", "chekc": "true"},
         good,
         {"id": "nowhere", "prompt": "say hi"},
-        {"id": "bad id!", "prompt": "say hi", "workspace": {"copy": "project"}},
+        project_task("bad id!", "say hi"),
         {"id": "no-dir", "prompt": "say hi", "workspace": {"copy": "missing"}},
         "[1, 2]",
     )
-    done = batch(home, sse_server, str(tasks), "--out", "out", "--yes", "--json")
+    done = batch(home, model, str(tasks), "--out", "out", "--yes", "--json")
     assert done.returncode == 1, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     problems = {e["line"]: e["message"] for e in events if e["type"] == "task_file_problem"}
@@ -154,29 +146,23 @@ def test_bad_lines_are_reported_by_number_and_skipped(
 
 @pytest.mark.timeout(180)
 def test_a_rerun_skips_what_is_done_and_retries_failures_when_asked(
-    home: Home, project: Path, sse_server: ScriptedServer
+    home: Home, project: Path, model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "passes", "prompt": "say hi", "workspace": {"copy": "project"}},
-        {
-            "id": "fails",
-            "prompt": "run: true",
-            "workspace": {"copy": "project"},
-            "check": "test -f done.txt",
-        },
+        home,
+        project_task("passes", "say hi"),
+        project_task("fails", "run: true", check="test -f done.txt"),
     )
     args = (str(tasks), "--out", "out", "--yes")
-    assert batch(home, sse_server, *args).returncode == 1
-    requests = len(sse_server.requests)
+    assert batch(home, model, *args).returncode == 1
+    requests = len(model.requests)
 
-    again = batch(home, sse_server, *args)
+    again = batch(home, model, *args)
     assert again.returncode == 1, again.stderr
     assert "0 of 2 tasks to run, 2 done earlier" in again.stderr
-    assert len(sse_server.requests) == requests  # no model call: nothing ran again
+    assert len(model.requests) == requests  # no model call: nothing ran again
 
-    retried = batch(home, sse_server, *args, "--retry-failed")
+    retried = batch(home, model, *args, "--retry-failed")
     assert retried.returncode == 1
     lines = read_jsonl(home.work / "out" / "results.jsonl")
     assert sorted((line["id"], line["attempt"]) for line in lines) == [
@@ -192,74 +178,51 @@ def test_a_rerun_skips_what_is_done_and_retries_failures_when_asked(
 def test_local_commands_need_yes_and_images_need_the_sandbox(
     home: Home, project: Path, sse_server: ScriptedServer
 ) -> None:
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}, "image": "python:3"},
-    )
-    unasked = batch(home, sse_server, str(tasks), "--out", "out")
-    assert unasked.returncode == 2
-    assert "pass --sandbox" in unasked.stderr and "--yes" in unasked.stderr
-    imaged = batch(home, sse_server, str(tasks), "--out", "out", "--yes")
-    assert imaged.returncode == 2 and "add --sandbox" in imaged.stderr
-    assert not sse_server.requests and not (home.work / "out").exists()
+    tasks = write_tasks(home, project_task("a", "hi", image="python:3"))
+    unasked = refused(home, sse_server, tasks)
+    assert "pass --sandbox" in unasked and "--yes" in unasked
+    assert "add --sandbox" in refused(home, sse_server, tasks, "--yes")
 
 
 @pytest.mark.timeout(60)
 def test_the_sandbox_kind_comes_from_the_flag_or_the_config_file(
     home: Home, project: Path, sse_server: ScriptedServer
 ) -> None:
-    tasks = write_tasks(
-        home.work / "tasks.jsonl", {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}}
-    )
+    tasks = write_tasks(home, project_task("a", "hi"))
     # temenos is a sandbox kind, but not one a batch can run in: refused by name, before
     # the model is asked anything or the output directory is made.
-    temenos = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox", "temenos")
-    assert temenos.returncode == 2
-    assert "a batch cannot run in the sandbox kind 'temenos'" in temenos.stderr
-    assert "BatchSandboxKind" in temenos.stderr and "--yes" in temenos.stderr
+    temenos = refused(home, sse_server, tasks, "--sandbox", "temenos")
+    assert "a batch cannot run in the sandbox kind 'temenos'" in temenos
+    assert "BatchSandboxKind" in temenos and "--yes" in temenos
     config = home.root / "config" / "logos" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('sandbox = "temenos"\n')
-    configured = batch(home, sse_server, str(tasks), "--out", "out")
-    assert configured.returncode == 2
-    assert "sandbox kind 'temenos'" in configured.stderr
+    assert "sandbox kind 'temenos'" in refused(home, sse_server, tasks)
     # The flag wins over the config file: sandboxd is asked for, and its own check speaks.
     missing = home.root / "runtime" / "no-daemon.sock"
-    sandboxd = batch(
-        home, sse_server, str(tasks), "--out", "out", "--sandbox", "sandboxd",
-        "--sandbox-addr", str(missing),
-    )  # fmt: skip
-    assert sandboxd.returncode == 2
-    assert f"sandboxd is not running on {missing}" in sandboxd.stderr
-    unknown = batch(home, sse_server, str(tasks), "--out", "out", "--sandbox=no-such-kind")
-    assert unknown.returncode == 2 and "unknown sandbox kind 'no-such-kind'" in unknown.stderr
-    assert not sse_server.requests and not (home.work / "out").exists()
+    sandboxd = refused(
+        home, sse_server, tasks, "--sandbox", "sandboxd", "--sandbox-addr", str(missing)
+    )
+    assert f"sandboxd is not running on {missing}" in sandboxd
+    unknown = refused(home, sse_server, tasks, "--sandbox=no-such-kind")
+    assert "unknown sandbox kind 'no-such-kind'" in unknown
 
 
-@pytest.mark.timeout(120)
 def test_tasks_neither_see_nor_keep_the_users_memory_notes(
-    home: Home, project: Path, sse_server: ScriptedServer
+    home: Home, project: Path, model: ScriptedServer
 ) -> None:
-    env = openai_env(home, sse_server)
+    env = openai_env(home, model)
     saved = logos(["memory", "set", "deploy", "the user's own note"], home, env)
     assert saved.returncode == 0, saved.stderr
-    sse_server.answer_with(run_what_is_asked)
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {
-            "id": "remembers",
-            "prompt": "run: remember answer: 42",
-            "workspace": {"copy": "project"},
-        },
-    )
-    done = batch(home, sse_server, str(tasks), "--out", "out", "--yes")
+    tasks = write_tasks(home, project_task("remembers", "run: remember answer: 42"))
+    done = batch(home, model, str(tasks), "--out", "out", "--yes")
     assert done.returncode == 0, done.stderr
-    system = sse_server.requests[0].json["messages"][0]
+    system = model.requests[0].json["messages"][0]
     assert system["role"] == "system"
     assert "the user's own note" not in system["content"]
     assert "remember build command" not in system["content"]  # no memory commands offered
     # The model's `remember` was no loop command: bash ran it, and it does not exist there.
-    result = sse_server.requests[1].json["messages"][-1]["content"]
+    result = model.requests[1].json["messages"][-1]["content"]
     assert "remember: command not found" in result, result
     listed = logos(["memory", "list"], home, env)
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["deploy"]

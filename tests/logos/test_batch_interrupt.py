@@ -6,21 +6,13 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching, wait_for
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl, running_logos
+from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.timeout(180)
@@ -33,32 +25,18 @@ def test_ctrl_c_cancels_running_tasks_and_a_rerun_finishes_the_batch(
     marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
     slow = f"run: test -e {go_on} || {marker}"
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "quick", "prompt": "say hi", "workspace": {"copy": "project"}},
+        home,
+        project_task("quick", "say hi"),
         *({"id": f"slow-{n}", "prompt": slow, "workspace": {"copy": "project"}} for n in (1, 2, 3)),
     )
     args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes", "--workers", "2"]
     env = openai_env(home, sse_server)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=home.work,
-        text=True,
-    )
     results = home.work / "out" / "results.jsonl"
-    try:
+    with running_logos(args, home, env) as proc:
         # quick ends; two slow tasks run their sleep; the third waits for a worker
         assert wait_for(lambda: len(processes_matching(marker)) >= 2), "the sleeps never ran"
         assert wait_for(lambda: results.exists() and "quick" in results.read_text())
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _, stderr = interrupt(proc, signal.SIGINT, timeout=60)
     assert proc.returncode == 130, stderr
     assert "stopping (SIGINT)" in stderr
     assert wait_for(lambda: processes_matching(marker) == [], timeout=10)

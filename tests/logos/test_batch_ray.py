@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching, wait_for
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, running_logos
+from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.ray_cluster import ray_cluster
 from tests.support.sse_server import ScriptedServer
 
@@ -27,13 +25,28 @@ def home(tmp_path: Path) -> Home:
     return home
 
 
+def waiting_batch(home: Home, sse_server: ScriptedServer, count: int) -> tuple[Path, Path]:
+    """A batch of `count` tasks whose command waits until the file it names exists, for a
+    model that runs what each task asks: the tasks file and that file's path."""
+    sse_server.answer_with(run_what_is_asked)
+    go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
+    tasks = write_tasks(
+        home,
+        *(
+            project_task(f"t{n}", f"run: while ! test -e {go_on}; do sleep 0.1; done")
+            for n in range(count)
+        ),
+    )
+    return tasks, go_on
+
+
 @pytest.mark.timeout(300)
 def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
+        home,
         *(
             {
                 "id": f"t{n}",
@@ -44,12 +57,7 @@ def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
             }
             for n in range(6)
         ),
-        {
-            "id": "fails",
-            "prompt": "run: true",
-            "workspace": {"copy": "project"},
-            "check": "test -f done.txt",
-        },
+        project_task("fails", "run: true", check="test -f done.txt"),
     )
     with ray_cluster() as cluster:
         nodes = set(cluster.alive_node_ids())
@@ -86,32 +94,11 @@ def test_tasks_run_on_both_nodes_and_come_back_to_the_output_directory(
 def test_a_node_lost_mid_batch_fails_its_task_with_the_reason_and_a_retry_reruns_it(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        *(
-            {
-                "id": f"t{n}",
-                "prompt": f"run: while ! test -e {go_on}; do sleep 0.1; done",
-                "workspace": {"copy": "project"},
-            }
-            for n in range(2)
-        ),
-    )
+    tasks, go_on = waiting_batch(home, sse_server, 2)
     args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes"]
     with ray_cluster() as cluster:
         env = {**openai_env(home, sse_server), "PATH": cluster.env["PATH"]}
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "logos", *args, "--ray", cluster.address],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=home.work,
-            text=True,
-        )
-        try:
+        with running_logos([*args, "--ray", cluster.address], home, env) as driver:
             # one task on each node (1 CPU each), both waiting in their command
             assert wait_for(lambda: len(processes_matching(str(go_on))) >= 2)
             # and what they recorded so far (the run's header, the prompt) has come back
@@ -122,10 +109,6 @@ def test_a_node_lost_mid_batch_fails_its_task_with_the_reason_and_a_retry_reruns
             assert wait_for(lambda: results.exists() and results.read_text().strip())
             go_on.touch()  # the task on the head goes on
             _, stderr = driver.communicate(timeout=120)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-                driver.wait()
         assert driver.returncode == 1, stderr
         lines = {line["id"]: line for line in read_jsonl(results)}
         statuses = sorted(line["status"] for line in lines.values())
@@ -151,10 +134,7 @@ def test_ray_missing_says_how_to_install_it(home: Home, sse_server: ScriptedServ
     hidden = home.root / "no-ray"
     (hidden / "ray").mkdir(parents=True)
     (hidden / "ray" / "__init__.py").write_text("raise ImportError('Ray is not installed')\n")
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        {"id": "a", "prompt": "hi", "workspace": {"copy": "project"}},
-    )
+    tasks = write_tasks(home, project_task("a", "hi"))
     env = openai_env(home, sse_server)
     env["PYTHONPATH"] = f"{hidden}:{env['PYTHONPATH']}"
     done = logos(
@@ -169,51 +149,14 @@ def test_ray_missing_says_how_to_install_it(home: Home, sse_server: ScriptedServ
 def test_ctrl_c_stops_running_ray_tasks_with_their_whole_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    go_on = home.root / f"go-on-{random.randint(100_000, 999_999)}"
-    tasks = write_tasks(
-        home.work / "tasks.jsonl",
-        *(
-            {
-                "id": f"t{n}",
-                "prompt": f"run: while ! test -e {go_on}; do sleep 0.1; done",
-                "workspace": {"copy": "project"},
-            }
-            for n in range(3)
-        ),
-    )
+    tasks, go_on = waiting_batch(home, sse_server, 3)
     with ray_cluster() as cluster:
-        driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "logos",
-                "batch",
-                "--model",
-                "m",
-                str(tasks),
-                "--out",
-                "out",
-                "--yes",
-                "--ray",
-                cluster.address,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**openai_env(home, sse_server), "PATH": cluster.env["PATH"]},
-            cwd=home.work,
-            text=True,
-        )
-        try:
+        args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes"]
+        env = {**openai_env(home, sse_server), "PATH": cluster.env["PATH"]}
+        with running_logos([*args, "--ray", cluster.address], home, env) as driver:
             # two tasks wait in their command (one per node); the third waits for a CPU
             assert wait_for(lambda: len(processes_matching(str(go_on))) >= 2)
-            driver.send_signal(signal.SIGINT)
-            _, stderr = driver.communicate(timeout=120)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-                driver.wait()
+            _, stderr = interrupt(driver, signal.SIGINT, timeout=120)
     assert driver.returncode == 130, stderr
     assert processes_matching(str(go_on)) == []
     lines = read_jsonl(home.work / "out" / "results.jsonl")

@@ -5,20 +5,14 @@ and a sandbox full of another program's sessions delays tasks instead of failing
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.batch_model import run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sandboxd_harness import containers_of, running_daemon
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.docker
@@ -36,15 +30,14 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
     # neighbours are not (the sandbox mounts the workspace only).
     prompt = f"run: test ! -e {secret} && test ! -e {project} && cp hello.txt done.txt"
     tasks = write_tasks(
-        home.work / "tasks.jsonl",
+        home,
         *(
-            {
-                "id": f"t{n}",
-                "prompt": prompt,
-                "workspace": {"copy": "project"},
-                "setup": "echo set > setup.txt",
-                "check": "grep -q hello done.txt && test -f setup.txt",
-            }
+            project_task(
+                f"t{n}",
+                prompt,
+                setup="echo set > setup.txt",
+                check="grep -q hello done.txt && test -f setup.txt",
+            )
             for n in range(4)
         ),
     )

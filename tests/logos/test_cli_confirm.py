@@ -5,36 +5,22 @@ from __future__ import annotations
 import re
 import signal
 import stat
-from pathlib import Path
 
 import pytest
 
 from logos.approvals.approval import EDITED_NOTE
-from tests.support.cli_harness import (
-    SGR,
-    Home,
-    PtySession,
-    make_home,
-    openai_env,
-    read_jsonl,
-    sent_messages,
-    strip_ansi,
-)
+from tests.support.cli_harness import SGR, Home, PtySession, openai_env, sent_messages, strip_ansi
 from tests.support.sse_server import ScriptedServer, openai_stream
 
+pytestmark = pytest.mark.timeout(60)
+
 QUESTION = r"\[y\]es  \[n\]o  \[a\]lways for this run  \[e\]dit  > "
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def session(home: Home, server: ScriptedServer, *args: str, **env: str) -> PtySession:
     return PtySession(["--model", "m", *args], home, openai_env(home, server, **env))
 
 
-@pytest.mark.timeout(60)
 def test_yes_runs_and_no_sends_the_reason_to_the_model(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -71,7 +57,6 @@ def test_yes_runs_and_no_sends_the_reason_to_the_model(
     assert len(approvals) == 2 and "it is too risky" in approvals[1]
 
 
-@pytest.mark.timeout(60)
 def test_always_approves_the_rest_of_the_run(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(
         openai_stream("<cmd>echo first</cmd>"),
@@ -91,7 +76,6 @@ def test_always_approves_the_rest_of_the_run(home: Home, sse_server: ScriptedSer
     assert actions == [("echo first", "always"), ("echo second", "auto"), ("echo third", "auto")]
 
 
-@pytest.mark.timeout(60)
 def test_edit_runs_the_typed_command_and_the_model_is_told(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -114,7 +98,6 @@ def test_edit_runs_the_typed_command_and_the_model_is_told(
     assert decision["edited_command"] == "echo kept it"
 
 
-@pytest.mark.timeout(60)
 def test_edit_opens_the_editor_when_one_is_set(home: Home, sse_server: ScriptedServer) -> None:
     editor = home.root / "editor.sh"
     editor.write_text('#!/bin/sh\nprintf "echo from the editor\\n" > "$1"\n')
@@ -132,7 +115,6 @@ def test_edit_opens_the_editor_when_one_is_set(home: Home, sse_server: ScriptedS
     assert "$ echo from the editor" in sent_messages(sse_server, 1)[-1]["content"]
 
 
-@pytest.mark.timeout(60)
 def test_on_a_terminal_prose_streams_to_stdout_and_the_answer_is_not_repeated(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -148,7 +130,6 @@ def test_on_a_terminal_prose_streams_to_stdout_and_the_answer_is_not_repeated(
     assert SGR.search(terminal.output)  # a terminal gets colours…
 
 
-@pytest.mark.timeout(60)
 def test_no_color_turns_every_colour_off(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("<cmd>ls /nonexistent</cmd>"), openai_stream("Gone."))
     terminal = session(home, sse_server, "look", NO_COLOR="1")
@@ -163,7 +144,6 @@ def test_no_color_turns_every_colour_off(home: Home, sse_server: ScriptedServer)
     assert not SGR.search(terminal.output)  # …unless NO_COLOR is set
 
 
-@pytest.mark.timeout(60)
 def test_ctrl_c_at_the_question_runs_nothing_and_ends_the_question_line(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -178,4 +158,4 @@ def test_ctrl_c_at_the_question_runs_nothing_and_ends_the_question_line(
     assert not (home.work / "never").exists()
     assert re.search(r"\[e\]dit  > \n+stopping: ", strip_ansi(terminal.output))
     assert home.audit() == []  # no decision was made
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+    assert home.run_records()[-1]["stop_reason"] == "canceled"

@@ -7,24 +7,18 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from logos.protocol.envelope import format_results
 from logos.result import Result
-from tests.support.cli_harness import Home, PtySession, logos, make_home
+from tests.support.cli_harness import Home, PtySession, logos
 from tests.support.processes import processes_matching
 
 MESSAGE = """I will check two things.
 <cmd>echo alpha</cmd>
 <cmd>printf beta</cmd>
 Then I decide."""
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.timeout(60)

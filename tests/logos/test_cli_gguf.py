@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.support.cli_harness import Home, logos, make_home, read_jsonl
+from tests.support.cli_harness import Home, logos
 from tests.support.llama import find_test_gguf
 from tests.support.parts import require
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.mark.llama
@@ -27,7 +20,7 @@ def test_a_short_run_on_a_local_gguf_model(xllamacpp_installed: None, home: Home
     done = logos(args, home, home.env(), timeout=280)
 
     assert done.returncode in (0, 1), done.stderr  # the model is weak: any normal ending
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     header, done_record = records[0], records[-1]
     assert header["gguf"] == str(gguf) and header["base_url"] is None
     assert done_record["type"] == "done" and done_record["stop_reason"] != "error"

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.cli_harness import Home, PtySession, logos, make_home, openai_env, read_jsonl
-from tests.support.processes import processes_matching, wait_for
+from tests.support.cli_harness import (
+    Home,
+    PtySession,
+    logos,
+    openai_env,
+    read_jsonl,
+    run_task,
+    running_logos,
+)
+from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer, openai_stream
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
+pytestmark = pytest.mark.timeout(60)
 
 
 def unique_sleep() -> str:
@@ -30,97 +30,53 @@ def unique_sleep() -> str:
     return f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
 
 
-@contextlib.contextmanager
-def logos_process(
-    args: list[str], home: Home, env: dict[str, str], output: int, *, text: bool = False
-) -> Iterator[subprocess.Popen[Any]]:
-    """`logos ARGS` going on in the background, its stdout and stderr to `output`; killed on
-    the way out if it is still running."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=output,
-        stderr=output,
-        env=env,
-        cwd=home.work,
-        text=text,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
 @dataclass(frozen=True)
 class Interrupted:
+    """A run stopped by signals while its command (`marker`, a unique sleep) ran."""
+
+    marker: str
     returncode: int
     stdout: str
     stderr: str
-    marker: str
-    """The command line of the `sleep` the model ran."""
 
 
 def interrupt_mid_command(
     home: Home, sse_server: ScriptedServer, reply: str, args: list[str], *signals: int
 ) -> Interrupted:
-    """Start logos, its model replying `reply` (`{sleep}`: a `sleep` of its own), and send
-    `signals` once that command runs (0.3 s apart)."""
+    """Start `logos --model m --yes ARGS` on a model that replies `reply` (its `{marker}`
+    becomes a unique sleep) and send `signals` once that command runs (0.3 s apart)."""
     marker = unique_sleep()
-    sse_server.enqueue(openai_stream(reply.format(sleep=marker)))
+    sse_server.enqueue(openai_stream(reply.format(marker=marker)))
     env = openai_env(home, sse_server)
-    with logos_process(args, home, env, subprocess.PIPE, text=True) as proc:
+    with running_logos(["--model", "m", "--yes", *args], home, env) as proc:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
-        for number, sig in enumerate(signals):
-            if number:
-                time.sleep(0.3)
-            proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=30)
-    return Interrupted(proc.returncode, stdout, stderr, marker)
+        stdout, stderr = interrupt(proc, *signals, timeout=30)
+    return Interrupted(marker, proc.returncode, stdout, stderr)
 
 
-def assert_canceled_and_recorded(home: Home) -> list[dict[str, Any]]:
-    """The run's trajectory ends with its summary: canceled. Returns its records."""
-    records = read_jsonl(home.only_run())
-    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
-    return records
-
-
-@pytest.mark.timeout(60)
 def test_ctrl_c_mid_command_kills_it_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    stopped = interrupt_mid_command(
-        home,
-        sse_server,
-        "Waiting a while.\n<cmd>{sleep}</cmd>",
-        ["--model", "m", "--yes", "wait for it"],
-        signal.SIGINT,
-    )
-    assert stopped.returncode == 130, stopped.stderr
-    assert processes_matching(stopped.marker) == []
-    assert "stopping" in stopped.stderr and "interrupted" in stopped.stderr.splitlines()[-1]
-    assert stopped.stdout == ""
-    steps = [r for r in assert_canceled_and_recorded(home) if r["type"] == "step"]
-    assert steps and steps[0]["role"] == "assistant" and stopped.marker in steps[0]["content"]
+    reply = "Waiting a while.\n<cmd>{marker}</cmd>"
+    run = interrupt_mid_command(home, sse_server, reply, ["wait for it"], signal.SIGINT)
+    assert run.returncode == 130, run.stderr
+    assert processes_matching(run.marker) == []
+    assert "stopping" in run.stderr and "interrupted" in run.stderr.splitlines()[-1]
+    assert run.stdout == ""
+    records = home.run_records()
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
+    steps = [r for r in records if r["type"] == "step"]
+    assert steps and steps[0]["role"] == "assistant" and run.marker in steps[0]["content"]
 
 
-@pytest.mark.timeout(60)
 def test_sigterm_stops_the_run_too(home: Home, sse_server: ScriptedServer) -> None:
-    stopped = interrupt_mid_command(
-        home,
-        sse_server,
-        "<cmd>{sleep}</cmd>",
-        ["--model", "m", "--yes", "--json", "wait"],
-        signal.SIGTERM,
-    )
-    assert stopped.returncode == 128 + signal.SIGTERM
-    assert processes_matching(stopped.marker) == []
-    assert '"stop_reason":"canceled"' in stopped.stdout.splitlines()[-1]
+    reply = "<cmd>{marker}</cmd>"
+    run = interrupt_mid_command(home, sse_server, reply, ["--json", "wait"], signal.SIGTERM)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert processes_matching(run.marker) == []
+    assert '"stop_reason":"canceled"' in run.stdout.splitlines()[-1]
 
 
-@pytest.mark.timeout(60)
 def test_background_jobs_are_killed_when_the_run_ends(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -129,29 +85,22 @@ def test_background_jobs_are_killed_when_the_run_ends(
         openai_stream(f"<cmd>{marker} > /dev/null 2>&1 &\necho started</cmd>"),
         openai_stream("The server is up."),
     )
-    done = logos(["--model", "m", "--yes", "start a server"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "start a server")
     assert done.returncode == 0, done.stderr
     assert processes_matching(marker) == []
 
 
-@pytest.mark.timeout(60)
 def test_a_second_ctrl_c_quits_and_still_leaves_nothing_running(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    stopped = interrupt_mid_command(
-        home,
-        sse_server,
-        "<cmd>trap '' TERM INT; {sleep}</cmd>",
-        ["--model", "m", "--yes", "stubborn"],
-        signal.SIGINT,
-        signal.SIGINT,
-    )
-    assert stopped.returncode == 130, stopped.stderr
-    assert processes_matching(stopped.marker) == []  # it ignored SIGTERM: it was SIGKILLed
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "canceled"
+    reply = "<cmd>trap '' TERM INT; {marker}</cmd>"
+    sigints = (signal.SIGINT, signal.SIGINT)
+    run = interrupt_mid_command(home, sse_server, reply, ["stubborn"], *sigints)
+    assert run.returncode == 130, run.stderr
+    assert processes_matching(run.marker) == []  # it ignored SIGTERM: it was SIGKILLed
+    assert home.run_records()[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -166,34 +115,52 @@ def test_a_hung_up_terminal_stops_the_run_and_keeps_the_trajectory(
     finally:
         terminal.close()
     assert processes_matching(marker) == []
-    assert_canceled_and_recorded(home)
+    records = home.run_records()
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_json_readers_that_leave_early_stop_the_run_cleanly(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("word " * 200, chunk_size=5, event_pause_s=0.05))
-    args = ["--model", "m", "--yes", "--json", "talk"]
-    with logos_process(args, home, openai_env(home, sse_server), subprocess.PIPE) as proc:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "--json", "talk"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+    )
+    try:
         assert proc.stdout is not None and proc.stderr is not None
         assert b'"type":"start"' in proc.stdout.readline()
         proc.stdout.close()  # like `logos --json … | head -1`
         stderr = proc.stderr.read().decode()
         assert proc.wait(timeout=30) == 128 + signal.SIGPIPE, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert "Traceback" not in stderr and "stdout" in stderr
-    assert_canceled_and_recorded(home)
+    records = home.run_records()
+    assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
 
 
-@pytest.mark.timeout(60)
 def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     marker = unique_sleep()
     sse_server.enqueue(openai_stream(f"<cmd>{marker}</cmd>"))
     env = openai_env(home, sse_server)
-    args = ["--model", "m", "--yes", "first"]
-    with logos_process(args, home, env, subprocess.DEVNULL) as proc:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logos", "--model", "m", "--yes", "first"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=home.work,
+    )
+    try:
         assert wait_for(lambda: processes_matching(marker)), "the command never started"
         path = home.only_run()
         before = path.read_bytes()
@@ -204,4 +171,8 @@ def test_a_run_still_going_cannot_be_resumed_at_the_same_time(
         assert len(sse_server.requests) == 1  # refused before the model was called
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert read_jsonl(path)[-1]["stop_reason"] == "canceled"

@@ -6,19 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from logos.records.events import EVENT_ADAPTER
 from logos.records.trajectory import load_trajectory
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl
+from tests.support.cli_harness import Home, logos, run_task
 from tests.support.sse_server import ScriptedServer, openai_stream
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def _system_prompt(server: ScriptedServer) -> str:
@@ -40,11 +34,7 @@ def test_json_and_the_trajectory_record_a_jobs_start_and_end(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     _slow_then_wait(sse_server)
-    done = logos(
-        ["--model", "m", "--yes", "--json", "--background-after", "0.5", "build it"],
-        home,
-        openai_env(home, sse_server),
-    )
+    done = run_task(home, sse_server, "--json", "--background-after", "0.5", "build it")
     assert done.returncode == 0, done.stderr
     raw = [json.loads(line) for line in done.stdout.splitlines()]
     for line in done.stdout.splitlines():
@@ -59,7 +49,7 @@ def test_json_and_the_trajectory_record_a_jobs_start_and_end(
     assert first_result["result"]["job"]["id"] == "1"
     assert "`wait %1` waits for job 1" in _system_prompt(sse_server)
 
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     kinds = [record["type"] for record in records]
     assert kinds.index("job_start") < kinds.index("job_end") < kinds.index("done")
     trajectory = load_trajectory(home.only_run())
@@ -79,11 +69,7 @@ def test_json_and_the_trajectory_record_a_jobs_start_and_end(
 @pytest.mark.timeout(60)
 def test_people_see_a_job_start_and_its_end(home: Home, sse_server: ScriptedServer) -> None:
     _slow_then_wait(sse_server)
-    done = logos(
-        ["--model", "m", "--yes", "--background-after", "0.5", "build it"],
-        home,
-        openai_env(home, sse_server),
-    )
+    done = run_task(home, sse_server, "--background-after", "0.5", "build it")
     assert done.returncode == 0, done.stderr
     assert "→ echo started; sleep 1.5; echo built  job 1, running" in done.stderr
     assert "✓ job 1 echo started; sleep 1.5; echo built" in done.stderr
@@ -97,15 +83,11 @@ def test_a_job_left_running_is_stopped_and_shown_so(home: Home, sse_server: Scri
         openai_stream("Done."),
         openai_stream("Done, really."),
     )
-    done = logos(
-        ["--model", "m", "--yes", "--background-after", "0.5", "go"],
-        home,
-        openai_env(home, sse_server),
-    )
+    done = run_task(home, sse_server, "--background-after", "0.5", "go")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Done, really.\n"
     assert "stopped as the run ended" in done.stderr
-    [end] = [record for record in read_jsonl(home.only_run()) if record["type"] == "job_end"]
+    [end] = [record for record in home.run_records() if record["type"] == "job_end"]
     assert end["seen"] is False and end["result"]["signal"] == 15
 
 
@@ -126,7 +108,7 @@ def test_the_config_file_sets_background_after_and_refuses_zero(
     assert "background_after" in refused.stderr and "greater than 0" in refused.stderr
     home.config_file.write_text("background_after = 45\n")
     sse_server.enqueue(openai_stream("Nothing to run."), openai_stream("Nothing to run."))
-    done = logos(["--model", "m", "--yes", "go"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "go")
     assert done.returncode == 0, done.stderr
     assert "still running after 45 s goes on as a job" in _system_prompt(sse_server)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.support.cli_harness import Home, PtySession, logos, make_home, openai_env
+from tests.support.cli_harness import Home, PtySession, logos, openai_env
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,11 +35,6 @@ args = ["**", "push", "**"]
 match = ["git push"]
 no_match = ["git status"]
 """
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def test_memory_notes_are_kept_by_normalised_key(home: Home) -> None:

@@ -8,9 +8,6 @@ import io
 import json
 import re
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +20,9 @@ from logos.cli.download_progress import (
     download_progress,
 )
 from logos.models.hub import DEFAULT_MODEL, HubFile, RemoteFile
-from tests.support.cli_harness import Home, logos, make_home
-from tests.support.hub_server import HubServer, gguf_bytes
-from tests.support.processes import wait_for
+from tests.support.cli_harness import Home, logos, running_logos
+from tests.support.hub_server import HubServer, gguf_bytes, hub_env
+from tests.support.processes import interrupt, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,24 +32,9 @@ PIECE = 10 * 1024 * 1024
 """huggingface_hub writes a download in pieces of 10 MiB: an interruption keeps whole pieces."""
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
-
-
-@pytest.fixture
-def server() -> Iterator[HubServer]:
-    with HubServer() as hub_server:
-        yield hub_server
-
-
-def hub_env(home: Home, server: HubServer, **extra: str) -> dict[str, str]:
-    return home.env(HF_HOME=str(home.root / "hf"), HF_ENDPOINT=server.endpoint, **extra)
-
-
-def test_pull_list_and_rm(home: Home, server: HubServer) -> None:
-    served = server.add(REPO, "tiny-q4_k_m.gguf", gguf_bytes(SIZE))
-    env = hub_env(home, server)
+def test_pull_list_and_rm(home: Home, hub_server: HubServer) -> None:
+    served = hub_server.add(REPO, "tiny-q4_k_m.gguf", gguf_bytes(SIZE))
+    env = hub_env(home, hub_server)
 
     pulled = logos(["models", "pull", served.spec], home, env)
     assert pulled.returncode == 0, pulled.stderr
@@ -60,7 +42,7 @@ def test_pull_list_and_rm(home: Home, server: HubServer) -> None:
     assert path.read_bytes() == served.content
     assert path.is_relative_to(home.root / "hf" / "hub")
     started, ended = pulled.stderr.splitlines()
-    assert started == f"logos: downloading {served.spec} (24.0 MB) from {server.endpoint}"
+    assert started == f"logos: downloading {served.spec} (24.0 MB) from {hub_server.endpoint}"
     assert re.fullmatch(
         rf"logos: downloaded {re.escape(served.spec)} \(24\.0 MB\) in \d+\.\d s "
         r"\(\d+\.\d MB/s\)",
@@ -83,14 +65,14 @@ def test_pull_list_and_rm(home: Home, server: HubServer) -> None:
             "default": False,
         }
 
-    before = len(server.requests)
+    before = len(hub_server.requests)
     offline = logos(
-        ["models", "pull", served.spec], home, hub_env(home, server, HF_HUB_OFFLINE="1")
+        ["models", "pull", served.spec], home, hub_env(home, hub_server, HF_HUB_OFFLINE="1")
     )
     assert offline.returncode == 0, offline.stderr
     assert offline.stdout == pulled.stdout
     assert offline.stderr == f"logos: {served.spec} is in the cache already\n"
-    assert len(server.requests) == before
+    assert len(hub_server.requests) == before
 
     removed = logos(["models", "rm", served.spec], home, env)
     assert removed.returncode == 0, removed.stderr
@@ -110,10 +92,10 @@ def test_pull_list_and_rm(home: Home, server: HubServer) -> None:
 
 
 def test_pull_without_a_spec_fetches_the_default_model_which_list_marks(
-    home: Home, server: HubServer
+    home: Home, hub_server: HubServer
 ) -> None:
-    served = server.add(DEFAULT_MODEL.repo_id, DEFAULT_MODEL.filename, gguf_bytes(4096))
-    env = hub_env(home, server)
+    served = hub_server.add(DEFAULT_MODEL.repo_id, DEFAULT_MODEL.filename, gguf_bytes(4096))
+    env = hub_env(home, hub_server)
     pulled = logos(["models", "pull"], home, env)
     assert pulled.returncode == 0, pulled.stderr
     assert Path(pulled.stdout.strip()).read_bytes() == served.content
@@ -122,9 +104,9 @@ def test_pull_without_a_spec_fetches_the_default_model_which_list_marks(
     assert entry["spec"] == str(DEFAULT_MODEL) and entry["default"] is True
 
 
-def test_a_bad_spec_or_a_missing_file_is_an_error(home: Home, server: HubServer) -> None:
-    server.add(REPO, "tiny.gguf", gguf_bytes(4096))
-    env = hub_env(home, server)
+def test_a_bad_spec_or_a_missing_file_is_an_error(home: Home, hub_server: HubServer) -> None:
+    hub_server.add(REPO, "tiny.gguf", gguf_bytes(4096))
+    env = hub_env(home, hub_server)
     bad = logos(["models", "pull", "tiny/tiny-GGUF/tiny.gguf"], home, env)
     assert bad.returncode == 2
     assert "does not name a model on the Hub: write hf:OWNER/REPO/FILE.gguf" in bad.stderr
@@ -132,48 +114,36 @@ def test_a_bad_spec_or_a_missing_file_is_an_error(home: Home, server: HubServer)
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"logos: {REPO} has no file other.gguf at main")
     offline = logos(
-        ["models", "pull", f"hf:{REPO}/tiny.gguf"], home, hub_env(home, server, HF_HUB_OFFLINE="1")
+        ["models", "pull", f"hf:{REPO}/tiny.gguf"],
+        home,
+        hub_env(home, hub_server, HF_HUB_OFFLINE="1"),
     )
     assert offline.returncode == 2
     assert "HF_HUB_OFFLINE=1 forbids fetching it" in offline.stderr
 
 
 def test_ctrl_c_keeps_the_partial_download_and_the_next_pull_resumes_it(
-    home: Home, server: HubServer
+    home: Home, hub_server: HubServer
 ) -> None:
-    served = server.add(REPO, "tiny.gguf", gguf_bytes(SIZE))
-    server.faults.bytes_per_second = 8_000_000
-    env = hub_env(home, server)
+    served = hub_server.add(REPO, "tiny.gguf", gguf_bytes(SIZE))
+    hub_server.faults.bytes_per_second = 8_000_000
+    env = hub_env(home, hub_server)
     repo = home.root / "hf" / "hub" / "models--tiny--tiny-GGUF"
     partial = repo / "blobs" / f"{served.sha256}.incomplete"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", "models", "pull", served.spec],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=home.work,
-        text=True,
-    )
-    try:
+    with running_logos(["models", "pull", served.spec], home, env) as proc:
         assert wait_for(lambda: partial.exists() and partial.stat().st_size > 0, timeout=30)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _, stderr = interrupt(proc, signal.SIGINT, timeout=30)
     assert proc.returncode == 130, stderr
     assert stderr.splitlines()[-1] == "logos: interrupted: run the same command again to resume"
     kept = partial.stat().st_size
     assert 0 < kept < SIZE and kept % PIECE == 0
     assert not (repo / "snapshots").exists()
 
-    server.faults.bytes_per_second = None
+    hub_server.faults.bytes_per_second = None
     resumed = logos(["models", "pull", served.spec], home, env)
     assert resumed.returncode == 0, resumed.stderr
     assert Path(resumed.stdout.strip()).read_bytes() == served.content
-    assert server.file_requests("GET")[-1].range == f"bytes={kept}-"
+    assert hub_server.file_requests("GET")[-1].range == f"bytes={kept}-"
     assert resumed.stderr.splitlines()[0].endswith(f", resuming at {kept / 1e6:.1f} MB")
     assert not partial.exists()
 

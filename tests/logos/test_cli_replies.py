@@ -12,29 +12,22 @@ from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
 from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR
 from logos.protocol.notices import CHECK_BACK_NOTICE
 from logos.protocol.prompt import worked_example
-from tests.support.cli_harness import (
-    Home,
-    anthropic_env,
-    logos,
-    make_home,
-    openai_env,
-    read_jsonl,
-    sent_messages,
-)
+from tests.support.cli_harness import Home, anthropic_env, logos, run_task, sent_messages
 from tests.support.sse_server import ScriptedServer, anthropic_stream, openai_stream
 
-
-@pytest.fixture
-def home(tmp_path: object) -> Home:
-    return make_home(tmp_path)  # type: ignore[arg-type]
+pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.mark.timeout(60)
+def answer_twice(server: ScriptedServer, text: str) -> None:
+    """The model answers `text` before any command ran, and again after the check-back."""
+    server.enqueue(openai_stream(text), openai_stream(text))
+
+
 def test_an_answer_before_any_command_is_checked_back_and_shows_as_the_notice_it_is(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.enqueue(openai_stream("The sum is 60."), openai_stream("The sum is 60."))
-    done = logos(["--model", "m", "--yes", "--json", "sum it"], home, openai_env(home, sse_server))
+    answer_twice(sse_server, "The sum is 60.")
+    done = run_task(home, sse_server, "--json", "sum it")
     assert done.returncode == 0, done.stderr
     assert sent_messages(sse_server, 1)[-1] == {"role": "user", "content": CHECK_BACK_NOTICE}
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -44,35 +37,32 @@ def test_an_answer_before_any_command_is_checked_back_and_shows_as_the_notice_it
     final = events[-1]
     assert final["response"] == "The sum is 60." and final["turns"] == 2
     assert final["usage"]["input_tokens"] == 2 * steps[0]["usage"]["input_tokens"]
-    recorded = [r for r in read_jsonl(home.only_run()) if r["type"] == "step"]
+    recorded = [r for r in home.run_records() if r["type"] == "step"]
     assert recorded[1]["content"] == CHECK_BACK_NOTICE
 
 
-@pytest.mark.timeout(60)
 def test_people_see_the_check_back_as_a_note_to_the_model(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.enqueue(openai_stream("Paris."), openai_stream("Paris."))
-    done = logos(["--model", "m", "--yes", "capital?"], home, openai_env(home, sse_server))
+    answer_twice(sse_server, "Paris.")
+    done = run_task(home, sse_server, "capital?")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Paris.\n"
     assert "note to the model: No command has run yet" in done.stderr
 
 
-@pytest.mark.timeout(60)
 def test_the_check_back_is_turned_off_by_the_flag_or_the_config_file(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    env = openai_env(home, sse_server)
     sse_server.enqueue(openai_stream("One."))
-    assert logos(["--model", "m", "--yes", "--no-check-back", "go"], home, env).returncode == 0
+    assert run_task(home, sse_server, "--no-check-back", "go").returncode == 0
     home.config_file.parent.mkdir(parents=True)
     home.config_file.write_text("check_back = false\n")
     sse_server.enqueue(openai_stream("Two."))
-    assert logos(["--model", "m", "--yes", "go"], home, env).returncode == 0
+    assert run_task(home, sse_server, "go").returncode == 0
     assert len(sse_server.requests) == 2
-    sse_server.enqueue(openai_stream("Three."), openai_stream("Three."))
-    assert logos(["--model", "m", "--yes", "--check-back", "go"], home, env).returncode == 0
+    answer_twice(sse_server, "Three.")
+    assert run_task(home, sse_server, "--check-back", "go").returncode == 0
     assert len(sse_server.requests) == 4  # the flag wins over the file
 
 
@@ -84,7 +74,6 @@ def _compact_prompt(body: dict[str, Any]) -> bool:
     return bool(body["messages"][0]["content"].startswith("You work in a Linux shell"))
 
 
-@pytest.mark.timeout(60)
 def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -100,18 +89,15 @@ def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     assert example == [m.content for m in worked_example("compact")]
     assert first["messages"][5] == {"role": "user", "content": "go"}
     # The example is sent, never recorded: the run's own steps start with the task.
-    steps = [r for r in read_jsonl(home.only_run()) if r["type"] == "step"]
+    steps = [r for r in home.run_records() if r["type"] == "step"]
     assert steps[0]["content"] == "<cmd>true</cmd>"
 
 
-@pytest.mark.timeout(60)
 def test_other_servers_keep_the_full_prompt_and_free_replies(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("Done."))
-    done = logos(
-        ["--model", "m", "--yes", "--no-check-back", "go"], home, openai_env(home, sse_server)
-    )
+    done = run_task(home, sse_server, "--no-check-back", "go")
     assert done.returncode == 0, done.stderr
     (body,) = (request.json for request in sse_server.requests)
     assert "grammar" not in body and "temperature" not in body and "max_tokens" not in body
@@ -119,7 +105,6 @@ def test_other_servers_keep_the_full_prompt_and_free_replies(
     assert sse_server.model_requests  # the list asked, to tell which server this is
 
 
-@pytest.mark.timeout(60)
 def test_each_small_model_default_is_turned_off_by_its_flag_or_the_config_file(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -149,27 +134,23 @@ def test_each_small_model_default_is_turned_off_by_its_flag_or_the_config_file(
     assert bodies[2]["temperature"] == 0.7 and len(bodies[2]["messages"]) == 2
 
 
-@pytest.mark.timeout(60)
 def test_the_grammar_switch_sends_the_grammars_to_any_openai_compatible_server(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    env = openai_env(home, sse_server)
-    args = ["--model", "m", "--yes", "--no-check-back"]
     sse_server.enqueue(*(openai_stream("Done.") for _ in range(3)))
-    assert logos([*args, "--grammar", "go"], home, env).returncode == 0
+    assert run_task(home, sse_server, "--no-check-back", "--grammar", "go").returncode == 0
     home.config_file.parent.mkdir(parents=True)
     home.config_file.write_text(
         'grammar = "logos"\nfirst_block = false\n[provider_options]\nseed = 3\n'
     )
-    assert logos([*args, "go"], home, env).returncode == 0
-    assert logos([*args, "--no-grammar", "go"], home, env).returncode == 0
+    assert run_task(home, sse_server, "--no-check-back", "go").returncode == 0
+    assert run_task(home, sse_server, "--no-check-back", "--no-grammar", "go").returncode == 0
     bodies = [request.json for request in sse_server.requests]
     assert [body.get("grammar") for body in bodies] == [ACT_GRAMMAR, LOGOS_GRAMMAR, None]
     assert bodies[1]["seed"] == 3
     assert not any(_compact_prompt(body) for body in bodies)  # not detected: full prompt
 
 
-@pytest.mark.timeout(60)
 def test_a_grammar_for_an_api_that_refuses_it_is_a_clear_error(
     home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -184,17 +165,15 @@ def test_a_grammar_for_an_api_that_refuses_it_is_a_clear_error(
     assert not sse_server.requests
 
 
-@pytest.mark.timeout(60)
 def test_two_grammars_or_an_unknown_one_are_named(home: Home, sse_server: ScriptedServer) -> None:
-    env = openai_env(home, sse_server)
     home.config_file.parent.mkdir(parents=True)
     home.config_file.write_text('[provider_options]\ngrammar = "root ::= [a-z]+"\n')
-    both = logos(["--model", "m", "--grammar", "--yes", "go"], home, env)
+    both = run_task(home, sse_server, "--grammar", "go")
     assert both.returncode == 2 and "provider_options.grammar" in both.stderr
-    first = logos(["--model", "m", "--no-grammar", "--first-block", "--yes", "go"], home, env)
+    first = run_task(home, sse_server, "--no-grammar", "--first-block", "go")
     assert first.returncode == 2 and "--first-block" in first.stderr
     home.config_file.write_text('grammar = "json"\n')
-    unknown = logos(["--model", "m", "--yes", "go"], home, env)
+    unknown = run_task(home, sse_server, "go")
     assert unknown.returncode == 2
     assert "'grammar'" in unknown.stderr and "unknown grammar 'json'" in unknown.stderr
     assert not sse_server.requests

@@ -15,12 +15,11 @@ from tests.support.cli_harness import (
     Home,
     anthropic_env,
     logos,
-    make_home,
-    openai_env,
     read_jsonl,
+    run_task,
     sent_messages,
 )
-from tests.support.sse_server import ScriptedServer, anthropic_stream, openai_stream
+from tests.support.sse_server import Reply, ScriptedServer, anthropic_stream, openai_stream
 
 HEADER = (
     '{"type": "run", "version": 1, "logos_version": "0", "provider": "openai", '
@@ -29,18 +28,16 @@ HEADER = (
 )
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
-
-
-def first_run(home: Home, server: ScriptedServer) -> Path:
+def first_run(home: Home, server: ScriptedServer, *then: Reply) -> Path:
+    """A recorded run of two turns (a command, then an answer); `then` are the model's
+    replies for what the test does next."""
     server.enqueue(
         openai_stream("Looking.\n<cmd>printf 'line %s\\n' 1 2 3 4 5 6 7 8</cmd>"),
         openai_stream("There are 8 lines."),
     )
-    done = logos(["--model", "first-model", "--yes", "count lines"], home, openai_env(home, server))
+    done = run_task(home, server, "count lines", model="first-model")
     assert done.returncode == 0, done.stderr
+    server.enqueue(*then)
     return home.only_run()
 
 
@@ -48,8 +45,7 @@ def first_run(home: Home, server: ScriptedServer) -> Path:
 def test_resume_sends_the_earlier_conversation_and_appends(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    path = first_run(home, sse_server)
-    sse_server.enqueue(openai_stream("Half of 8 is 4."))
+    path = first_run(home, sse_server, openai_stream("Half of 8 is 4."))
     done = logos(["resume", str(path), "and half of that?", "--yes"], home, home.env())
 
     assert done.returncode == 0, done.stderr
@@ -116,8 +112,7 @@ def test_resume_sends_a_new_prompt_when_the_setup_changed(
 def test_resume_defaults_to_continue_and_flags_override_the_model(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    path = first_run(home, sse_server)
-    sse_server.enqueue(openai_stream("Continuing."))
+    path = first_run(home, sse_server, openai_stream("Continuing."))
     done = logos(["resume", "--model", "other-model", "--yes", str(path)], home, home.env())
     assert done.returncode == 0, done.stderr
     assert sse_server.requests[2].json["model"] == "other-model"

@@ -8,7 +8,6 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +19,9 @@ from tests.support.cli_harness import (
     Home,
     anthropic_env,
     logos,
-    make_home,
     openai_env,
     read_jsonl,
+    run_task,
     sent_messages,
 )
 from tests.support.sse_server import (
@@ -38,11 +37,6 @@ WIRES: dict[str, tuple[Stream, Callable[..., dict[str, str]]]] = {
     "openai": (openai_stream, openai_env),
     "anthropic": (anthropic_stream, anthropic_env),
 }
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.fixture(params=sorted(WIRES))
@@ -77,7 +71,7 @@ def test_the_trajectory_and_audit_log_record_everything_privately(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("<cmd>echo one</cmd>"), openai_stream("Done."))
-    done = logos(["--model", "m", "--yes", "record me"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "record me")
     assert done.returncode == 0, done.stderr
 
     path = home.only_run()
@@ -155,16 +149,12 @@ def test_json_reports_a_setup_error_as_error_then_done(home: Home) -> None:
 @pytest.mark.timeout(60)
 def test_max_steps_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(*(openai_stream(f"<cmd>echo {i}</cmd>") for i in range(3)))
-    done = logos(
-        ["--model", "m", "--yes", "--max-steps", "2", "loop forever"],
-        home,
-        openai_env(home, sse_server),
-    )
+    done = run_task(home, sse_server, "--max-steps", "2", "loop forever")
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     assert "stopped: step limit reached (--max-steps)" in done.stderr
     assert len(sse_server.requests) == 2
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_steps"
+    assert home.run_records()[-1]["stop_reason"] == "max_steps"
 
 
 @pytest.mark.timeout(60)
@@ -184,21 +174,19 @@ def test_max_cost_stops_the_run_with_exit_1(home: Home, sse_server: ScriptedServ
 @pytest.mark.timeout(60)
 def test_max_time_kills_a_slow_command_and_exits_1(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("<cmd>sleep 30</cmd>"))
-    done = logos(
-        ["--model", "m", "--yes", "--max-time", "1.5", "wait"], home, openai_env(home, sse_server)
-    )
+    done = run_task(home, sse_server, "--max-time", "1.5", "wait")
     assert done.returncode == 1, done.stderr
     assert "time limit reached (--max-time)" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "max_wall_time"
+    assert home.run_records()[-1]["stop_reason"] == "max_wall_time"
 
 
 @pytest.mark.timeout(60)
 def test_a_provider_error_ends_the_run_with_exit_2(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(json_error(401, "invalid api key", type="authentication_error"))
-    done = logos(["--model", "m", "--yes", "go"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "go")
     assert done.returncode == 2
     assert "error:" in done.stderr and "401" in done.stderr and "OPENAI_API_KEY" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "error"
+    assert home.run_records()[-1]["stop_reason"] == "error"
 
 
 def test_without_a_provider_the_message_names_what_to_set(home: Home) -> None:
@@ -223,7 +211,7 @@ def test_local_commands_without_a_terminal_need_yes(home: Home, sse_server: Scri
 
 
 def test_network_needs_the_sandbox(home: Home, sse_server: ScriptedServer) -> None:
-    done = logos(["--model", "m", "--yes", "--network", "go"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "--network", "go")
     assert done.returncode == 2 and "--network only applies to the sandbox" in done.stderr
 
 
@@ -257,7 +245,7 @@ def test_the_task_can_come_from_stdin(home: Home, sse_server: ScriptedServer) ->
 @pytest.mark.timeout(60)
 def test_output_off_a_terminal_has_no_escape_codes(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("<cmd>ls /nonexistent</cmd>"), openai_stream("Nothing there."))
-    done = logos(["--model", "m", "--yes", "look"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "look")
     assert done.returncode == 0
     assert "✗ ls /nonexistent  exit 2" in done.stderr
     assert not ANSI_ESCAPE.search(done.stdout + done.stderr)
@@ -423,7 +411,7 @@ def test_json_reports_an_error_during_the_run_as_an_error_event(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(json_error(401, "invalid api key", type="authentication_error"))
-    done = logos(["--model", "m", "--yes", "--json", "go"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "--json", "go")
     assert done.returncode == 2
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert [e["type"] for e in events] == ["start", "error", "done"]
@@ -466,10 +454,10 @@ def test_the_hallucination_limit_stops_the_run_with_exit_1(
 ) -> None:
     fake = '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
     sse_server.enqueue(*(openai_stream(fake) for _ in range(3)))
-    done = logos(["--model", "m", "--yes", "list files"], home, openai_env(home, sse_server))
+    done = run_task(home, sse_server, "list files")
     assert done.returncode == 1, done.stderr
     assert "stopped: the model kept writing fake tool calls" in done.stderr
-    assert read_jsonl(home.only_run())[-1]["stop_reason"] == "hallucination_limit"
+    assert home.run_records()[-1]["stop_reason"] == "hallucination_limit"
 
 
 @pytest.mark.timeout(60)
@@ -477,11 +465,7 @@ def test_json_reports_a_retry_as_a_retry_event(home: Home, sse_server: ScriptedS
     sse_server.enqueue(
         json_error(429, "slow down", headers={"retry-after-ms": "50"}), openai_stream("Fine.")
     )
-    done = logos(
-        ["--model", "m", "--yes", "--no-check-back", "--json", "go"],
-        home,
-        openai_env(home, sse_server),
-    )
+    done = run_task(home, sse_server, "--no-check-back", "--json", "go")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     (retry,) = [e for e in events if e["type"] == "retry"]
@@ -550,7 +534,7 @@ def test_allow_without_the_sandbox_sets_the_working_directory(
     assert done.returncode == 0, done.stderr
     assert "without --sandbox, commands can reach the whole machine" in done.stderr
     assert f"<stdout>\n{project}\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
-    assert read_jsonl(home.only_run())[0]["cwd"] == str(project)
+    assert home.run_records()[0]["cwd"] == str(project)
 
 
 def test_a_bug_in_logos_exits_2_with_the_traceback_and_a_report_hint(

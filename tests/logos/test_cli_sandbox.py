@@ -6,26 +6,17 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, sent_messages
-from tests.support.processes import processes_matching
+from tests.support.cli_harness import Home, doctor, logos, openai_env, running_logos, sent_messages
+from tests.support.processes import interrupt, processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, json_error, openai_stream
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
-
-
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_a_task_runs_its_commands_in_the_sandbox(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -47,7 +38,7 @@ def test_a_task_runs_its_commands_in_the_sandbox(
     system = sse_server.requests[0].json["messages"][0]["content"]
     assert "Docker sandbox" in system and f"{home.work} (read-write)" in system
     assert "Network access is off" in system
-    assert read_jsonl(home.only_run())[0]["runner"] == "sandbox"
+    assert home.run_records()[0]["runner"] == "sandbox"
     assert [(a["action"], a["runner"]) for a in home.audit()] == [("auto", "sandbox")]
     with daemon.client() as http:  # the run's session was closed at the end
         assert http.get("/v1/sessions").json()["sessions"] == []
@@ -60,7 +51,6 @@ def test_a_task_runs_its_commands_in_the_sandbox(
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_exec_in_the_sandbox_sees_only_allowed_paths(daemon: Daemon, home: Home) -> None:
     (home.work / "visible.txt").write_text("hello\n")
     message = f"<cmd>cat visible.txt</cmd><cmd>ls {home.root / 'state'}</cmd><cmd>touch x</cmd>"
@@ -77,7 +67,6 @@ def test_exec_in_the_sandbox_sees_only_allowed_paths(daemon: Daemon, home: Home)
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_doctor_checks_the_provider_the_sandbox_and_the_runner(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -118,20 +107,9 @@ def test_a_missing_daemon_is_reported_before_the_model_is_called(
 def test_doctor_says_what_failed_and_how_to_fix_it(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(json_error(401, "bad key", type="authentication_error"))
     socket = home.root / "no-daemon.sock"
-    done = logos(
-        ["doctor", "--model", "m", "--sandbox", "--socket", str(socket)],
-        home,
-        openai_env(home, sse_server),
-    )
+    done, checks = doctor(["--model", "m", "--sandbox", "--socket", str(socket)], home, sse_server)
     assert done.returncode == 1
-    outcomes = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()}
-    assert outcomes == {
-        "config": "ok",
-        "model": "ok",
-        "provider": "FAIL",
-        "sandboxd": "FAIL",
-        "runner": "skip",
-    }
+    assert checks == dict(config="ok", model="ok", provider="FAIL", sandboxd="FAIL", runner="skip")
     assert "OPENAI_API_KEY" in done.stdout and "`sandboxd serve`" in done.stdout
 
 
@@ -147,40 +125,25 @@ def test_doctor_without_a_provider_names_the_default_model_and_the_variables_tha
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_ctrl_c_mid_command_in_the_sandbox_leaves_nothing_running(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:
     marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
     sse_server.enqueue(openai_stream(f"Waiting.\n<cmd>{marker}</cmd>"))
     args = ["--model", "m", "--sandbox", "--socket", str(daemon.socket), "wait in the sandbox"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logos", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=openai_env(home, sse_server),
-        cwd=home.work,
-        text=True,
-    )
-    try:
+    with running_logos(args, home, openai_env(home, sse_server)) as proc:
         deadline = time.monotonic() + 60
         while not processes_matching(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_matching(marker), "the command never started in the sandbox"
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = interrupt(proc, signal.SIGINT, timeout=60)
         assert proc.returncode == 130, stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     deadline = time.monotonic() + 20
     while processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_matching(marker) == []
     with daemon.client() as http:
         assert http.get("/v1/sessions").json()["sessions"] == []
-    records = read_jsonl(home.only_run())
+    records = home.run_records()
     assert records[-1]["type"] == "done" and records[-1]["stop_reason"] == "canceled"
     assert marker in next(r for r in records if r["type"] == "step")["content"]

@@ -5,21 +5,15 @@ it, and `--sandbox` alone still meaning sandboxd."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from logos.cli.arguments import with_command
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, sent_messages
+from tests.support.cli_harness import Home, doctor, logos, openai_env, sent_messages
 from tests.support.sandboxd_harness import Daemon, running_daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.temenos_server import temenos_server
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def test_sandbox_takes_an_optional_kind_and_leaves_the_task_alone() -> None:
@@ -34,7 +28,6 @@ def test_sandbox_takes_an_optional_kind_and_leaves_the_task_alone() -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_a_task_runs_its_commands_through_the_temenos_api(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -50,7 +43,7 @@ def test_a_task_runs_its_commands_through_the_temenos_api(
     system = sse_server.requests[0].json["messages"][0]["content"]
     assert f"temenos sandbox that sees only these host paths: {home.work} (read-write)" in system
     assert "Network access was not asked for" in system
-    header = read_jsonl(home.only_run())[0]
+    header = home.run_records()[0]
     assert (header["runner"], header["sandbox"]) == ("sandbox", "temenos")
 
     # Resumed, the run stays with temenos (here, at an address where none answers).
@@ -64,7 +57,6 @@ def test_a_task_runs_its_commands_through_the_temenos_api(
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_doctor_checks_temenos_health_and_a_round_trip(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:
@@ -88,27 +80,13 @@ def test_doctor_says_why_temenos_cannot_be_reached(home: Home, sse_server: Scrip
     sse_server.enqueue(openai_stream("o", finish="length"), openai_stream("o", finish="length"))
     with temenos_server() as server:
         address = server.address
-    done = logos(
-        ["doctor", "--model", "m", "--sandbox", "temenos", "--sandbox-addr", address],
-        home,
-        openai_env(home, sse_server),
-    )
+    args = ["--model", "m", "--sandbox", "temenos", "--sandbox-addr"]
+    done, checks = doctor([*args, address], home, sse_server)
     assert done.returncode == 1
-    outcomes = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()}
-    assert outcomes == {
-        "config": "ok",
-        "model": "ok",
-        "provider": "ok",
-        "temenos": "FAIL",
-        "runner": "skip",
-    }
+    assert checks == dict(config="ok", model="ok", provider="ok", temenos="FAIL", runner="skip")
     assert f"cannot reach a temenos daemon at http://{address}" in done.stdout
 
-    https = logos(
-        ["doctor", "--model", "m", "--sandbox", "temenos", "--sandbox-addr", "https://h:1"],
-        home,
-        openai_env(home, sse_server),
-    )
+    https, _ = doctor([*args, "https://h:1"], home, sse_server)
     assert https.returncode == 1 and "temenos serves plain HTTP only" in https.stdout
 
 

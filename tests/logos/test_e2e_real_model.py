@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 
 from tests.support.cli_harness import Home, logos, make_home
-from tests.support.llama import find_test_gguf
-from tests.support.parts import require
 from tests.support.sandboxd_harness import Daemon
 
 TRIES = int(os.environ.get("LOGOS_E2E_TRIES", "3"))
@@ -76,14 +74,6 @@ class Attempt:
     def did_the_work(self) -> bool:
         """hello.txt was made by a command the runner executed."""
         return self.made_file and self.ran_a_command
-
-
-@pytest.fixture(scope="module")
-def gguf() -> Path:
-    path = find_test_gguf()
-    require(path is not None and path.is_file(), "no test model: run scripts/fetch-model")
-    assert path is not None
-    return path
 
 
 def attempt(

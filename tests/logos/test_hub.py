@@ -10,7 +10,6 @@ import io
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +29,9 @@ CUT = 12_000_000
 
 
 @pytest.fixture
-def server() -> Iterator[HubServer]:
-    with HubServer() as hub_server:
-        yield hub_server
-
-
-@pytest.fixture
-def hub(tmp_path: Path, server: HubServer) -> Hub:
+def hub(tmp_path: Path, hub_server: HubServer) -> Hub:
     return Hub(
-        endpoint=server.endpoint,
+        endpoint=hub_server.endpoint,
         cache_dir=tmp_path / "hf" / "hub",
         offline=False,
         verified_record=tmp_path / "cache" / "logos" / "verified-models.json",
@@ -46,8 +39,8 @@ def hub(tmp_path: Path, server: HubServer) -> Hub:
 
 
 @pytest.fixture
-def served(server: HubServer) -> ServedFile:
-    return server.add(REPO, "tiny-q4_k_m.gguf", gguf_bytes(SIZE))
+def served(hub_server: HubServer) -> ServedFile:
+    return hub_server.add(REPO, "tiny-q4_k_m.gguf", gguf_bytes(SIZE))
 
 
 def file_of(served: ServedFile, revision: str | None = None) -> HubFile:
@@ -120,7 +113,7 @@ def test_a_bad_spec_shows_the_form_with_an_example(spec: str, says: str) -> None
 
 
 def test_the_first_fetch_downloads_and_verifies_and_the_next_needs_no_network(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
     progress = Recorder()
     path = hub.fetch(file_of(served), progress)
@@ -132,21 +125,24 @@ def test_the_first_fetch_downloads_and_verifies_and_the_next_needs_no_network(
     assert path.is_symlink() and path.resolve().name == served.sha256
     assert (path.parents[2] / "refs" / "main").read_text() == served.commit
     start, end = progress.lines
-    assert start == (f"logos: downloading {served.spec} (24.0 MB) from {server.endpoint}"), (
+    assert start == (f"logos: downloading {served.spec} (24.0 MB) from {hub_server.endpoint}"), (
         progress.lines
     )
     assert end.startswith(f"logos: downloaded {served.spec} (24.0 MB) in ")
     assert end.endswith(" MB/s)")
     assert progress.advanced == SIZE
-    assert [(r.method, r.range) for r in server.file_requests()] == [("HEAD", None), ("GET", None)]
+    assert [(r.method, r.range) for r in hub_server.file_requests()] == [
+        ("HEAD", None),
+        ("GET", None),
+    ]
     assert hub.verified_record.stat().st_mode & 0o777 == 0o600
 
     offline = dataclasses.replace(hub, offline=True)
-    before = len(server.requests)
+    before = len(hub_server.requests)
     again = Recorder()
     assert offline.fetch(file_of(served), again) == path
     assert offline.cached(file_of(served)) == path
-    assert len(server.requests) == before
+    assert len(hub_server.requests) == before
     assert again.lines == []
 
 
@@ -168,19 +164,19 @@ def test_a_verified_file_is_not_hashed_again_until_it_changes(hub: Hub, served: 
 
 
 def test_a_cut_connection_resumes_with_a_range_request(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
-    server.faults.cut_after = CUT
+    hub_server.faults.cut_after = CUT
     path = hub.fetch(file_of(served), Recorder())
     assert hashlib.sha256(path.read_bytes()).hexdigest() == served.sha256
-    assert [r.range for r in server.file_requests("GET")] == [None, f"bytes={PIECE}-"]
+    assert [r.range for r in hub_server.file_requests("GET")] == [None, f"bytes={PIECE}-"]
 
 
 def test_a_download_cut_for_good_resumes_in_the_next_run(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
-    server.faults.cut_after = CUT
-    server.faults.status_after_cut = 503
+    hub_server.faults.cut_after = CUT
+    hub_server.faults.status_after_cut = 503
     with pytest.raises(HubError) as raised:
         hub.fetch(file_of(served), Recorder())
     assert raised.value.message.startswith(
@@ -192,43 +188,43 @@ def test_a_download_cut_for_good_resumes_in_the_next_run(
     assert [p.name for p in files_in(hub.cache_dir)] == [f"{served.sha256}.incomplete"]
     assert (blobs / f"{served.sha256}.incomplete").stat().st_size == PIECE
 
-    server.faults.status_after_cut = None
+    hub_server.faults.status_after_cut = None
     progress = Recorder()
     path = hub.fetch(file_of(served), progress)
     assert path.read_bytes() == served.content
-    assert server.file_requests("GET")[-1].range == f"bytes={PIECE}-"
+    assert hub_server.file_requests("GET")[-1].range == f"bytes={PIECE}-"
     assert progress.lines[0].endswith(", resuming at 10.5 MB")
     assert progress.advanced == SIZE - PIECE
 
 
 def test_a_corrupted_download_is_fetched_again(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
-    server.faults.corrupt = "once"
+    hub_server.faults.corrupt = "once"
     progress = Recorder()
     path = hub.fetch(file_of(served), progress)
     assert path.read_bytes() == served.content
-    assert [r.range for r in server.file_requests("GET")] == [None, None]
+    assert [r.range for r in hub_server.file_requests("GET")] == [None, None]
     assert len(progress.lines) == 4  # two downloads, each started and ended
 
 
 def test_a_file_corrupted_every_time_is_refused_and_nothing_is_kept(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
-    server.faults.corrupt = "always"
+    hub_server.faults.corrupt = "always"
     with pytest.raises(HubError) as raised:
         hub.fetch(file_of(served), Recorder())
     damaged = bytearray(served.content)
     damaged[SIZE // 2] ^= 0xFF
     wrong = hashlib.sha256(damaged).hexdigest()
     assert f"the Hub says {served.sha256}, the download gave {wrong}" in raised.value.message
-    assert len(server.file_requests("GET")) == 2
+    assert len(hub_server.file_requests("GET")) == 2
     assert files_in(hub.cache_dir) == []
     assert not (hub.cache_dir / "models--tiny--tiny-GGUF").exists()
 
 
-def test_a_file_that_is_not_gguf_is_removed(hub: Hub, server: HubServer) -> None:
-    served = server.add(REPO, "notes.gguf", b"<html>not a model</html>" * 1000)
+def test_a_file_that_is_not_gguf_is_removed(hub: Hub, hub_server: HubServer) -> None:
+    served = hub_server.add(REPO, "notes.gguf", b"<html>not a model</html>" * 1000)
     with pytest.raises(HubError, match=r"is not a GGUF file .* so it was removed"):
         hub.fetch(file_of(served), Recorder())
     assert files_in(hub.cache_dir) == []
@@ -245,24 +241,24 @@ def test_a_file_that_is_not_gguf_is_removed(hub: Hub, server: HubServer) -> None
 )
 def test_what_the_hub_does_not_have_is_named(
     hub: Hub,
-    server: HubServer,
+    hub_server: HubServer,
     served: ServedFile,
     repo_id: str,
     filename: str,
     revision: str | None,
     says: str,
 ) -> None:
-    server.add("gated/model-GGUF", "m.gguf", gguf_bytes(1000))
-    server.gated.add("gated/model-GGUF")
+    hub_server.add("gated/model-GGUF", "m.gguf", gguf_bytes(1000))
+    hub_server.gated.add("gated/model-GGUF")
     with pytest.raises(HubError) as raised:
         hub.fetch(HubFile(repo_id, filename, revision), Recorder())
     assert raised.value.message.startswith(says), raised.value.message
-    assert server.file_requests("GET") == []
+    assert hub_server.file_requests("GET") == []
     assert files_in(hub.cache_dir) == []
 
 
 def test_offline_with_nothing_cached_says_what_else_to_run(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
     offline = dataclasses.replace(hub, offline=True)
     with pytest.raises(HubError) as raised:
@@ -271,7 +267,7 @@ def test_offline_with_nothing_cached_says_what_else_to_run(
     assert message.startswith(f"{served.spec} is not in the cache ({hub.cache_dir})")
     for named in ("HF_HUB_OFFLINE", "--gguf PATH", "--base-url URL", "ANTHROPIC_API_KEY"):
         assert named in message
-    assert server.requests == []
+    assert hub_server.requests == []
 
 
 def test_an_unreachable_hub_says_what_else_to_run(hub: Hub, served: ServedFile) -> None:
@@ -285,7 +281,7 @@ def test_an_unreachable_hub_says_what_else_to_run(hub: Hub, served: ServedFile) 
 
 
 def test_a_declined_download_sends_no_get_and_a_cached_file_asks_nothing(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
     asked: list[RemoteFile] = []
 
@@ -296,14 +292,14 @@ def test_a_declined_download_sends_no_get_and_a_cached_file_asks_nothing(
     with pytest.raises(HubError, match=r"^not downloading .* \(24\.0 MB\): pass --yes"):
         hub.fetch(file_of(served), Recorder(), confirm=decline)
     assert [(r.size, r.sha256, r.commit) for r in asked] == [(SIZE, served.sha256, served.commit)]
-    assert server.file_requests("GET") == []
+    assert hub_server.file_requests("GET") == []
     path = hub.fetch(file_of(served), Recorder(), confirm=lambda remote: True)
     assert hub.fetch(file_of(served), Recorder(), confirm=decline) == path
     assert len(asked) == 1
 
 
 def test_not_enough_disk_is_refused_before_any_download(
-    hub: Hub, server: HubServer, served: ServedFile, tmp_path: Path
+    hub: Hub, hub_server: HubServer, served: ServedFile, tmp_path: Path
 ) -> None:
     require(os.geteuid() == 0, "mounting a small tmpfs needs root")
     small = tmp_path / "small"
@@ -319,7 +315,7 @@ def test_not_enough_disk_is_refused_before_any_download(
         message = raised.value.message
         assert message.startswith(f"{served.spec} needs 24.0 MB more in {small / 'hub'}, and ")
         assert "MB are free there" in message and "HF_HOME" in message
-        assert [r.method for r in server.file_requests()] == ["HEAD"]
+        assert [r.method for r in hub_server.file_requests()] == ["HEAD"]
         assert files_in(small) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
@@ -342,11 +338,11 @@ def test_the_blob_goes_to_the_cdn_without_the_token(tmp_path: Path, hub: Hub) ->
 
 
 def test_models_are_listed_and_removed_one_by_one(
-    hub: Hub, server: HubServer, served: ServedFile
+    hub: Hub, hub_server: HubServer, served: ServedFile
 ) -> None:
-    other = server.add(REPO, "tiny-q8_0.gguf", gguf_bytes(SIZE + 1), commit=served.commit)
-    elsewhere = server.add("someone/else-GGUF", "else.gguf", gguf_bytes(1000))
-    tagged = server.add(REPO, "tiny-q4_k_m.gguf", served.content, refs=("v1",))
+    other = hub_server.add(REPO, "tiny-q8_0.gguf", gguf_bytes(SIZE + 1), commit=served.commit)
+    elsewhere = hub_server.add("someone/else-GGUF", "else.gguf", gguf_bytes(1000))
+    tagged = hub_server.add(REPO, "tiny-q4_k_m.gguf", served.content, refs=("v1",))
     for file in (file_of(served), file_of(other), file_of(elsewhere), file_of(tagged, "v1")):
         hub.fetch(file, Recorder())
 

@@ -18,18 +18,9 @@ import pytest
 
 from logos.errors import LocalModelError
 from logos.models.llama_server import LocalModelServer
-from tests.support.llama import REPO, find_test_gguf
-from tests.support.parts import require
+from tests.support.llama import REPO
 
 pytestmark = [pytest.mark.llama, pytest.mark.usefixtures("xllamacpp_installed")]
-
-
-@pytest.fixture(scope="module")
-def gguf() -> Path:
-    path = find_test_gguf()
-    require(path is not None and path.is_file(), "no test model: run scripts/fetch-model")
-    assert path is not None
-    return path
 
 
 def free_port() -> int:
@@ -47,7 +38,6 @@ def answers(port: int) -> bool:
     return True
 
 
-@pytest.mark.timeout(120)
 def test_stop_closes_the_port(gguf: Path) -> None:
     port = free_port()
     with LocalModelServer(gguf, n_ctx=512, threads=1, port=port) as server:
@@ -57,7 +47,6 @@ def test_stop_closes_the_port(gguf: Path) -> None:
     assert not answers(port)
 
 
-@pytest.mark.timeout(120)
 def test_a_failed_start_leaves_no_server_behind_while_its_error_is_kept(gguf: Path) -> None:
     # A zero start-up budget fails right after llama.cpp has bound its port.
     port = free_port()

@@ -19,7 +19,7 @@ from logos import (
     run,
     run_sync,
 )
-from logos.agent.steps import StepMessage, steps_to_messages
+from logos.agent.steps import RunResult, StepMessage, steps_to_messages
 from logos.errors import AuthenticationError
 from logos.providers import OpenAIProvider, RetryPolicy
 from logos.providers.base import Message, Usage
@@ -429,11 +429,14 @@ async def test_token_budget() -> None:
     assert result.stop_reason == "max_tokens_budget" and len(provider.requests) == 2
 
 
+SPENT = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
+"""What a reply that finished cost, to check that a run cut short still counts it."""
+
+
 @pytest.mark.timeout(30)
 async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
     marker = f"sleep 5{os.getpid() % 1000:03d}1"
-    usage = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
-    provider = ScriptedProvider([Reply(f"<cmd>echo early</cmd><cmd>{marker}</cmd>", usage=usage)])
+    provider = ScriptedProvider([Reply(f"<cmd>echo early</cmd><cmd>{marker}</cmd>", usage=SPENT)])
     began = time.monotonic()
     result = await run(config_for(provider, max_wall_s=0.5), [], "go")
     assert result.stop_reason == "max_wall_time"
@@ -448,7 +451,7 @@ async def test_wall_clock_budget_kills_commands_and_keeps_steps() -> None:
     assert killed.command == marker and "not finished" in result.steps[1].content
     assert not processes_matching(marker)
     # The model finished its reply before the clock ran out: what it spent is kept.
-    assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
+    assert result.usage == SPENT and result.cost_usd == pytest.approx(0.25)
 
 
 async def cancel_once_running(marker: str, cancel: anyio.Event) -> None:
@@ -459,14 +462,19 @@ async def cancel_once_running(marker: str, cancel: anyio.Event) -> None:
     cancel.set()
 
 
+async def run_canceled_once_running(provider: ScriptedProvider, marker: str) -> RunResult:
+    """A run on `provider`, canceled as soon as its command `marker` runs."""
+    cancel = anyio.Event()
+    async with anyio.create_task_group() as watcher:
+        watcher.start_soon(cancel_once_running, marker, cancel)
+        return await run(config_for(provider), [], "go", cancel=cancel)
+
+
 @pytest.mark.timeout(30)
 async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
     marker = f"sleep 6{os.getpid() % 1000:03d}1"
     provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>" + " slow" * 400, delay_s=0.05)])
-    cancel = anyio.Event()
-    async with anyio.create_task_group() as watcher:
-        watcher.start_soon(cancel_once_running, marker, cancel)
-        result = await run(config_for(provider), [], "go", cancel=cancel)
+    result = await run_canceled_once_running(provider, marker)
     assert result.stop_reason == "canceled"
     assert result.steps and "<cmd>" in result.steps[0].content
     assert provider.stream_finished_at == []  # the stream was stopped part-way
@@ -477,14 +485,10 @@ async def test_cancel_event_stops_the_stream_and_kills_commands() -> None:
 @pytest.mark.timeout(30)
 async def test_cancel_keeps_the_usage_of_a_finished_reply() -> None:
     marker = f"sleep 8{os.getpid() % 1000:03d}1"
-    usage = Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)
-    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>", usage=usage)])
-    cancel = anyio.Event()
-    async with anyio.create_task_group() as watcher:
-        watcher.start_soon(cancel_once_running, marker, cancel)
-        result = await run(config_for(provider), [], "go", cancel=cancel)
+    provider = ScriptedProvider([Reply(f"<cmd>{marker}</cmd>", usage=SPENT)])
+    result = await run_canceled_once_running(provider, marker)
     assert result.stop_reason == "canceled"
-    assert result.usage == usage and result.cost_usd == pytest.approx(0.25)
+    assert result.usage == SPENT and result.cost_usd == pytest.approx(0.25)
     assert [step.role for step in result.steps] == ["assistant", "result"]
     assert result.steps[1].results[0].error == (
         "not finished: the run was canceled, so the command was killed"

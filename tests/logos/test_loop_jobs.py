@@ -76,12 +76,8 @@ async def test_a_fast_result_comes_at_once_and_the_slow_ones_end_in_a_later_enve
 
 
 async def test_a_later_block_waits_for_a_job() -> None:
-    provider = ScriptedProvider(
-        [
-            Reply("<cmd>sleep 2; echo built</cmd>"),
-            Reply("Waiting.\n<cmd>wait %1</cmd>"),
-            Reply("Built."),
-        ]
+    provider = ScriptedProvider.saying(
+        "<cmd>sleep 2; echo built</cmd>", "Waiting.\n<cmd>wait %1</cmd>", "Built."
     )
     result, _ = await _run(provider)
     assert result.stop_reason == "final"
@@ -94,12 +90,8 @@ async def test_a_later_block_waits_for_a_job() -> None:
 
 
 async def test_the_model_stops_a_job(marker: str) -> None:
-    provider = ScriptedProvider(
-        [
-            Reply(f"<cmd>echo serving; sleep {marker}</cmd>"),
-            Reply("Enough.\n<cmd>kill %1</cmd>"),
-            Reply("Stopped it."),
-        ]
+    provider = ScriptedProvider.saying(
+        f"<cmd>echo serving; sleep {marker}</cmd>", "Enough.\n<cmd>kill %1</cmd>", "Stopped it."
     )
     result, _ = await _run(provider)
     stopped = _envelope(provider, 2)
@@ -111,12 +103,8 @@ async def test_the_model_stops_a_job(marker: str) -> None:
 
 
 async def test_a_job_still_running_at_the_answer_is_named_once_then_stopped(marker: str) -> None:
-    provider = ScriptedProvider(
-        [
-            Reply(f"<cmd>sleep {marker}</cmd>"),
-            Reply("All done."),
-            Reply("All done, really."),
-        ]
+    provider = ScriptedProvider.saying(
+        f"<cmd>sleep {marker}</cmd>", "All done.", "All done, really."
     )
     result, ends = await _run(provider)
     assert result.stop_reason == "final" and result.response == "All done, really."
@@ -130,8 +118,8 @@ async def test_a_job_still_running_at_the_answer_is_named_once_then_stopped(mark
 
 
 async def test_a_job_past_its_timeout_is_killed_and_says_so(marker: str) -> None:
-    provider = ScriptedProvider(
-        [Reply(f"<cmd>echo up; sleep {marker}</cmd>"), Reply("<cmd>wait %1</cmd>"), Reply("Hm.")]
+    provider = ScriptedProvider.saying(
+        f"<cmd>echo up; sleep {marker}</cmd>", "<cmd>wait %1</cmd>", "Hm."
     )
     result, _ = await _run(provider, timeout_s=2.0)
     timed_out = _envelope(provider, 2)
@@ -141,12 +129,8 @@ async def test_a_job_past_its_timeout_is_killed_and_says_so(marker: str) -> None
 
 
 async def test_a_jobs_output_larger_than_the_cap_stays_bounded(tmp_path: Path) -> None:
-    provider = ScriptedProvider(
-        [
-            Reply("<cmd>seq 1 100000; sleep 1; seq 100001 300000</cmd>"),
-            Reply("<cmd>wait %1</cmd>"),
-            Reply("Counted."),
-        ]
+    provider = ScriptedProvider.saying(
+        "<cmd>seq 1 100000; sleep 1; seq 100001 300000</cmd>", "<cmd>wait %1</cmd>", "Counted."
     )
     result, _ = await _run(provider, max_output_bytes=1024)
     for request in (1, 2):
@@ -159,12 +143,10 @@ async def test_a_jobs_output_larger_than_the_cap_stays_bounded(tmp_path: Path) -
 
 
 async def test_jobs_list_and_unknown_jobs_are_answered_in_words(marker: str) -> None:
-    provider = ScriptedProvider(
-        [
-            Reply(f"<cmd>sleep {marker}</cmd>"),
-            Reply("<cmd>jobs</cmd>\n<cmd>wait %7</cmd>\n<cmd>kill %1</cmd>"),
-            Reply("Done."),
-        ]
+    provider = ScriptedProvider.saying(
+        f"<cmd>sleep {marker}</cmd>",
+        "<cmd>jobs</cmd>\n<cmd>wait %7</cmd>\n<cmd>kill %1</cmd>",
+        "Done.",
     )
     await _run(provider)
     answered = _envelope(provider, 2)

@@ -211,11 +211,27 @@ def test_truncated_heredoc_is_never_run() -> None:
     assert parser.in_block
 
 
-def test_unmatched_close_inside_a_block_ends_it_early() -> None:
-    """The documented limitation of depth counting."""
-    text = "<cmd>grep '</cmd>' f</cmd>"
-    assert parse_cmd_blocks(text) == ["grep '"]
-    assert strip_cmd_blocks(text) == "' f</cmd>"
+@pytest.mark.parametrize(
+    ("text", "commands", "prose"),
+    [
+        pytest.param(
+            # the documented limitation of depth counting
+            "<cmd>grep '</cmd>' f</cmd>",
+            ["grep '"],
+            "' f</cmd>",
+            id="unmatched_close_inside_a_block_ends_it_early",
+        ),
+        pytest.param(
+            "Example:\n```\n<cmd>ls</cmd>\n```\n",
+            ["ls"],
+            "Example:\n```\n\n```",
+            id="code_fences_in_prose_are_not_special",
+        ),
+    ],
+)
+def test_the_commands_and_the_prose_of(text: str, commands: list[str], prose: str) -> None:
+    assert parse_cmd_blocks(text) == commands
+    assert strip_cmd_blocks(text) == prose
 
 
 def test_unclosed_trailing_block_is_not_a_command_and_is_cut_from_prose() -> None:
@@ -242,12 +258,6 @@ def test_only_exact_lowercase_tags_count() -> None:
 def test_stray_closing_tag_is_prose() -> None:
     assert strip_cmd_blocks("a </cmd> b") == "a </cmd> b"
     assert parse_cmd_blocks("a </cmd> b <cmd>c</cmd>") == ["c"]
-
-
-def test_code_fences_in_prose_are_not_special() -> None:
-    text = "Example:\n```\n<cmd>ls</cmd>\n```\n"
-    assert parse_cmd_blocks(text) == ["ls"]
-    assert strip_cmd_blocks(text) == "Example:\n```\n\n```"
 
 
 def test_blank_line_runs_collapse_to_one_blank_line() -> None:

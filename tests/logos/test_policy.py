@@ -18,6 +18,15 @@ from logos.approvals.policy import (
 )
 from tests.support.parts import require
 
+SED_SPELLED_APART = [
+    # bash reads `sed -i` in each, though the text does not say it
+    "\\sed -i s/a/b/ f",
+    "s'e'd -i s/a/b/ f",
+    "se\\\nd -i s/a/b/ f",
+    "sed -i\\\n s/a/b/ f",
+]
+PERL_IN_PLACE = ["perl -i -pe 's/a/b/' f", "perl -pi -e 's/a/b/' f", "perl -i.bak -pe 's/a/b/' f"]
+
 BLOCKED = [
     # sed spellings
     "sed -i 's/a/b/' f",
@@ -35,14 +44,9 @@ BLOCKED = [
     "/usr/bin/sed -i s/a/b/ f",
     "/bin/sed -i s/a/b/ f",
     "gsed -i s/a/b/ f",
-    "\\sed -i s/a/b/ f",
-    "s'e'd -i s/a/b/ f",
-    "se\\\nd -i s/a/b/ f",
-    "sed -i\\\n s/a/b/ f",
+    *SED_SPELLED_APART,
     # perl, ruby, gawk
-    "perl -i -pe 's/a/b/' f",
-    "perl -pi -e 's/a/b/' f",
-    "perl -i.bak -pe 's/a/b/' f",
+    *PERL_IN_PLACE,
     "perl -pie 's/a/b/' f",
     "perl -0777 -pi -e 's/a/b/' f",
     "perl -pe 's/a/b/' -i f",
@@ -367,13 +371,8 @@ REALLY_EDITS = [
     "sed 's/a/b/' -i f",
     "sed -e 's/a/b/' -i f",
     "sed 2>/dev/null -i s/a/b/ f",
-    "\\sed -i s/a/b/ f",
-    "s'e'd -i s/a/b/ f",
-    "se\\\nd -i s/a/b/ f",
-    "sed -i\\\n s/a/b/ f",
-    "perl -i -pe 's/a/b/' f",
-    "perl -pi -e 's/a/b/' f",
-    "perl -i.bak -pe 's/a/b/' f",
+    *SED_SPELLED_APART,
+    *PERL_IN_PLACE,
     "perl -0777 -pi -e 's/a/b/' f",
     "perl -pe 's/a/b/' -i f",
     "env VAR=x sed -i s/a/b/ f",

@@ -7,14 +7,13 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from logos.serve.server import GRACEFUL_S
-from tests.support.cli_harness import Home, make_home, read_jsonl, sent_messages
+from tests.support.cli_harness import Home, read_jsonl, sent_messages
 from tests.support.processes import processes_matching
 from tests.support.serve_harness import Served, read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -22,11 +21,6 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 pytestmark = pytest.mark.timeout(90)
 
 AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @pytest.fixture
@@ -342,25 +336,24 @@ def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(
 
 
 def test_memory_notes_through_the_api_reach_new_runs(
-    home: Home, sse_server: ScriptedServer
+    served: Served, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("Noted."))
-    with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        client = served.client()
-        saved = client.put("/v1/memory/  Build Command ", json={"text": "make -j4 test"})
-        assert saved.status_code == 200 and saved.json()["key"] == "build command"
-        assert client.get("/v1/memory/BUILD COMMAND").json()["text"] == "make -j4 test"
-        assert [n["key"] for n in client.get("/v1/memory").json()["notes"]] == ["build command"]
-        started = served.start_run(client, prompt="hello", approval="never-run")
-        served.wait_finished(client, started["run"])
-        assert client.delete("/v1/memory/build command").status_code == 204
-        assert client.get("/v1/memory/build command").status_code == 404
-        assert client.put("/v1/memory/%20", json={"text": "x"}).status_code == 400
+    client = served.client()
+    saved = client.put("/v1/memory/  Build Command ", json={"text": "make -j4 test"})
+    assert saved.status_code == 200 and saved.json()["key"] == "build command"
+    assert client.get("/v1/memory/BUILD COMMAND").json()["text"] == "make -j4 test"
+    assert [n["key"] for n in client.get("/v1/memory").json()["notes"]] == ["build command"]
+    started = served.start_run(client, prompt="hello", approval="never-run")
+    served.wait_finished(client, started["run"])
+    assert client.delete("/v1/memory/build command").status_code == 204
+    assert client.get("/v1/memory/build command").status_code == 404
+    assert client.put("/v1/memory/%20", json={"text": "x"}).status_code == 400
     system = sse_server.requests[0].json["messages"][0]["content"]
     assert "- build command: make -j4 test" in system
-    stored = json.loads((home.state / "memory.json").read_text())
+    stored = json.loads((served.home.state / "memory.json").read_text())
     assert stored == {"notes": []}
-    assert (home.state / "memory.json").stat().st_mode & 0o777 == 0o600
+    assert (served.home.state / "memory.json").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_note_the_model_saves_is_served_and_an_approval_gates_it(

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from logos.options import AllowedPath, ExecOptions
+from logos.result import Result
 from logos.runners.auth_token import AuthToken
 from logos.runners.jobs import JobRunner
 from logos.temenos.runner import TemenosRunner
@@ -27,16 +28,20 @@ def _rw(path: Path) -> ExecOptions:
     return ExecOptions(allowed_paths=(AllowedPath(str(path), read_only=False),), timeout_s=60)
 
 
+async def _run_once(daemon: Daemon, command: str, options: ExecOptions) -> Result:
+    """`command` through a TemenosRunner of its own on `daemon`'s socket."""
+    async with TemenosRunner(str(daemon.socket)) as runner:
+        return await runner.run(command, options)
+
+
 # --- sandboxd's temenos routes --------------------------------------------------------------
 
 
 @pytest.mark.docker
 async def test_a_command_runs_in_the_allowed_path(daemon: Daemon, tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("seen\n")
-    async with TemenosRunner(str(daemon.socket)) as runner:
-        result = await runner.run(
-            "cat in.txt; echo made > out.txt; echo oops >&2; exit 3", _rw(tmp_path)
-        )
+    command = "cat in.txt; echo made > out.txt; echo oops >&2; exit 3"
+    result = await _run_once(daemon, command, _rw(tmp_path))
     assert (result.stdout, result.stderr, result.exit_code) == ("seen\n", "oops\n", 3)
     assert result.error is None and not result.timed_out
     assert (tmp_path / "out.txt").read_text() == "made\n"
@@ -45,8 +50,7 @@ async def test_a_command_runs_in_the_allowed_path(daemon: Daemon, tmp_path: Path
 @pytest.mark.docker
 async def test_a_refused_path_is_an_error_naming_the_rule(daemon: Daemon) -> None:
     options = ExecOptions(allowed_paths=(AllowedPath("/etc"),))
-    async with TemenosRunner(str(daemon.socket)) as runner:
-        result = await runner.run("cat /etc/hostname", options)
+    result = await _run_once(daemon, "cat /etc/hostname", options)
     assert result.exit_code is None and result.error is not None
     assert "refused (HTTP 403)" in result.error and "/etc" in result.error
 
@@ -57,8 +61,7 @@ async def test_withheld_env_keys_are_named_in_words(daemon: Daemon, tmp_path: Pa
         env={"GITHUB_TOKEN": "ghp_not_real", "GREETING": "hi"},
         allowed_paths=(AllowedPath(str(tmp_path)),),
     )
-    async with TemenosRunner(str(daemon.socket)) as runner:
-        result = await runner.run('echo "$GREETING/${GITHUB_TOKEN:-unset}/$PAGER"', options)
+    result = await _run_once(daemon, 'echo "$GREETING/${GITHUB_TOKEN:-unset}/$PAGER"', options)
     assert result.stdout == "hi/unset/cat\n"
     assert result.stderr == (
         "temenos: the daemon withheld these env keys (its allow list does not let them "
@@ -81,8 +84,7 @@ async def test_a_timeout_is_said_as_a_timeout(daemon: Daemon, tmp_path: Path) ->
 async def test_a_command_killed_by_a_signal_is_not_an_exit_code(
     daemon: Daemon, tmp_path: Path
 ) -> None:
-    async with TemenosRunner(str(daemon.socket)) as runner:
-        result = await runner.run("kill -9 $$", _rw(tmp_path))
+    result = await _run_once(daemon, "kill -9 $$", _rw(tmp_path))
     assert result.exit_code is None and not result.timed_out
     assert result.error is not None and "no exit status" in result.error
 

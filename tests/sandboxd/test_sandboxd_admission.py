@@ -9,11 +9,24 @@ from sandboxd.admission import (
     JSON_EXPANSION,
     OutputMemoryBudget,
     OutputMemoryRefused,
+    Reservation,
     reply_memory_bound,
 )
 from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
 
 pytestmark = pytest.mark.anyio
+
+
+async def _held_in_full(wait_s: float) -> tuple[OutputMemoryBudget, Reservation]:
+    """A budget of 100 bytes whose requests wait up to `wait_s`, and a hold on all of it."""
+    budget = OutputMemoryBudget(100, wait_s=wait_s)
+    return budget, await budget.reserve(100)
+
+
+async def _all_given_back(budget: OutputMemoryBudget) -> None:
+    """Nothing is held any more: all of the budget can be reserved again at once."""
+    assert budget.in_use == 0
+    (await budget.reserve(budget.capacity)).release()
 
 
 def test_the_bound_covers_both_streams_escaped_three_times_over() -> None:
@@ -66,30 +79,25 @@ async def test_a_waiting_request_gets_its_share_in_arrival_order() -> None:
 
 
 async def test_a_request_that_waits_too_long_is_refused_and_leaves_no_trace() -> None:
-    budget = OutputMemoryBudget(100, wait_s=0.2)
-    holder = await budget.reserve(100)
+    budget, holder = await _held_in_full(wait_s=0.2)
     with anyio.fail_after(5), pytest.raises(OutputMemoryRefused) as refused:
         await budget.reserve(50)
     assert not refused.value.budget_exceeded
     assert "stayed in use" in refused.value.message
     holder.release()
-    assert budget.in_use == 0
-    (await budget.reserve(100)).release()
+    await _all_given_back(budget)
 
 
 async def test_a_cancelled_waiter_leaves_the_queue() -> None:
-    budget = OutputMemoryBudget(100, wait_s=10)
-    holder = await budget.reserve(100)
+    budget, holder = await _held_in_full(wait_s=10)
     with anyio.move_on_after(0.1):
         await budget.reserve(30)
     holder.release()
-    assert budget.in_use == 0
-    (await budget.reserve(100)).release()
+    await _all_given_back(budget)
 
 
 async def test_a_grant_that_comes_as_its_waiter_is_cancelled_goes_back() -> None:
-    budget = OutputMemoryBudget(100, wait_s=10)
-    holder = await budget.reserve(100)
+    budget, holder = await _held_in_full(wait_s=10)
     scope = anyio.CancelScope()
 
     async def waiter() -> None:

@@ -6,12 +6,12 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, short_dir
 
 pytestmark = pytest.mark.docker
@@ -20,14 +20,8 @@ pytestmark = pytest.mark.docker
 def sandboxd(
     *args: str, cwd: Path = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sandboxd", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "SANDBOXD_CONFIG": "/nonexistent/sandboxd.toml"},
-    )
+    env = {**os.environ, "SANDBOXD_CONFIG": "/nonexistent/sandboxd.toml"}
+    return run_module("sandboxd", *args, cwd=cwd, timeout=timeout, env=env)
 
 
 def test_without_a_subcommand_it_prints_usage() -> None:
@@ -120,7 +114,6 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     assert "all checks passed" in run.stdout
 
 
-@pytest.mark.timeout(120)
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
     config = tmp_path / "doctor.toml"
     config.write_text(f'state_dir = "{short_dir()}"\nimage = "sandboxd-test-missing:latest"\n')

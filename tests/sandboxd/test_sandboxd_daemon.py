@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.memory import read_status_kib
 from sandboxd.api import MAX_REQUEST_BODY_BYTES
 from tests.support.sandboxd_harness import (
     Daemon,
@@ -227,14 +228,13 @@ def test_sessions_are_listed_and_closed(client: httpx.Client) -> None:
     assert _error(client.delete("/v1/sessions/bad%20id"), 400)["code"] == "invalid_session"
 
 
-@pytest.mark.timeout(120)
 def test_daemon_memory_stays_bounded_during_a_yes_flood(
     daemon: Daemon, client: httpx.Client
 ) -> None:
     _ok(client, "true", session="flood")
-    before = _rss_kib(daemon.proc.pid)
+    before = read_status_kib(daemon.proc.pid, "VmRSS")
     body = _ok(client, "yes | head -c 400000000", session="flood", max_output_bytes=65536)
-    after = _rss_kib(daemon.proc.pid)
+    after = read_status_kib(daemon.proc.pid, "VmRSS")
     assert body["exit_code"] == 0
     assert body["stdout_dropped_bytes"] > 399_000_000
     assert len(body["stdout"]) < 70_000
@@ -393,7 +393,6 @@ def test_a_state_dir_too_long_for_sockets_is_a_clear_error() -> None:
     assert "choose a shorter state_dir" in output and "Traceback" not in output
 
 
-@pytest.mark.timeout(120)
 def test_sigterm_waits_briefly_then_removes_containers_and_the_socket(docker_client: Any) -> None:
     with running_daemon(docker_client) as serving:
         with serving.client() as http:
@@ -480,32 +479,13 @@ def test_an_unreachable_engine_is_a_503_with_the_fix() -> None:
 def test_commands_run_as_a_non_root_caller_and_others_are_kept_out(docker_client: Any) -> None:
     uid = gid = 1000
     with running_daemon_as(docker_client, uid) as (serving, user):
-        python, python_env, home = user.python, user.python_env, user.home
         work = serving.socket.parent / "work"
         work.mkdir()
         os.chown(work, uid, gid)
         assert os.stat(serving.socket).st_uid == uid
-        client_env = {**os.environ, "HOME": str(home), **python_env}
-        run = subprocess.run(
-            [
-                python,
-                "-m",
-                "sandboxd",
-                "run",
-                "--socket",
-                str(serving.socket),
-                "--allow",
-                f"{work}:rw",
-                "--",
-                "id -u; id -g; echo hi > made-here",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            user=uid,
-            group=gid,
-            extra_groups=[],
-            env=client_env,
+        socket, allow = str(serving.socket), f"{work}:rw"
+        run = user.sandboxd(
+            "run", "--socket", socket, "--allow", allow, "--", "id -u; id -g; echo hi > made-here"
         )
         assert run.returncode == 0, run.stderr
         assert run.stdout.split() == [str(uid), str(gid)]
@@ -513,25 +493,9 @@ def test_commands_run_as_a_non_root_caller_and_others_are_kept_out(docker_client
         assert (made.stat().st_uid, made.stat().st_gid) == (uid, gid)
 
     with running_daemon(docker_client) as root_daemon:
-        refused = subprocess.run(
-            [python, "-m", "sandboxd", "run", "--socket", str(root_daemon.socket), "true"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            user=uid,
-            group=gid,
-            extra_groups=[],
-            env=client_env,
-        )
+        refused = user.sandboxd("run", "--socket", str(root_daemon.socket), "true", timeout=60)
         assert refused.returncode == 125
         assert "permission denied" in refused.stderr
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_wait_until_serving_reports_a_daemon_that_died(tmp_path: Path) -> None:

@@ -44,6 +44,31 @@ async def _echo(request: Request) -> Response:
     )
 
 
+class _Hanging:
+    """A handler that never answers: `started` is set once a request reaches it, `cancelled`
+    once the server cancels that request."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.cancelled = anyio.Event()
+
+    async def __call__(self, request: Request) -> Response:
+        self.started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+async def _sent_get(path: Path, target: str) -> anyio.abc.SocketStream:
+    """A connection to the server at `path` that has sent `GET target`."""
+    stream = await anyio.connect_unix(path)
+    await stream.send(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return stream
+
+
 @asynccontextmanager
 async def _serving(
     socket_dir: Path,
@@ -61,6 +86,29 @@ async def _serving(
         await group.start(server.serve, listener)
         yield path, server
         await server.shutdown(0)
+
+
+@asynccontextmanager
+async def _hanging_request(
+    socket_dir: Path,
+) -> AsyncIterator[tuple[anyio.abc.SocketStream, HttpServer, _Hanging]]:
+    """A server whose handler never answers, and a connection whose `GET /slow` reached it."""
+    slow = _Hanging()
+    async with _serving(socket_dir, slow) as (path, server):
+        stream = await _sent_get(path, "/slow")
+        with anyio.fail_after(10):
+            await slow.started.wait()
+        yield stream, server, slow
+
+
+async def _get_on(stream: anyio.abc.SocketStream, target: str, *, until: bytes) -> bytes:
+    """`GET target` on an open connection, read until `until` came: the raw answer so far."""
+    await stream.send(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    received = b""
+    with anyio.fail_after(10):
+        while until not in received:
+            received += await stream.receive()
+    return received
 
 
 async def _exchange(path: Path, raw: bytes, *, read_until_close: bool = True) -> bytes:
@@ -120,12 +168,7 @@ async def test_keep_alive_serves_several_requests_on_one_connection(socket_dir: 
         await anyio.connect_unix(path) as stream,
     ):
         for index in range(3):
-            await stream.send(f"GET /n{index} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            received = b""
-            with anyio.fail_after(10):
-                while b'"peer"' not in received:
-                    received += await stream.receive()
-            status, body = _status_and_json(received)
+            status, body = _status_and_json(await _get_on(stream, f"/n{index}", until=b'"peer"'))
             assert (status, body["path"]) == (200, f"/n{index}")
 
 
@@ -261,27 +304,11 @@ async def test_a_failing_handler_is_a_500_without_traceback(socket_dir: Path) ->
 
 @pytest.mark.timeout(30)
 async def test_a_client_that_goes_away_cancels_its_request(socket_dir: Path) -> None:
-    started = anyio.Event()
-    cancelled = anyio.Event()
-
-    async def slow(request: Request) -> Response:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            cancelled.set()
-            raise
-        raise AssertionError("unreachable")
-
-    async with _serving(socket_dir, slow) as (path, server):
-        stream = await anyio.connect_unix(path)
-        await stream.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        with anyio.fail_after(10):
-            await started.wait()
+    async with _hanging_request(socket_dir) as (stream, server, slow):
         assert server.active_requests == 1
         await stream.aclose()
         with anyio.fail_after(10):
-            await cancelled.wait()
+            await slow.cancelled.wait()
         with anyio.fail_after(10):
             while server.active_requests:
                 await anyio.sleep(0.01)
@@ -316,33 +343,17 @@ async def test_shutdown_lets_running_requests_finish_within_the_grace(socket_dir
 
 @pytest.mark.timeout(30)
 async def test_shutdown_cancels_requests_still_running_after_the_grace(socket_dir: Path) -> None:
-    cancelled = anyio.Event()
-
-    async def never(request: Request) -> Response:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
-        raise AssertionError("unreachable")
-
-    async with _serving(socket_dir, never) as (path, server):
-        stream = await anyio.connect_unix(path)
-        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    async with _hanging_request(socket_dir) as (stream, server, never):
         with anyio.fail_after(10):
             while not server.active_requests:
                 await anyio.sleep(0.01)
         await server.shutdown(0.2)
-        assert cancelled.is_set()
+        assert never.cancelled.is_set()
         await stream.aclose()
 
 
 async def _answered(stream: anyio.abc.SocketStream, path: str) -> dict[str, object]:
-    await stream.send(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    received = b""
-    with anyio.fail_after(10):
-        while b'"peer"' not in received:
-            received += await stream.receive()
-    return _status_and_json(received)[1]
+    return _status_and_json(await _get_on(stream, path, until=b'"peer"'))[1]
 
 
 async def _closed_by_server(stream: anyio.abc.SocketStream) -> bool:
@@ -424,11 +435,7 @@ async def test_a_sent_response_is_released_once(socket_dir: Path) -> None:
 
     async with _serving(socket_dir, answer) as (path, _), await anyio.connect_unix(path) as stream:
         for index in range(2):
-            await stream.send(f"GET /r{index} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            received = b""
-            with anyio.fail_after(10):
-                while b'"ok"' not in received:
-                    received += await stream.receive()
+            await _get_on(stream, f"/r{index}", until=b'"ok"')
     assert released == ["/r0", "/r1"]
 
 
@@ -440,8 +447,7 @@ async def test_a_response_whose_client_went_away_is_released(socket_dir: Path) -
         return Response.json(200, {"x": "y" * 10_000_000}, release=lambda: released.append(1))
 
     async with _serving(socket_dir, answer) as (path, server):
-        stream = await anyio.connect_unix(path)
-        await stream.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        stream = await _sent_get(path, "/big")
         await stream.aclose()  # before or while the 10 MB answer is sent
         with anyio.fail_after(10):
             while not released or server.open_connections:
@@ -452,27 +458,12 @@ async def test_a_response_whose_client_went_away_is_released(socket_dir: Path) -
 
 @pytest.mark.timeout(30)
 async def test_pipelined_bytes_then_close_cancel_the_request(socket_dir: Path) -> None:
-    started = anyio.Event()
-    cancelled = anyio.Event()
-
-    async def slow(request: Request) -> Response:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
-        raise AssertionError("unreachable")
-
-    async with _serving(socket_dir, slow) as (path, _):
-        stream = await anyio.connect_unix(path)
-        await stream.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        with anyio.fail_after(10):
-            await started.wait()
+    async with _hanging_request(socket_dir) as (stream, _, slow):
         await stream.send(b"G")
         await anyio.sleep(0.2)
         await stream.aclose()
         with anyio.fail_after(10):
-            await cancelled.wait()
+            await slow.cancelled.wait()
 
 
 @pytest.mark.timeout(30)

@@ -16,7 +16,12 @@ from logos import Callbacks, Config, ExecOptions, run
 from logos.result import Result
 from logos.runners.jobs import JobRunner
 from sandboxd.runner import SandboxRunner
-from tests.support.sandboxd_harness import Daemon, running_daemon, running_daemon_as
+from tests.support.sandboxd_harness import (
+    Daemon,
+    running_daemon,
+    running_daemon_as,
+    temenos_background_answer,
+)
 from tests.support.scripted import Reply, ScriptedProvider
 
 pytestmark = pytest.mark.docker
@@ -168,13 +173,7 @@ def test_the_temenos_routes_answer_in_temenos_shapes(docker_client: Any) -> None
 
         slow = http.post("/run", json={"command": "sleep 600", "caller_id": "lenos-1"}).json()
         job_id = slow["job_id"]
-        assert slow == {
-            "stdout": "",
-            "stderr": "",
-            "exit_code": 0,
-            "job_id": job_id,
-            "status": "background",
-        }
+        assert slow == temenos_background_answer(job_id)
         [listed] = http.get("/jobs", params={"status": "running", "caller_id": "lenos-1"}).json()
         assert listed["status"] == "running" and listed["caller_id"] == "lenos-1"
         assert http.get("/jobs", params={"caller_id": "someone-else"}).json() == []

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.sandboxd_harness import running_daemon
+from tests.support.sandboxd_harness import running_daemon, temenos_background_answer
 
 pytestmark = pytest.mark.docker
 
@@ -72,13 +72,7 @@ def test_a_three_minute_command_reaches_a_temenos_client_through_the_jobs_api(
         assert run.status_code == 200, run.text
         answer = run.json()
         job_id = answer["job_id"]
-        assert answer == {
-            "stdout": "",
-            "stderr": "",
-            "exit_code": 0,
-            "job_id": job_id,
-            "status": "background",
-        }
+        assert answer == temenos_background_answer(job_id)
         assert 29.0 <= waited < 60.0
 
         listed = _timed(client, "GET", "/jobs?caller_id=lenos-session-abc123&status=running").json()

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.memory import read_status_kib
 from tests.support.cli_harness import make_home
 from tests.support.serve_harness import serving
 from tests.support.sse_server import ScriptedServer
@@ -17,13 +18,6 @@ from tests.support.sse_server import ScriptedServer
 pytestmark = pytest.mark.timeout(120)
 MIB = 1024 * 1024
 SENT = 256 * MIB
-
-
-def _peak_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM")
 
 
 def _reset_peak(pid: int) -> None:
@@ -46,7 +40,7 @@ def test_an_endless_body_is_refused_without_taking_memory(
         pid = served.proc.pid
         assert client.get("/v1/sessions").status_code == 200  # warm up
         _reset_peak(pid)
-        before = _peak_kib(pid)
+        before = read_status_kib(pid, "VmHWM")
         try:
             answer = client.post(
                 "/v1/runs",
@@ -56,7 +50,7 @@ def test_an_endless_body_is_refused_without_taking_memory(
             status = answer.status_code
         except httpx.HTTPError:
             status = None  # the server hung up mid-body after answering: fine
-        grown_mib = (_peak_kib(pid) - before) / 1024
+        grown_mib = (read_status_kib(pid, "VmHWM") - before) / 1024
         assert status in (413, None)
         assert grown_mib < 32, f"the server's memory grew by {grown_mib:.0f} MiB"
         assert client.get("/v1/sessions").status_code == 200

@@ -9,12 +9,11 @@ import resource
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.cli_harness import Home, make_home
+from tests.support.cli_harness import Home
 from tests.support.serve_harness import read_events, start_serve
 from tests.support.sse_server import ScriptedServer, openai_stream
 
@@ -29,11 +28,6 @@ CONFIG = """check_back = false
 allow_local_auto = true
 max_connections = 64
 """
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,13 @@ import pytest
 from sandboxd.config import ConfigError, config_from_mapping
 from sandboxd.session_caps import HostFigures, SessionCaps
 from tests.support.parts import require
-from tests.support.sandboxd_harness import Daemon, containers_of, python_for_others, running_daemon
+from tests.support.sandboxd_harness import (
+    Daemon,
+    OtherUser,
+    containers_of,
+    python_for_others,
+    running_daemon,
+)
 
 OTHER_UID = 1000
 
@@ -46,7 +52,7 @@ def two_callers(docker_client: Any) -> Iterator[tuple[Daemon, Any]]:
     found = python_for_others()
     require(found is not None, "no Python interpreter that a non-root user may execute")
     assert found is not None
-    python, python_env = found
+    other = OtherUser(OTHER_UID, Path("/"), *found)
     config = "max_sessions = 3\nmax_sessions_per_caller = 2\n"
     with running_daemon(docker_client, config) as daemon:
         # WHY widened: the test plays a deployment where a second user may use the daemon.
@@ -54,17 +60,8 @@ def two_callers(docker_client: Any) -> Iterator[tuple[Daemon, Any]]:
         daemon.socket.chmod(0o666)
 
         def run_as_other(session: str) -> subprocess.CompletedProcess[str]:
-            options = ("--session", session, "--", "id -u")
-            return subprocess.run(
-                [python, "-m", "sandboxd", "run", "--socket", str(daemon.socket), *options],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                user=OTHER_UID,
-                group=OTHER_UID,
-                extra_groups=[],
-                env={**os.environ, "HOME": "/", **python_env},
-            )
+            socket = str(daemon.socket)
+            return other.sandboxd("run", "--socket", socket, "--session", session, "--", "id -u")
 
         yield daemon, run_as_other
 
@@ -156,7 +153,6 @@ def test_a_per_caller_cap_over_the_total_is_a_config_error() -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_failed_starts_and_idle_containers_give_their_slot_back(docker_client: Any) -> None:
     missing = "sandboxd-test-missing:never"
     config = (

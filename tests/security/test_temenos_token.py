@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_harness import Home, logos, make_home, openai_env, sent_messages
+from tests.support.cli_harness import Home, logos, openai_env, sent_messages
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.temenos_server import temenos_server
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.c2VydmljZS1hY2NvdW50.not-a-real-signature"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def _token_file(home: Home) -> Path:
@@ -40,7 +35,6 @@ def _places_holding(root: Path, token_file: Path, *texts: str) -> list[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(120)
 def test_the_token_never_leaves_the_request(
     daemon: Daemon, home: Home, sse_server: ScriptedServer
 ) -> None:

@@ -127,6 +127,12 @@ def test_a_socket_made_after_the_mount_is_unreachable_too(daemon: Daemon) -> Non
     assert received == []
 
 
+def _python_in_the_sandbox(daemon: Daemon, script: str) -> httpx.Response:
+    """The daemon's answer to running `script` with the sandbox's python3."""
+    with daemon.client() as client:
+        return client.post("/v1/run", json={"command": f"python3 -c {shlex.quote(script)}"})
+
+
 def test_what_needs_no_unix_socket_still_works(daemon: Daemon) -> None:
     """Stream pairs (pipes between processes, asyncio's wake-up pair) stay allowed."""
     script = (
@@ -136,8 +142,7 @@ def test_what_needs_no_unix_socket_still_works(daemon: Daemon) -> None:
         "asyncio.run(asyncio.sleep(0)); print('asyncio')\n"
         "socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(); print('inet')\n"
     )
-    with daemon.client() as client:
-        response = client.post("/v1/run", json={"command": f"python3 -c {shlex.quote(script)}"})
+    response = _python_in_the_sandbox(daemon, script)
     assert response.json()["stdout"].split() == ["pair", "asyncio", "inet"], response.text
 
 
@@ -150,8 +155,7 @@ def test_io_uring_is_refused(daemon: Daemon) -> None:
         "fd = libc.syscall(425, 4, params)\n"
         "print('created' if fd >= 0 else os.strerror(ctypes.get_errno()))\n"
     )
-    with daemon.client() as client:
-        response = client.post("/v1/run", json={"command": f"python3 -c {shlex.quote(script)}"})
+    response = _python_in_the_sandbox(daemon, script)
     assert response.json()["stdout"].strip() == "Operation not permitted", response.text
 
 

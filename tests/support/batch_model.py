@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli_harness import Home
 from tests.support.sse_server import RecordedRequest, Reply, openai_stream
 
 FINAL_ANSWER = "Done."
@@ -36,8 +37,16 @@ def _text(content: Any) -> str:
     return "".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
-def write_tasks(path: Path, *tasks: dict[str, Any] | str) -> Path:
-    """A task file: each task as a JSON line (a str is written as it is: a bad line)."""
+def project_task(id: str, prompt: str, **fields: str) -> dict[str, Any]:
+    """A task that works in a fresh copy of the directory `project`; `fields` are its other
+    fields (check, setup, image…)."""
+    return {"id": id, "prompt": prompt, "workspace": {"copy": "project"}, **fields}
+
+
+def write_tasks(home: Home, *tasks: dict[str, Any] | str) -> Path:
+    """tasks.jsonl in the home's work directory: each task as a JSON line (a str is written
+    as it is: a bad line)."""
+    path = home.work / "tasks.jsonl"
     lines = [task if isinstance(task, str) else json.dumps(task) for task in tasks]
     path.write_text("\n".join(lines) + "\n")
     return path

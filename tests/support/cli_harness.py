@@ -1,9 +1,11 @@
 """Drive the real `logos` command in a subprocess, as a user would: isolated home, real
-environment variables, a pseudo-terminal when a test needs one.
+environment variables, a pseudo-terminal when a test needs one. The root conftest registers
+its `home` fixture.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -15,11 +17,14 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.support.processes import running
 from tests.support.sse_server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +82,10 @@ class Home:
         assert len(runs) == 1, runs
         return runs[0]
 
+    def run_records(self) -> list[dict[str, Any]]:
+        """The records of the only run so far: its header, its steps, its end."""
+        return read_jsonl(self.only_run())
+
     def audit(self) -> list[dict[str, Any]]:
         return read_jsonl(self.state / "audit.jsonl")
 
@@ -85,6 +94,13 @@ def make_home(tmp_path: Path) -> Home:
     for name in ("home", "state", "config", "runtime", "work"):
         (tmp_path / name).mkdir()
     return Home(tmp_path, tmp_path / "work")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    """A user's private places (home, state, config, runtime and the work directory) under
+    the test's temporary directory."""
+    return make_home(tmp_path)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -109,6 +125,16 @@ def logos(
         cwd=home.work,
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def running_logos(
+    args: Sequence[str], home: Home, env: Mapping[str, str]
+) -> Iterator[subprocess.Popen[str]]:
+    """`python -m logos ARGS` in the background, for a test that acts while it runs (see
+    `running`)."""
+    with running([sys.executable, "-m", "logos", *args], home.work, env) as proc:
+        yield proc
 
 
 class PtySession:
@@ -206,6 +232,23 @@ class PtySession:
 
 def strip_ansi(text: str) -> str:
     return ANSI_ESCAPE.sub("", text).replace("\r", "")
+
+
+def run_task(
+    home: Home, server: ScriptedServer, *args: str, model: str = "m", timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`logos --model MODEL --yes ARGS` on the scripted model, as most tests run a task."""
+    argv = ["--model", model, "--yes", *args]
+    return logos(argv, home, openai_env(home, server), timeout=timeout)
+
+
+def doctor(
+    args: Sequence[str], home: Home, server: ScriptedServer
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """`logos doctor ARGS` on the scripted model: the command, and what it said of each
+    check by name ("ok", "FAIL" or "skip")."""
+    done = logos(["doctor", *args], home, openai_env(home, server))
+    return done, {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()}
 
 
 def openai_env(home: Home, server: ScriptedServer, **extra: str) -> dict[str, str]:

@@ -24,7 +24,8 @@ that many bytes and the connection closes; once), `status_after_cut` (after that
 every GET of a file is answered with this status until the fault is cleared), `corrupt`
 ("once" or "always": one byte of the body changed, under the right sha256) and
 `bytes_per_second` (throttled bodies). `server.requests` lists every request: method, path,
-its `Range` header and whether it carried a token.
+its `Range` header and whether it carried a token. The root conftest registers its
+`hub_server` fixture.
 """
 
 from __future__ import annotations
@@ -33,13 +34,18 @@ import hashlib
 import re
 import secrets
 import socket
-import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import quote, unquote, urlsplit
+
+import pytest
+
+from tests.support.cli_harness import Home
+from tests.support.local_http import LocalHTTPServer
 
 _CHUNK = 16 * 1024
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)")
@@ -91,10 +97,11 @@ def gguf_bytes(size: int) -> bytes:
     return b"GGUF" + secrets.token_bytes(size - 4)
 
 
-class HubServer:
+class HubServer(LocalHTTPServer):
     """The server; see the module docstring. Start and stop it with `with`."""
 
     def __init__(self, *, redirect: bool = False) -> None:
+        super().__init__()
         self.redirect = redirect
         self.faults = Faults()
         self.gated: set[str] = set()
@@ -105,9 +112,6 @@ class HubServer:
         """(repo_id, commit, filename) → file."""
         self._requests: list[HubRequest] = []
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def endpoint(self) -> str:
@@ -145,22 +149,8 @@ class HubServer:
             self._files[(repo_id, served.commit, filename)] = served
         return served
 
-    def __enter__(self) -> HubServer:
-        handler = type("_BoundHandler", (_Handler,), {"hub": self})
-        self._httpd = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("_BoundHandler", (_Handler,), {"hub": self})
 
     @property
     def _port(self) -> int:
@@ -193,16 +183,6 @@ class HubServer:
     def _commit_of(self, repo_id: str, revision: str) -> str | None:
         with self._lock:
             return self._refs.get(repo_id, {}).get(revision)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # WHY: a client that is killed or gives up mid-body is what some tests do.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 class _Gone(Exception):
@@ -334,3 +314,16 @@ def _metadata(served: ServedFile) -> dict[str, str]:
         "X-Linked-Size": str(served.size),
         "X-Repo-Commit": served.commit,
     }
+
+
+@pytest.fixture
+def hub_server() -> Iterator[HubServer]:
+    """A running HubServer for one test."""
+    with HubServer() as server:
+        yield server
+
+
+def hub_env(home: Home, hub: HubServer, **extra: str) -> dict[str, str]:
+    """The environment of a `logos` command that fetches from `hub` into the home's own
+    Hugging Face cache."""
+    return home.env(HF_HOME=str(home.root / "hf"), HF_ENDPOINT=hub.endpoint, **extra)

@@ -41,6 +41,15 @@ def find_default_gguf() -> Path | None:
 
 
 @pytest.fixture(scope="session")
+def gguf() -> Path:
+    """The test model's file; skips (fails in CI) a test that needs it when it is missing."""
+    path = find_test_gguf()
+    require(path is not None and path.is_file(), "no test model: run scripts/fetch-model")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="session")
 def xllamacpp_installed() -> None:
     """Skips (fails in CI) a test that needs the xllamacpp package when it is missing."""
     require(

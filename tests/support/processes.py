@@ -1,13 +1,24 @@
-"""Finding a test's processes in /proc, to prove that nothing it started survived, waiting
-for what they do, and stopping the servers they started."""
+"""The processes a test starts: running programs and servers in the background (and
+nothing left of them after the test), sending them signals, watching them from a thread,
+finding them in /proc to prove that nothing survived, and stopping them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol, Self
+
+
+class Closable(Protocol):
+    """A client of a server (an httpx.Client…), closed before the server stops."""
+
+    def close(self) -> None: ...
 
 
 def processes_matching(marker: str) -> list[int]:
@@ -27,6 +38,32 @@ def processes_matching(marker: str) -> list[int]:
     return found
 
 
+class Repeating:
+    """`step()` over and over in a thread of its own, `pause` seconds apart, while a `with`
+    block runs: a probe that watches what the test does to a server."""
+
+    def __init__(self, pause: float) -> None:
+        self._pause = pause
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._repeat)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _repeat(self) -> None:
+        while not self._stop.is_set():
+            self.step()
+            self._stop.wait(self._pause)
+
+
 def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
     """Whether `condition` came true within `timeout` seconds (polled every 0.05 s)."""
     deadline = time.monotonic() + timeout
@@ -37,11 +74,110 @@ def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
     return False
 
 
+def run_module(
+    module: str, *args: str, cwd: Path, timeout: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m MODULE ARGS` to its end, stdin closed, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=None if env is None else dict(env),
+    )
+
+
+@contextlib.contextmanager
+def running(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """`argv` started in the background, stdin closed, stdout and stderr piped as text; killed
+    if it still runs when the block ends, so that a failing test leaves nothing behind."""
+    with subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        text=True,
+    ) as proc:  # WHY `with`: it closes the pipes and waits for the process at the end
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def interrupt(
+    proc: subprocess.Popen[str], *signals: int, timeout: float, apart: float = 0.3
+) -> tuple[str, str]:
+    """Send `signals` (`apart` seconds apart), as a user pressing Ctrl-C does, and wait for the
+    program to end: what it wrote to stdout and to stderr."""
+    for number, sig in enumerate(signals):
+        if number:
+            time.sleep(apart)
+        proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return stdout, stderr
+
+
+def start_logged(
+    argv: Sequence[str], *, log: Path, cwd: Path, env: Mapping[str, str], **popen: Any
+) -> subprocess.Popen[bytes]:
+    """A server started in the background, stdin closed, its stdout and stderr going to
+    `log` (read with `log_text`); `popen` are more `subprocess.Popen` options."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env),
+            **popen,
+        )
+
+
+def wait_started(
+    proc: subprocess.Popen[bytes],
+    what: str,
+    output: Callable[[], str],
+    ready: Callable[[], bool],
+    timeout: float,
+) -> None:
+    """Wait until `ready()` says a server the test started serves; the test fails with the
+    server's output if it exits first, and the server is killed if it takes over `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {proc.returncode}:\n{output()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"{what} did not start within {timeout} s:\n{output()}")
+
+
+def log_text(log: Path) -> str:
+    """What a server the test started wrote to its log so far ("" before it wrote any)."""
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
 def stop_server(
-    proc: subprocess.Popen[bytes], what: str, output: Callable[[], str], sig: int, timeout: float
+    proc: subprocess.Popen[bytes],
+    what: str,
+    output: Callable[[], str],
+    sig: int,
+    timeout: float,
+    clients: Iterable[Closable] = (),
 ) -> int:
-    """Send `sig` to a server the test started and wait for its exit status; one that does
-    not stop in time is killed, and the test fails with its output."""
+    """Close the test's `clients` of a server it started, send `sig` and wait for the exit
+    status; one that does not stop in time is killed, and the test fails with its output."""
+    for client in clients:
+        client.close()
     if proc.poll() is None:
         proc.send_signal(sig)
     try:

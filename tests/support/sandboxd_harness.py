@@ -21,7 +21,7 @@ import httpx
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from tests.support.parts import require
-from tests.support.processes import stop_server
+from tests.support.processes import log_text, start_logged, stop_server, wait_started
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_MAX_SESSIONS = 64
@@ -89,13 +89,11 @@ class Daemon:
         return client
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return log_text(self.log)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
         """Send `sig` and wait for the exit status."""
-        for client in self.clients:
-            client.close()
-        return stop_server(self.proc, "the daemon", self.output, sig, timeout)
+        return stop_server(self.proc, "the daemon", self.output, sig, timeout, self.clients)
 
 
 def start_daemon(
@@ -128,26 +126,16 @@ def start_daemon(
     lines = [f"{key} = {value}" for key, value in defaults.items() if key not in given]
     config_file.write_text("\n".join(lines) + "\n" + config)
     log = root / f"daemon-{time.monotonic_ns()}.log"
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(
-            [
-                python,
-                "-m",
-                "sandboxd",
-                "serve",
-                "--socket",
-                os.fspath(socket_path),
-                "--config",
-                os.fspath(config_file),
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            env={**os.environ, **(env or {})},
-            user=user,
-            group=group,
-            extra_groups=extra_groups,
-        )
+    serve = ["serve", "--socket", str(socket_path), "--config", str(config_file)]
+    proc = start_logged(
+        [python, "-m", "sandboxd", *serve],
+        log=log,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        user=user,
+        group=group,
+        extra_groups=extra_groups,
+    )
     daemon = Daemon(proc, root, socket_path, state_dir, audit_log, log)
     if wait:
         wait_until_serving(daemon)
@@ -155,19 +143,20 @@ def start_daemon(
 
 
 def wait_until_serving(daemon: Daemon, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if daemon.proc.poll() is not None:
-            raise AssertionError(
-                f"the daemon exited with {daemon.proc.returncode}:\n{daemon.output()}"
-            )
+    def serving() -> bool:
         if "serving on" in daemon.output():
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
                 probe.connect(os.fspath(daemon.socket))
-                return
-        time.sleep(0.05)
-    daemon.proc.kill()
-    raise AssertionError(f"the daemon did not start within {timeout} s:\n{daemon.output()}")
+                return True
+        return False
+
+    wait_started(daemon.proc, "the daemon", daemon.output, serving, timeout)
+
+
+def temenos_background_answer(job_id: str) -> dict[str, object]:
+    """What sandboxd's temenos route `POST /run` answers for a command that went on as job
+    `job_id`: temenos's shape, with empty output and a zero exit code."""
+    return {"stdout": "", "stderr": "", "exit_code": 0, "job_id": job_id, "status": "background"}
 
 
 def containers_of(docker_client: Any, pid: int) -> list[Any]:
@@ -211,6 +200,20 @@ class OtherUser:
     home: Path
     python: str
     python_env: dict[str, str]
+
+    def sandboxd(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`python -m sandboxd ARGS` as this user, in no group but its own: a caller the
+        daemon knows by its peer credentials only."""
+        return subprocess.run(
+            [self.python, "-m", "sandboxd", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            user=self.uid,
+            group=self.uid,
+            extra_groups=[],
+            env={**os.environ, "HOME": str(self.home), **self.python_env},
+        )
 
 
 @contextlib.contextmanager

@@ -62,6 +62,11 @@ class ScriptedProvider:
         self.requests: list[ModelRequest] = []
         self.stream_finished_at: list[float] = []
 
+    @classmethod
+    def saying(cls, *texts: str) -> ScriptedProvider:
+        """A provider whose replies are `texts`, in turn, streamed as `Reply` does."""
+        return cls([Reply(text) for text in texts])
+
     async def stream(
         self, request: ModelRequest, on_retry: OnRetry | None = None
     ) -> AsyncGenerator[StreamEvent, None]:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from tests.support.cli_harness import Home, openai_env
-from tests.support.processes import stop_server
+from tests.support.processes import log_text, start_logged, stop_server, wait_started
 from tests.support.sse_server import ScriptedServer
 
 _SERVING = re.compile(r"serving on (\S+)")
@@ -44,7 +44,7 @@ class Served:
         return self.token_path.read_text().strip()
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return log_text(self.log)
 
     def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
         headers = {"authorization": f"Bearer {self.token if token is None else token}"}
@@ -70,9 +70,8 @@ class Served:
         raise AssertionError(f"run {run_id} did not finish within {timeout} s")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        for client in self.clients:
-            client.close()
-        return stop_server(self.proc, "logos serve", self.output, sig, timeout)
+        """Send `sig` and wait for the exit status."""
+        return stop_server(self.proc, "logos serve", self.output, sig, timeout, self.clients)
 
 
 def start_serve(
@@ -89,15 +88,9 @@ def start_serve(
         home.config_file.parent.mkdir(parents=True, exist_ok=True)
         home.config_file.write_text(config)
     log = home.root / f"serve-{time.monotonic_ns()}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "logos", "serve", "--port", "0", "--model", "m", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=home.work,
-            env={**openai_env(home, model), **(env or {})},
-        )
+    argv = [sys.executable, "-m", "logos", "serve", "--port", "0", "--model", "m", *args]
+    environment = {**openai_env(home, model), **(env or {})}
+    proc = start_logged(argv, log=log, cwd=home.work, env=environment)
     served = Served(proc, home, log)
     if wait:
         wait_serving(served)
@@ -105,19 +98,13 @@ def start_serve(
 
 
 def wait_serving(served: Served, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def serving() -> bool:
         found = _SERVING.search(served.output())
         if found:
             served.url = found.group(1)
-            return
-        if served.proc.poll() is not None:
-            raise AssertionError(
-                f"logos serve exited with {served.proc.returncode}:\n{served.output()}"
-            )
-        time.sleep(0.05)
-    served.proc.kill()
-    raise AssertionError(f"logos serve did not start within {timeout} s:\n{served.output()}")
+        return found is not None
+
+    wait_started(served.proc, "logos serve", served.output, serving, timeout)
 
 
 @contextlib.contextmanager

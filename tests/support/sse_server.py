@@ -58,15 +58,16 @@ import queue
 import select
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any, TypedDict, Unpack
 
 import pytest
+
+from tests.support.local_http import LocalHTTPServer
 
 _SSE_HEADERS: Mapping[str, str] = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json"}
@@ -119,10 +120,11 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
-class ScriptedServer:
+class ScriptedServer(LocalHTTPServer):
     """The server; see the module docstring. Start and stop it with `with`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
         self._answer: Callable[[RecordedRequest], Reply] | None = None
         self._requests: list[RecordedRequest] = []
@@ -133,9 +135,6 @@ class ScriptedServer:
         llama.cpp's)."""
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -171,22 +170,8 @@ class ScriptedServer:
         """True once a client closed its connection while a reply was still being sent."""
         return self._disconnected.wait(timeout)
 
-    def __enter__(self) -> ScriptedServer:
-        handler = type("_BoundHandler", (_Handler,), {"scripted": self})
-        self._httpd = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("_BoundHandler", (_Handler,), {"scripted": self})
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -197,16 +182,6 @@ class ScriptedServer:
             return self._replies.get_nowait()
         except queue.Empty:
             return None if self._answer is None else self._answer(request)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # WHY: clients close idle keep-alive connections at will; that is not an error.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 class _ClientGone(Exception):
@@ -331,21 +306,29 @@ def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+class Delivery(TypedDict, total=False):
+    """How a built stream reaches the client, the same for both wire formats: the body
+    re-split into writes of `wire_chunk_size` bytes, cut after `drop_after` events,
+    `event_pause_s` between events, and extra `headers`."""
+
+    wire_chunk_size: int | None
+    drop_after: int | None
+    event_pause_s: float
+    headers: Mapping[str, str] | None
+
+
 def openai_stream(
     text: str = "",
     *,
     reasoning: str | None = None,
     reasoning_field: str = "reasoning_content",
-    finish: str | None = "stop",
     usage: Mapping[str, Any] | None = None,
+    finish: str | None = "stop",
     include_usage: bool = True,
     done: bool = True,
     model: str = "test-model",
     chunk_size: int = 7,
-    wire_chunk_size: int | None = None,
-    drop_after: int | None = None,
-    event_pause_s: float = 0.0,
-    headers: Mapping[str, str] | None = None,
+    **delivery: Unpack[Delivery],
 ) -> Reply:
     """A chat-completions stream as OpenAI sends it.
 
@@ -374,7 +357,7 @@ def openai_stream(
         events.append(sse_event({**base, "choices": [], "usage": dict(counts)}))
     if done:
         events.append(b"data: [DONE]\n\n")
-    return _stream_reply(events, wire_chunk_size, drop_after, event_pause_s, headers)
+    return _stream_reply(events, **delivery)
 
 
 def anthropic_stream(
@@ -389,10 +372,7 @@ def anthropic_stream(
     message_stop: bool = True,
     model: str = "test-model",
     chunk_size: int = 7,
-    wire_chunk_size: int | None = None,
-    drop_after: int | None = None,
-    event_pause_s: float = 0.0,
-    headers: Mapping[str, str] | None = None,
+    **delivery: Unpack[Delivery],
 ) -> Reply:
     """A Messages stream as Anthropic sends it, with `event:` lines.
 
@@ -457,7 +437,7 @@ def anthropic_stream(
         )
     if message_stop:
         events.append(event("message_stop"))
-    return _stream_reply(events, wire_chunk_size, drop_after, event_pause_s, headers)
+    return _stream_reply(events, **delivery)
 
 
 def json_reply(body: Any, status: int = 200) -> Reply:
@@ -509,10 +489,11 @@ def dropped_connection() -> Reply:
 
 def _stream_reply(
     events: list[bytes],
-    wire_chunk_size: int | None,
-    drop_after: int | None,
-    event_pause_s: float,
-    headers: Mapping[str, str] | None,
+    *,
+    wire_chunk_size: int | None = None,
+    drop_after: int | None = None,
+    event_pause_s: float = 0.0,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply:
     if drop_after is not None:
         events = events[:drop_after]
