@@ -38,6 +38,7 @@ pytest_plugins = [
     "tests.support.cli_harness",
     "tests.support.hub_server",
     "tests.support.llama",
+    "tests.support.browser",
 ]
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -68,14 +67,9 @@ class BlockExecutor:
         await self._task_group.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._task_group is not None
-        return await self._task_group.__aexit__(exc_type, exc, traceback)
+        return await self._task_group.__aexit__(*exc_info)
 
     def submit(self, command: str) -> int:
         """Start `command` now (subject to the concurrency limit); returns its block index."""

@@ -4,30 +4,16 @@ waits, see its result; then the session and a memory note."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.browser import headless_chromium
 from tests.support.browser import text_appears as _text_appears
-from tests.support.cli_harness import Home, make_home, read_jsonl
+from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import Served, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with headless_chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def test_start_watch_approve_and_browse_from_the_page(

@@ -7,34 +7,27 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.browser import css as _css
-from tests.support.browser import headless_chromium, text_appears, until
-from tests.support.cli_harness import Home, make_home, read_jsonl
-from tests.support.serve_harness import Served, read_events, serving
+from tests.support.browser import text_appears, until
+from tests.support.cli_harness import Home, read_jsonl
+from tests.support.serve_harness import (
+    AUTO_LOCAL,
+    JOB_AFTER_HALF_A_SECOND,
+    Served,
+    read_events,
+    script_a_build_that_goes_on_as_a_job,
+    serving,
+)
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.tcp_proxy import cuttable_proxy
 
 pytestmark = pytest.mark.timeout(150)
 CONFIRM = "check_back = false\n"
-AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with headless_chromium(log_requests=True) as driver:
-        yield driver
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 def _open_page(browser: Any, served: Served) -> None:
@@ -433,12 +426,8 @@ def _approve_next(client: httpx.Client, command: str) -> None:
 def test_a_command_that_goes_on_as_a_job_ends_in_its_card(
     browser: Any, home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.enqueue(
-        openai_stream("Building.\n<cmd>echo started; sleep 1.5; echo built</cmd>"),
-        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
-        openai_stream("It built."),
-    )
-    with serving(home, sse_server, config="background_after = 0.5\n" + AUTO_LOCAL) as served:
+    script_a_build_that_goes_on_as_a_job(sse_server)
+    with serving(home, sse_server, config=JOB_AFTER_HALF_A_SECOND) as served:
         _watch_a_run(browser, served, "build it", "auto")
         text_appears(browser, "transcript", "went on as job 1")
         text_appears(browser, "run-end", "finished: final")

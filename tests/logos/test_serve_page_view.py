@@ -19,8 +19,8 @@ import pytest
 
 from logos.batch.results import TaskResult
 from tests.support.browser import css as _css
-from tests.support.browser import headless_chromium, text_appears, until
-from tests.support.cli_harness import Home, logos, make_home, openai_env
+from tests.support.browser import text_appears, until
+from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.processes import stop_server
 from tests.support.serve_harness import serving
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -28,17 +28,6 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 pytestmark = pytest.mark.timeout(150)
 _OPEN = re.compile(r"logos view: open (\S+)")
 LINES = 100
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with headless_chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return make_home(tmp_path)
 
 
 @contextlib.contextmanager

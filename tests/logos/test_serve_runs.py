@@ -15,12 +15,17 @@ import pytest
 from logos.serve.server import GRACEFUL_S
 from tests.support.cli_harness import Home, read_jsonl, sent_messages
 from tests.support.processes import processes_matching
-from tests.support.serve_harness import Served, read_events, serving
+from tests.support.serve_harness import (
+    AUTO_LOCAL,
+    JOB_AFTER_HALF_A_SECOND,
+    Served,
+    read_events,
+    script_a_build_that_goes_on_as_a_job,
+    serving,
+)
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(90)
-
-AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
 
 
 @pytest.fixture
@@ -315,12 +320,8 @@ def test_a_page_following_the_runs_does_not_hold_the_shutdown(
 def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(
     home: Home, sse_server: ScriptedServer
 ) -> None:
-    sse_server.enqueue(
-        openai_stream("Building.\n<cmd>echo started; sleep 1.5; echo built</cmd>"),
-        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
-        openai_stream("It built."),
-    )
-    with serving(home, sse_server, config="background_after = 0.5\n" + AUTO_LOCAL) as served:
+    script_a_build_that_goes_on_as_a_job(sse_server)
+    with serving(home, sse_server, config=JOB_AFTER_HALF_A_SECOND) as served:
         client = served.client()
         started = served.start_run(client, prompt="build it", approval="auto")
         events = read_events(client, started["run"])

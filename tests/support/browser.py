@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.parts import require
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -61,3 +63,10 @@ def css(driver: Any, selector: str) -> list[Any]:
 
     found: list[Any] = driver.find_elements(By.CSS_SELECTOR, selector)
     return found
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless chromium for one test, which logs the requests it sends."""
+    with headless_chromium(log_requests=True) as driver:
+        yield driver

@@ -19,7 +19,7 @@ import httpx
 
 from tests.support.cli_harness import Home, openai_env
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
-from tests.support.sse_server import ScriptedServer
+from tests.support.sse_server import ScriptedServer, openai_stream
 
 _SERVING = re.compile(r"serving on (\S+)")
 
@@ -158,3 +158,18 @@ def read_events(
                     break
             fields = {}
     return events
+
+
+AUTO_LOCAL = "check_back = false\n[serve]\nallow_local_auto = true\n"
+"""A server config whose runs may run local commands unasked (`approval: auto`)."""
+JOB_AFTER_HALF_A_SECOND = "background_after = 0.5\n" + AUTO_LOCAL
+"""With it, a command still running after 0.5 s goes on as a job."""
+
+
+def script_a_build_that_goes_on_as_a_job(model: ScriptedServer) -> None:
+    """A model whose command outlives `background_after` (0.5 s), waits for it, and answers."""
+    model.enqueue(
+        openai_stream("Building.\n<cmd>echo started; sleep 1.5; echo built</cmd>"),
+        openai_stream("Waiting.\n<cmd>wait %1</cmd>"),
+        openai_stream("It built."),
+    )
