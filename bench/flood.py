@@ -17,16 +17,15 @@ import contextlib
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 
+from bench.child import child_report
 from bench.daemon import (
     BenchSetupError,
     docker_client,
@@ -47,7 +46,6 @@ from sandboxd.runner import SandboxRunner
 FAMILY = "flood"
 TITLE = "Output flood: peak memory while a command writes"
 CHILD_TIMEOUT_S = 600.0
-REPO = Path(__file__).resolve().parent.parent
 
 
 def flood_command(size: int) -> str:
@@ -116,20 +114,7 @@ def _remove_saved_output(result: Result) -> None:
 
 
 def measure_local(size: int) -> tuple[Measured, float, str | None]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench.flood", str(size)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise BenchSetupError(
-            f"the local flood child failed with status {completed.returncode}:\n"
-            f"{completed.stderr[-2000:]}"
-        )
-    report = json.loads(completed.stdout)
+    report = child_report("bench.flood", str(size), timeout_s=CHILD_TIMEOUT_S)
     measured = Measured(
         "LocalRunner (the calling process)",
         report["baseline_bytes"],

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import anyio
 
+from bench.child import child_report
+from bench.daemon import BenchSetupError
 from bench.plan import Plan
 from bench.results import Section, Target, mib
 from bench.small_model import MAIN_MODEL, MODELS, MODELS_DIR, SmallModel
@@ -77,7 +79,7 @@ def _run_sync(plan: Plan) -> Section:
             continue
         try:
             figures = _measure(model, path, can_drop)
-        except (RuntimeError, subprocess.SubprocessError, ValueError) as exc:
+        except (BenchSetupError, RuntimeError, subprocess.SubprocessError, ValueError) as exc:
             problems.append(f"{model.label}: {exc}")
             continue
         cold, warm, cold_run, warm_run = figures
@@ -163,17 +165,7 @@ def _measure(
 
 
 def _probe(path: Path) -> Probe:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.model_probe", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"the probe failed: {done.stderr.strip()[-400:]}")
-    return Probe(**json.loads(lines[-1]))
+    return Probe(**child_report("bench.model_probe", str(path), timeout_s=RUN_TIMEOUT_S))
 
 
 def _logos_run(path: Path) -> RunFigures:
