@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sandboxd.client import check_health
-from sandboxd.paths import default_state_dir, lock_path
+from sandboxd.paths import default_state_dir, lock_path, open_lock_file
 
 START_TIMEOUT_S = 60.0
 """The daemon sweeps stray containers and checks the engine before it serves."""
@@ -50,13 +50,7 @@ def _starting(socket_path: Path) -> Iterator[None]:
     if not socket_path.parent.exists():
         socket_path.parent.mkdir(mode=0o700, parents=True)
     lock = socket_path.with_name(socket_path.name + START_LOCK_SUFFIX)
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise AutostartError(
-            f"cannot create {lock} to start sandboxd: {exc.strerror or exc}; choose a socket "
-            "in a directory you own"
-        ) from None
+    fd = open_lock_file(lock, AutostartError)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -36,7 +36,7 @@ from sandboxd.audit import AuditLog
 from sandboxd.backends import build_backend
 from sandboxd.config import DaemonConfig
 from sandboxd.http import HttpServer
-from sandboxd.paths import check_socket_path_length, lock_path
+from sandboxd.paths import check_socket_path_length, lock_path, open_lock_file
 from sandboxd.policy import Policy
 from sandboxd.process import (
     connection_cap,
@@ -102,13 +102,7 @@ def bind_socket(path: Path) -> BoundSocket:
 
 def _lock(path: Path) -> int:
     lock = lock_path(path)
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise DaemonError(
-            f"cannot create the lock file {lock}: {exc.strerror or exc}; choose a socket "
-            "path in a directory you own with --socket"
-        ) from exc
+    fd = open_lock_file(lock, DaemonError)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -6,7 +6,7 @@ Light imports only: the logos client resolves the socket with this module too.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 SOCKET_ENV = "SANDBOXD_SOCKET"
@@ -58,6 +58,18 @@ def check_socket_path_length(path: Path) -> None:
 def lock_path(socket_path: Path) -> Path:
     """The lock file next to a daemon's socket (held for the daemon's life)."""
     return socket_path.with_name(socket_path.name + ".lock")
+
+
+def open_lock_file(lock: Path, refuse: Callable[[str], Exception]) -> int:
+    """A lock file beside the socket, 0600, opened without following a symlink planted in
+    its place; when it cannot be, `refuse` gets what went wrong and what to do."""
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise refuse(
+            f"cannot create the lock file {lock}: {exc.strerror or exc}; choose a socket path "
+            "in a directory you own (--socket)"
+        ) from None
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -381,6 +381,26 @@ def test_a_file_in_the_way_and_a_long_path_are_clear_errors(tmp_path: Path) -> N
     assert run.returncode == 2 and "must stay under 108 bytes" in run.stderr
 
 
+def test_a_symlink_planted_as_the_lock_file_is_refused_and_its_target_kept(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "somebody-elses-file"
+    target.write_text("keep me")
+    socket = tmp_path / "sd.sock"
+    (tmp_path / "sd.sock.lock").symlink_to(target)
+    run = subprocess.run(
+        [sys.executable, "-m", "sandboxd", "serve", "--socket", str(socket)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SANDBOXD_CONFIG": str(tmp_path / "none.toml")},
+    )
+    assert run.returncode == 1, run.stderr
+    assert f"cannot create the lock file {tmp_path / 'sd.sock.lock'}" in run.stderr
+    assert "choose a socket path in a directory you own" in run.stderr
+    assert target.read_text() == "keep me" and not socket.exists()
+
+
 def test_a_state_dir_too_long_for_sockets_is_a_clear_error() -> None:
     root = short_dir()
     deep = root / ("d" * 90)
