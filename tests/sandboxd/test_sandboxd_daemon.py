@@ -359,16 +359,21 @@ def test_a_stale_socket_is_replaced_and_a_live_daemon_is_refused(docker_client: 
         assert f"(pid {serving.proc.pid})" in second.output()
 
 
-def test_a_file_in_the_way_and_a_long_path_are_clear_errors(tmp_path: Path) -> None:
-    in_the_way = tmp_path / "notasocket"
-    in_the_way.write_text("keep me")
-    run = subprocess.run(
-        [sys.executable, "-m", "sandboxd", "serve", "--socket", str(in_the_way)],
+def _serve_without_config(socket: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`sandboxd serve --socket SOCKET` with no config file, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "sandboxd", "serve", "--socket", str(socket)],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "SANDBOXD_CONFIG": str(tmp_path / "none.toml")},
     )
+
+
+def test_a_file_in_the_way_and_a_long_path_are_clear_errors(tmp_path: Path) -> None:
+    in_the_way = tmp_path / "notasocket"
+    in_the_way.write_text("keep me")
+    run = _serve_without_config(in_the_way, tmp_path)
     assert run.returncode == 1 and "is not a socket" in run.stderr
     assert in_the_way.read_text() == "keep me"
     too_long = "/tmp/" + "x" * 120 + "/sd.sock"
@@ -388,13 +393,7 @@ def test_a_symlink_planted_as_the_lock_file_is_refused_and_its_target_kept(
     target.write_text("keep me")
     socket = tmp_path / "sd.sock"
     (tmp_path / "sd.sock.lock").symlink_to(target)
-    run = subprocess.run(
-        [sys.executable, "-m", "sandboxd", "serve", "--socket", str(socket)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SANDBOXD_CONFIG": str(tmp_path / "none.toml")},
-    )
+    run = _serve_without_config(socket, tmp_path)
     assert run.returncode == 1, run.stderr
     assert f"cannot create the lock file {tmp_path / 'sd.sock.lock'}" in run.stderr
     assert "choose a socket path in a directory you own" in run.stderr
