@@ -42,7 +42,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -225,12 +225,19 @@ def _example_problems(rule: Rule, match: Sequence[str], no_match: Sequence[str])
     return problems
 
 
+class Verdicts(Protocol):
+    """What decides a command by rules: a file's `ApprovalRules`, or a server's rule book,
+    whose rules grow while runs go on."""
+
+    def verdict(self, line: str, default: Verdict) -> RuleVerdict: ...
+
+
 class RuledApprover:
     """Decides by the rules: `auto` runs, `deny` refuses with the rule's reason, `confirm`
     asks `asker` (a person at a terminal, or a server's client); with no one to ask, it is
     refused and the model is told why."""
 
-    def __init__(self, rules: ApprovalRules, default: Verdict, asker: Approver | None) -> None:
+    def __init__(self, rules: Verdicts, default: Verdict, asker: Approver | None) -> None:
         self._rules = rules
         self._default = default
         self._asker = asker
@@ -255,9 +262,7 @@ class RuledApprover:
         return await self._asker.decide(command)
 
 
-def approver_for(
-    mode: ApprovalMode, rules: ApprovalRules | None, asker: Approver | None
-) -> Approver:
+def approver_for(mode: ApprovalMode, rules: Verdicts | None, asker: Approver | None) -> Approver:
     """Who approves a run's commands in `mode`, under `rules` if any; `asker` answers what
     needs a person (None: nobody can be asked, so the rules' "confirm" refuses)."""
     if mode == "never-run":

@@ -156,7 +156,6 @@ class RuleBook:
         self.problem = problem
         """Why the file cannot be used (then no rule is added to it)."""
         self.current = loaded or ApprovalRules(())
-        self.rules: ApprovalRules = _FollowingRules(self)
 
     @classmethod
     def open(cls, configured: ApprovalRules | None, own_file: Path) -> RuleBook:
@@ -170,6 +169,11 @@ class RuleBook:
             return cls(load_rules(own_file), own_file)
         except RulesError as exc:
             return cls(None, own_file, f"{exc}: fix or delete it, then restart the server")
+
+    def verdict(self, line: str, default: Verdict) -> RuleVerdict:
+        """By the book's rules as they are when the command is asked about (`Verdicts`), so
+        a rule added from the page applies to the runs already going on."""
+        return self.current.verdict(line, default)
 
     def allow_like(self, command: str) -> Rule:
         """Add (or find) the `auto` rule for commands like `command`: its program and
@@ -206,19 +210,6 @@ class RuleBook:
         replace_private_file(self.path, text)
         self.current = updated
         return updated.rules[-1]
-
-
-class _FollowingRules(ApprovalRules):
-    """The book's current rules, whatever they are when a command is asked about."""
-
-    _book: RuleBook
-
-    def __init__(self, book: RuleBook) -> None:
-        super().__init__((), str(book.path))
-        object.__setattr__(self, "_book", book)  # WHY: the dataclass is frozen
-
-    def verdict(self, line: str, default: Verdict) -> RuleVerdict:
-        return self._book.current.verdict(line, default)
 
 
 def _rule_words(command: str) -> tuple[str, list[str]]:

@@ -30,7 +30,7 @@ from logos.approvals.approval import (
     Approver,
 )
 from logos.approvals.audit import AuditLog
-from logos.approvals.rules import approver_for
+from logos.approvals.rules import Verdicts, approver_for
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
@@ -109,8 +109,12 @@ class _Plan:
 
 
 class Runs:
-    def __init__(self, setup: ServerSetup, sessions: Sessions, approvals: Approvals) -> None:
+    def __init__(
+        self, setup: ServerSetup, sessions: Sessions, approvals: Approvals, rules: Verdicts
+    ) -> None:
         self._setup = setup
+        self._rules = rules
+        """The approval rules every run follows, read at each command (the server's book)."""
         self.sessions = sessions
         self._approvals = approvals
         self._live: dict[str, Run] = {}
@@ -411,7 +415,7 @@ class Runs:
 
     def _approver(self, run: Run) -> Approver:
         asker = self._approvals.approver_for(run.id, run.log.publish)
-        return approver_for(run.approval, self._setup.rules, asker)
+        return approver_for(run.approval, self._rules, asker)
 
     def _finish(self, plan: _Plan, recorder: RunRecorder, summary: RunSummary) -> None:
         run = plan.run

@@ -11,7 +11,6 @@ which also ends their event streams, then stops uvicorn.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import ipaddress
 import os
 import signal
@@ -169,12 +168,11 @@ async def serve(
     """Serve until a stop signal; then cancel and save the runs, and stop."""
     settings = setup.settings
     rule_book = RuleBook.open(setup.rules, setup.state_dir / PAGE_RULES_FILE)
-    setup = dataclasses.replace(setup, rules=rule_book.rules)
     if rule_book.problem is not None:
         print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
     sessions = Sessions(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
-    runs = Runs(setup, sessions, approvals)
+    runs = Runs(setup, sessions, approvals, rule_book)
     app = build_app(setup, token, runs, approvals, hosts=listener.hosts, rule_book=rule_book)
     server = _uvicorn(app, settings.max_connections)
     try:
