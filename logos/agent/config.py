@@ -15,6 +15,7 @@ from logos.providers.base import Message, Provider
 from logos.providers.pricing import Price
 from logos.result import JobEnd, Result
 from logos.runners.base import Runner
+from logos.runners.live import LivePiece
 from logos.runners.local import LocalRunner
 
 DEFAULT_MAX_STEPS = 30
@@ -115,6 +116,9 @@ class Callbacks:
     on_command_start: Callable[[int, str], Awaitable[None] | None] | None = None
     """A block closed in the stream and its command started (index within the reply)."""
     on_command_result: Callable[[int, Result], Awaitable[None] | None] | None = None
+    on_command_output: Callable[[int, LivePiece], Awaitable[None] | None] | None = None
+    """What a running command printed lately, for watchers (`logos.runners.live`): only
+    from runners that can tell, only while it runs, bounded; its result holds what counts."""
     on_step_end: Callable[[StepMessage], Awaitable[None] | None] | None = None
     """A `StepMessage` was added (assistant turn or result envelope): persist it here."""
     on_job_end: Callable[[JobEnd, bool], Awaitable[None] | None] | None = None

@@ -20,6 +20,7 @@ from logos.commands.family import CommandFamily
 from logos.options import ExecOptions
 from logos.result import Result
 from logos.runners.base import Runner
+from logos.runners.live import FLUSH_S, LiveOutput, LivePiece, watching
 
 DEFAULT_MAX_CONCURRENCY = 8
 
@@ -28,6 +29,7 @@ T = TypeVar("T")
 
 OnCommandStart = Callable[[int, str], Awaitable[None] | None]
 OnCommandResult = Callable[[int, Result], Awaitable[None] | None]
+OnCommandOutput = Callable[[int, LivePiece], Awaitable[None] | None]
 
 
 class BlockExecutor:
@@ -47,6 +49,7 @@ class BlockExecutor:
         policy: CommandPolicy = check_command,
         on_start: OnCommandStart | None = None,
         on_result: OnCommandResult | None = None,
+        on_output: OnCommandOutput | None = None,
         families: Sequence[CommandFamily] = (),
     ) -> None:
         if max_concurrency < 1:
@@ -57,6 +60,7 @@ class BlockExecutor:
         self._families = tuple(families)
         self._on_start = on_start
         self._on_result = on_result
+        self._on_output = on_output
         self._limiter = anyio.CapacityLimiter(max_concurrency)
         self._commands: list[str] = []
         self._results: list[Result | None] = []
@@ -117,9 +121,29 @@ class BlockExecutor:
         else:
             async with self._limiter:
                 await invoke_callback(self._on_start, index, command)
-                result = await _run_contained(self._runner, command, self._options)
+                result = await self._run_watched(index, command)
         self._results[index] = result
         await invoke_callback(self._on_result, index, result)
+
+    async def _run_watched(self, index: int, command: str) -> Result:
+        """Run `command`, handing what it prints to `on_output` while it runs (on a runner
+        that can tell: `logos.runners.live`)."""
+        if self._on_output is None:
+            return await _run_contained(self._runner, command, self._options)
+        live = LiveOutput()
+        async with anyio.create_task_group() as relays:
+            relays.start_soon(self._relay, index, live)
+            with watching(live):
+                result = await _run_contained(self._runner, command, self._options)
+            live.close()
+            relays.cancel_scope.cancel()
+        return result
+
+    async def _relay(self, index: int, live: LiveOutput) -> None:
+        while True:
+            await anyio.sleep(FLUSH_S)
+            for piece in live.take():
+                await invoke_callback(self._on_output, index, piece)
 
     async def _answer(self, family: CommandFamily, command: str) -> Result:
         async def answer(approved: str) -> Result:

@@ -446,6 +446,7 @@ class _Run:
             policy=config.policy,
             on_start=self.callbacks.on_command_start,
             on_result=self.callbacks.on_command_result,
+            on_output=self.callbacks.on_command_output,
             families=self.families,
         )
         turn.executor = executor

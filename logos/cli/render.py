@@ -38,6 +38,7 @@ from logos.approvals.approval import ApprovalDecision
 from logos.protocol.envelope import command_preview
 from logos.records.events import RunSummary, StartEvent
 from logos.result import JobEnd, Result
+from logos.runners.live import LivePiece
 
 TAIL_LINES = 4
 """Lines of a finished command's output shown under it."""
@@ -91,10 +92,12 @@ class _Running:
     command: str
     started: float = field(default_factory=time.monotonic)
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+    last_line: str = ""
+    """The last line it printed so far (from runners that tell: `logos.runners.live`)."""
 
 
 class _RunningView:
-    """The live region: one spinner row per running command."""
+    """The live region: one spinner row per running command, and the last line it printed."""
 
     def __init__(self, running: dict[tuple[int, int], _Running]) -> None:
         self._running = running
@@ -114,6 +117,8 @@ class _RunningView:
                 Text(command_preview(row.command)),
                 Text(format_seconds(now - row.started), style="dim"),
             )
+            if row.last_line:
+                table.add_row("", Text(f"│ {row.last_line}", style="dim"), "")
         return table
 
 
@@ -168,6 +173,12 @@ class HumanRenderer:
         self._decorate(result_view(result))
         if not self._running:
             self._output(self._stop_live)
+
+    def command_output(self, turn: int, index: int, piece: LivePiece) -> None:
+        running = self._running.get((turn, index))
+        lines = [line for line in piece.text.splitlines() if line.strip()]
+        if running is not None and lines:
+            running.last_line = lines[-1]
 
     def job_end(self, end: JobEnd, seen: bool) -> None:
         self._decorate(job_end_view(end, seen))

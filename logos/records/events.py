@@ -18,11 +18,13 @@ from logos.agent.steps import RunResult, StepMessage, StopReason
 from logos.approvals.approval import ApprovalAction, ApprovalDecision
 from logos.providers.base import Usage
 from logos.result import JobEnd, Result
+from logos.runners.live import LivePiece
 
 START = "start"
 DELTA = "delta"
 REASONING_DELTA = "reasoning_delta"
 COMMAND_START = "command_start"
+COMMAND_OUTPUT = "command_output"
 COMMAND_RESULT = "command_result"
 STEP_END = "step_end"
 RETRY = "retry"
@@ -38,6 +40,7 @@ EVENT_TYPES = (
     DELTA,
     REASONING_DELTA,
     COMMAND_START,
+    COMMAND_OUTPUT,
     COMMAND_RESULT,
     STEP_END,
     RETRY,
@@ -85,6 +88,33 @@ class CommandStartEvent(_Event):
     turn: int
     index: int
     command: str
+
+
+class CommandOutputEvent(_Event):
+    """What a running command printed lately, for watchers; its `command_result` holds what
+    counts. Sent only by runners that can tell (the local runner), only for a command still
+    running after a moment, and bounded (`logos.runners.live`)."""
+
+    type: Literal["command_output"] = "command_output"
+    turn: int
+    index: int
+    stream: Literal["stdout", "stderr"]
+    text: str
+    skipped_bytes: int = 0
+    """Bytes printed before `text` that are not shown (more came at once than one holds)."""
+    last: bool = False
+    """No more live output comes for this command (it printed the most that is relayed)."""
+
+    @classmethod
+    def of(cls, turn: int, index: int, piece: LivePiece) -> CommandOutputEvent:
+        return cls(
+            turn=turn,
+            index=index,
+            stream=piece.stream,
+            text=piece.text,
+            skipped_bytes=piece.skipped_bytes,
+            last=piece.last,
+        )
 
 
 class CommandResultEvent(_Event):
@@ -213,6 +243,7 @@ Event: TypeAlias = Annotated[
     | DeltaEvent
     | ReasoningDeltaEvent
     | CommandStartEvent
+    | CommandOutputEvent
     | CommandResultEvent
     | StepEndEvent
     | RetryEvent
@@ -243,6 +274,10 @@ class RunObserver(Protocol):
     def reasoning_delta(self, text: str) -> None: ...
 
     def command_start(self, turn: int, index: int, command: str) -> None: ...
+
+    def command_output(self, turn: int, index: int, piece: LivePiece) -> None:
+        """What a running block's command printed lately (`logos.runners.live`)."""
+        ...
 
     def command_result(self, turn: int, index: int, result: Result) -> None:
         """A block's result; with `result.job` set, its command went on as a job."""
@@ -282,6 +317,9 @@ class RunEvents:
 
     def command_start(self, turn: int, index: int, command: str) -> None:
         self._emit(CommandStartEvent(turn=turn, index=index, command=command))
+
+    def command_output(self, turn: int, index: int, piece: LivePiece) -> None:
+        self._emit(CommandOutputEvent.of(turn, index, piece))
 
     def command_result(self, turn: int, index: int, result: Result) -> None:
         self._emit(CommandResultEvent(turn=turn, index=index, result=result))

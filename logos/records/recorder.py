@@ -19,6 +19,7 @@ from logos.providers.pricing import estimate_cost
 from logos.records.events import JobEndEvent, JobStartEvent, RunObserver, RunSummary
 from logos.records.trajectory import TrajectoryWriter
 from logos.result import JobEnd, Result
+from logos.runners.live import LivePiece
 
 
 class TurnCounter:
@@ -57,6 +58,7 @@ class RunRecorder:
             on_reasoning_delta=self._observer.reasoning_delta,
             on_command_start=self._command_start,
             on_command_result=self._command_result,
+            on_command_output=self._command_output,
             on_step_end=self._step_end,
             on_retry=self._observer.retry,
             on_job_end=self._job_end,
@@ -87,6 +89,9 @@ class RunRecorder:
 
     def _command_start(self, index: int, command: str) -> None:
         self._observer.command_start(self._turns.current, index, command)
+
+    def _command_output(self, index: int, piece: LivePiece) -> None:
+        self._observer.command_output(self._turns.current, index, piece)
 
     def _command_result(self, index: int, result: Result) -> None:
         if result.job is not None:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # WHY not `typing`: the supervisor imports only what it runs
     import subprocess
     from collections.abc import Callable
     from contextlib import AbstractContextManager
+    from typing import Literal
+
+    StreamName = Literal["stdout", "stderr"]
 
 OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
 UNSAVED_MARKER = "\n[… {dropped} bytes omitted; no copy was saved: {reason} …]\n"
@@ -354,6 +357,7 @@ def read_process_output(
     poll_s: float,
     wake_fd: int | None = None,
     write_lock: AbstractContextManager[object] | None = None,
+    on_chunk: Callable[[StreamName, bytes], None] | None = None,
 ) -> None:
     """Read the process's stdout and stderr into their captures until it has exited and the
     pipes are drained, then close them; a background process holding them open gets `drain_s`.
@@ -363,11 +367,16 @@ def read_process_output(
     when it waits for nothing. Once the process has exited, None also means the caller is done
     with it: the pipes are drained and the loop ends. `wake_fd` is readable when another thread
     wants `tend` called now (its bytes are consumed); `write_lock` is held while a chunk goes
-    into a capture that another thread reads. Without a pidfd (Linux before 5.3), the exit is
-    polled every `poll_s`.
+    into a capture that another thread reads. `on_chunk(stream, data)` hears each chunk as it
+    is read (`stream` is "stdout" or "stderr"): for someone watching the command live. Without
+    a pidfd (Linux before 5.3), the exit is polled every `poll_s`.
     """
     assert process.stdout is not None and process.stderr is not None
     streams = {process.stdout.fileno(): stdout, process.stderr.fileno(): stderr}
+    names: dict[int, StreamName] = {
+        process.stdout.fileno(): "stdout",
+        process.stderr.fileno(): "stderr",
+    }
     selector = selectors.DefaultSelector()
     for fd in (*streams, *(() if wake_fd is None else (wake_fd,))):
         selector.register(fd, selectors.EVENT_READ)
@@ -398,6 +407,8 @@ def read_process_output(
                     if chunk:
                         with lock:
                             streams[key.fd].write(chunk)
+                        if on_chunk is not None:
+                            on_chunk(names[key.fd], chunk)
                     else:
                         selector.unregister(key.fd)
                         del streams[key.fd]

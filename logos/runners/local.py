@@ -25,6 +25,7 @@ from logos.runners.capture import (
     private_output_dir,
 )
 from logos.runners.group_reaper import BackgroundGroups
+from logos.runners.live import current_live_output
 from logos.runners.process import LocalProcess, NotKept
 
 SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
@@ -100,6 +101,7 @@ class LocalRunner(Runner):
         self._background.forget_ended()
         self._background.started(process.pid)
         background, jobs = self._background, self._jobs
+        live = current_live_output()
         watched = LocalProcess(
             process,
             stdout,
@@ -109,6 +111,7 @@ class LocalRunner(Runner):
             background_at_s=options.background_at_s(),
             on_background=lambda job: jobs.admit(job, background),
             on_end=lambda ended: background.settled(ended.pid),
+            on_output=None if live is None else live.write,
         )
         try:
             await watched.settled.wait()

@@ -23,6 +23,7 @@ import anyio
 from logos.result import Result
 from logos.runners.capture import CapturedOutput, OutputCapture, read_process_output
 from logos.runners.group_reaper import KILL_GRACE_S, group_alive, signal_group
+from logos.runners.live import Stream
 
 DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
@@ -112,6 +113,7 @@ class LocalProcess:
         background_at_s: float | None,
         on_background: OnBackground,
         on_end: Callable[[LocalProcess], None],
+        on_output: Callable[[Stream, bytes], None] | None = None,
     ) -> None:
         self.command = command
         self.pid = process.pid
@@ -126,6 +128,7 @@ class LocalProcess:
         self._background_at = None if background_at_s is None else self.started + background_at_s
         self._on_background = on_background
         self._on_end = on_end
+        self._on_output = on_output
         self._lock = threading.Lock()
         self._stop_asked = False
         self._stop_error: str | None = None
@@ -223,6 +226,7 @@ class LocalProcess:
             drain_s=DRAIN_GRACE_S,
             poll_s=_POLL_S,
             wake_fd=self._wake_read,
+            on_chunk=self._on_output,
         )
 
     def _tend(self, now: float, exited: bool) -> float | None:

@@ -436,3 +436,28 @@ def test_a_command_that_goes_on_as_a_job_ends_in_its_card(
         assert "exit 0" in cards[0].text and "went on as job" not in cards[0].text
         assert _css(browser, "#transcript .command .output")[0].text == "started\nbuilt"
         assert "$ wait %1" in cards[1].text
+
+
+LIVE_TICKS = (
+    'for i in 1 2 3 4 5 6; do echo "tick-$i <img src=z onerror=window.pwned=7>"; sleep 0.5; done'
+)
+
+
+def test_a_running_commands_output_shows_in_its_card_as_text_then_its_result_replaces_it(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream(f"<cmd>{LIVE_TICKS}</cmd>\n"), openai_stream("It ticked."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        _watch_a_run(browser, served, "tick for a while", "auto")
+        live = until(
+            browser, lambda driver: _css(driver, "#transcript .command.running pre.output.live")
+        )
+        until(browser, lambda driver: "tick-2 <img" in live[0].text)
+        assert "tick-1 <img src=z onerror=window.pwned=7>\n" in live[0].text
+        text_appears(browser, "run-end", "finished: final")
+        assert not _css(browser, "#transcript pre.output.live")
+        (output,) = _css(browser, "#transcript .command .output")
+        lines = output.text.splitlines()
+        assert lines == [f"tick-{i} <img src=z onerror=window.pwned=7>" for i in range(1, 7)]
+        assert not _css(browser, "#transcript img")
+        assert browser.execute_script("return window.pwned") is None

@@ -11,6 +11,7 @@ const MODE_KEY = "logos-mode";
 const FOLD_LINES = 40;
 const FOLD_KEEP = 12;
 const FOLD_CHARS = 6000;
+const LIVE_KEEP = 64 * 1024;  // characters of a running command's live output kept on its card (the newest)
 const FRAME_BUDGET_MS = 8;
 const LIST_EVERY_MS = 5000;  // besides the runs stream: keeps a live run's elapsed time moving
 const $ = (id) => document.getElementById(id);
@@ -269,6 +270,30 @@ function folded(text) {
   return { text, cut: false };
 }
 
+function showLiveOutput(card, event) {
+  // What a running command printed lately, as it comes; its result replaces it.
+  if (card.result) return;
+  if (!card.live) {
+    card.live = { node: element("pre", "output live"), length: 0 };
+    card.node.append(card.live.node);
+  }
+  const live = card.live;
+  const pieces = [];
+  if (event.skipped_bytes) pieces.push(["skipped", "\n… " + event.skipped_bytes + " bytes skipped …\n"]);
+  pieces.push([event.stream, event.text]);
+  if (event.last) pieces.push(["skipped", "\n… live output stops here: the result shows the rest …\n"]);
+  const atBottom = live.node.scrollTop + live.node.clientHeight >= live.node.scrollHeight - 4;
+  for (const [kind, text] of pieces) {
+    live.node.append(element("span", kind, text));
+    live.length += text.length;
+  }
+  while (live.length > LIVE_KEEP && live.node.childNodes.length > 1) {
+    live.length -= live.node.firstChild.textContent.length;
+    live.node.firstChild.remove();
+  }
+  if (atBottom) live.node.scrollTop = live.node.scrollHeight;
+}
+
 function showResult(card, result) {
   const before = card.result && card.result.job ? card.result : null;
   if (before) {
@@ -279,6 +304,7 @@ function showResult(card, result) {
     });
   }
   card.result = result;
+  card.live = null;
   card.node.classList.remove("running", "job");
   card.node.querySelectorAll(".output, .card-foot, .show-all").forEach((node) => node.remove());
   if (result.job) {
@@ -394,6 +420,10 @@ function showEvent(type, event) {
     }
     last.append(event.text);
   } else if (type === "command_start") cardFor(event.turn, event.index, event.command);
+  else if (type === "command_output") {
+    const card = view.cards.get(event.turn + ":" + event.index);
+    if (card) showLiveOutput(card, event);
+  }
   else if (type === "command_result") showResult(cardFor(event.turn, event.index, event.result.command), event.result);
   else if (type === "confirm_required") { askInline(event); refreshApprovals().catch(() => {}); }
   else if (type === "approval") { settleInline(event); refreshApprovals().catch(() => {}); }
