@@ -69,6 +69,7 @@ from logos.protocol.parse import (
     UnclosedBlock,
     strip_cmd_blocks,
 )
+from logos.protocol.pitfalls import pitfall_note, pitfall_notes
 from logos.protocol.prompt import build_system_prompt
 from logos.protocol.repeated_failure import RepeatedFailures
 from logos.protocol.repetition import Repetition
@@ -269,7 +270,8 @@ class _Run:
 
     async def _loop(self) -> tuple[StopReason, str | None, str]:
         hallucinations = empty_replies = interruptions = 0
-        # `acted`: the last reply that ran commands had one succeed (or go on as a job).
+        # `acted`: the last reply that ran commands had one succeed (or go on as a job),
+        # into no known trap (`logos.protocol.pitfalls`).
         ran_commands = acted = has_run_commands(self.messages)
         checked_back = jobs_told = must_answer = False
         for step in range(self.config.max_steps):
@@ -316,7 +318,10 @@ class _Run:
                 fenced = find_fenced_command(prose)
             ran_commands = ran_commands or turn.blocks > 0
             if turn.results:
-                acted = any(result.ok or result.job is not None for result in turn.results)
+                acted = any(
+                    (result.ok or result.job is not None) and pitfall_note(result) is None
+                    for result in turn.results
+                )
             if turn.fabricated_result and not turn.blocks:
                 what = f"made-up results ({RESULT_TAG})"
                 notice = FABRICATED_RESULT_NOTICE
@@ -544,7 +549,10 @@ class _Run:
         await self._add_step(step)
 
     async def _add_results(self, results: Sequence[Result], notices: Sequence[str]) -> None:
-        notes = {} if self.repeated_failures is None else self.repeated_failures.notes(results)
+        notes = pitfall_notes(results)
+        if self.repeated_failures is not None:
+            for position, note in self.repeated_failures.notes(results).items():
+                notes[position] = f"{notes[position]} {note}" if position in notes else note
         job_ends = await self.jobs.take_unseen() if self.jobs is not None else []
         parts = (
             [format_results(results, notes=notes, job_ends=job_ends)] if results or job_ends else []

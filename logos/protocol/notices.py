@@ -81,6 +81,20 @@ def empty_reply_notice(finish: FinishReason | None) -> str:
     )
 
 
+MKDIR_PARENTS_NOTE = (
+    "mkdir makes one directory, in a directory that exists already; with its -p option it "
+    "makes the missing parent directories too."
+)
+"""Under a block whose mkdir stopped at a missing parent (`logos.protocol.pitfalls`)."""
+
+SUM_IS_A_CHECKSUM_NOTE = (
+    "sum does not add numbers: it prints a checksum of its input and its size in blocks. To "
+    "add numbers up, use awk, adding each line's number into a variable and printing it at "
+    "the END."
+)
+"""Under a block that ran the sum command (`logos.protocol.pitfalls`)."""
+
+
 def repeated_failure_note(times: int) -> str:
     """The note under a block whose command failed the same way `times` times in a row."""
     return (

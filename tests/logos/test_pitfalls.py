@@ -1,0 +1,118 @@
+"""Notes under blocks that fell into a well-known shell trap, through the real loop and bash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logos import run
+from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
+from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE
+from logos.protocol.pitfalls import pitfall_note
+from logos.result import Result
+from tests.support.scripted import Reply, ScriptedProvider, config_for
+
+pytestmark = pytest.mark.anyio
+
+
+def ran(command: str, *, stdout: str = "", stderr: str = "", exit_code: int = 0) -> Result:
+    return Result(
+        command=command, stdout=stdout, stderr=stderr, exit_code=exit_code, duration_s=0.01
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sum numbers.txt",
+        "cat numbers.txt | sum",
+        "cut -d, -f2 data.csv|sum",
+        "echo $(sum numbers.txt)",
+        "cd data && sum numbers.txt",
+        "ls; sum a",
+        "find . -name '*.txt' | xargs sum",
+        "if true; then sum a; fi",
+    ],
+)
+def test_the_sum_command_as_a_program_gets_the_checksum_note(command: str) -> None:
+    assert pitfall_note(ran(command, stdout="40665     1\n")) == SUM_IS_A_CHECKSUM_NOTE
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "awk '{s += $1} END {print s}' numbers.txt",
+        "echo sum",
+        "cat summary.txt",
+        "md5sum a",
+        "sha256sum a",
+        "python3 -c 'print(sum([1, 2]))'",
+        "grep -c sum notes.txt",
+        "ls checksum/",
+    ],
+)
+def test_sum_as_a_word_or_inside_another_name_gets_no_note(command: str) -> None:
+    assert pitfall_note(ran(command)) is None
+
+
+def test_mkdir_stopping_at_a_missing_parent_gets_the_parents_note() -> None:
+    failed = ran(
+        "mkdir build/output",
+        stderr="mkdir: cannot create directory 'build/output': No such file or directory\n",
+        exit_code=1,
+    )
+    assert pitfall_note(failed) == MKDIR_PARENTS_NOTE
+
+
+def test_mkdir_failing_for_another_reason_gets_no_note() -> None:
+    exists = ran(
+        "mkdir build",
+        stderr="mkdir: cannot create directory 'build': File exists\n",
+        exit_code=1,
+    )
+    assert pitfall_note(exists) is None
+
+
+async def test_a_block_that_added_with_sum_is_noted_and_the_model_must_act_again(
+    tmp_path: Path,
+) -> None:
+    numbers = tmp_path / "numbers.txt"
+    numbers.write_text("10\n20\n30\n")
+    provider = ScriptedProvider(
+        [
+            Reply(f"<cmd>sum {numbers}</cmd>"),
+            Reply(f"<cmd>awk '{{s += $1}} END {{print s}}' {numbers}</cmd>"),
+            Reply("The total is 60."),
+        ]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "add the numbers up")
+    assert result.response == "The total is 60."
+    first, second = result.steps[1], result.steps[3]
+    assert first.results[0].ok and SUM_IS_A_CHECKSUM_NOTE in first.content
+    assert second.results[0].stdout == "60\n" and "note:" not in second.content
+    # The checksum "succeeded", yet the next turn is still an act turn: only the awk block
+    # counts as having acted.
+    grammars = [request.extra.get("grammar") for request in provider.requests]
+    assert grammars == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
+
+
+async def test_a_nested_mkdir_without_p_is_noted_with_its_error(tmp_path: Path) -> None:
+    target = tmp_path / "build" / "output"
+    provider = ScriptedProvider([Reply(f"<cmd>mkdir {target}</cmd>"), Reply("It cannot be done.")])
+    result = await run(config_for(provider), [], "make the directory")
+    envelope = result.steps[1]
+    assert not envelope.results[0].ok
+    assert "No such file or directory" in envelope.content
+    assert MKDIR_PARENTS_NOTE in envelope.content
+
+
+async def test_a_pitfall_note_joins_the_repeated_failure_note_under_one_block(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "a" / "b"
+    provider = ScriptedProvider([Reply(f"<cmd>mkdir {target}</cmd>")] * 3 + [Reply("no")])
+    result = await run(config_for(provider), [], "make it")
+    third = result.steps[5].content
+    assert MKDIR_PARENTS_NOTE in third and "3 times in a row" in third
+    assert third.count("note:") == 1
