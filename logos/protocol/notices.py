@@ -95,6 +95,11 @@ SUM_IS_A_CHECKSUM_NOTE = (
 """Under a block that ran the sum command (`logos.protocol.pitfalls`)."""
 
 
+def run_instead(instead: str) -> str:
+    """After a pitfall note: the model's own command as it meant it (`logos.protocol.pitfalls`)."""
+    return f"Run this instead, which does what the command was meant to: <cmd>{instead}</cmd>"
+
+
 def repeated_failure_note(times: int) -> str:
     """The note under a block whose command failed the same way `times` times in a row."""
     return (

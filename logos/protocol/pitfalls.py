@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE
+from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, run_instead
 from logos.result import Result
 
 _COMMAND_WORD = r"(?:^|[|;&(]|\$\(|\bthen|\bdo|\bxargs)\s*"
@@ -26,17 +26,46 @@ _SUM = re.compile(_COMMAND_WORD + r"sum(?:\s|$|[|;&)])", re.MULTILINE)
 _MKDIR_MISSING_PARENT = re.compile(
     r"^mkdir: cannot create directory .*: No such file or directory$", re.MULTILINE
 )
+_PLAIN_ARGUMENTS = r"(?!-)[^\n;&|<>$`()\\]*?"
+"""Operands with no option and nothing the shell would expand, redirect or chain."""
+_LONE_MKDIR = re.compile(rf"\s*mkdir\s+({_PLAIN_ARGUMENTS})\s*")
+_LONE_SUM = re.compile(rf"\s*sum\s+({_PLAIN_ARGUMENTS})\s*")
+_PIPED_INTO_SUM = re.compile(r"(.*?[^\s|])\s*\|\s*sum\s*", re.DOTALL)
+ADD_UP = "awk '{s += $1} END {print s}'"
+"""The addition the sum command was taken for."""
 
 
 @dataclass(frozen=True)
 class Pitfall:
     note: str
     fell_in: Callable[[Result], bool]
+    instead: Callable[[str], str | None]
+    """The command as meant, when it has a shape simple enough to rewrite surely.
+
+    WHY: a small model told what went wrong often fails to act on it; one handed the very
+    command copies it (as the policy does for `sed -i`), and the fix stays visible."""
+
+
+def _mkdir_with_parents(command: str) -> str | None:
+    lone = _LONE_MKDIR.fullmatch(command)
+    return f"mkdir -p {lone.group(1)}" if lone else None
+
+
+def _added_up(command: str) -> str | None:
+    if lone := _LONE_SUM.fullmatch(command):
+        return f"{ADD_UP} {lone.group(1)}"
+    if piped := _PIPED_INTO_SUM.fullmatch(command):
+        return f"{piped.group(1)} | {ADD_UP}"
+    return None
 
 
 PITFALLS = (
-    Pitfall(MKDIR_PARENTS_NOTE, lambda result: bool(_MKDIR_MISSING_PARENT.search(result.stderr))),
-    Pitfall(SUM_IS_A_CHECKSUM_NOTE, lambda result: bool(_SUM.search(result.command))),
+    Pitfall(
+        MKDIR_PARENTS_NOTE,
+        lambda result: bool(_MKDIR_MISSING_PARENT.search(result.stderr)),
+        _mkdir_with_parents,
+    ),
+    Pitfall(SUM_IS_A_CHECKSUM_NOTE, lambda result: bool(_SUM.search(result.command)), _added_up),
 )
 
 
@@ -44,7 +73,13 @@ def pitfall_note(result: Result) -> str | None:
     """The note for the trap `result`'s command fell into, if any."""
     if result.job is not None:
         return None  # it has not ended: what it printed so far says nothing yet
-    notes = [pitfall.note for pitfall in PITFALLS if pitfall.fell_in(result)]
+    notes = []
+    for pitfall in PITFALLS:
+        if pitfall.fell_in(result):
+            instead = pitfall.instead(result.command)
+            notes.append(
+                pitfall.note if instead is None else f"{pitfall.note} {run_instead(instead)}"
+            )
     return " ".join(notes) or None
 
 

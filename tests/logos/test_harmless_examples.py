@@ -36,6 +36,10 @@ HARMLESS = {
     "sed s/a/b/ notes.txt > notes.txt.new && mv notes.txt.new notes.txt": "the refusal of "
     "the sample `sed -i 's/a/b/' notes.txt` offers back the model's own edit through a new "
     "file: a copy does what the model itself asked for, visibly",
+    "mkdir -p build/output": "offered back under the model's own `mkdir build/output` that "
+    "stopped at a missing parent: a copy does what the model itself asked for",
+    "awk '{s += $1} END {print s}' numbers.txt": "offered back under the model's own "
+    "`sum numbers.txt`: a copy adds up what the model meant to, and changes nothing",
     "jobs": "answered by logos: lists the run's jobs",
     "wait %1": "answered by logos: waits for the run's own job 1, or says there is none",
     "kill %1": "answered by logos: stops only the run's own job 1, or says there is none",
@@ -50,6 +54,7 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "times": [3, 7],
     "forced": [True, False],
     "task": ["How many lines does notes.txt have?"],
+    "instead": ["mkdir -p build/output", "awk '{s += $1} END {print s}' numbers.txt"],
     "jobs": [
         [JobInfo("1", "make test", 45.0)],
         [JobInfo("1", "npm run build\nnpm test", 3.0), JobInfo("2", "ls", 120.0)],

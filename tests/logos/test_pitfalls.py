@@ -8,8 +8,9 @@ import pytest
 
 from logos import run
 from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE
-from logos.protocol.pitfalls import pitfall_note
+from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, run_instead
+from logos.protocol.parse import parse_cmd_blocks
+from logos.protocol.pitfalls import ADD_UP, pitfall_note
 from logos.result import Result
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 
@@ -36,7 +37,41 @@ def ran(command: str, *, stdout: str = "", stderr: str = "", exit_code: int = 0)
     ],
 )
 def test_the_sum_command_as_a_program_gets_the_checksum_note(command: str) -> None:
-    assert pitfall_note(ran(command, stdout="40665     1\n")) == SUM_IS_A_CHECKSUM_NOTE
+    note = pitfall_note(ran(command, stdout="40665     1\n"))
+    assert note is not None and note.startswith(SUM_IS_A_CHECKSUM_NOTE)
+
+
+@pytest.mark.parametrize(
+    ("command", "instead"),
+    [
+        ("sum numbers.txt", f"{ADD_UP} numbers.txt"),
+        ("sum a.txt b.txt", f"{ADD_UP} a.txt b.txt"),
+        ("cat numbers.txt | sum", f"cat numbers.txt | {ADD_UP}"),
+        ("cut -d, -f2 data.csv|sum", f"cut -d, -f2 data.csv | {ADD_UP}"),
+        # Shapes it cannot rewrite surely: the note alone.
+        ("sum -r numbers.txt", None),
+        ("echo $(sum numbers.txt)", None),
+        ("sum numbers.txt; ls", None),
+        ("cat x || sum", None),
+        ("sum numbers.txt > total.txt", None),
+    ],
+)
+def test_a_lone_or_piped_sum_is_offered_back_as_an_addition(
+    command: str, instead: str | None
+) -> None:
+    note = pitfall_note(ran(command))
+    assert note is not None
+    assert parse_cmd_blocks(note) == ([] if instead is None else [instead])
+
+
+async def test_the_offered_addition_adds_up_in_bash(tmp_path: Path) -> None:
+    (tmp_path / "numbers.txt").write_text("10\n20\n30\n")
+    note = pitfall_note(ran("cat numbers.txt | sum"))
+    assert note is not None
+    [instead] = parse_cmd_blocks(note)
+    provider = ScriptedProvider([Reply(f"<cmd>cd {tmp_path} && {instead}</cmd>"), Reply("60")])
+    result = await run(config_for(provider), [], "add up")
+    assert result.steps[1].results[0].stdout == "60\n"
 
 
 @pytest.mark.parametrize(
@@ -60,6 +95,18 @@ def test_mkdir_stopping_at_a_missing_parent_gets_the_parents_note() -> None:
     failed = ran(
         "mkdir build/output",
         stderr="mkdir: cannot create directory 'build/output': No such file or directory\n",
+        exit_code=1,
+    )
+    assert pitfall_note(failed) == f"{MKDIR_PARENTS_NOTE} {run_instead('mkdir -p build/output')}"
+
+
+@pytest.mark.parametrize(
+    "command", ["mkdir -m 700 a/b", "mkdir a/b && cd a/b", "mkdir $(cat name)/x", "mkdir a/b>log"]
+)
+def test_a_mkdir_of_another_shape_gets_the_note_without_a_command(command: str) -> None:
+    failed = ran(
+        command,
+        stderr="mkdir: cannot create directory 'a/b': No such file or directory\n",
         exit_code=1,
     )
     assert pitfall_note(failed) == MKDIR_PARENTS_NOTE
@@ -90,6 +137,7 @@ async def test_a_block_that_added_with_sum_is_noted_and_the_model_must_act_again
     assert result.response == "The total is 60."
     first, second = result.steps[1], result.steps[3]
     assert first.results[0].ok and SUM_IS_A_CHECKSUM_NOTE in first.content
+    assert parse_cmd_blocks(first.content.split("note:")[1]) == [f"{ADD_UP} {numbers}"]
     assert second.results[0].stdout == "60\n" and "note:" not in second.content
     # The checksum "succeeded", yet the next turn is still an act turn: only the awk block
     # counts as having acted.
@@ -105,6 +153,7 @@ async def test_a_nested_mkdir_without_p_is_noted_with_its_error(tmp_path: Path) 
     assert not envelope.results[0].ok
     assert "No such file or directory" in envelope.content
     assert MKDIR_PARENTS_NOTE in envelope.content
+    assert f"<cmd>mkdir -p {target}</cmd>" in envelope.content
 
 
 async def test_a_pitfall_note_joins_the_repeated_failure_note_under_one_block(
