@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import re
 from dataclasses import field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -90,6 +90,31 @@ class RunRequest(StartRequest):
     background_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """A command still running after this many seconds goes on as a job: the answer has its
     output so far and `job` (see GET /v1/jobs/{id}). None: wait for its end."""
+    live: bool = False
+    """Stream what the command prints while it runs: the answer is then a 200 of NDJSON
+    lines (`LiveLine`) once it has printed for a while, ending with the answer as it would
+    have come alone (`{"status": S, "answer": ...}`); a quick command's answer comes alone."""
+
+
+NDJSON = "application/x-ndjson"
+"""The content type of a live answer: one JSON document per line."""
+
+
+class LivePieceModel(_Response):
+    """What a running command printed lately on one stream (logos.runners.live.LivePiece)."""
+
+    stream: Literal["stdout", "stderr"]
+    text: str
+    skipped_bytes: int = Field(default=0, ge=0)
+    last: bool = False
+
+
+class LiveLine(_Response):
+    """One line of a live answer: a piece of output, or (last) the answer with its status."""
+
+    output: LivePieceModel | None = None
+    status: int | None = None
+    answer: dict[str, Any] | None = None
 
 
 @pydantic_dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="ignore"))

@@ -37,6 +37,8 @@ from pydantic import BaseModel, ValidationError
 
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYTES
 from logos.result import JobStarted, Result
+from logos.runners.live import FLUSH_S as LIVE_FLUSH_S
+from logos.runners.live import LiveOutput
 from sandboxd.admission import (
     OutputMemoryBudget,
     OutputMemoryRefused,
@@ -54,6 +56,8 @@ from sandboxd.api import (
     JobResponse,
     JobsResponse,
     JobStatus,
+    LiveLine,
+    LivePieceModel,
     RunRequest,
     RunResponse,
     SessionModel,
@@ -86,7 +90,14 @@ from sandboxd.backend import (
     TooManySessionsError,
 )
 from sandboxd.config import DaemonConfig
-from sandboxd.http import CLIENT_GONE, PeerCredentials, Request, Response, error_response
+from sandboxd.http import (
+    CLIENT_GONE,
+    EarlyAnswer,
+    PeerCredentials,
+    Request,
+    Response,
+    error_response,
+)
 from sandboxd.jobs import Job, JobTable, TooManyJobsError
 from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 
@@ -301,7 +312,10 @@ class App:
             max_saved_output_bytes=body.max_saved_output_bytes,
             background_after_s=body.background_after_s,
         )
-        ran = await self._execute(order, request.peer, note)
+        if body.live and request.early is not None:
+            ran = await self._execute_watched(order, request.peer, note, request.early)
+        else:
+            ran = await self._execute(order, request.peer, note)
         with _answer(ran) as release:
             answer = RunResponse.from_result(
                 ran.outcome.result,
@@ -379,7 +393,46 @@ class App:
         )
         return Response.json(200, answer)
 
-    async def _execute(self, order: _Order, peer: PeerCredentials | None, note: AuditNote) -> _Ran:
+    async def _execute_watched(
+        self, order: _Order, peer: PeerCredentials | None, note: AuditNote, early: EarlyAnswer
+    ) -> _Ran:
+        """`_execute`, relaying what the command prints as it runs (`RunRequest.live`)."""
+        live = LiveOutput()
+
+        async def relay() -> None:
+            while True:
+                await anyio.sleep(LIVE_FLUSH_S)
+                for piece in live.take():
+                    output = LivePieceModel(
+                        stream=piece.stream,
+                        text=piece.text,
+                        skipped_bytes=piece.skipped_bytes,
+                        last=piece.last,
+                    )
+                    line = LiveLine(output=output)
+                    await early.send_line(line.model_dump_json(exclude_none=True).encode())
+
+        ran: _Ran | _Problem
+        async with anyio.create_task_group() as relaying:
+            relaying.start_soon(relay)
+            try:
+                ran = await self._execute(order, peer, note, live)
+            except _Problem as problem:
+                ran = problem  # WHY out of the group: a task group would wrap it in a group
+            finally:
+                live.close()
+                relaying.cancel_scope.cancel()
+        if isinstance(ran, _Problem):
+            raise ran
+        return ran
+
+    async def _execute(
+        self,
+        order: _Order,
+        peer: PeerCredentials | None,
+        note: AuditNote,
+        live: LiveOutput | None = None,
+    ) -> _Ran:
         note.command = order.command
         started = time.monotonic()
         placed = await self._place(order.placement, peer, note, wait=True)
@@ -404,6 +457,7 @@ class App:
             max_output_bytes=order.max_output_bytes,
             max_saved_output_bytes=order.max_saved_output_bytes,
             background_after_s=order.background_after_s,
+            live=live,
         )
         output_memory = await self._reserve_output_memory(order.max_output_bytes)
         try:

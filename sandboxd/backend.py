@@ -23,6 +23,7 @@ from logos.options import (
     NONINTERACTIVE_ENV,
 )
 from logos.result import Result
+from logos.runners.live import LiveOutput
 from sandboxd.pinned import FileIdentity, identify
 from sandboxd.sizes import Size
 
@@ -138,6 +139,9 @@ class ExecRequest:
     background_after_s: float | None = None
     """A command still running then goes on as a job (`ExecOutcome.job`); None: never. A
     backend that cannot keep jobs runs the command to its end."""
+    live: LiveOutput | None = field(default=None, compare=False)
+    """Where what the command prints goes while it runs, for a watcher; None: nobody
+    watches. A backend that cannot tell leaves it empty (the result has the output)."""
 
     def __post_init__(self) -> None:
         if not self.command:

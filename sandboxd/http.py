@@ -11,6 +11,10 @@ declared body is answered 413 without being read); malformed HTTP → 400; every
 traceback; shutdown stops accepting, lets running requests finish for a grace period, then
 cancels them.
 
+A handler may start its answer before it has all of it (`Request.early`): a 200 of NDJSON
+lines sent as they come (a command's live output), whose last line is the answer the handler
+returns, with the status it would have had alone.
+
 A client that goes away while its request runs cancels the handler (which kills the
 command): a close, a half-close, a reset, or more than a request's worth of pipelined bytes
 (a client may pipeline its next request, not a flood). One that goes away in the middle of
@@ -26,6 +30,7 @@ ENOBUFS) is logged once and retried with a growing pause; it never ends the serv
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import socket
@@ -39,7 +44,7 @@ import anyio
 import anyio.abc
 import h11
 
-from sandboxd.api import MAX_REQUEST_BODY_BYTES
+from sandboxd.api import MAX_REQUEST_BODY_BYTES, NDJSON
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +67,51 @@ class PeerCredentials:
     gid: int
 
 
+class EarlyAnswer:
+    """A handler's answer started before the handler has returned: a 200 of NDJSON lines.
+
+    The first line sends the head. The handler's returned answer then goes as the last line,
+    `{"status": S, "answer": <its JSON>}`: S is the status it would have had alone.
+
+    WHY the status inside: once the head is sent it cannot change, and a request can still
+    fail after its command started (a job over its caller's cap). A client too slow to take
+    a line within the send timeout, or gone, cancels the handler as a disconnect does.
+    """
+
+    def __init__(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        send_timeout_s: float,
+        client_gone: Callable[[], None],
+    ) -> None:
+        self._conn = conn
+        self._stream = stream
+        self._send_timeout_s = send_timeout_s
+        self._client_gone = client_gone
+        self.started = False
+        self._gone = False
+
+    async def send_line(self, line: bytes) -> None:
+        """One line of JSON (without its newline)."""
+        if self._gone:
+            return
+        chunks = []
+        if not self.started:
+            self.started = True
+            head = h11.Response(status_code=200, headers=[("content-type", NDJSON)], reason=b"OK")
+            chunks.append(self._conn.send(head) or b"")
+        chunks += self._conn.send_with_data_passthrough(h11.Data(data=line + b"\n")) or []
+        with anyio.move_on_after(self._send_timeout_s) as sending:
+            try:
+                await self._stream.send(b"".join(chunks))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                sending.cancel()
+        if sending.cancel_called:
+            self._gone = True
+            self._client_gone()
+
+
 @dataclass(frozen=True)
 class Request:
     method: str
@@ -72,6 +122,8 @@ class Request:
     """Names lower-cased."""
     body: bytes
     peer: PeerCredentials | None
+    early: EarlyAnswer | None = None
+    """Lines the handler may send before its answer (None outside a running request)."""
 
     @property
     def head_only(self) -> bool:
@@ -442,12 +494,17 @@ class HttpServer:
         if self._active_requests == 1:
             self._idle = anyio.Event()
         try:
-            response = await self._run_handler(conn, stream, request)
+            response, started = await self._run_handler(conn, stream, request)
             if response is None:
                 return False
             try:
                 await self._send(
-                    conn, stream, response, close=self._closing, head_only=request.head_only
+                    conn,
+                    stream,
+                    response,
+                    close=self._closing,
+                    head_only=request.head_only,
+                    as_last_line=started,
                 )
             finally:
                 response.finish()
@@ -547,8 +604,9 @@ class HttpServer:
 
     async def _run_handler(
         self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: Request
-    ) -> Response | None:
-        """The handler's response; None when the client went away (the handler was cancelled)."""
+    ) -> tuple[Response | None, bool]:
+        """The handler's response (None when the client went away: the handler was
+        cancelled), and whether the handler started it early (`EarlyAnswer`)."""
         response: Response | None = None
         client_gone = False
 
@@ -576,14 +634,20 @@ class HttpServer:
             client_gone = True
             scope.cancel()
 
+        def gone() -> None:
+            nonlocal client_gone
+            client_gone = True
+            group.cancel_scope.cancel()
+
         async with anyio.create_task_group() as group:
             group.start_soon(watch_disconnect, group.cancel_scope)
-            response = await self._call_handler(request)
+            early = EarlyAnswer(conn, stream, self._request_timeout_s, gone)
+            response = await self._call_handler(dataclasses.replace(request, early=early))
             group.cancel_scope.cancel()
         if client_gone and response is not None:
             response.finish()
-            return None
-        return response
+            return None, early.started
+        return response, early.started
 
     async def _call_handler(self, request: Request) -> Response:
         try:
@@ -602,7 +666,11 @@ class HttpServer:
         *,
         close: bool,
         head_only: bool = False,
+        as_last_line: bool = False,
     ) -> None:
+        if as_last_line:
+            await self._send_last_line(conn, stream, response)
+            return
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
         streamed = response.streamed
@@ -639,6 +707,31 @@ class HttpServer:
                     framed = conn.send_with_data_passthrough(h11.Data(data=piece)) or []
                     await stream.send(b"".join(framed))
                 await stream.send(conn.send(h11.EndOfMessage()) or b"")
+        if sending.cancelled_caught:
+            raise _ClientGone
+
+    async def _send_last_line(
+        self, conn: h11.Connection, stream: anyio.abc.SocketStream, response: Response
+    ) -> None:
+        """The handler's answer as the last line of the answer it started (`EarlyAnswer`)."""
+        if conn.our_state is not h11.SEND_BODY:
+            return
+        pieces = response.streamed.pieces() if response.streamed else iter((response.body,))
+        with anyio.move_on_after(self._request_timeout_s) as sending:
+            await stream.send(
+                b"".join(
+                    conn.send_with_data_passthrough(
+                        h11.Data(data=b'{"status":%d,"answer":' % response.status)
+                    )
+                    or []
+                )
+            )
+            for piece in pieces:
+                await stream.send(
+                    b"".join(conn.send_with_data_passthrough(h11.Data(data=piece)) or [])
+                )
+            closing = conn.send_with_data_passthrough(h11.Data(data=b"}\n")) or []
+            await stream.send(b"".join([*closing, conn.send(h11.EndOfMessage()) or b""]))
         if sending.cancelled_caught:
             raise _ClientGone
 

@@ -31,6 +31,7 @@ from pydantic_core import PydanticSerializationError
 from logos.closing import AsyncCloseable
 from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
+from logos.runners.live import LiveOutput, current_live_output
 from sandboxd import api as wire
 from sandboxd.backend import TooManySessionsError
 from sandboxd.client import (
@@ -133,6 +134,7 @@ class SandboxRunner(AsyncCloseable):
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()
+        live = current_live_output()
         try:
             place = self._start_request(options)
             body = wire.RunRequest(
@@ -143,6 +145,7 @@ class SandboxRunner(AsyncCloseable):
                 max_saved_output_bytes=options.max_saved_output_bytes,
                 session=self.session,
                 background_after_s=options.background_at_s(),
+                live=live is not None,
             )
             # WHY serialised here: text with a lone surrogate (e.g. from a model's JSON
             # escapes) passes some validators but cannot be encoded as UTF-8.
@@ -154,14 +157,7 @@ class SandboxRunner(AsyncCloseable):
         if unprepared is not None:
             return _failed(command, started, unprepared)
         try:
-            response = await self._client.post(
-                f"{wire.API_PREFIX}/run",
-                content=content,
-                headers={"content-type": "application/json"},
-                timeout=httpx.Timeout(
-                    options.timeout_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S
-                ),
-            )
+            response = await self._post_run(content, options.timeout_s, live)
         except httpx.TransportError as exc:
             # The request may have reached the daemon and started the session's container.
             self._used = self._used or not isinstance(exc, httpx.ConnectError)
@@ -169,21 +165,53 @@ class SandboxRunner(AsyncCloseable):
         except BaseException:
             self._used = True  # cancelled mid-request: the container may exist
             raise
+        if response is None:
+            self._used = True
+            return _failed(command, started, self._not_a_result())
         if response.status_code != 200:
             return _failed(command, started, _refusal(response))
         self._used = True
         try:
             result = wire.RunResponse.from_json(response.content).to_result()
         except ValidationError:
-            return _failed(
-                command,
-                started,
-                f"sandboxd on {self.socket_path} answered something that is not a run result: "
-                "is the client as recent as the daemon?",
-            )
+            return _failed(command, started, self._not_a_result())
         if result.job is not None:
             self._jobs[result.job.id] = _Job(command, started, result.job)
         return result
+
+    async def _post_run(
+        self, content: str, timeout_s: float, live: LiveOutput | None
+    ) -> httpx.Response | None:
+        """The daemon's answer to a run; a live answer's pieces go to `live` as they come,
+        and its last line becomes the answer. None: a live answer that broke off or holds
+        something else than its lines."""
+        async with self._client.stream(
+            "POST",
+            f"{wire.API_PREFIX}/run",
+            content=content,
+            headers={"content-type": "application/json"},
+            timeout=httpx.Timeout(timeout_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+        ) as response:
+            if response.headers.get("content-type", "").partition(";")[0] != wire.NDJSON:
+                await response.aread()
+                return response
+            async for text in response.aiter_lines():
+                try:
+                    line = wire.LiveLine.model_validate_json(text)
+                except ValidationError:
+                    return None
+                if line.output is not None and live is not None:
+                    piece = line.output
+                    live.write(piece.stream, piece.text.encode(), piece.skipped_bytes)
+                elif line.status is not None and line.answer is not None:
+                    return httpx.Response(line.status, json=line.answer)
+        return None
+
+    def _not_a_result(self) -> str:
+        return (
+            f"sandboxd on {self.socket_path} answered something that is not a run result: "
+            "is the client as recent as the daemon?"
+        )
 
     async def list_jobs(self) -> list[JobInfo]:
         listed = await self._session_jobs()

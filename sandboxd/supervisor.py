@@ -15,6 +15,15 @@ says hello and serves requests on that single connection until the backend hangs
     <- {"id": 7, "phase": "end", "exit_code": 0, "stdout_bytes": 3, "stderr_bytes": 0, ...}
        + b"hi\n"
 
+A run with `"live": true` also gets, while its command runs, "live" replies: what it printed
+since the last one, every logos.runners.live.FLUSH_S, bounded as that module bounds it (the
+newest bytes of each stream, what was cut counted in `*_skipped_bytes`; `last` once its
+limit is reached). They stop when the command ends or goes on as a job; its "end" or
+"background" reply carries its output as usual:
+
+    <- {"id": 7, "phase": "live", "stdout_bytes": 6, "stdout_skipped_bytes": 0, ...}
+       + b"50%...\n"
+
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
 
@@ -69,8 +78,9 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
         private_output_dir,
         read_process_output,
     )
+    from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
 
-PROTOCOL = 3
+PROTOCOL = 4
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
 """Next to this script: the mount roots to report and whether to deny Unix sockets."""
@@ -353,6 +363,7 @@ class Supervisor:
             return {"error": OUT_OF_PROCESSES}, None
         prefer_as_oom_victim(proc.pid)
         command = Command(proc, stdout, stderr)
+        live = LiveOutput() if request.get("live") else None
         with self._running_lock:
             self._running[request_id] = command
             stop_reason = self._starting.pop(request_id, None)
@@ -364,6 +375,8 @@ class Supervisor:
                 deadline=started + float(request["timeout_s"]),
                 background_at=background_at,
                 on_background=lambda: self._background(request_id, command, started),
+                live=live,
+                on_live=lambda pieces: self._send_live(request_id, pieces),
             )
         finally:
             with self._running_lock:
@@ -412,6 +425,15 @@ class Supervisor:
             }
         )
 
+    def _send_live(self, request_id: int, pieces: list[LivePiece]) -> None:
+        """What the command printed lately, to whoever watches it (see the docstring)."""
+        reply: dict[str, Any] = {"id": request_id, "phase": "live"}
+        for piece in pieces:
+            reply[piece.stream] = piece.text
+            reply[f"{piece.stream}_skipped_bytes"] = piece.skipped_bytes
+            reply["last"] = reply.get("last", False) or piece.last
+        self.send_reply(reply)
+
     def _keep(self, request_id: int, command: Command) -> None:
         with self._running_lock:
             self._kept[request_id] = command
@@ -424,23 +446,38 @@ def pump(
     deadline: float,
     background_at: float | None = None,
     on_background: Callable[[], None] | None = None,
+    live: LiveOutput | None = None,
+    on_live: Callable[[list[LivePiece]], None] | None = None,
 ) -> None:
     """Feed the command's output into its captures until it exits, enforcing the deadline;
-    at `background_at`, if it still runs, call `on_background` (once, output lock held)."""
+    at `background_at`, if it still runs, call `on_background` (once, output lock held).
+    With `live`, its output also goes there, and `on_live` gets what gathered every FLUSH_S
+    until it ends or goes on as a job."""
+    next_flush = time.monotonic() + FLUSH_S if live is not None else None
 
     def tend(now: float, exited: bool) -> float | None:
-        nonlocal background_at
+        nonlocal background_at, next_flush
         if exited:
             return None
         if now >= deadline:
             command.stop("timeout")
         command.escalate(now)
+        if next_flush is not None and now >= next_flush:
+            next_flush = now + FLUSH_S
+            if command.shown is not None:  # a job now: it is watched through peeks
+                next_flush = None
+            elif live is not None and on_live is not None and (pieces := live.take()):
+                on_live(pieces)
         if background_at is not None and now >= background_at:
             background_at = None
             if on_background is not None and command.term_sent_at is None:
                 with command.output_lock:
                     on_background()
-        wake = min(command.next_escalation() or deadline, background_at or deadline)
+        wake = min(
+            command.next_escalation() or deadline,
+            background_at or deadline,
+            next_flush or deadline,
+        )
         return min(max(wake - now, 0.0), MAX_WAIT_S)
 
     read_process_output(
@@ -451,6 +488,7 @@ def pump(
         drain_s=LINGER_S,
         poll_s=EXIT_POLL_S,
         write_lock=command.output_lock,
+        on_chunk=None if live is None else live.write,
     )
 
 
@@ -718,6 +756,7 @@ def load_command_modules() -> None:
     """
     global contextlib, subprocess, threading
     global CapturedOutput, OutputCapture, private_output_dir, read_process_output
+    global FLUSH_S, LiveOutput, LivePiece
     import contextlib
     import subprocess
     import threading
@@ -729,12 +768,18 @@ def load_command_modules() -> None:
             private_output_dir,
             read_process_output,
         )
-    except ImportError:  # inside the container capture.py is mounted next to this file
+        from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
+    except ImportError:  # inside the container both are mounted next to this file
         from capture import (  # type: ignore[import-not-found,no-redef]
             CapturedOutput,
             OutputCapture,
             private_output_dir,
             read_process_output,
+        )
+        from live import (  # type: ignore[import-not-found,no-redef]
+            FLUSH_S,
+            LiveOutput,
+            LivePiece,
         )
 
 

@@ -5,8 +5,10 @@ Docker API call: a JSON line out, a JSON line and the raw output back. Replies c
 inside the sandbox, so they are validated and size-bounded like any untrusted input: each
 reply's output may not exceed what its own request allows, and each kind of reply must be
 one the backend can be waiting for: a "background" reply only for a command that asked for
-one, once; an "output" reply only for a peek the backend sent; one "end" per command, with
-no output for a job (whose output is asked for with a peek).
+one, once; an "output" reply only for a peek the backend sent; "live" replies only for a
+command that asked to be watched, until it ends or goes on as a job, each within a piece's
+bound and all of them within the command's live limit (logos.runners.live); one "end" per
+command, with no output for a job (whose output is asked for with a peek).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.result import Result
+from logos.runners.live import LIMIT_BYTES, PIECE_BYTES, LiveOutput
 from sandboxd.supervisor import HELLO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
@@ -78,9 +81,11 @@ class RunMessage(BaseModel):
     max_saved_output_bytes: int
     background_after_s: float | None = None
     """A command still running then goes on as a job (a "background" reply, then its end)."""
+    live: bool = False
+    """Send "live" replies while it runs (see the supervisor's docstring)."""
 
 
-ReplyPhase = Literal["background", "output", "end"]
+ReplyPhase = Literal["background", "output", "live", "end"]
 
 
 class ReplyHead(BaseModel):
@@ -91,7 +96,7 @@ class ReplyHead(BaseModel):
     id: int
     phase: ReplyPhase = "end"
     """"background": the command went on as a job (its output so far follows); "output":
-    the answer to a peek; "end": how the command ended."""
+    the answer to a peek; "live": what it printed lately; "end": how the command ended."""
     running: bool = False
     """In an "output" reply: whether the command still runs."""
     stdout_bytes: int = Field(default=0, ge=0)
@@ -106,6 +111,11 @@ class ReplyHead(BaseModel):
     stderr_file: str | None = None
     oom_killed: bool = False
     error: str | None = None
+    stdout_skipped_bytes: int = Field(default=0, ge=0)
+    """In a "live" reply: bytes printed before its stdout that it does not carry."""
+    stderr_skipped_bytes: int = Field(default=0, ge=0)
+    last: bool = False
+    """In a "live" reply: no more come for this command."""
 
 
 class SupervisorReply(ReplyHead):
@@ -129,6 +139,12 @@ _RESULT_FIELDS = tuple(
 def output_bound(max_output_bytes: int) -> int:
     """The most bytes one stream of a reply may carry for a request with this limit."""
     return UTF8_EXPANSION * max_output_bytes + MARKER_BYTES
+
+
+LIVE_PIECE_BOUND = UTF8_EXPANSION * PIECE_BYTES
+"""The most bytes one stream of a "live" reply may carry."""
+LIVE_TOTAL_BOUND = UTF8_EXPANSION * LIMIT_BYTES
+"""The most bytes all "live" replies about one command may carry together."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,9 @@ class _Sent:
     abandoned: bool = False
     """Its caller went away (cancelled): nothing will forget it if it becomes a job."""
     peeks: deque[_Peek] = field(default_factory=deque)
+    live: LiveOutput | None = None
+    """Where its "live" replies go; None: it did not ask for them."""
+    live_bytes: int = 0
 
 
 @dataclass(eq=False)
@@ -239,11 +258,18 @@ class SupervisorChannel:
         if sent is None:
             raise _BadReply(f"it answered command {head.id}, which was never sent")
         self._check_phase(head, sent)
+        bound = LIVE_PIECE_BOUND if head.phase == "live" else sent.bound
         for name, size in (("stdout", head.stdout_bytes), ("stderr", head.stderr_bytes)):
-            if size > sent.bound:
+            if size > bound:
                 raise _BadReply(
                     f"it sent {size} bytes of {name} for command {head.id}, more than the "
-                    f"{sent.bound} its request allows"
+                    f"{bound} its request allows"
+                )
+        if head.phase == "live":
+            sent.live_bytes += head.stdout_bytes + head.stderr_bytes
+            if sent.live_bytes > LIVE_TOTAL_BOUND:
+                raise _BadReply(
+                    f"it sent over {LIVE_TOTAL_BOUND} bytes of live output for command {head.id}"
                 )
         out = await self._receive.receive_exactly(head.stdout_bytes) if head.stdout_bytes else b""
         err = await self._receive.receive_exactly(head.stderr_bytes) if head.stderr_bytes else b""
@@ -262,6 +288,8 @@ class SupervisorChannel:
             raise _BadReply(f"it moved command {head.id} to the background unasked")
         if head.phase == "output" and not sent.peeks:
             raise _BadReply(f"it sent output of command {head.id}, which was not asked for")
+        if head.phase == "live" and (sent.live is None or sent.backgrounded or sent.ended.is_set()):
+            raise _BadReply(f"it sent live output of command {head.id}, which was not asked for")
         if head.phase == "end":
             if sent.ended.is_set():
                 raise _BadReply(f"it ended command {head.id} twice")
@@ -270,6 +298,11 @@ class SupervisorChannel:
 
     def _deliver(self, reply: SupervisorReply) -> None:
         sent = self._sent[reply.id]
+        if reply.phase == "live":
+            if sent.live is not None and not sent.abandoned:
+                sent.live.write("stdout", reply.stdout.encode(), reply.stdout_skipped_bytes)
+                sent.live.write("stderr", reply.stderr.encode(), reply.stderr_skipped_bytes)
+            return
         if reply.phase == "output":
             peek = sent.peeks.popleft()
             peek.reply = reply
@@ -289,15 +322,17 @@ class SupervisorChannel:
             sent.first.set()
 
     async def run(
-        self, message: RunMessage, reply_deadline_s: float
+        self, message: RunMessage, reply_deadline_s: float, live: LiveOutput | None = None
     ) -> SupervisorReply | ChannelLost:
         """Send one command and wait for its first reply: its end, or (a job) its
-        "background" reply; cancellation kills the command."""
+        "background" reply; cancellation kills the command. With `live` (and a message
+        that asks for it), what the command prints meanwhile goes there."""
         if self.lost_reason is not None:
             return self._lost()
         sent = _Sent(
             output_bound(message.max_output_bytes),
             may_background=message.background_after_s is not None,
+            live=live if message.live else None,
         )
         # WHY registered before sending: the reply may arrive before this task runs again.
         self._sent[message.id] = sent

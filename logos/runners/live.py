@@ -81,10 +81,19 @@ class LiveOutput:
         }
         self._closed = False
 
-    def write(self, stream: Stream, data: bytes) -> None:
+    def write(self, stream: Stream, data: bytes, skipped: int = 0) -> None:
+        """`data` as printed on `stream`; `skipped`: bytes printed before it that its source
+        did not pass on (a sandbox relaying pieces it cut)."""
         with self._lock:
-            if not self._closed and data:
-                self._streams[stream].add(data)
+            if self._closed or not (data or skipped):
+                return
+            buffer = self._streams[stream]
+            if skipped:
+                # What gathered before the gap goes with it: a piece is a gap, then text.
+                buffer.skipped += len(buffer.pending) + skipped
+                buffer.pending.clear()
+                buffer.decoder.reset()
+            buffer.add(data)
 
     def close(self) -> None:
         """No more is written or taken: the command's result has the rest."""
@@ -96,7 +105,7 @@ class LiveOutput:
         pieces: list[LivePiece] = []
         with self._lock:
             for name, buffer in self._streams.items():
-                if self._closed or not buffer.pending:
+                if self._closed or not (buffer.pending or buffer.skipped):
                     continue
                 room = self._limit - self._handed
                 data = bytes(buffer.pending[:room])

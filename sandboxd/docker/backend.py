@@ -606,9 +606,12 @@ class DockerBackend(AsyncCloseable):
             max_output_bytes=request.max_output_bytes,
             max_saved_output_bytes=request.max_saved_output_bytes,
             background_after_s=request.background_after_s,
+            live=request.live is not None,
         )
         replied_by = min(request.background_after_s or request.timeout_s, request.timeout_s)
-        reply = await channel.run(message, replied_by + supervisor.KILL_GRACE_S + REPLY_MARGIN_S)
+        reply = await channel.run(
+            message, replied_by + supervisor.KILL_GRACE_S + REPLY_MARGIN_S, request.live
+        )
         if isinstance(reply, ChannelLost):
             failed = Result(
                 command=request.command,

@@ -22,6 +22,7 @@ from typing import Any
 import docker.types
 
 import logos.runners.capture
+import logos.runners.live
 from sandboxd import supervisor
 from sandboxd.backend import SandboxSpec
 
@@ -36,7 +37,11 @@ PYTHON_FLAGS = ("-E", "-s", "-S")
 """Only the standard library and the supervisor's directory on sys.path, fast start."""
 
 SUPERVISOR_MODULE = Path(supervisor.__file__).stem
-_SUPERVISOR_SOURCES = (Path(supervisor.__file__), Path(logos.runners.capture.__file__))
+_SUPERVISOR_SOURCES = (
+    Path(supervisor.__file__),
+    Path(logos.runners.capture.__file__),
+    Path(logos.runners.live.__file__),
+)
 _BYTECODE_DIR = "__pycache__"
 
 # The container's main process. With python3 it becomes the supervisor; without, it exits 3

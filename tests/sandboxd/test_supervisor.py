@@ -21,8 +21,12 @@ import anyio.abc
 import pytest
 
 from logos.runners.capture import SAVE_LIMIT_NOTE
+from logos.runners.live import LiveOutput
 from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
+from sandboxd.supervisor import PROTOCOL
 from sandboxd.supervisor_client import (
+    LIVE_PIECE_BOUND,
+    LIVE_TOTAL_BOUND,
     ChannelLost,
     RunMessage,
     SupervisorChannel,
@@ -233,12 +237,30 @@ HOSTILE_REPLIES = {
         b'{"id": 1, "stdout_bytes": 50000000, "stderr_bytes": 0}\n' + b"x" * 4 * 1024**2
     ),
     "a reply to a command never sent": b'{"id": 99, "stdout_bytes": 0, "stderr_bytes": 0}\n',
+    "live output of a command that did not ask for it": (
+        b'{"id": 1, "phase": "live", "stdout_bytes": 1, "stderr_bytes": 0}\nx'
+    ),
+}
+_LIVE_PIECE = b'{"id": 1, "phase": "live", "stdout_bytes": %d, "stderr_bytes": 0}\n'
+HOSTILE_LIVE_REPLIES = {
+    "a live piece over its bound": (
+        _LIVE_PIECE % (LIVE_PIECE_BOUND + 1) + b"x" * (LIVE_PIECE_BOUND + 1)
+    ),
+    "live pieces over the command's live limit": (
+        _LIVE_PIECE % LIVE_PIECE_BOUND + b"x" * LIVE_PIECE_BOUND
+    )
+    * (LIVE_TOTAL_BOUND // LIVE_PIECE_BOUND + 1),
 }
 
 
-@pytest.mark.parametrize("reply", list(HOSTILE_REPLIES), ids=list(HOSTILE_REPLIES))
+@pytest.mark.parametrize(
+    "reply",
+    [*HOSTILE_REPLIES, *HOSTILE_LIVE_REPLIES],
+    ids=[*HOSTILE_REPLIES, *HOSTILE_LIVE_REPLIES],
+)
 async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
     """A compromised supervisor cannot make the backend buffer without bound, or confuse it."""
+    hostile = HOSTILE_REPLIES.get(reply) or HOSTILE_LIVE_REPLIES[reply]
     socket_path = tmp_path / "s"
     listener = await anyio.create_unix_listener(socket_path)
 
@@ -246,12 +268,12 @@ async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
         with socket.socket(socket.AF_UNIX) as peer:
             peer.connect(str(socket_path))
             peer.sendall(
-                b'{"hello": "sandboxd-supervisor", "protocol": 3, "pid": 1, "shell": "x", '
-                b'"mounts": [], "unix_sockets": "denied"}\n'
+                b'{"hello": "sandboxd-supervisor", "protocol": %d, "pid": 1, "shell": "x", '
+                b'"mounts": [], "unix_sockets": "denied"}\n' % PROTOCOL
             )
             peer.recv(4096)
             with contextlib.suppress(OSError):
-                peer.sendall(HOSTILE_REPLIES[reply])
+                peer.sendall(hostile)
                 peer.recv(1)  # until the backend hangs up
 
     async with anyio.create_task_group() as tasks:
@@ -266,14 +288,17 @@ async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
             timeout_s=5,
             max_output_bytes=1024,
             max_saved_output_bytes=0,
+            live=reply in HOSTILE_LIVE_REPLIES,
         )
         with anyio.fail_after(20):
-            lost = await channel.run(message, reply_deadline_s=15)
+            lost = await channel.run(message, reply_deadline_s=15, live=LiveOutput())
         assert isinstance(lost, ChannelLost), lost
         assert (
             "reply line over" in lost.reason
             or "never sent" in lost.reason
-            or ("more than the" in lost.reason)
+            or "more than the" in lost.reason
+            or "not asked for" in lost.reason
+            or "bytes of live output" in lost.reason
         ), lost.reason
     await listener.aclose()
 
