@@ -165,6 +165,10 @@ class HealthResponse(_Response):
     max_sessions: int | None = None
     """The daemon's cap on them (over it, a new session is answered 429)."""
     max_sessions_per_caller: int | None = None
+    warm: int | None = None
+    """Warm sandboxes waiting in the pool, counted in `containers` (None: an older daemon)."""
+    pool_problem: str | None = None
+    """Why the warm pool could not fill lately: new sessions start without it, slower."""
 
 
 class SessionModel(_Response):

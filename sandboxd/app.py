@@ -584,6 +584,8 @@ class App:
             containers=report.containers,
             max_sessions=report.max_sessions,
             max_sessions_per_caller=report.max_sessions_per_caller,
+            warm=report.warm,
+            pool_problem=report.pool_problem,
         )
         return Response.json(200 if report.ok else 503, answer)
 

@@ -247,6 +247,11 @@ class HealthReport:
     """Sandbox containers of all callers, starting and closing ones included."""
     max_sessions: int
     max_sessions_per_caller: int
+    warm: int = 0
+    """Warm sandboxes waiting in the pool (counted in `containers`), see sandboxd.pool."""
+    pool_problem: str | None = None
+    """Why the pool could not fill lately (new sessions then start cold): a warning, not a
+    problem: sandboxes still start."""
 
 
 class BackendError(Exception):

@@ -27,6 +27,7 @@ from pydantic import (
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.backend import Limits
 from sandboxd.paths import default_state_dir
+from sandboxd.pool import PoolSettings
 from sandboxd.sizes import Size
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
@@ -88,6 +89,9 @@ class DaemonConfig(BaseModel):
     """Env names or fnmatch patterns passed through even though they look like secrets."""
     limits: Limits = Limits()
     """Resources of each container."""
+    pool: PoolSettings = PoolSettings()
+    """Sandboxes kept warm for the specs asked for lately, so a new session waits for no
+    container start (see sandboxd.pool)."""
     default_timeout_s: Seconds = 120.0
     """Timeout of a command whose request sets none."""
     max_timeout_s: Seconds = 3600.0
@@ -210,8 +214,9 @@ def _describe(exc: ValidationError, source: str) -> str:
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
         if error["type"] == "extra_forbidden":
-            in_limits = len(error["loc"]) > 1 and error["loc"][0] == "limits"
-            fields = Limits.model_fields if in_limits else DaemonConfig.model_fields
+            tables: dict[object, type[BaseModel]] = {"limits": Limits, "pool": PoolSettings}
+            table = tables.get(error["loc"][0]) if len(error["loc"]) > 1 else None
+            fields = (table or DaemonConfig).model_fields
             known = ", ".join(sorted(fields))
             problems.append(f"unknown key {key!r} (known keys: {known})")
         else:

@@ -68,6 +68,7 @@ from sandboxd.docker.ownership import (
     is_orphan,
 )
 from sandboxd.mount_check import check_mounts
+from sandboxd.pool import PoolSettings
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
 from sandboxd.step_clock import StepClock, describe_steps
@@ -112,6 +113,10 @@ class _Container(Sandbox):
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
         return super().usable() and (self.channel is None or self.channel.lost_reason is None)
 
+    def hand_to(self, session: str) -> None:
+        super().hand_to(session)
+        self.start_steps = {}  # it started ahead of time: this session waited for no step
+
 
 class DockerBackend(AsyncCloseable):
     """Runs commands in per-session Docker containers; see sandboxd.backend for the contract."""
@@ -125,8 +130,10 @@ class DockerBackend(AsyncCloseable):
         state_dir: Path,
         docker_base_url: str | None = None,
         session_caps: SessionCaps | None = None,
+        pool: PoolSettings | None = None,
     ) -> None:
-        """`session_caps`: by default derived from the host for the default Limits."""
+        """`session_caps`: by default derived from the host for the default Limits; `pool`:
+        how many sandboxes to keep warm (None: none, see sandboxd.pool)."""
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
@@ -156,6 +163,7 @@ class DockerBackend(AsyncCloseable):
             start=self._start_sandbox,
             tear_down=self._tear_down,
             spawn=self._background,
+            pool=pool,
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
@@ -172,6 +180,8 @@ class DockerBackend(AsyncCloseable):
         logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
         self._tasks.start_soon(self._sessions.reap_idle)
+        if self._sessions.pool.enabled:
+            self._tasks.start_soon(self._sessions.pool.run)
         # The engine may be down: health() reports it and run() raises until it is back.
         with contextlib.suppress(EngineUnavailableError):
             await self.gc()
@@ -222,6 +232,8 @@ class DockerBackend(AsyncCloseable):
             containers=self._sessions.slots.in_use,
             max_sessions=self._sessions.slots.caps.total,
             max_sessions_per_caller=self._sessions.slots.caps.per_caller,
+            warm=len(self._sessions.pool.boxes()),
+            pool_problem=self._sessions.pool.last_failure,
         )
 
     async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
@@ -269,7 +281,8 @@ class DockerBackend(AsyncCloseable):
         listed = await self._engine.call(
             lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
         )
-        tracked = {box.container_id for box in self._sessions.all()}
+        boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
+        tracked = {box.container_id for box in boxes}
         doomed = []
         for container in listed:
             labels = container.get("Labels") or {}
@@ -558,7 +571,8 @@ class DockerBackend(AsyncCloseable):
     def _remove_stale_control_dirs(self, container_names: set[str]) -> None:
         """Control dirs of containers that no longer exist (e.g. a killed daemon's)."""
         tokens = {name.rsplit("-", 1)[-1] for name in container_names}
-        live = {box.control_dir.name for box in self._sessions.all()}
+        boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
+        live = {box.control_dir.name for box in boxes}
         now = time.time()
         try:
             entries = list(self._control_root.iterdir())
