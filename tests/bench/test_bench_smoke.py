@@ -255,6 +255,23 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    completed = run_bench("--quick", "--only", "pool", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["pool"]
+    assert section["problems"] == []
+    assert section["raw"]["missed"] == 0, "every pooled start found a warm sandbox"
+    starts = section["samples_s"]["New session start, warm pool"]
+    assert [len(series) for series in starts.values()] == [plan.pool_iterations] * 3
+    bursts = section["raw"]["bursts"]
+    assert [burst["errors"] for burst in bursts.values()] == [[], []]
+    goals = {target["goal"] for target in section["targets"]}
+    assert "new session from the warm pool <= 0.3x docker run --rm" in goals
+
+
 def children_of(parent: int, marker: bytes) -> list[int]:
     """Live processes whose parent is `parent` and whose command line holds `marker`."""
     found = []
