@@ -137,6 +137,24 @@ class StartResponse(_Response):
     """Seconds each step of the start took, in order, when this request started it."""
 
 
+class ForkRequest(_Request):
+    """POST /v1/sessions/{id}/fork: new sessions, each starting from a copy of what the
+    session's commands changed outside its mounts (its /tmp and $HOME)."""
+
+    into: tuple[Annotated[str, Field(pattern=SESSION_PATTERN)], ...] = Field(min_length=1)
+    """The new sessions' ids (unused ones; at most the daemon's max_forks)."""
+    share_writable_mounts: bool = False
+    """Let every fork write to the session's read-write paths at once (they may overwrite
+    each other's work); without it, forking a session with read-write paths is refused."""
+
+
+class ForkResponse(_Response):
+    """POST /v1/sessions/{id}/fork: every fork started and filled."""
+
+    session: str
+    forks: list[StartResponse]
+
+
 class ErrorDetail(_Response):
     code: str
     """Machine-readable, e.g. "path_refused", "engine_unavailable"."""

@@ -135,6 +135,9 @@ class DaemonConfig(BaseModel):
     """A new sandbox over the caps first makes room by removing the least recently used idle
     sandbox of a temenos caller; when all of those are busy, it waits this long for one to go
     idle, then gets the 429."""
+    max_forks: int = Field(default=16, ge=1, le=256)
+    """Forks one request may ask for (POST /v1/sessions/{id}/fork); each is a sandbox under
+    the session caps and a copy of the session's /tmp and $HOME."""
     temenos_background_after_s: Seconds = 30.0
     """On temenos's POST /run, a command still running after this long goes on as a job and
     is answered with its id (temenos's threshold)."""

@@ -225,6 +225,16 @@ class Sessions(Generic[BoxT]):
             return None
         return box
 
+    def sandboxes_of(self, session: str) -> list[BoxT]:
+        """The session's live sandboxes (none for an unknown session)."""
+        record = self._sessions.get(session)
+        boxes = record.sandboxes.values() if record is not None else ()
+        return [box for box in boxes if box.usable()]
+
+    def known(self, session: str) -> bool:
+        """Whether the session has a sandbox or one is starting."""
+        return session in self._sessions or any(key[0] == session for key in self._start_locks)
+
     def all(self) -> list[BoxT]:
         return [box for record in self._sessions.values() for box in record.sandboxes.values()]
 

@@ -21,7 +21,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from sandboxd.backend import (
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
+    ForkRefusedError,
     HealthReport,
     ImageMissingError,
     Limits,
@@ -56,6 +57,7 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
+from sandboxd.docker.fork import CopyPlan, ForkCopyError, copy_changes
 from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
@@ -268,6 +270,112 @@ class DockerBackend(AsyncCloseable):
                 return await self._run_supervised(box, box.channel, request)
             result = await self._run_exec(box, request)
         return ExecOutcome(result, sandbox=box.name)
+
+    async def fork(
+        self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
+    ) -> list[StartOutcome]:
+        """New sessions `into`, each holding a copy of the session's /tmp and $HOME; see
+        sandboxd.backend.Backend.fork."""
+        source = self._fork_source(session, into)
+        spec = source.spec
+        writable = [mount.path for mount in spec.mounts if not mount.read_only]
+        if writable and not share_writable_mounts:
+            # WHY refused rather than mounted read-only in the forks: their commands would
+            # then need other settings than the session's to reach their sandboxes. N forks
+            # writing to one host directory at once overwrite each other's work: only a
+            # caller who asks gets that.
+            raise ForkRefusedError(
+                f"its sandbox mounts {writable[0]} read-write, and every fork would write to "
+                "it at once: ask for share_writable_mounts if that is what you want, or fork "
+                "a session whose paths are read-only (copy what the forks change into /tmp)",
+                code="writable_mounts",
+                status=409,
+            )
+        outcomes: dict[str, StartOutcome] = {}
+        with source.running_command():  # idle reaping leaves it alone while it is copied
+            try:
+                async with anyio.create_task_group() as starts:
+                    for target in into:
+                        starts.start_soon(self._start_fork, target, spec, outcomes)
+                failed = [o.error for o in outcomes.values() if o.state == "failed"]
+                if failed:
+                    raise BackendError(
+                        f"{len(failed)} of {len(into)} forks of session {session} did not "
+                        f"start: {failed[0]}; none was kept",
+                        code="fork_failed",
+                    )
+                boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
+                plan = CopyPlan(
+                    source=source.container_id,
+                    targets=[box.container_id for box in boxes],
+                    user=f"{spec.uid}:{spec.gid}",
+                    roots=source.layout.scratch,
+                    mounts=[mount.path for mount in spec.mounts],
+                )
+                try:
+                    await anyio.to_thread.run_sync(
+                        self._exec_engine.call_blocking,
+                        functools.partial(copy_changes, plan=plan),
+                        limiter=self._exec_engine.limiter,
+                    )
+                except ForkCopyError as exc:
+                    raise BackendError(
+                        f"session {session} could not be copied into its forks: {exc}; none "
+                        "was kept",
+                        code="fork_failed",
+                    ) from exc
+                except docker.errors.APIError as exc:
+                    raise BackendError(
+                        f"the Docker engine refused to copy session {session} into its forks: "
+                        f"{api_error_text(exc)}; none was kept",
+                        code="fork_failed",
+                    ) from exc
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    for target in into:
+                        await self._sessions.close(target)
+                raise
+        return [outcomes[target] for target in into]
+
+    def _fork_source(self, session: str, into: Sequence[str]) -> _Container:
+        boxes = self._sessions.sandboxes_of(session)
+        if not boxes:
+            raise ForkRefusedError(
+                "it has no running sandbox: start it (or run a command in it) first",
+                code="unknown_session",
+                status=404,
+            )
+        if len(boxes) > 1:
+            raise ForkRefusedError(
+                f"it has {len(boxes)} sandboxes (commands with different settings): fork "
+                "a session whose commands all use the same settings",
+                code="ambiguous_session",
+                status=409,
+            )
+        source = boxes[0]
+        if source.running:
+            raise ForkRefusedError(
+                f"it is busy ({source.running} command(s) or jobs running): fork it once "
+                "they ended, so that the copy is of a state no command is changing",
+                code="session_busy",
+                status=409,
+            )
+        if session in into or any(self._sessions.known(target) for target in into):
+            raise ForkRefusedError(
+                "a session it would fork into exists already: forks go into new sessions; "
+                "choose unused session ids",
+                code="session_exists",
+                status=409,
+            )
+        return source
+
+    async def _start_fork(
+        self, target: str, spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+    ) -> None:
+        try:
+            outcomes[target] = await self.start(target, spec)
+        except BackendError as exc:
+            outcomes[target] = StartOutcome("failed", error=exc.message)
 
     async def list_sessions(self) -> list[SessionInfo]:
         return self._sessions.infos()

@@ -60,6 +60,7 @@ max_output_memory = "2g"
 max_output_memory_wait_s = 0
 audit_log_max_bytes = "1m"
 audit_log_backups = 0
+max_forks = 4
 
 [limits]
 memory = "512m"
@@ -91,6 +92,7 @@ remember_s = 60
     assert config.max_allowed_paths == 8
     assert (config.max_output_memory, config.max_output_memory_wait_s) == (2 * 1024**3, 0.0)
     assert (config.audit_log_max_bytes, config.audit_log_backups) == (1024**2, 0)
+    assert config.max_forks == 4
 
 
 def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> None:
@@ -112,6 +114,7 @@ def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> 
         ('[limits]\nmemory = "lots"', "is not a size"),
         ("[limits]\nmemory = 1024", "limits.memory"),
         ("[limits]\npids = 2", "limits.pids"),
+        ("max_forks = 0", "max_forks"),
         ("[pool]\nsize = -1", "pool.size"),
         ("[pool]\nsize = 1000", "pool.size"),
         ('[pool]\nmemory = "lots"', "is not a size"),
