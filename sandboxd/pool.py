@@ -1,4 +1,4 @@
-"""The warm pool: sandboxes started ahead of time for the specs callers asked for recently.
+"""The warm pool: sandboxes started ahead of time for the specs callers ask for again and again.
 
 WHY keyed by the whole SandboxSpec (mounts with their pinned identities, uid, limits,
 network, image): Docker cannot add a bind mount to a running container, and attaching the
@@ -54,7 +54,8 @@ class PoolSettings(BaseModel):
     memory: Annotated[Size, Field(ge=0)] = 4 * 1024**3
     """The memory limits of the warm sandboxes add up to at most this (bytes or "4g")."""
     remember_s: float = Field(default=600.0, gt=0, le=86400)
-    """A spec no start asked for in this long gets no warm sandbox any more."""
+    """Sandboxes are kept warm for a spec started at least twice, the last time less than
+    this long ago."""
 
 
 BoxT = TypeVar("BoxT")
@@ -85,6 +86,10 @@ class WarmPool(Generic[BoxT]):
         self._spawn = spawn
         self._asked: dict[SandboxSpec, float] = {}
         """Specs asked for, with when last, oldest first."""
+        self._again: set[SandboxSpec] = set()
+        """Those asked for again while remembered: only they are kept warm. WHY: a spec seen
+        once (each task of a batch mounts a workspace of its own) may never come back, and
+        warming it would cost a container start for nothing."""
         self._warm: dict[SandboxSpec, list[BoxT]] = {}
         self.filling: list[SandboxSpec] = []
         """Specs of the warm sandboxes starting now (one entry each): a caller's start that
@@ -108,9 +113,10 @@ class WarmPool(Generic[BoxT]):
         """A start asked for `spec`: keep sandboxes warm for it."""
         if not self.enabled or self.closed:
             return
-        self._asked.pop(spec, None)
+        if self._asked.pop(spec, None) is not None:
+            self._again.add(spec)
+            self._wake.set()
         self._asked[spec] = time.monotonic()
-        self._wake.set()
 
     def take(self, spec: SandboxSpec) -> BoxT | None:
         """A warm sandbox for exactly `spec`, removed from the pool; None on a miss."""
@@ -148,6 +154,7 @@ class WarmPool(Generic[BoxT]):
         """Fill no more; discard every warm sandbox."""
         self.closed = True
         self._asked.clear()
+        self._again.clear()
         doomed = self.boxes()
         self._warm.clear()
         with anyio.CancelScope(shield=True):
@@ -160,6 +167,7 @@ class WarmPool(Generic[BoxT]):
         for spec, asked_at in list(self._asked.items()):
             if asked_at < forgotten_before:
                 del self._asked[spec]
+                self._again.discard(spec)
         for spec, boxes in list(self._warm.items()):
             keep = [box for box in boxes if self._usable(box)] if spec in self._asked else []
             for box in boxes:
@@ -175,11 +183,11 @@ class WarmPool(Generic[BoxT]):
         the size, memory and caps allow."""
         if self.closed or time.monotonic() < self._retry_at:
             return
-        while len(self.filling) < FILLS_AT_ONCE and self._asked:
+        while len(self.filling) < FILLS_AT_ONCE:
             held = len(self.boxes()) + len(self.filling)
-            if held >= self.settings.size:
+            recent = [spec for spec in reversed(self._asked) if spec in self._again]
+            if held >= self.settings.size or not recent:
                 return
-            recent = list(reversed(self._asked))
             spec = min(recent, key=lambda s: len(self._warm.get(s, ())) + self.filling.count(s))
             if self._memory() + spec.limits.memory > self.settings.memory:
                 return

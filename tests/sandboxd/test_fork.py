@@ -138,6 +138,7 @@ async def test_forks_take_warm_sandboxes_when_the_pool_has_them() -> None:
             image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps, pool=pool
         ) as backend:
             box = spec()
+            await sh(backend, "other", "true", box)  # a spec asked for again is kept warm
             await sh(backend, "source", "echo warm > /tmp/state", box)
             with anyio.fail_after(60):
                 while len(backend._sessions.pool.boxes()) < 2:

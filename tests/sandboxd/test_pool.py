@@ -49,9 +49,8 @@ def remove_our_containers(docker_client: Any) -> Iterator[None]:
         all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
     ):
         owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
-        if owner[2:3] == [str(os.getpid())] or container.labels.get(LABEL_SESSION) == (
-            "pool-orphan-test"
-        ):
+        session = container.labels.get(LABEL_SESSION, "")
+        if owner[2:3] == [str(os.getpid())] or session.startswith("pool-orphan-test"):
             container.remove(force=True)
 
 
@@ -116,6 +115,13 @@ async def until_warm(backend: DockerBackend, count: int) -> None:
             await anyio.sleep(0.05)
 
 
+async def seed(backend: DockerBackend, box: SandboxSpec) -> None:
+    """Start two sessions of `box` (both cold): a spec asked for again is kept warm."""
+    for session in ("seed-1", "seed-2"):
+        started = await backend.start(session, box)
+        assert not started.sandbox.startswith(WARM_PREFIX)
+
+
 async def run(backend: DockerBackend, session: str, box: SandboxSpec, command: str) -> Any:
     return await backend.run(session, box, ExecRequest(command))
 
@@ -131,6 +137,10 @@ async def test_a_new_session_takes_a_warm_sandbox_and_the_pool_refills(
 ) -> None:
     first = await backend.start("first", spec())
     assert first.state == "started" and not first.sandbox.startswith(WARM_PREFIX)  # cold
+    await anyio.sleep(1.5)  # time enough to start one, were it warmed
+    assert warm_names(backend) == set(), "a spec asked for once is not kept warm"
+    again = await backend.start("again", spec())
+    assert not again.sandbox.startswith(WARM_PREFIX)
     await until_warm(backend, 2)
     warm = warm_names(backend)
     claimed = await backend.start("second", spec())
@@ -145,7 +155,7 @@ async def test_a_new_session_takes_a_warm_sandbox_and_the_pool_refills(
 async def test_a_claimed_sandbox_is_never_handed_to_a_second_session(
     backend: DockerBackend, docker_client: Any
 ) -> None:
-    await backend.start("seed", spec())
+    await seed(backend, spec())
     await until_warm(backend, 2)
     one = await run(backend, "one", spec(), "echo from-one > /tmp/left; hostname")
     two = await run(backend, "two", spec(), "cat /tmp/left 2>&1; true")
@@ -165,7 +175,7 @@ async def test_a_warm_sandbox_of_another_spec_is_never_claimed(
 ) -> None:
     """Attack: a caller must not land in a sandbox warmed for someone else's paths or uid."""
     theirs = spec(Mount.of(str(dirs["theirs"]), read_only=False))
-    await backend.start("them", theirs)
+    await seed(backend, theirs)
     await until_warm(backend, 2)
     mine = spec(Mount.of(str(dirs["mine"])))
     probe = f"cat marker; ls {dirs['theirs']} 2>&1; true"
@@ -183,7 +193,7 @@ async def test_read_only_stays_read_only_in_a_warm_sandbox(
     backend: DockerBackend, dirs: dict[str, Path]
 ) -> None:
     read_only = spec(Mount.of(str(dirs["mine"]), read_only=True))
-    await backend.start("seed", read_only)
+    await seed(backend, read_only)
     await until_warm(backend, 2)
     result = await run(backend, "claim", read_only, "cat marker; echo x > marker; touch new")
     assert result.sandbox.startswith(WARM_PREFIX)
@@ -206,7 +216,7 @@ async def test_a_symlink_swapped_in_after_the_check_does_not_redirect_a_warm_mou
     """Attack: the path is checked (pinned) by the request, then swapped with a symlink to a
     secret directory before the claim. The claimed sandbox shows what was checked."""
     checked = spec(Mount.of(str(dirs["mine"]), read_only=False))
-    await backend.start("seed", checked)
+    await seed(backend, checked)
     await until_warm(backend, 2)
     link = dirs["mine"].with_name(dirs["mine"].name + "-link")
     link.symlink_to(dirs["secret"])
@@ -246,6 +256,7 @@ async def test_warm_sandboxes_are_hardened_like_cold_ones(
     box = spec(Mount.of(str(dirs["mine"]), read_only=True))
     async with pooled(state_dir, size=1) as backend:
         cold = await backend.start("cold", box)
+        await backend.start("cold-2", box)
         await until_warm(backend, 1)
         warm = await backend.start("warm", box)
         assert warm.sandbox.startswith(WARM_PREFIX) and not cold.sandbox.startswith(WARM_PREFIX)
@@ -259,12 +270,12 @@ async def test_warm_sandboxes_are_hardened_like_cold_ones(
 
 async def test_the_pool_keeps_to_its_size_and_memory(state_dir: Path) -> None:
     async with pooled(state_dir, size=3, memory=2 * SMALL.memory) as backend:
-        await backend.start("seed", spec())
+        await seed(backend, spec())
         await until_warm(backend, 2)
         await anyio.sleep(2)  # time enough for a third, were it allowed
         assert len(backend._sessions.pool.boxes()) == 2
     async with pooled(state_dir, size=1) as backend:
-        await backend.start("seed", spec())
+        await seed(backend, spec())
         await until_warm(backend, 1)
         await anyio.sleep(2)
         assert len(backend._sessions.pool.boxes()) == 1
@@ -273,9 +284,9 @@ async def test_the_pool_keeps_to_its_size_and_memory(state_dir: Path) -> None:
 async def test_warm_sandboxes_give_way_to_a_callers_start_under_the_caps(
     state_dir: Path, dirs: dict[str, Path]
 ) -> None:
-    async with pooled(state_dir, size=2, total=3) as backend:
-        await backend.start("seed", spec())
-        await until_warm(backend, 2)  # the caps are full: 1 session, 2 warm
+    async with pooled(state_dir, size=2, total=4) as backend:
+        await seed(backend, spec())
+        await until_warm(backend, 2)  # the caps are full: 2 sessions, 2 warm
         other = spec(Mount.of(str(dirs["mine"])))
         with anyio.fail_after(30):
             result = await run(backend, "other", other, "cat marker")
@@ -313,7 +324,7 @@ async def test_an_engine_down_fails_starts_promptly_with_the_pool_on(state_dir: 
 
 async def test_no_warm_sandbox_outlives_its_backend(state_dir: Path, docker_client: Any) -> None:
     async with pooled(state_dir) as backend:
-        await backend.start("seed", spec())
+        await seed(backend, spec())
         await until_warm(backend, 2)
         assert len(started_warm(docker_client)) == 2
     assert started_warm(docker_client) == set()
@@ -338,6 +349,7 @@ async def test_warm_sandboxes_of_a_killed_backend_are_swept(
                 limits = Limits(memory=256 * 1024**2)
                 spec = SandboxSpec({SANDBOX_IMAGE!r}, (), False, {UID}, {GID}, limits)
                 await b.start("pool-orphan-test", spec)
+                await b.start("pool-orphan-test-2", spec)
                 while len(b._sessions.pool.boxes()) < 2:
                     await anyio.sleep(0.05)
                 print(" ".join(box.name for box in b._sessions.pool.boxes()), flush=True)
@@ -371,13 +383,14 @@ def test_the_daemon_keeps_the_configured_pool_warm_and_reports_it(
     """Through the real daemon: the `[pool]` table, the policy's checked paths, health."""
     body = {"allowed_paths": [{"path": str(dirs["mine"]), "read_only": True}]}
     with running_daemon(docker_client, "[pool]\nsize = 1\n") as daemon, daemon.client() as http:
-        cold = http.post(f"{API_PREFIX}/sessions/a/start", json=body).json()
-        assert not cold["sandbox"].startswith(WARM_PREFIX)
+        for session in ("a", "a2"):
+            cold = http.post(f"{API_PREFIX}/sessions/{session}/start", json=body).json()
+            assert not cold["sandbox"].startswith(WARM_PREFIX)
         deadline = time.monotonic() + 60
         while (health := http.get(f"{API_PREFIX}/health").json())["warm"] != 1:
             assert time.monotonic() < deadline, health
             time.sleep(0.05)
-        assert health["containers"] == 2 and health["pool_problem"] is None
+        assert health["containers"] == 3 and health["pool_problem"] is None
         warm = http.post(f"{API_PREFIX}/sessions/b/start", json=body).json()
         assert warm["state"] == "started" and warm["sandbox"].startswith(WARM_PREFIX)
         ran = http.post(f"{API_PREFIX}/run", json={**body, "session": "b", "command": "cat marker"})
