@@ -12,11 +12,13 @@ from typing import Any
 import anyio
 import pytest
 
+from logos.options import ExecOptions
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from sandboxd.pool import PoolSettings
+from sandboxd.runner import SandboxForkError, SandboxRunner
 from sandboxd.session_caps import SessionCaps
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import running_daemon
@@ -178,3 +180,29 @@ def test_the_fork_route_answers_clear_refusals(docker_client: Any) -> None:
         assert read.json()["stdout"] == "x\n"
         again = http.post(fork, json={"into": ["a"]})
         assert again.status_code == 409 and again.json()["error"]["code"] == "session_exists"
+
+
+async def test_a_sandbox_runner_forks_into_runners_of_their_own(docker_client: Any) -> None:
+    with running_daemon(docker_client) as daemon:
+        runner = SandboxRunner(daemon.socket)
+        try:
+            with pytest.raises(SandboxForkError, match="404 unknown_session"):
+                await runner.fork(2)
+            assert (await runner.run("echo prepared > /tmp/state", ExecOptions())).ok
+            forks = await runner.fork(2)
+            try:
+                assert len({fork.session for fork in forks} | {runner.session}) == 3
+                for fork in forks:
+                    seen = await fork.run(
+                        f"cat /tmp/state; echo {fork.session} > /tmp/state", ExecOptions()
+                    )
+                    assert seen.stdout == "prepared\n", seen
+                assert (await runner.run("cat /tmp/state", ExecOptions())).stdout == "prepared\n"
+            finally:
+                for fork in forks:
+                    await fork.aclose()
+            with daemon.client() as http:
+                listed = http.get(f"{API_PREFIX}/sessions").json()["sessions"]
+            assert [session["id"] for session in listed] == [runner.session]
+        finally:
+            await runner.aclose()
