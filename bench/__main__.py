@@ -21,6 +21,7 @@ import anyio
 from bench import (
     batch,
     flood,
+    fork,
     local_model,
     loop_overhead,
     overlap,
@@ -59,6 +60,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     page.FAMILY: (page.TITLE, page.run),
     prepare.FAMILY: (prepare.TITLE, prepare.run),
     pool.FAMILY: (pool.TITLE, pool.run),
+    fork.FAMILY: (fork.TITLE, fork.run),
     batch.FAMILY: (batch.TITLE, batch.run),
     small_model.FAMILY: (small_model.TITLE, small_model.run),
     local_model.FAMILY: (local_model.TITLE, local_model.run),

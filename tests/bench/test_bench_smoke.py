@@ -272,6 +272,19 @@ def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
     assert "new session from the warm pool <= 0.3x docker run --rm" in goals
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_fork_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    completed = run_bench("--quick", "--only", "fork", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["fork"]
+    assert section["problems"] == [], "every fork held the source's changes"
+    series = section["samples_s"][f"Fork of {plan.fork_mb} MB of changes"]
+    assert [len(samples) for samples in series.values()] == [plan.fork_iterations] * 2
+    assert section["raw"] == {"mb": plan.fork_mb, "into": plan.fork_into}
+
+
 def children_of(parent: int, marker: bytes) -> list[int]:
     """Live processes whose parent is `parent` and whose command line holds `marker`."""
     found = []
