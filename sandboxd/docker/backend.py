@@ -297,11 +297,11 @@ class DockerBackend(AsyncCloseable):
                 async with anyio.create_task_group() as starts:
                     for target in into:
                         starts.start_soon(self._start_fork, target, spec, outcomes)
-                failed = [o.error for o in outcomes.values() if o.state == "failed"]
+                failed = [o.error for o in outcomes.values() if o.state != "started"]
                 if failed:
                     raise BackendError(
-                        f"{len(failed)} of {len(into)} forks of session {session} did not "
-                        f"start: {failed[0]}; none was kept",
+                        f"{len(failed)} of {len(into)} forks did not start: {failed[0]}; "
+                        "none was kept",
                         code="fork_failed",
                     )
                 boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
@@ -320,20 +320,22 @@ class DockerBackend(AsyncCloseable):
                     )
                 except ForkCopyError as exc:
                     raise BackendError(
-                        f"session {session} could not be copied into its forks: {exc}; none "
-                        "was kept",
+                        f"the session could not be copied into its forks: {exc}; none was kept",
                         code="fork_failed",
                     ) from exc
                 except docker.errors.APIError as exc:
                     raise BackendError(
-                        f"the Docker engine refused to copy session {session} into its forks: "
+                        "the Docker engine refused to copy the session into its forks: "
                         f"{api_error_text(exc)}; none was kept",
                         code="fork_failed",
                     ) from exc
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    for target in into:
-                        await self._sessions.close(target)
+                    # Only the forks this call started: a session of the same id another
+                    # request started meanwhile is not ours to close.
+                    for target, outcome in outcomes.items():
+                        if outcome.state == "started":
+                            await self._sessions.close(target)
                 raise
         return [outcomes[target] for target in into]
 
@@ -373,9 +375,14 @@ class DockerBackend(AsyncCloseable):
         self, target: str, spec: SandboxSpec, outcomes: dict[str, StartOutcome]
     ) -> None:
         try:
-            outcomes[target] = await self.start(target, spec)
+            outcome = await self.start(target, spec)
         except BackendError as exc:
-            outcomes[target] = StartOutcome("failed", error=exc.message)
+            outcome = StartOutcome("failed", error=exc.message)
+        if outcome.state == "running":  # another request started it after the check
+            outcome = StartOutcome(
+                "failed", error="a session it forks into was started meanwhile by another request"
+            )
+        outcomes[target] = outcome
 
     async def list_sessions(self) -> list[SessionInfo]:
         return self._sessions.infos()

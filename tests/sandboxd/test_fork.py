@@ -14,7 +14,7 @@ import pytest
 
 from logos.options import ExecOptions
 from sandboxd.api import API_PREFIX
-from sandboxd.backend import ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
+from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from sandboxd.pool import PoolSettings
@@ -110,6 +110,19 @@ async def test_a_fork_of_an_unknown_busy_or_taken_session_is_refused(
             await backend.fork("source", ["f1"])
         assert (busy.value.status, busy.value.code) == (409, "session_busy")
         assert "busy" in str(busy.value)
+
+
+async def test_a_fork_that_cannot_be_filled_leaves_no_fork_behind(
+    backend: DockerBackend,
+) -> None:
+    box = spec()
+    await sh(backend, "source", "echo x > /tmp/unreadable && chmod 000 /tmp/unreadable", box)
+    with pytest.raises(BackendError) as failed:
+        await backend.fork("source", ["f1", "f2"])
+    assert failed.value.code == "fork_failed"
+    assert "Permission denied" in str(failed.value) and "none was kept" in str(failed.value)
+    assert [info.id for info in await backend.list_sessions()] == ["source"]
+    assert (await backend.run("f1", box, ExecRequest("ls /tmp"))).result.stdout == ""
 
 
 async def test_read_write_mounts_are_shared_by_forks_only_when_asked(
