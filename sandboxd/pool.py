@@ -36,6 +36,9 @@ RETRY_FIRST_S = 2.0
 """After a fill failed (engine down, image missing), the pool waits this long, doubling up to
 RETRY_MAX_S, before it tries again; the failure is logged once per streak."""
 RETRY_MAX_S = 60.0
+MAX_REMEMBERED = 1024
+"""Specs remembered at most (the oldest forgotten first): callers choose their paths, so
+the specs they ask for are theirs to multiply; what the daemon holds for them is bounded."""
 CHECK_S = 1.0
 """How often the pool looks for forgotten specs and dead warm sandboxes, even unwoken."""
 
@@ -105,6 +108,11 @@ class WarmPool(Generic[BoxT]):
     def enabled(self) -> bool:
         return self.settings.size > 0
 
+    @property
+    def remembered(self) -> int:
+        """Specs the pool remembers now."""
+        return len(self._asked)
+
     def boxes(self) -> list[BoxT]:
         """Every warm sandbox (gc leaves them alone)."""
         return [box for boxes in self._warm.values() for box in boxes]
@@ -117,6 +125,10 @@ class WarmPool(Generic[BoxT]):
             self._again.add(spec)
             self._wake.set()
         self._asked[spec] = time.monotonic()
+        while len(self._asked) > MAX_REMEMBERED:
+            oldest = next(iter(self._asked))
+            del self._asked[oldest]
+            self._again.discard(oldest)
 
     def take(self, spec: SandboxSpec) -> BoxT | None:
         """A warm sandbox for exactly `spec`, removed from the pool; None on a miss."""

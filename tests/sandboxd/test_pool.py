@@ -28,7 +28,8 @@ from sandboxd.backend import (
 )
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.pool import PoolSettings
+from sandboxd.pinned import FileIdentity
+from sandboxd.pool import MAX_REMEMBERED, PoolSettings
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import POOL_SESSION
 from tests.support.parts import SANDBOX_IMAGE
@@ -292,6 +293,20 @@ async def test_warm_sandboxes_give_way_to_a_callers_start_under_the_caps(
             result = await run(backend, "other", other, "cat marker")
         assert result.result.stdout == "mine\n"
         assert len(backend._sessions.pool.boxes()) == 1
+
+
+async def test_the_specs_a_caller_makes_up_are_remembered_within_a_bound(
+    backend: DockerBackend,
+) -> None:
+    """Attack: every request may name other paths; the pool must not hold them all."""
+    pool = backend._sessions.pool
+    for inode in range(3 * MAX_REMEMBERED):
+        made_up = Mount("/made/up", True, FileIdentity(1, inode, "directory"))
+        pool.note(spec(made_up))
+        pool.note(spec(made_up))  # asked for again: a candidate for warming
+    assert pool.remembered == MAX_REMEMBERED
+    await anyio.sleep(1)
+    assert len(pool.boxes()) + len(pool.filling) <= pool.settings.size
 
 
 async def test_a_pool_that_cannot_fill_warns_and_starts_stay_prompt(
