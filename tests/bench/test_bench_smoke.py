@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import FAMILIES
-from bench.batch import split
+from bench.batch import SANDBOX_POOLED, split
 from bench.plan import Plan
 from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
@@ -346,6 +346,7 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert [(level["where"], level["workers"]) for level in levels] == [
         *(("local", workers) for workers in plan.batch_workers),
         *(("sandbox", workers) for workers in plan.batch_sandbox_workers),
+        *((SANDBOX_POOLED, workers) for workers in plan.batch_sandbox_workers),
         ("ray", 2),
     ]
     for level in levels:
@@ -359,4 +360,5 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert {t["goal"] for t in section["targets"]} == {
         "local, 1 worker: harness overhead ≤ 50 ms/task",
         "sandbox, 1 worker: harness overhead ≤ 50 ms/task",
+        f"{SANDBOX_POOLED}, {max(plan.batch_sandbox_workers)} workers: ≥ 5 tasks/s",
     }
