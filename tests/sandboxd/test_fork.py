@@ -193,6 +193,11 @@ def test_the_fork_route_answers_clear_refusals(docker_client: Any) -> None:
         assert read.json()["stdout"] == "x\n"
         again = http.post(fork, json={"into": ["a"]})
         assert again.status_code == 409 and again.json()["error"]["code"] == "session_exists"
+        job = {"session": "src", "command": "sleep 30", "background_after_s": 0.2}
+        assert http.post(f"{API_PREFIX}/run", json=job).json()["job"], "a job keeps it busy"
+        busy = http.post(fork, json={"into": ["c"]})
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_busy"
+        assert "busy" in busy.json()["error"]["message"]
 
 
 async def test_a_sandbox_runner_forks_into_runners_of_their_own(docker_client: Any) -> None:
