@@ -21,11 +21,13 @@ import anyio
 from bench import (
     batch,
     flood,
+    fork,
     local_model,
     loop_overhead,
     overlap,
     page,
     parser_speed,
+    pool,
     prepare,
     roundtrip,
     serve,
@@ -57,6 +59,8 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     serve.FAMILY: (serve.TITLE, serve.run),
     page.FAMILY: (page.TITLE, page.run),
     prepare.FAMILY: (prepare.TITLE, prepare.run),
+    pool.FAMILY: (pool.TITLE, pool.run),
+    fork.FAMILY: (fork.TITLE, fork.run),
     batch.FAMILY: (batch.TITLE, batch.run),
     small_model.FAMILY: (small_model.TITLE, small_model.run),
     local_model.FAMILY: (local_model.TITLE, local_model.run),
@@ -207,7 +211,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="interleaved round trips per method (cold methods and the prepare family take N/3); "
+        help="interleaved round trips per method (cold methods, the prepare and pool families "
+        "take N/3); "
         "default 30, quick 5",
     )
     parser.add_argument(

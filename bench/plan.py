@@ -44,6 +44,14 @@ class Plan:
     """A slower model's, long enough for a container's start on a loaded machine."""
     prepare_sessions: int = 64
     """Sessions started at once."""
+    pool_iterations: int = 20
+    """Interleaved new-session starts with a warm pool, without, and `docker run --rm`."""
+    pool_sessions: int = 64
+    """The warm pool's size, and the sessions started at once from it (and without it)."""
+    fork_mb: int = 200
+    """Changes (MB of /tmp) of the session the fork family forks."""
+    fork_into: int = 8
+    fork_iterations: int = 3
     serve_latency_events: int = 400
     """Deltas whose way from the model to an SSE client is timed."""
     serve_concurrent_runs: int = 50
@@ -97,6 +105,11 @@ class Plan:
             control_flood_requests=2,
             prepare_iterations=2,
             prepare_sessions=4,
+            pool_iterations=2,
+            pool_sessions=4,
+            fork_mb=5,
+            fork_into=2,
+            fork_iterations=1,
             serve_latency_events=50,
             serve_concurrent_runs=8,
             serve_idle_runs=8,
@@ -126,4 +139,5 @@ class Plan:
             roundtrip_iterations=iterations,
             cold_iterations=max(1, round(iterations / 3)),
             prepare_iterations=max(1, round(iterations / 3)),
+            pool_iterations=max(1, round(iterations / 3)),
         )

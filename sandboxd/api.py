@@ -162,6 +162,24 @@ class StartResponse(_Response):
     """Seconds each step of the start took, in order, when this request started it."""
 
 
+class ForkRequest(_Request):
+    """POST /v1/sessions/{id}/fork: new sessions, each starting from a copy of what the
+    session's commands changed outside its mounts (its /tmp and $HOME)."""
+
+    into: tuple[Annotated[str, Field(pattern=SESSION_PATTERN)], ...] = Field(min_length=1)
+    """The new sessions' ids (unused ones; at most the daemon's max_forks)."""
+    share_writable_mounts: bool = False
+    """Let every fork write to the session's read-write paths at once (they may overwrite
+    each other's work); without it, forking a session with read-write paths is refused."""
+
+
+class ForkResponse(_Response):
+    """POST /v1/sessions/{id}/fork: every fork started and filled."""
+
+    session: str
+    forks: list[StartResponse]
+
+
 class ErrorDetail(_Response):
     code: str
     """Machine-readable, e.g. "path_refused", "engine_unavailable"."""
@@ -190,6 +208,10 @@ class HealthResponse(_Response):
     max_sessions: int | None = None
     """The daemon's cap on them (over it, a new session is answered 429)."""
     max_sessions_per_caller: int | None = None
+    warm: int | None = None
+    """Warm sandboxes waiting in the pool, counted in `containers` (None: an older daemon)."""
+    pool_problem: str | None = None
+    """Why the warm pool could not fill lately: new sessions start without it, slower."""
 
 
 class SessionModel(_Response):

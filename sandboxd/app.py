@@ -50,6 +50,8 @@ from sandboxd.api import (
     MAX_JOB_WAIT_S,
     TEMENOS_DEFAULT_TIMEOUT_S,
     CloseSessionResponse,
+    ForkRequest,
+    ForkResponse,
     GcResponse,
     HealthResponse,
     JobModel,
@@ -81,6 +83,7 @@ from sandboxd.backend import (
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
+    ForkRefusedError,
     HealthReport,
     ImageMissingError,
     Mount,
@@ -104,6 +107,7 @@ from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
 _START_ACTION = "start"
+_FORK_ACTION = "fork"
 _JOBS_PREFIX = f"{API_PREFIX}/jobs/"
 _TEMENOS_JOBS_PREFIX = "/jobs/"
 _TEMENOS_STATUSES: dict[str, JobStatus | None] = {
@@ -292,6 +296,8 @@ class App:
                 methods = {"DELETE": self._close_session}
             elif action == _START_ACTION:
                 methods = {"POST": self._start_session}
+            elif action == _FORK_ACTION:
+                methods = {"POST": self._fork_session}
             else:
                 methods = {"GET": self._session_jobs}
         elif methods is None and path.startswith(_JOBS_PREFIX):
@@ -392,6 +398,40 @@ class App:
             steps=dict(outcome.steps),
         )
         return Response.json(200, answer)
+
+    async def _fork_session(self, request: Request, note: AuditNote) -> Response:
+        session = request.path.removeprefix(_SESSIONS_PREFIX).partition("/")[0]
+        note.session = session
+        _check_session_id(session)
+        body = _parse(ForkRequest, request.body)
+        most = self._config.max_forks
+        if len(body.into) > most:
+            raise _Problem(
+                422,
+                "too_many_forks",
+                f"the request asks for {len(body.into)} forks and this daemon makes at most "
+                f"{most} at once (max_forks in its config): fork in several requests",
+            )
+        if len(set(body.into)) != len(body.into):
+            raise _Problem(422, "invalid_request", "into lists a session id twice: list each once")
+        uid = _identity(request.peer)[0]
+        try:
+            outcomes = await self._backend.fork(
+                _backend_session(uid, session),
+                [_backend_session(uid, target) for target in body.into],
+                share_writable_mounts=body.share_writable_mounts,
+            )
+        except ForkRefusedError as refused:
+            raise _Problem(
+                refused.status, refused.code, f"cannot fork session {session!r}: {refused}"
+            ) from None
+        except BackendError as exc:
+            raise _backend_problem(exc) from None
+        forks = [
+            StartResponse(session=target, state="started", sandbox=o.sandbox, steps=dict(o.steps))
+            for target, o in zip(body.into, outcomes, strict=True)
+        ]
+        return Response.json(200, ForkResponse(session=session, forks=forks))
 
     async def _execute_watched(
         self, order: _Order, peer: PeerCredentials | None, note: AuditNote, early: EarlyAnswer
@@ -638,6 +678,8 @@ class App:
             containers=report.containers,
             max_sessions=report.max_sessions,
             max_sessions_per_caller=report.max_sessions_per_caller,
+            warm=report.warm,
+            pool_problem=report.pool_problem,
         )
         return Response.json(200 if report.ok else 503, answer)
 

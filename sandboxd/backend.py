@@ -9,7 +9,7 @@ one case in sandboxd.backends. Importing this module never imports an engine's c
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Protocol
 
@@ -34,6 +34,7 @@ __all__ = [
     "EngineUnavailableError",
     "ExecOutcome",
     "ExecRequest",
+    "ForkRefusedError",
     "HealthReport",
     "ImageMissingError",
     "Limits",
@@ -251,6 +252,11 @@ class HealthReport:
     """Sandbox containers of all callers, starting and closing ones included."""
     max_sessions: int
     max_sessions_per_caller: int
+    warm: int = 0
+    """Warm sandboxes waiting in the pool (counted in `containers`), see sandboxd.pool."""
+    pool_problem: str | None = None
+    """Why the pool could not fill lately (new sessions then start cold): a warning, not a
+    problem: sandboxes still start."""
 
 
 class BackendError(Exception):
@@ -288,6 +294,17 @@ class ImageMissingError(BackendError):
     code = "image_missing"
 
 
+class ForkRefusedError(BackendError):
+    """A fork the session's state does not allow: an unknown session (404), a busy one, a
+    target session that exists already (409). The message says which and what to do."""
+
+    code = "fork_refused"
+
+    def __init__(self, message: str, *, code: str, status: int) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+
+
 class TooManySessionsError(BackendError):
     """A new container would exceed max_sessions or max_sessions_per_caller (429)."""
 
@@ -320,6 +337,18 @@ class Backend(AsyncCloseable, Protocol):
         command still running at its background threshold goes on as a job.
 
         Raises only BackendError; what happens to the command comes back in the Result."""
+        ...
+
+    async def fork(
+        self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
+    ) -> list[StartOutcome]:
+        """New sessions `into`, each a sandbox of the session's one spec holding a copy of
+        what its commands changed outside the mounts (its /tmp and $HOME); one outcome each.
+
+        A session with read-write mounts is refused unless `share_writable_mounts` (every
+        fork then writes to them). Raises ForkRefusedError (unknown or busy session, a target
+        that exists, read-write mounts not shared) and
+        BackendError (a fork that could not start or be filled: none of them is kept)."""
         ...
 
     async def list_sessions(self) -> list[SessionInfo]: ...

@@ -27,6 +27,7 @@ def build_backend(config: DaemonConfig) -> Backend:
                 max_workers=config.max_workers,
                 state_dir=config.state_dir,
                 session_caps=SessionCaps.from_config(config),
+                pool=config.pool,
             )
         case unknown:
             assert_never(unknown)

@@ -197,7 +197,10 @@ def _status(args: argparse.Namespace) -> int:
             print(
                 f"containers: {health.containers} of at most {health.max_sessions} "
                 f"({health.max_sessions_per_caller} per caller)"
+                + (f", {health.warm} of them warm" if health.warm else "")
             )
+        if health.pool_problem is not None:
+            print(f"warning: the warm pool cannot fill ({health.pool_problem})")
         for problem in health.problems:
             print(f"problem: {problem}")
         sessions = SessionsResponse.model_validate_json(

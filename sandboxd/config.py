@@ -27,6 +27,7 @@ from pydantic import (
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.backend import Limits
 from sandboxd.paths import default_state_dir
+from sandboxd.pool import PoolSettings
 from sandboxd.sizes import Size
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
@@ -88,6 +89,9 @@ class DaemonConfig(BaseModel):
     """Env names or fnmatch patterns passed through even though they look like secrets."""
     limits: Limits = Limits()
     """Resources of each container."""
+    pool: PoolSettings = PoolSettings()
+    """Sandboxes kept warm for the specs asked for lately, so a new session waits for no
+    container start (see sandboxd.pool)."""
     default_timeout_s: Seconds = 120.0
     """Timeout of a command whose request sets none."""
     max_timeout_s: Seconds = 3600.0
@@ -131,6 +135,9 @@ class DaemonConfig(BaseModel):
     """A new sandbox over the caps first makes room by removing the least recently used idle
     sandbox of a temenos caller; when all of those are busy, it waits this long for one to go
     idle, then gets the 429."""
+    max_forks: int = Field(default=16, ge=1, le=256)
+    """Forks one request may ask for (POST /v1/sessions/{id}/fork); each is a sandbox under
+    the session caps and a copy of the session's /tmp and $HOME."""
     temenos_background_after_s: Seconds = 30.0
     """On temenos's POST /run, a command still running after this long goes on as a job and
     is answered with its id (temenos's threshold)."""
@@ -210,8 +217,9 @@ def _describe(exc: ValidationError, source: str) -> str:
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
         if error["type"] == "extra_forbidden":
-            in_limits = len(error["loc"]) > 1 and error["loc"][0] == "limits"
-            fields = Limits.model_fields if in_limits else DaemonConfig.model_fields
+            tables: dict[object, type[BaseModel]] = {"limits": Limits, "pool": PoolSettings}
+            table = tables.get(error["loc"][0]) if len(error["loc"]) > 1 else None
+            fields = (table or DaemonConfig).model_fields
             known = ", ".join(sorted(fields))
             problems.append(f"unknown key {key!r} (known keys: {known})")
         else:

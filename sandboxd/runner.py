@@ -54,6 +54,10 @@ _FULL = tuple(
 _UNPREPARED = "the sandbox could not be prepared, so this command did not run: "
 
 
+class SandboxForkError(Exception):
+    """The daemon did not fork the session; the message says why and what to do."""
+
+
 @dataclass(eq=False)
 class _Preparation:
     """One start of the session's container, asked for by prepare()."""
@@ -131,6 +135,36 @@ class SandboxRunner(AsyncCloseable):
                 preparation.error = await self._start(body)
         finally:
             preparation.done.set()
+
+    async def fork(self, count: int, *, share_writable_mounts: bool = False) -> list[SandboxRunner]:
+        """`count` runners of new sessions, each starting from a copy of what this session's
+        commands changed outside their paths (its /tmp and $HOME); their commands need the
+        same options as this one's. Each closes its session on `aclose()`.
+
+        Raises SandboxForkError (nothing to fork yet, a command still running, read-write
+        paths without `share_writable_mounts`, more than the daemon's max_forks, ...)."""
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        sessions = [f"logos-{secrets.token_hex(6)}" for _ in range(count)]
+        body = wire.ForkRequest(into=tuple(sessions), share_writable_mounts=share_writable_mounts)
+        try:
+            response = await self._client.post(
+                f"{wire.API_PREFIX}/sessions/{self.session}/fork",
+                content=body.model_dump_json(),
+                headers={"content-type": "application/json"},
+            )
+        except httpx.TransportError as exc:
+            raise SandboxForkError(self._transport_problem(exc, 0.0)) from None
+        if response.status_code != 200:
+            raise SandboxForkError(_refusal(response, "the fork"))
+        forks = []
+        for session in sessions:
+            fork = SandboxRunner(
+                self.socket_path, session, self.image, self.network, unix_sockets=self.unix_sockets
+            )
+            fork._used = True  # its sandbox runs: aclose() removes it
+            forks.append(fork)
+        return forks
 
     async def run(self, command: str, options: ExecOptions) -> Result:
         started = time.monotonic()

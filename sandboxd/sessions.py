@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
+from sandboxd.pool import PoolSettings, WarmPool
 from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
 
 EVICTED = "removed while idle to make room for another sandbox under the session caps"
@@ -25,6 +26,9 @@ EVICTION_GRACE_S = 1.0
 (a start and its first command are separate steps)."""
 CLAIM_POLL_S = 0.1
 """How often a start waiting for room looks again."""
+POOL_SESSION = "pool"
+"""The session a warm sandbox starts under (its container's name and label say so)."""
+GIVEN_UP = "removed from the warm pool to make room for a caller's sandbox under the caps"
 
 
 @dataclass(eq=False)
@@ -50,6 +54,11 @@ class Sandbox:
 
     def touch(self) -> None:
         self.last_used_at = time.time()
+
+    def hand_to(self, session: str) -> None:
+        """A warm sandbox becomes `session`'s (once: it never goes back to the pool)."""
+        self.session = session
+        self.created_at = self.last_used_at = time.time()
 
     @contextlib.contextmanager
     def running_command(self) -> Iterator[None]:
@@ -84,10 +93,11 @@ class Sessions(Generic[BoxT]):
         start: Callable[[str, SandboxSpec], Awaitable[BoxT | str]],
         tear_down: Callable[[BoxT, str], Awaitable[None]],
         spawn: Callable[..., None],
+        pool: PoolSettings | None = None,
     ) -> None:
         """`start`: a new sandbox, or why it cannot start; `tear_down`: fail its in-flight
         commands with the reason and remove it; `spawn(fn, *args)`: run a task in the
-        backend's task group."""
+        backend's task group; `pool`: how many sandboxes to keep warm (None: none)."""
         if not idle_ttl_s > 0:
             raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         self.slots = SessionSlots(caps)
@@ -100,9 +110,17 @@ class Sessions(Generic[BoxT]):
         self.closing = False
         """Set by close_all(): no sandbox starts any more."""
         self._retiring: set[BoxT] = set()
+        """Sandboxes being torn down: their places free up soon."""
         self._being_started: list[SandboxSpec] = []
         """The specs of the sandboxes starting now (one entry per start)."""
-        """Sandboxes being torn down: their places free up soon."""
+        self.pool: WarmPool[BoxT] = WarmPool(
+            pool or PoolSettings(size=0),
+            has_room=lambda uid: self.slots.full_for(uid) is None,
+            start=self._start_warm,
+            discard=self.retire,
+            usable=lambda box: box.usable(),
+            spawn=spawn,
+        )
 
     async def sandbox_for(self, session: str, spec: SandboxSpec) -> BoxT | str:
         """The session's live sandbox for `spec`, started if needed; or why it cannot be.
@@ -125,6 +143,12 @@ class Sessions(Generic[BoxT]):
                 existing = self.live(session, spec)
                 if existing is not None:
                     return existing, False
+                self.pool.note(spec)
+                warm = self.pool.take(spec)
+                if warm is not None:
+                    warm.hand_to(session)
+                    self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = warm
+                    return warm, True
                 slot = await self._claim(spec)
                 self._being_started.append(spec)
                 try:
@@ -156,6 +180,10 @@ class Sessions(Generic[BoxT]):
             if scope is None:
                 return self.slots.claim(spec.uid)
             uid = spec.uid if scope == "caller" else None
+            warm = self.pool.give_up_one(uid)
+            if warm is not None:
+                await self.retire(warm, GIVEN_UP)
+                continue
             victim = self._eviction_victim(uid)
             if victim is not None:
                 await self.retire(victim, EVICTED)
@@ -180,9 +208,10 @@ class Sessions(Generic[BoxT]):
 
     def _reclaimable_soon(self, uid: int | None) -> bool:
         """Whether a reclaimable sandbox (of `uid`, or of anyone) is starting, busy, just used
-        or being removed: one will free a place."""
+        or being removed, or a warm one starting: one will free a place."""
         specs = [box.spec for box in (*self.all(), *self._retiring)] + self._being_started
-        return any(spec.reclaimable and (uid is None or spec.uid == uid) for spec in specs)
+        reclaimable = [spec for spec in specs if spec.reclaimable] + self.pool.filling
+        return any(uid is None or spec.uid == uid for spec in reclaimable)
 
     def starting(self, session: str, spec: SandboxSpec) -> bool:
         """Whether a start of the session's sandbox for `spec` is under way."""
@@ -195,6 +224,16 @@ class Sessions(Generic[BoxT]):
         if box is None or not box.usable():
             return None
         return box
+
+    def sandboxes_of(self, session: str) -> list[BoxT]:
+        """The session's live sandboxes (none for an unknown session)."""
+        record = self._sessions.get(session)
+        boxes = record.sandboxes.values() if record is not None else ()
+        return [box for box in boxes if box.usable()]
+
+    def known(self, session: str) -> bool:
+        """Whether the session has a sandbox or one is starting."""
+        return session in self._sessions or any(key[0] == session for key in self._start_locks)
 
     def all(self) -> list[BoxT]:
         return [box for record in self._sessions.values() for box in record.sandboxes.values()]
@@ -231,6 +270,7 @@ class Sessions(Generic[BoxT]):
         """Start no sandbox any more; retire every one (shielded: this is the way out)."""
         self.closing = True
         with anyio.CancelScope(shield=True):
+            await self.pool.close()
             async with anyio.create_task_group() as removals:
                 for box in self.all():
                     removals.start_soon(self.retire, box, reason)
@@ -254,6 +294,21 @@ class Sessions(Generic[BoxT]):
             self._retiring.discard(box)
             if box.slot is not None:
                 box.slot.release()
+
+    async def _start_warm(self, spec: SandboxSpec) -> BoxT | str:
+        """A sandbox for the pool, holding its own place under the caps (TooManySessionsError
+        when there is none: callers' starts come first, so the pool never waits for one)."""
+        slot = self.slots.claim(spec.uid)
+        try:
+            started = await self._start(POOL_SESSION, spec)
+        except BaseException:
+            slot.release()
+            raise
+        if isinstance(started, str):
+            slot.release()
+        else:
+            started.slot = slot
+        return started
 
     async def reap_idle(self) -> None:
         """Retire sandboxes without a command for idle_ttl_s, until cancelled."""

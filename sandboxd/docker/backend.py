@@ -21,7 +21,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from sandboxd.backend import (
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
+    ForkRefusedError,
     HealthReport,
     ImageMissingError,
     Limits,
@@ -56,6 +57,7 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
+from sandboxd.docker.fork import CopyPlan, ForkCopyError, copy_changes
 from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
@@ -68,6 +70,7 @@ from sandboxd.docker.ownership import (
     is_orphan,
 )
 from sandboxd.mount_check import check_mounts
+from sandboxd.pool import PoolSettings
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
 from sandboxd.step_clock import StepClock, describe_steps
@@ -112,6 +115,10 @@ class _Container(Sandbox):
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
         return super().usable() and (self.channel is None or self.channel.lost_reason is None)
 
+    def hand_to(self, session: str) -> None:
+        super().hand_to(session)
+        self.start_steps = {}  # it started ahead of time: this session waited for no step
+
 
 class DockerBackend(AsyncCloseable):
     """Runs commands in per-session Docker containers; see sandboxd.backend for the contract."""
@@ -125,8 +132,10 @@ class DockerBackend(AsyncCloseable):
         state_dir: Path,
         docker_base_url: str | None = None,
         session_caps: SessionCaps | None = None,
+        pool: PoolSettings | None = None,
     ) -> None:
-        """`session_caps`: by default derived from the host for the default Limits."""
+        """`session_caps`: by default derived from the host for the default Limits; `pool`:
+        how many sandboxes to keep warm (None: none, see sandboxd.pool)."""
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
@@ -156,6 +165,7 @@ class DockerBackend(AsyncCloseable):
             start=self._start_sandbox,
             tear_down=self._tear_down,
             spawn=self._background,
+            pool=pool,
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
@@ -172,6 +182,8 @@ class DockerBackend(AsyncCloseable):
         logger.info("%s (%s)", caps.describe(), caps.basis)
         self._tasks = await self._exit_stack.enter_async_context(anyio.create_task_group())
         self._tasks.start_soon(self._sessions.reap_idle)
+        if self._sessions.pool.enabled:
+            self._tasks.start_soon(self._sessions.pool.run)
         # The engine may be down: health() reports it and run() raises until it is back.
         with contextlib.suppress(EngineUnavailableError):
             await self.gc()
@@ -222,6 +234,8 @@ class DockerBackend(AsyncCloseable):
             containers=self._sessions.slots.in_use,
             max_sessions=self._sessions.slots.caps.total,
             max_sessions_per_caller=self._sessions.slots.caps.per_caller,
+            warm=len(self._sessions.pool.boxes()),
+            pool_problem=self._sessions.pool.last_failure,
         )
 
     async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
@@ -257,6 +271,119 @@ class DockerBackend(AsyncCloseable):
             result = await self._run_exec(box, request)
         return ExecOutcome(result, sandbox=box.name)
 
+    async def fork(
+        self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
+    ) -> list[StartOutcome]:
+        """New sessions `into`, each holding a copy of the session's /tmp and $HOME; see
+        sandboxd.backend.Backend.fork."""
+        source = self._fork_source(session, into)
+        spec = source.spec
+        writable = [mount.path for mount in spec.mounts if not mount.read_only]
+        if writable and not share_writable_mounts:
+            # WHY refused rather than mounted read-only in the forks: their commands would
+            # then need other settings than the session's to reach their sandboxes. N forks
+            # writing to one host directory at once overwrite each other's work: only a
+            # caller who asks gets that.
+            raise ForkRefusedError(
+                f"its sandbox mounts {writable[0]} read-write, and every fork would write to "
+                "it at once: ask for share_writable_mounts if that is what you want, or fork "
+                "a session whose paths are read-only (copy what the forks change into /tmp)",
+                code="writable_mounts",
+                status=409,
+            )
+        outcomes: dict[str, StartOutcome] = {}
+        with source.running_command():  # idle reaping leaves it alone while it is copied
+            try:
+                async with anyio.create_task_group() as starts:
+                    for target in into:
+                        starts.start_soon(self._start_fork, target, spec, outcomes)
+                failed = [o.error for o in outcomes.values() if o.state != "started"]
+                if failed:
+                    raise BackendError(
+                        f"{len(failed)} of {len(into)} forks did not start: {failed[0]}; "
+                        "none was kept",
+                        code="fork_failed",
+                    )
+                boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
+                plan = CopyPlan(
+                    source=source.container_id,
+                    targets=[box.container_id for box in boxes],
+                    user=f"{spec.uid}:{spec.gid}",
+                    roots=source.layout.scratch,
+                    mounts=[mount.path for mount in spec.mounts],
+                )
+                try:
+                    await anyio.to_thread.run_sync(
+                        self._exec_engine.call_blocking,
+                        functools.partial(copy_changes, plan=plan),
+                        limiter=self._exec_engine.limiter,
+                    )
+                except ForkCopyError as exc:
+                    raise BackendError(
+                        f"the session could not be copied into its forks: {exc}; none was kept",
+                        code="fork_failed",
+                    ) from exc
+                except docker.errors.APIError as exc:
+                    raise BackendError(
+                        "the Docker engine refused to copy the session into its forks: "
+                        f"{api_error_text(exc)}; none was kept",
+                        code="fork_failed",
+                    ) from exc
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    # Only the forks this call started: a session of the same id another
+                    # request started meanwhile is not ours to close.
+                    for target, outcome in outcomes.items():
+                        if outcome.state == "started":
+                            await self._sessions.close(target)
+                raise
+        return [outcomes[target] for target in into]
+
+    def _fork_source(self, session: str, into: Sequence[str]) -> _Container:
+        boxes = self._sessions.sandboxes_of(session)
+        if not boxes:
+            raise ForkRefusedError(
+                "it has no running sandbox: start it (or run a command in it) first",
+                code="unknown_session",
+                status=404,
+            )
+        if len(boxes) > 1:
+            raise ForkRefusedError(
+                f"it has {len(boxes)} sandboxes (commands with different settings): fork "
+                "a session whose commands all use the same settings",
+                code="ambiguous_session",
+                status=409,
+            )
+        source = boxes[0]
+        if source.running:
+            raise ForkRefusedError(
+                f"it is busy ({source.running} command(s) or jobs running): fork it once "
+                "they ended, so that the copy is of a state no command is changing",
+                code="session_busy",
+                status=409,
+            )
+        if session in into or any(self._sessions.known(target) for target in into):
+            raise ForkRefusedError(
+                "a session it would fork into exists already: forks go into new sessions; "
+                "choose unused session ids",
+                code="session_exists",
+                status=409,
+            )
+        return source
+
+    async def _start_fork(
+        self, target: str, spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+    ) -> None:
+        try:
+            outcome = await self.start(target, spec)
+        except BackendError as exc:
+            outcome = StartOutcome("failed", error=exc.message)
+        if outcome.state == "running":  # another request started it after the check
+            outcome = StartOutcome(
+                "failed", error="a session it forks into was started meanwhile by another request"
+            )
+        outcomes[target] = outcome
+
     async def list_sessions(self) -> list[SessionInfo]:
         return self._sessions.infos()
 
@@ -269,7 +396,8 @@ class DockerBackend(AsyncCloseable):
         listed = await self._engine.call(
             lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
         )
-        tracked = {box.container_id for box in self._sessions.all()}
+        boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
+        tracked = {box.container_id for box in boxes}
         doomed = []
         for container in listed:
             labels = container.get("Labels") or {}
@@ -558,7 +686,8 @@ class DockerBackend(AsyncCloseable):
     def _remove_stale_control_dirs(self, container_names: set[str]) -> None:
         """Control dirs of containers that no longer exist (e.g. a killed daemon's)."""
         tokens = {name.rsplit("-", 1)[-1] for name in container_names}
-        live = {box.control_dir.name for box in self._sessions.all()}
+        boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
+        live = {box.control_dir.name for box in boxes}
         now = time.time()
         try:
             entries = list(self._control_root.iterdir())

@@ -93,6 +93,14 @@ class Layout:
     home_tmpfs: bool
     tmp_tmpfs: bool
 
+    @property
+    def scratch(self) -> tuple[str, ...]:
+        """The tmpfs places: what commands can change outside the mounts."""
+        places = [TMP_DIR] if self.tmp_tmpfs else []
+        if self.home_tmpfs:
+            places.append(self.home)
+        return tuple(places)
+
 
 def plan_layout(spec: SandboxSpec) -> Layout | str:
     """The layout, or why the spec's mounts cannot work (a message for Result.error)."""

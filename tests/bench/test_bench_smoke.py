@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import FAMILIES
-from bench.batch import split
+from bench.batch import SANDBOX_POOLED, split
 from bench.plan import Plan
 from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
@@ -255,6 +255,36 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
 
 
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    completed = run_bench("--quick", "--only", "pool", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["pool"]
+    assert section["problems"] == []
+    assert section["raw"]["missed"] == 0, "every pooled start found a warm sandbox"
+    starts = section["samples_s"]["New session start, warm pool"]
+    assert [len(series) for series in starts.values()] == [plan.pool_iterations] * 3
+    bursts = section["raw"]["bursts"]
+    assert [burst["errors"] for burst in bursts.values()] == [[], []]
+    goals = {target["goal"] for target in section["targets"]}
+    assert "new session from the warm pool <= 0.3x docker run --rm" in goals
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_fork_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
+    completed = run_bench("--quick", "--only", "fork", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["fork"]
+    assert section["problems"] == [], "every fork held the source's changes"
+    series = section["samples_s"][f"Fork of {plan.fork_mb} MB of changes"]
+    assert [len(samples) for samples in series.values()] == [plan.fork_iterations] * 2
+    assert section["raw"] == {"mb": plan.fork_mb, "into": plan.fork_into}
+
+
 def children_of(parent: int, marker: bytes) -> list[int]:
     """Live processes whose parent is `parent` and whose command line holds `marker`."""
     found = []
@@ -316,6 +346,7 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert [(level["where"], level["workers"]) for level in levels] == [
         *(("local", workers) for workers in plan.batch_workers),
         *(("sandbox", workers) for workers in plan.batch_sandbox_workers),
+        *((SANDBOX_POOLED, workers) for workers in plan.batch_sandbox_workers),
         ("ray", 2),
     ]
     for level in levels:
@@ -329,4 +360,5 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert {t["goal"] for t in section["targets"]} == {
         "local, 1 worker: harness overhead ≤ 50 ms/task",
         "sandbox, 1 worker: harness overhead ≤ 50 ms/task",
+        f"{SANDBOX_POOLED}, {max(plan.batch_sandbox_workers)} workers: ≥ 5 tasks/s",
     }

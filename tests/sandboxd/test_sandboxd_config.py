@@ -31,6 +31,7 @@ def test_defaults_are_the_safe_ones() -> None:
     assert config.allowed_roots == () and config.extra_denies == ()
     assert config.default_timeout_s <= config.max_timeout_s
     assert config.audit_log_path == config.state_dir / "audit.log"
+    assert config.pool.size == 0, "no warm sandbox holds a caller's paths unless asked for"
 
 
 def test_every_key_is_read(tmp_path: Path) -> None:
@@ -59,12 +60,18 @@ max_output_memory = "2g"
 max_output_memory_wait_s = 0
 audit_log_max_bytes = "1m"
 audit_log_backups = 0
+max_forks = 4
 
 [limits]
 memory = "512m"
 cpus = 1.5
 pids = 128
 tmp = "1GiB"
+
+[pool]
+size = 4
+memory = "2g"
+remember_s = 60
 """,
     )
     config = load_config(path)
@@ -78,22 +85,25 @@ tmp = "1GiB"
     assert config.limits.memory == 512 * 1024**2
     assert (config.limits.cpus, config.limits.pids) == (1.5, 128)
     assert config.limits.tmp == 1024**3
+    assert (config.pool.size, config.pool.memory, config.pool.remember_s) == (4, 2 * 1024**3, 60)
     assert config.state_dir == tmp_path / "state"
     assert config.audit_log_path == tmp_path / "audit.jsonl"
     assert (config.max_connections, config.idle_timeout_s) == (100, 5.0)
     assert config.max_allowed_paths == 8
     assert (config.max_output_memory, config.max_output_memory_wait_s) == (2 * 1024**3, 0.0)
     assert (config.audit_log_max_bytes, config.audit_log_backups) == (1024**2, 0)
+    assert config.max_forks == 4
 
 
 def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> None:
-    path = _write(tmp_path, 'imgae = "x"\n[limits]\nmemroy = "1g"\n')
+    path = _write(tmp_path, 'imgae = "x"\n[limits]\nmemroy = "1g"\n[pool]\nsise = 2\n')
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     message = str(caught.value)
     assert str(path) in message
     assert "unknown key 'imgae'" in message
     assert "unknown key 'limits.memroy'" in message
+    assert "unknown key 'pool.sise' (known keys: memory, remember_s, size)" in message
     assert "known keys:" in message and "image" in message
 
 
@@ -104,6 +114,10 @@ def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> 
         ('[limits]\nmemory = "lots"', "is not a size"),
         ("[limits]\nmemory = 1024", "limits.memory"),
         ("[limits]\npids = 2", "limits.pids"),
+        ("max_forks = 0", "max_forks"),
+        ("[pool]\nsize = -1", "pool.size"),
+        ("[pool]\nsize = 1000", "pool.size"),
+        ('[pool]\nmemory = "lots"', "is not a size"),
         ("default_timeout_s = 0", "default_timeout_s"),
         ("max_timeout_s = 10\ndefault_timeout_s = 20", "larger than max_timeout_s"),
         ("allow_network = 'yes'", "allow_network"),
