@@ -81,6 +81,19 @@ class DaemonConfig(BaseModel):
     """Paths never mounted, nor anything inside them, nor any directory containing them."""
     allow_network: StrictBool = False
     """Whether a request may ask for network access (network=true)."""
+    allow_private_hosts: StrictBool = False
+    """Whether a request's allowed_hosts may name loopback, private, link-local or other
+    non-public addresses and networks (an intranet, a test server): with it, a sandbox can
+    reach services of this host and its network that network=true never reaches."""
+    max_allowed_hosts: int = Field(default=64, ge=1, le=4096)
+    """Most allowed_hosts entries one request may list."""
+    egress_hosts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Names the egress proxy resolves from this table instead of DNS (name = ["addresses"]):
+    for intranets and tests."""
+    egress_max_connections: int = Field(default=64, ge=1, le=4096)
+    """Connections one sandbox may have open through its egress proxy at once."""
+    egress_max_bytes: Annotated[Size, Field(ge=1024**2)] = 4 * 1024**3
+    """Bytes one sandbox may move through its egress proxy in all, both ways (bytes or "4g")."""
     allow_unix_sockets: StrictBool = False
     """Whether a request may ask for Unix sockets (unix_sockets=true): its commands could then
     connect to host sockets found under its mounts (an ssh agent, a tmux server, an engine)."""

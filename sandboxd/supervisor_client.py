@@ -63,6 +63,8 @@ class SupervisorHello(BaseModel):
     """One per mount root the backend asked about, in its order."""
     unix_sockets: str
     """"denied", "allowed", or "not denied: <why>" when the filter could not be installed."""
+    egress: str = "off"
+    """"off", "ready" (the forwarder to the egress proxy listens), or why it could not."""
 
 
 class RunMessage(BaseModel):
