@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from logos import ExecOptions
+from sandboxd.runner import SandboxRunner
 from tests.support.local_http import LocalHTTPServer
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
@@ -292,6 +294,19 @@ def test_a_flood_of_bytes_is_cut_at_the_sandboxes_budget(egress_daemon: Daemon, 
     out = _run(egress_daemon, command, hosts, "egress-flood")["stdout"].splitlines()
     assert int(out[0]) < MAX_BYTES
     assert out[1].startswith("blocked by sandbox policy: this sandbox has moved")
+
+
+@pytest.mark.anyio
+async def test_the_sandbox_runner_sends_the_commands_hosts(
+    egress_daemon: Daemon, web: _Web
+) -> None:
+    url = f"http://web.test:{web.port}/"
+    options = ExecOptions(allowed_hosts=(f"web.test:{web.port}", "127.0.0.1"))
+    async with SandboxRunner(socket=egress_daemon.socket) as runner:
+        fetched = await runner.run(f"curl -sS --noproxy '' --max-time 20 {url}", options)
+        refused = await runner.run("true", ExecOptions(allowed_hosts=("*.org",)))
+    assert fetched.stdout == "hello from web.test\n", fetched
+    assert refused.error is not None and "422 invalid_host" in refused.error
 
 
 def test_the_allowlist_belongs_to_the_sandbox(egress_daemon: Daemon, web: _Web) -> None:
