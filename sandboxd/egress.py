@@ -94,6 +94,7 @@ _STATUS_TEXT = {
     403: "Forbidden",
     405: "Method Not Allowed",
     408: "Request Timeout",
+    411: "Length Required",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     502: "Bad Gateway",
@@ -185,10 +186,12 @@ class EgressProxy:
             return
         try:
             method, target, headers = _parse_head(head)
+            body_bytes = 0
             if method == "CONNECT":
                 host, port = _split_authority(target, default_port=None)
             else:
                 host, port, target = _absolute_target(target, headers)
+                body_bytes = _body_length(headers)
             self._check_target(host, port)
             address = await self._resolve(host, port)
             upstream = await self._connect(host, address, port)
@@ -207,7 +210,9 @@ class EgressProxy:
                     request = _origin_request(method, target, headers)
                     counts[0] += len(request)
                     await upstream.send(request)
-                    reason = await self._relay(reader, client, upstream, counts)
+                    # WHY only the body: bytes after it would be a second request to the
+                    # same address with a Host nobody checked.
+                    reason = await self._relay(reader, client, upstream, counts, body_bytes)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
         self._emit(
@@ -295,17 +300,27 @@ class EgressProxy:
         host: str,
         counts: list[int],
     ) -> str:
-        """Relay a CONNECT tunnel; a TLS ClientHello must name `host` (or no name at all)."""
-        first = await _first_record(reader)
-        if first.startswith(b"\x16"):
-            name = server_name(first)
-            if name is _MALFORMED:
-                return "a TLS ClientHello the proxy cannot read (split or malformed)"
-            if name is not None and normalise_host(str(name)) != host:
-                return f"TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
-        if first:
-            counts[0] += len(first)
-            await upstream.send(first)
+        """Relay a CONNECT tunnel, which must start with a TLS ClientHello naming `host` (or
+        no name at all).
+
+        WHY TLS only: plain HTTP in a tunnel could name any virtual host of the allowed
+        address in a Host header the proxy never sees; plain HTTP goes as an absolute-form
+        request instead, whose Host is checked."""
+        first = b""
+        with anyio.move_on_after(self._settings.head_timeout_s):
+            first = await _first_record(reader)
+        if not first.startswith(b"\x16"):
+            return (
+                "blocked by sandbox policy: a CONNECT tunnel must carry TLS (send plain HTTP "
+                "as http:// through the proxy)"
+            )
+        name = server_name(first)
+        if name is _MALFORMED:
+            return "a TLS ClientHello the proxy cannot read (split or malformed)"
+        if name is not None and normalise_host(str(name)) != host:
+            return f"TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
+        counts[0] += len(first)
+        await upstream.send(first)
         return await self._relay(reader, client, upstream, counts)
 
     async def _relay(
@@ -314,21 +329,31 @@ class EgressProxy:
         client: anyio.abc.ByteStream,
         upstream: anyio.abc.ByteStream,
         counts: list[int],
+        up_bytes: int | None = None,
     ) -> str:
         """Copy both ways until either side closes, the sandbox's byte budget is spent, or
-        nothing moves for idle_timeout_s; returns why it was cut ("" for a normal end)."""
+        nothing moves for idle_timeout_s; returns why it was cut ("" for a normal end).
+        `up_bytes`: the client sends only that many (a request's body), then only listens."""
         reason = ""
         last = time.monotonic()
 
         async with anyio.create_task_group() as relay:
 
             async def pump(
-                source: anyio.abc.ByteReceiveStream, sink: anyio.abc.ByteStream, up: int
+                source: anyio.abc.ByteReceiveStream,
+                sink: anyio.abc.ByteStream,
+                up: int,
+                most: int | None = None,
             ) -> None:
                 nonlocal reason, last
                 try:
                     while True:
-                        chunk = await source.receive(CHUNK_BYTES)
+                        if most is not None and counts[up] >= most:
+                            return  # the whole body went: the answer may still come
+                        wanted = (
+                            CHUNK_BYTES if most is None else min(CHUNK_BYTES, most - counts[up])
+                        )
+                        chunk = await source.receive(wanted)
                         last = time.monotonic()
                         counts[up] += len(chunk)
                         self.bytes_used += len(chunk)
@@ -356,7 +381,9 @@ class EgressProxy:
                         relay.cancel_scope.cancel()
                         return
 
-            relay.start_soon(pump, reader, upstream, 0)
+            relay.start_soon(
+                pump, reader, upstream, 0, None if up_bytes is None else counts[0] + up_bytes
+            )
             relay.start_soon(pump, upstream, client, 1)
             relay.start_soon(watch)
         return reason
@@ -463,6 +490,23 @@ def _absolute_target(target: str, headers: list[tuple[str, str]]) -> tuple[str, 
             f"request's target {host}:{port}",
         )
     return host, port, slash + path
+
+
+def _body_length(headers: list[tuple[str, str]]) -> int:
+    """The request body's length: a Content-Length, or none. WHY not chunked: its end is
+    where a second, unchecked request would begin, and only a parse could find it."""
+    if any(name.lower() == "transfer-encoding" for name, _ in headers):
+        raise _Denied(
+            411,
+            "the sandbox's proxy takes a request body only with a Content-Length, not "
+            "chunked: send its length, or use https:// (a tunnel)",
+        )
+    lengths = {value for name, value in headers if name.lower() == "content-length"}
+    if not lengths:
+        return 0
+    if len(lengths) > 1 or not next(iter(lengths)).isdigit():
+        raise _Denied(400, "a request with a malformed or repeated Content-Length")
+    return int(next(iter(lengths)))
 
 
 def _origin_request(method: str, path: str, headers: list[tuple[str, str]]) -> bytes:

@@ -9,6 +9,7 @@ the sandbox's own kernel before any packet leaves).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import socket
@@ -50,6 +51,13 @@ class _Web(LocalHTTPServer):
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self) -> None:
                 if self.path == "/redirect":
                     self.send_response(302)
@@ -72,7 +80,8 @@ class _Web(LocalHTTPServer):
 
 
 class _Recorder:
-    """A raw TCP server on the host's loopback that keeps the first bytes of each connection."""
+    """A raw TCP server on the host's loopback that keeps what each connection sent, until it
+    ends or is silent for half a second."""
 
     def __init__(self) -> None:
         self.received: list[bytes] = []
@@ -89,11 +98,12 @@ class _Recorder:
             except TimeoutError:
                 continue
             with conn:
-                conn.settimeout(5)
-                try:
-                    self.received.append(conn.recv(65536))
-                except OSError:
-                    self.received.append(b"")
+                conn.settimeout(0.5)
+                got = b""
+                with contextlib.suppress(OSError):
+                    while chunk := conn.recv(65536):
+                        got += chunk
+                self.received.append(got)
 
     def __enter__(self) -> _Recorder:
         self._thread.start()
@@ -241,6 +251,54 @@ def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: 
         assert recorder.received in ([], [b""])
         reason = _egress_lines(egress_daemon)[-1]["reason"]
         assert reason == "TLS server name 'evil.test' differs from the CONNECT host web.test"
+
+
+SMUGGLE = """
+import socket, sys
+port, how = sys.argv[1], sys.argv[2]
+sock = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+if how == "tunnel":
+    sock.sendall(("CONNECT web.test:%s HTTP/1.1\\r\\n\\r\\n" % port).encode())
+    print(sock.recv(4096).split(b"\\r\\n")[0].decode())
+    sock.sendall(b"GET /secret HTTP/1.1\\r\\nHost: evil.test\\r\\n\\r\\n")
+else:
+    first = "GET http://web.test:%s/ HTTP/1.1\\r\\nHost: web.test:%s\\r\\n\\r\\n" % (port, port)
+    sock.sendall(first.encode() + b"GET /secret HTTP/1.1\\r\\nHost: evil.test\\r\\n\\r\\n")
+sock.settimeout(3)
+try:
+    print(len(sock.recv(4096)))
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("how", ["tunnel", "pipelined"])
+def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon, how: str) -> None:
+    """Plain HTTP inside a CONNECT tunnel, or a second request pipelined after an allowed
+    one, would reach another virtual host of the allowed address unchecked."""
+    with _Recorder() as recorder:
+        hosts = [f"web.test:{recorder.port}", "127.0.0.1"]
+        command = f"python3 -c {shlex.quote(SMUGGLE)} {recorder.port} {how}"
+        _run(egress_daemon, command, hosts, "egress")
+    assert all(b"evil.test" not in got for got in recorder.received), recorder.received
+    if how == "tunnel":
+        assert recorder.received in ([], [b""])
+        reason = _egress_lines(egress_daemon)[-1]["reason"]
+        assert "a CONNECT tunnel must carry TLS" in reason
+    else:
+        assert recorder.received[0].startswith(b"GET / HTTP/1.1\r\n")
+
+
+def test_a_request_body_goes_through_and_a_chunked_one_is_refused(
+    egress_daemon: Daemon, web: _Web
+) -> None:
+    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    url = f"http://web.test:{web.port}/"
+    posted = f"curl -sS --noproxy '' --max-time 20 -d 'a body' {url}"
+    assert _run(egress_daemon, posted, hosts, "egress")["stdout"] == "a body"
+    command = f"curl -sS --noproxy '' --max-time 20 -H 'Transfer-Encoding: chunked' -d x {url}"
+    out = _run(egress_daemon, command, hosts, "egress")["stdout"]
+    assert out.startswith("the sandbox's proxy takes a request body only with a Content-Length")
 
 
 RAW = """
