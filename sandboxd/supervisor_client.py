@@ -124,7 +124,8 @@ class SupervisorReply(ReplyHead):
 _RESULT_FIELDS = tuple(
     result_field.name
     for result_field in dataclasses.fields(Result)
-    if result_field.name not in ("command", "job")  # the daemon names jobs, not the sandbox
+    # The daemon names jobs and what its egress proxy blocked, not the sandbox.
+    if result_field.name not in ("command", "job", "blocked")
 )
 
 

@@ -12,7 +12,9 @@ Orphans: see sandboxd.docker.ownership for the rule that lets several daemons sh
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -22,7 +24,7 @@ import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,8 @@ BUILD_HINT = "run `sandboxd build-image`"
 
 logger = logging.getLogger(__name__)
 
+MAX_BLOCKED_KEPT = 16
+"""Refused connections a sandbox keeps for its commands' results (the audit log has all)."""
 EgressSink = Callable[[str, str, EgressEvent], None]
 """Told of each egress connection: the session, the sandbox's name, the event."""
 
@@ -120,6 +124,12 @@ class _Container(Sandbox):
     """Seconds each step of its start took (see StartOutcome.steps)."""
     egress: anyio.CancelScope | None = None
     """Its egress proxy's serving, cancelled when it is torn down; None: no proxy."""
+    blocked: collections.deque[tuple[int, str]] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_BLOCKED_KEPT)
+    )
+    """Its proxy's latest refusals, numbered, for the results of the commands that ran
+    meanwhile."""
+    blocked_count: int = 0
 
     def usable(self) -> bool:
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
@@ -271,11 +281,18 @@ class DockerBackend(AsyncCloseable):
                 Result(command=request.command, error=box, duration_s=time.monotonic() - started),
                 sandbox="",
             )
+        seen = box.blocked_count
         with box.running_command():
             if box.channel is not None:
-                return await self._run_supervised(box, box.channel, request)
-            result = await self._run_exec(box, request)
-        return ExecOutcome(result, sandbox=box.name)
+                outcome = await self._run_supervised(box, box.channel, request)
+            else:
+                outcome = ExecOutcome(await self._run_exec(box, request), sandbox=box.name)
+        blocked = tuple(text for number, text in box.blocked if number > seen)
+        if not blocked:
+            return outcome
+        return dataclasses.replace(
+            outcome, result=dataclasses.replace(outcome.result, blocked=blocked)
+        )
 
     async def list_sessions(self) -> list[SessionInfo]:
         return self._sessions.infos()
@@ -573,6 +590,10 @@ class DockerBackend(AsyncCloseable):
         sink = self._on_egress
 
         def on_event(event: EgressEvent) -> None:
+            if not event.allowed:
+                box.blocked_count += 1
+                where = f"{event.host}:{event.port}" if event.host else "(no target)"
+                box.blocked.append((box.blocked_count, f"{where}: {event.reason}"[:1024]))
             if sink is not None:
                 sink(box.session, box.name, event)
 

@@ -22,8 +22,12 @@ import pytest
 
 from logos import ExecOptions
 from sandboxd.runner import SandboxRunner
+from tests.support.browser import css, text_appears
+from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.local_http import LocalHTTPServer
 from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.sse_server import ScriptedServer, openai_stream
+from tests.support.view_harness import viewing
 
 pytestmark = pytest.mark.docker
 
@@ -360,11 +364,54 @@ async def test_the_sandbox_runner_sends_the_commands_hosts(
 ) -> None:
     url = f"http://web.test:{web.port}/"
     options = ExecOptions(allowed_hosts=(f"web.test:{web.port}", "127.0.0.1"))
+    other = f"http://other.test:{web.port}/"
     async with SandboxRunner(socket=egress_daemon.socket) as runner:
         fetched = await runner.run(f"curl -sS --noproxy '' --max-time 20 {url}", options)
+        blocked = await runner.run(f"curl -sS --noproxy '' --max-time 20 {other}", options)
         refused = await runner.run("true", ExecOptions(allowed_hosts=("*.org",)))
-    assert fetched.stdout == "hello from web.test\n", fetched
+    assert fetched.stdout == "hello from web.test\n" and fetched.blocked == (), fetched
+    assert len(blocked.blocked) == 1, blocked
+    assert blocked.blocked[0].startswith(
+        f"other.test:{web.port}: blocked by sandbox policy: host other.test"
+    )
     assert refused.error is not None and "422 invalid_host" in refused.error
+
+
+@pytest.mark.timeout(150)
+def test_json_events_and_the_page_show_what_the_proxy_blocked(
+    egress_daemon: Daemon, web: _Web, home: Home, sse_server: ScriptedServer, browser: Any
+) -> None:
+    other = f"http://other.test:{web.port}/"
+    sse_server.enqueue(
+        openai_stream(f"<cmd>curl -sS --noproxy '' --max-time 20 {other}</cmd>"),
+        openai_stream("Blocked."),
+    )
+    saved = home.root / "run.jsonl"
+    flags = [
+        "--sandbox",
+        "--socket",
+        str(egress_daemon.socket),
+        "--json",
+        "--trajectory",
+        str(saved),
+    ]
+    hosts = ["--allow-host", f"web.test:{web.port}", "--allow-host", "127.0.0.1"]
+    done = logos(
+        ["--model", "m", *flags, *hosts, "fetch"], home, openai_env(home, sse_server), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    (result,) = [event["result"] for event in events if event["type"] == "command_result"]
+    assert result["blocked"][0].startswith(f"other.test:{web.port}: blocked by sandbox policy")
+    system = sse_server.requests[0].json["messages"][0]["content"]
+    assert f"HTTP_PROXY and HTTPS_PROXY: web.test:{web.port}, 127.0.0.1;" in system
+    with viewing(home, saved) as url:
+        browser.get(url)
+        text_appears(browser, "run-end", "finished: final")
+        (blocked,) = css(browser, "#transcript .command .blocked")
+        assert blocked.text.startswith(
+            f"the sandbox's proxy refused: other.test:{web.port}: blocked by sandbox policy"
+        )
 
 
 def test_the_allowlist_belongs_to_the_sandbox(egress_daemon: Daemon, web: _Web) -> None:
