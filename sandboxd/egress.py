@@ -44,6 +44,8 @@ EGRESS_SOCKET_NAME = "egress"
 MAX_HEAD_BYTES = 16 * 1024
 """A request line and headers longer than this are answered 431."""
 CHUNK_BYTES = 64 * 1024
+"""Per connection and direction, the most the daemon holds in flight: 128 KiB a connection,
+so egress_max_connections bounds a sandbox's share of the daemon's memory."""
 MAX_CLIENT_HELLO_BYTES = 5 + 16 * 1024
 """One TLS record: a ClientHello must fit in it for its server name to be checked."""
 

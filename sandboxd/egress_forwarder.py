@@ -21,7 +21,9 @@ import sys
 
 MAX_CONNECTIONS = 256
 """Relayed connections at once; more are closed at once (the proxy bounds them too)."""
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
+"""Read at once per connection and direction: large reads keep a download fast, and the
+memory is the sandbox's own."""
 
 
 class Pair:
