@@ -25,7 +25,8 @@ from sandboxd.runner import SandboxRunner
 from tests.support.browser import css, text_appears
 from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.local_http import LocalHTTPServer
-from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.processes import run_module
+from tests.support.sandboxd_harness import REPO, Daemon, running_daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.view_harness import viewing
 
@@ -412,6 +413,15 @@ def test_json_events_and_the_page_show_what_the_proxy_blocked(
         assert blocked.text.startswith(
             f"the sandbox's proxy refused: other.test:{web.port}: blocked by sandbox policy"
         )
+
+
+def test_sandboxd_run_takes_allow_host(egress_daemon: Daemon, web: _Web) -> None:
+    url = f"http://web.test:{web.port}/"
+    hosts = ["--allow-host", f"web.test:{web.port}", "--allow-host", "127.0.0.1"]
+    curl = ["curl", "-sS", "--noproxy", "", "--max-time", "20", url]
+    argv = ["run", "--socket", str(egress_daemon.socket), *hosts, "--", *curl]
+    done = run_module("sandboxd", *argv, cwd=REPO, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "hello from web.test\n"), done.stderr
 
 
 def test_the_allowlist_belongs_to_the_sandbox(egress_daemon: Daemon, web: _Web) -> None:
