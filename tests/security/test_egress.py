@@ -326,6 +326,17 @@ print(sorted(os.listdir("/sys/class/net")))
 """
 
 
+def test_commands_cannot_use_the_proxys_socket_directly(egress_daemon: Daemon) -> None:
+    """Only the forwarder (started before Unix sockets were denied) connects to it; even a
+    sandbox that allows Unix sockets would reach the same proxy, which decides anyway."""
+    probe = (
+        "import socket\ntry:\n    socket.socket(socket.AF_UNIX).connect('/.sandboxd/egress')\n"
+        "    print('connected')\nexcept OSError as exc:\n    print(type(exc).__name__)"
+    )
+    out = _run(egress_daemon, f"python3 -c {shlex.quote(probe)}", ["web.test"], "egress")
+    assert out["stdout"] == "PermissionError\n"
+
+
 def test_raw_tcp_and_udp_have_no_route_past_the_proxy(egress_daemon: Daemon) -> None:
     command = f"python3 -c {shlex.quote(RAW)}"
     out = _run(egress_daemon, command, ["web.test"], "egress")["stdout"].splitlines()
