@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import itertools
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +38,8 @@ from sandboxd.host_rules import (
     parse_address,
 )
 
+logger = logging.getLogger(__name__)
+
 EGRESS_PORT = 3128
 """Inside the container: where the forwarder listens and HTTP(S)_PROXY point."""
 EGRESS_SOCKET_NAME = "egress"
@@ -46,6 +49,7 @@ MAX_HEAD_BYTES = 16 * 1024
 CHUNK_BYTES = 64 * 1024
 """Per connection and direction, the most the daemon holds in flight: 128 KiB a connection,
 so egress_max_connections bounds a sandbox's share of the daemon's memory."""
+ACCEPT_RETRY_S = 0.1
 MAX_CLIENT_HELLO_BYTES = 5 + 16 * 1024
 """One TLS record: a ClientHello must fit in it for its server name to be checked."""
 
@@ -150,11 +154,26 @@ class EgressProxy:
         self._open = 0
         self.bytes_used = 0
 
-    async def serve(self, listener: anyio.abc.Listener[anyio.abc.ByteStream]) -> None:
-        """Until cancelled."""
-        await listener.serve(self.handle)
+    async def serve(self, listener: anyio.abc.SocketListener) -> None:
+        """Until cancelled. WHY not listener.serve(): one failed accept (out of file
+        descriptors) or one handler's bug would end it, and the sandbox's way out with it."""
+        async with anyio.create_task_group() as handlers:
+            while True:
+                try:
+                    client = await listener.accept()
+                except (OSError, anyio.BrokenResourceError) as exc:
+                    logger.warning("the egress proxy cannot accept a connection: %s", exc)
+                    await anyio.sleep(ACCEPT_RETRY_S)
+                    continue
+                handlers.start_soon(self.handle, client)
 
     async def handle(self, client: anyio.abc.ByteStream) -> None:
+        try:
+            await self._handle_bounded(client)
+        except Exception:
+            logger.exception("the egress proxy failed on a connection")
+
+    async def _handle_bounded(self, client: anyio.abc.ByteStream) -> None:
         async with client:
             if self._open >= self._settings.max_connections:
                 await _refuse(
