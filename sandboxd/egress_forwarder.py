@@ -14,6 +14,7 @@ Standard library only, and Python 3.8 syntax: it runs on whatever python3 the im
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import socket
@@ -86,23 +87,35 @@ def serve(listener: socket.socket, proxy_path: str) -> None:
             if end not in pairs:
                 continue
             peer = other(pair, end)
-            try:
-                if events & selectors.EVENT_WRITE and pair.pending[peer]:
+            # WHY reads first, and a failed write only stops that direction: the proxy answers
+            # a refusal and closes without reading the request, so the request's write fails
+            # while the refusal still waits to be read and passed on.
+            if events & selectors.EVENT_READ and not pair.pending[end] and not pair.shut[end]:
+                try:
+                    data = end.recv(CHUNK)
+                except OSError:
+                    data = b""  # reset: its stream ends here
+                if data:
+                    pair.pending[end] = data
+                else:
+                    pair.shut[end] = True
+                    half_close(peer)
+            if events & selectors.EVENT_WRITE and pair.pending[peer]:
+                try:
                     sent = end.send(pair.pending[peer])
                     pair.pending[peer] = pair.pending[peer][sent:]
-                    if not pair.pending[peer] and pair.shut[peer]:
-                        end.shutdown(socket.SHUT_WR)
-                if events & selectors.EVENT_READ and not pair.pending[end] and not pair.shut[end]:
-                    data = end.recv(CHUNK)
-                    if data:
-                        pair.pending[end] = data
-                    else:
-                        pair.shut[end] = True
-                        peer.shutdown(socket.SHUT_WR)
-            except OSError:
-                close(pair)
-                continue
+                except OSError:  # it takes nothing more: drop what was for it, read no more
+                    pair.pending[peer] = b""
+                    pair.shut[peer] = True
+                if not pair.pending[peer] and pair.shut[peer]:
+                    half_close(end)
             update(pair)
+
+
+def half_close(end: socket.socket) -> None:
+    """No more bytes to send it (a peer that is gone is no error)."""
+    with contextlib.suppress(OSError):
+        end.shutdown(socket.SHUT_WR)
 
 
 def accept(

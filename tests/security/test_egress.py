@@ -284,7 +284,7 @@ def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon,
     with _Recorder() as recorder:
         hosts = [f"web.test:{recorder.port}", "127.0.0.1"]
         command = f"python3 -c {shlex.quote(SMUGGLE)} {recorder.port} {how}"
-        _run(egress_daemon, command, hosts, "egress")
+        answered = _run(egress_daemon, command, hosts, "egress")["stdout"].splitlines()
     assert all(b"evil.test" not in got for got in recorder.received), recorder.received
     if how == "tunnel":
         assert recorder.received in ([], [b""])
@@ -292,6 +292,7 @@ def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon,
         assert "a CONNECT tunnel must carry TLS" in reason
     else:
         assert recorder.received[0].startswith(b"GET / HTTP/1.1\r\n")
+        assert answered == ["0"]  # the recorder answers nothing: the connection just ends
 
 
 def test_a_request_body_goes_through_and_a_chunked_one_is_refused(
