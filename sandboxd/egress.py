@@ -40,6 +40,8 @@ from sandboxd.host_rules import (
 
 logger = logging.getLogger(__name__)
 
+BLOCKED = "blocked by sandbox policy: "
+"""How every refusal starts; a connection cut for another reason (idle) was allowed."""
 EGRESS_PORT = 3128
 """Inside the container: where the forwarder listens and HTTP(S)_PROXY point."""
 EGRESS_SOCKET_NAME = "egress"
@@ -79,7 +81,7 @@ class EgressEvent:
     port: int
     allowed: bool
     reason: str
-    """Why it was denied, or "" when allowed."""
+    """Why it was denied (starting with BLOCKED), why it was cut, or "" for a normal end."""
     method: str
     address: str = ""
     """The address connected to (empty when denied before that)."""
@@ -176,13 +178,12 @@ class EgressProxy:
     async def _handle_bounded(self, client: anyio.abc.ByteStream) -> None:
         async with client:
             if self._open >= self._settings.max_connections:
-                await _refuse(
-                    client,
-                    429,
-                    f"blocked by sandbox policy: this sandbox has {self._open} connections open "
-                    f"through its proxy, the most it may have: close some, then retry",
+                reason = (
+                    f"{BLOCKED}this sandbox has {self._open} connections open through its "
+                    "proxy, the most it may have: close some, then retry"
                 )
-                self._emit(EgressEvent("", 0, False, "too many connections", ""))
+                await _refuse(client, 429, reason)
+                self._emit(EgressEvent("", 0, False, reason, ""))
                 return
             self._open += 1
             try:
@@ -240,7 +241,7 @@ class EgressProxy:
             EgressEvent(
                 host,
                 port,
-                not reason,
+                not reason.startswith(BLOCKED),
                 reason,
                 method,
                 str(address),
@@ -337,9 +338,11 @@ class EgressProxy:
             )
         name = server_name(first)
         if name is _MALFORMED:
-            return "a TLS ClientHello the proxy cannot read (split or malformed)"
+            return f"{BLOCKED}a TLS ClientHello the proxy cannot read (split or malformed)"
         if name is not None and normalise_host(str(name)) != host:
-            return f"TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
+            return (
+                f"{BLOCKED}TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
+            )
         counts[0] += len(first)
         await upstream.send(first)
         return await self._relay(reader, client, upstream, counts)

@@ -5,11 +5,13 @@ are never contacted."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import ssl
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.abc
 import pytest
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
@@ -108,6 +110,39 @@ def test_the_server_name_is_read_from_a_real_client_hello() -> None:
     hello = _client_hello("web.test")
     assert not isinstance(server_name(hello[:-1]), str | None)  # cut: not readable
     assert not isinstance(server_name(b"\x16\x03\x01\x00\x02\x01\x00"), str | None)
+
+
+async def test_a_silent_tunnel_is_cut_and_still_counted_as_allowed() -> None:
+    """Against a server of the test's own on loopback, which the allowlist names."""
+    events: list[EgressEvent] = []
+    proxy = EgressProxy(
+        Allowlist.parse(["127.0.0.1:*"]),
+        EgressSettings(idle_timeout_s=0.5),
+        on_event=events.append,
+    )
+    path = str(short_dir("egress") / "egress")
+    hello = _client_hello(None)
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as silent,
+        await anyio.create_unix_listener(path) as listener,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(silent.serve, _keep_silent)
+        tasks.start_soon(proxy.serve, listener)
+        port = silent.extra(anyio.abc.SocketAttribute.local_port)
+        answer = await _ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode() + hello)
+        tasks.cancel_scope.cancel()
+    assert answer == "HTTP/1.1 200 Connection established\r\n\r\n"
+    (event,) = events
+    assert (event.allowed, event.reason, event.bytes_up) == (True, "idle for 0.5 s", len(hello))
+
+
+async def _keep_silent(stream: anyio.abc.SocketStream) -> None:
+    """Take what comes, answer nothing, until the proxy hangs up (or 10 s)."""
+    async with stream:
+        with anyio.move_on_after(10), contextlib.suppress(anyio.EndOfStream):
+            while True:
+                await stream.receive()
 
 
 def test_an_egress_audit_line_is_bounded() -> None:

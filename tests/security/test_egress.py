@@ -255,7 +255,10 @@ def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: 
     else:
         assert recorder.received in ([], [b""])
         reason = _egress_lines(egress_daemon)[-1]["reason"]
-        assert reason == "TLS server name 'evil.test' differs from the CONNECT host web.test"
+        assert reason == (
+            "blocked by sandbox policy: TLS server name 'evil.test' differs from the CONNECT "
+            "host web.test"
+        )
 
 
 SMUGGLE = """
