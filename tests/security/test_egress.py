@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +24,11 @@ import pytest
 from logos import ExecOptions
 from sandboxd.runner import SandboxRunner
 from tests.support.browser import css, text_appears
-from tests.support.cli_harness import Home, logos, openai_env
+from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.local_http import LocalHTTPServer
 from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, running_daemon
+from tests.support.serve_harness import read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.view_harness import viewing
 
@@ -428,6 +430,36 @@ def test_json_events_and_the_page_show_what_the_proxy_blocked(
         assert blocked.text.startswith(
             f"the sandbox's proxy refused: other.test:{web.port}: blocked by sandbox policy"
         )
+
+
+@pytest.mark.timeout(180)
+def test_a_served_run_takes_its_hosts_and_its_events_show_the_blocked(
+    tmp_path: Path, egress_daemon: Daemon, web: _Web, sse_server: ScriptedServer
+) -> None:
+    home = make_home(tmp_path)
+    sse_server.enqueue(
+        openai_stream(
+            f"<cmd>curl -sS --noproxy '' --max-time 20 http://other.test:{web.port}/</cmd>"
+        ),
+        openai_stream("Done."),
+    )
+    config = f'check_back = false\nsocket = "{egress_daemon.socket}"\n'
+    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    with serving(home, sse_server, config=config) as served, served.client() as client:
+        started = served.start_run(
+            client,
+            prompt="fetch",
+            runner={
+                "kind": "sandbox",
+                "allowed_paths": [{"path": str(home.work), "read_only": False}],
+                "allowed_hosts": hosts,
+            },
+        )
+        events = read_events(client, started["run"])
+    result = next(e for e in events if e.type == "command_result").data["result"]
+    assert result["blocked"][0].startswith(f"other.test:{web.port}: blocked by sandbox policy")
+    system = sse_server.requests[0].json["messages"][0]["content"]
+    assert f"HTTP_PROXY and HTTPS_PROXY: {', '.join(hosts)};" in system
 
 
 def test_sandboxd_run_takes_allow_host(egress_daemon: Daemon, web: _Web) -> None:
