@@ -20,6 +20,7 @@ import anyio
 
 from bench import (
     batch,
+    egress,
     flood,
     fork,
     local_model,
@@ -65,6 +66,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     small_model.FAMILY: (small_model.TITLE, small_model.run),
     local_model.FAMILY: (local_model.TITLE, local_model.run),
     temenos.FAMILY: (temenos.TITLE, temenos.run),
+    egress.FAMILY: (egress.TITLE, egress.run),
 }
 DEFAULT_FAMILIES = [name for name in FAMILIES if name != small_model.FAMILY]
 """What runs without --only: the small-model family takes about an hour and needs the

@@ -81,6 +81,12 @@ class Plan:
     """The ablation and mini-swe-agent rows, on the main model."""
     local_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
     """Models the localmodel family loads and runs (the default first)."""
+    egress_rounds: int = 10
+    """Alternating rounds of GETs through the egress proxy and with the network on."""
+    egress_requests: int = 20
+    """GETs per round, each on a new connection."""
+    egress_download_bytes: int = 256 * 2**20
+    """The large body each sandbox downloads once."""
     temenos_callers: int = 200
     """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
     temenos` has); 1000 takes about half an hour on a 2-core machine."""
@@ -127,6 +133,9 @@ class Plan:
             small_model_baselines=False,
             local_models=("smollm2",),
             temenos_callers=6,
+            egress_rounds=2,
+            egress_requests=5,
+            egress_download_bytes=8 * 2**20,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

@@ -56,6 +56,10 @@ class ExecOptions:
     """Variables set for the command, on top of the inherited environment."""
     allowed_paths: tuple[AllowedPath, ...] = ()
     """Host paths the command may use (the sandbox mounts exactly these)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Hosts a sandboxed command may reach with network off (`pypi.org`, `*.example.org`,
+    `api.example.org:8443`): sandboxd's egress proxy enforces them. A local command has the
+    machine's network; a sandbox that cannot enforce a list refuses the command."""
     workdir: str | None = None
     """Working directory; defaults to the first allowed path, else the current directory."""
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -82,6 +86,9 @@ class ExecOptions:
                     f"env entry {key!r} cannot be passed to a process: a name must be "
                     "non-empty without '=' or NUL, and a value must not hold NUL"
                 )
+        for host in self.allowed_hosts:
+            if not host.strip() or "\0" in host:
+                raise ValueError(f"allowed_hosts entry {host!r} must be a non-empty host name")
         if self.max_output_bytes < 64:
             raise ValueError(f"max_output_bytes must be at least 64, got {self.max_output_bytes}")
         if self.max_saved_output_bytes < 0:

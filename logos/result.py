@@ -51,6 +51,9 @@ class Result:
     job: JobStarted | None = None
     """Set when the command went on as a job: then it has not ended, and stdout and stderr
     hold its output so far; its end comes later as a `JobEnd`."""
+    blocked: tuple[str, ...] = ()
+    """Connections the sandbox's egress proxy refused while the command ran, each
+    "host:port: why" (a sandbox with allowed_hosts; the first few)."""
 
     @property
     def ok(self) -> bool:

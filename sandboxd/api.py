@@ -67,6 +67,11 @@ class StartRequest(_Request):
     allowed_paths: tuple[AllowedPathSpec, ...] = ()
     workdir: str | None = None
     network: bool = False
+    allowed_hosts: tuple[NulFreeStr, ...] = ()
+    """With network off: the hosts commands may reach through the sandbox's egress proxy
+    (HTTP and HTTPS via HTTP_PROXY/HTTPS_PROXY), e.g. "pypi.org", "*.pythonhosted.org",
+    "api.example.org:8443"; see the README's "Network by name". Part of the sandbox's
+    settings: a session's commands with another list get another sandbox."""
     unix_sockets: bool = False
     """Let commands create Unix sockets (the daemon's config must allow it): they could then
     connect to host sockets under the allowed paths."""

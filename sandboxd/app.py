@@ -145,6 +145,7 @@ class _Placement:
     unix_sockets: bool
     session: str
     image: str | None
+    allowed_hosts: Sequence[str] = ()
     reclaimable: bool = False
     """A temenos caller's: its idle sandbox may be removed to make room (SandboxSpec)."""
 
@@ -562,11 +563,14 @@ class App:
         Backend.start for `wait`). Raises _Problem for a refusal (403, 409, 429, 503…)."""
         note.session = placement.session
         note.network = placement.network
+        note.allowed_hosts = list(placement.allowed_hosts) or None
         uid, gid = _identity(peer)
         self._check_path_count(placement)
+        self._check_host_count(placement)
         try:
             image = self._policy.check_image(placement.image)
             note.image = image
+            hosts = self._policy.check_hosts(placement.allowed_hosts, network=placement.network)
             self._policy.check_network(placement.network)
             self._policy.check_unix_sockets(placement.unix_sockets)
             grant, workdir = await self._checked_paths(placement, uid, note)
@@ -589,6 +593,7 @@ class App:
                 gid=gid,
                 limits=self._config.limits,
                 unix_sockets=placement.unix_sockets,
+                allowed_hosts=hosts,
                 reclaimable=placement.reclaimable,
             )
             session = _backend_session(uid, placement.session)
@@ -610,6 +615,16 @@ class App:
                 "too_many_paths",
                 f"the request lists {count} allowed_paths and this daemon takes at most {most} "
                 "(max_allowed_paths in its config): mount a common parent directory instead",
+            )
+
+    def _check_host_count(self, placement: _Placement) -> None:
+        count, most = len(placement.allowed_hosts), self._config.max_allowed_hosts
+        if count > most:
+            raise _Problem(
+                422,
+                "too_many_hosts",
+                f"the request lists {count} allowed_hosts and this daemon takes at most {most} "
+                "(max_allowed_hosts in its config): use a wildcard such as *.example.org",
             )
 
     async def _checked_paths(
@@ -991,6 +1006,7 @@ def _placement(body: StartRequest, session: str) -> _Placement:
         unix_sockets=body.unix_sockets,
         session=session,
         image=body.image,
+        allowed_hosts=body.allowed_hosts,
     )
 
 

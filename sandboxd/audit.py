@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from sandboxd.egress import EgressEvent
+
 logger = logging.getLogger(__name__)
 
 COMMAND_HEAD_BYTES = 4096
@@ -60,6 +62,7 @@ class AuditNote(BaseModel):
     image: str | None = None
     mounts: list[AuditMount] | None = None
     network: bool | None = None
+    allowed_hosts: list[str] | None = None
     stripped_env_keys: list[str] | None = None
     sandbox: str | None = None
     start_steps: dict[str, float] | None = None
@@ -71,6 +74,28 @@ class AuditNote(BaseModel):
     """The job the command became, or the job the request asked about."""
     error: str | None = None
     """Why the request was refused or the command failed to run."""
+
+
+class EgressRecord(BaseModel):
+    """One connection through a sandbox's egress proxy, allowed or denied."""
+
+    model_config = ConfigDict(frozen=True)
+
+    time: str
+    event: str = "egress"
+    session: str
+    sandbox: str
+    host: str
+    port: int
+    allowed: bool
+    reason: str | None
+    """Why it was denied or cut (null when it was allowed and ended normally)."""
+    method: str
+    address: str | None
+    """The address the proxy connected to (null when denied before connecting)."""
+    bytes_up: int
+    bytes_down: int
+    duration_s: float
 
 
 class _RequestFacts(BaseModel):
@@ -125,7 +150,26 @@ class AuditLog:
                 "audit_log in the config to a writable file",
             ) from exc
 
-    def write(self, record: AuditRecord) -> None:
+    def write_egress(self, session: str, sandbox: str, event: EgressEvent) -> None:
+        """An egress proxy's connection (the backend calls it for each one)."""
+        self.write(
+            EgressRecord(
+                time=timestamp(),
+                session=session,
+                sandbox=sandbox,
+                host=event.host,
+                port=event.port,
+                allowed=event.allowed,
+                reason=event.reason or None,
+                method=event.method,
+                address=event.address or None,
+                bytes_up=event.bytes_up,
+                bytes_down=event.bytes_down,
+                duration_s=event.duration_s,
+            )
+        )
+
+    def write(self, record: AuditRecord | EgressRecord) -> None:
         if self._fd is None:
             return
         line = audit_line(record)
@@ -177,7 +221,7 @@ class AuditLog:
         return self.path.with_name(f"{self.path.name}.{index}")
 
 
-def audit_line(record: AuditRecord) -> bytes:
+def audit_line(record: AuditRecord | EgressRecord) -> bytes:
     """The record as one JSON line of at most AUDIT_LINE_MAX_BYTES (see the module's note)."""
     fields = _bounded(record.model_dump())
     return json.dumps(fields, ensure_ascii=False, separators=_SEPARATORS).encode() + b"\n"

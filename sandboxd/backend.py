@@ -109,6 +109,9 @@ class SandboxSpec:
     limits: Limits = field(default_factory=Limits)
     unix_sockets: bool = False
     """Whether commands may create Unix sockets (connect to host sockets under the mounts)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """With network off: the hosts its egress proxy may connect to (sandboxd.host_rules
+    entries, normalised); empty: no proxy, no way out."""
     reclaimable: bool = False
     """Whether the daemon may remove it while idle to make room under the session caps (a
     temenos caller's: temenos gives every command a fresh sandbox, so nothing is lost)."""
@@ -118,6 +121,8 @@ class SandboxSpec:
             raise ValueError("image must be a non-empty image reference")
         if self.uid < 0 or self.gid < 0:
             raise ValueError(f"uid and gid must be >= 0, got {self.uid}:{self.gid}")
+        if self.network and self.allowed_hosts:
+            raise ValueError("allowed_hosts is for a sandbox without network; network is on")
         targets = [mount.path for mount in self.mounts]
         if len(set(targets)) != len(targets):
             raise ValueError(f"each path may be mounted once, got {targets}")

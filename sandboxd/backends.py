@@ -10,11 +10,12 @@ from typing import assert_never
 
 from sandboxd.backend import Backend
 from sandboxd.config import DaemonConfig
-from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.backend import DockerBackend, EgressSink
+from sandboxd.egress import EgressSettings
 from sandboxd.session_caps import SessionCaps
 
 
-def build_backend(config: DaemonConfig) -> Backend:
+def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) -> Backend:
     """The configured backend, not started yet (use it with `async with`).
 
     Raises ValueError when the config's values cannot work for it (e.g. a state_dir too long
@@ -28,6 +29,12 @@ def build_backend(config: DaemonConfig) -> Backend:
                 state_dir=config.state_dir,
                 session_caps=SessionCaps.from_config(config),
                 pool=config.pool,
+                egress=EgressSettings(
+                    hosts=config.egress_hosts,
+                    max_connections=config.egress_max_connections,
+                    max_bytes=config.egress_max_bytes,
+                ),
+                on_egress=on_egress,
             )
         case unknown:
             assert_never(unknown)

@@ -99,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", help="working directory (inside an allowed path)")
     run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     run.add_argument("--network", action="store_true", help="ask for network access")
+    run.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with network off, a host reachable over HTTP(S) through the sandbox's proxy "
+        "(pypi.org, *.example.org, api.example.org:8443); repeatable",
+    )
     run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
     run.add_argument("--image", help="one of the daemon's allowed images")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
@@ -228,6 +236,7 @@ def _run(args: argparse.Namespace) -> int:
             env=dict(_env_pair(item) for item in args.env),
             allowed_paths=tuple(_allowed_path(spec) for spec in args.allow),
             workdir=os.path.abspath(args.workdir) if args.workdir else None,
+            allowed_hosts=tuple(args.allow_host),
             timeout_s=args.timeout,
         )
         runner = SandboxRunner(

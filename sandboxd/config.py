@@ -26,6 +26,7 @@ from pydantic import (
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.backend import Limits
+from sandboxd.host_rules import is_valid_name, normalise_host, parse_address
 from sandboxd.paths import default_state_dir
 from sandboxd.pool import PoolSettings
 from sandboxd.sizes import Size
@@ -56,6 +57,22 @@ def _host_path(value: object) -> Path:
 HostPath = Annotated[Path, BeforeValidator(_host_path)]
 
 
+def _name_table(table: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Names normalised as the proxy compares them; each with at least one valid address."""
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, addresses in table.items():
+        host = normalise_host(name)
+        if not is_valid_name(host):
+            raise ValueError(f"{name!r} is not a host name (letters, digits, hyphens, dots)")
+        if not addresses:
+            raise ValueError(f'{name!r} has no address: list one or more, e.g. ["10.0.0.5"]')
+        for address in addresses:
+            if parse_address(address) is None:
+                raise ValueError(f"{name!r}: {address!r} is not an IP address")
+        checked[host] = tuple(addresses)
+    return checked
+
+
 def _positive_finite(value: float) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError("must be a finite number")
@@ -82,6 +99,21 @@ class DaemonConfig(BaseModel):
     """Paths never mounted, nor anything inside them, nor any directory containing them."""
     allow_network: StrictBool = False
     """Whether a request may ask for network access (network=true)."""
+    allow_private_hosts: StrictBool = False
+    """Whether a request's allowed_hosts may name loopback, private, link-local or other
+    non-public addresses and networks (an intranet, a test server): with it, a sandbox can
+    reach services of this host and its network that network=true never reaches."""
+    max_allowed_hosts: int = Field(default=64, ge=1, le=4096)
+    """Most allowed_hosts entries one request may list."""
+    egress_hosts: Annotated[dict[str, tuple[str, ...]], AfterValidator(_name_table)] = Field(
+        default_factory=dict
+    )
+    """Names the egress proxy resolves from this table instead of DNS (name = ["addresses"]):
+    for intranets and tests."""
+    egress_max_connections: int = Field(default=64, ge=1, le=4096)
+    """Connections one sandbox may have open through its egress proxy at once."""
+    egress_max_bytes: Annotated[Size, Field(ge=1024**2)] = 4 * 1024**3
+    """Bytes one sandbox may move through its egress proxy in all, both ways (bytes or "4g")."""
     allow_unix_sockets: StrictBool = False
     """Whether a request may ask for Unix sockets (unix_sockets=true): its commands could then
     connect to host sockets found under its mounts (an ssh agent, a tmux server, an engine)."""

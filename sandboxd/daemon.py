@@ -197,7 +197,7 @@ async def _serve_bound(
     open_files: int,
 ) -> None:
     try:
-        backend = build_backend(config)
+        backend = build_backend(config, on_egress=audit.write_egress)
     except ValueError as exc:
         raise DaemonError(str(exc)) from exc
     async with backend:

@@ -6,6 +6,7 @@ needed), and a daemon on the socket, if any, is asked for its health too.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -133,9 +134,45 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
         else:
             report.ok("unix sockets", "denied to commands (host sockets under mounts unreachable)")
         await _check_limits(run, report)
+        await _check_egress(
+            backend,
+            session,
+            dataclasses.replace(spec, allowed_hosts=(EGRESS_PROBE_ALLOWED,)),
+            report,
+        )
     finally:
         await backend.close_session(session)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+EGRESS_PROBE_ALLOWED = "allowed.invalid"
+_EGRESS_PROBE = """python3 -c '
+import urllib.request as request
+try:
+    request.urlopen("http://refused.invalid/", timeout=20)
+    print("reached")
+except request.HTTPError as answer:
+    print(answer.code, answer.read().decode(errors="replace").strip())
+except Exception as exc:
+    print("failed:", exc)
+'"""
+"""Asks the sandbox's proxy for a host its list does not name: the refusal proves the way
+out (forwarder, socket, proxy) without any traffic leaving."""
+
+
+async def _check_egress(backend: Backend, session: str, spec: SandboxSpec, report: _Report) -> None:
+    outcome = await backend.run(session, spec, ExecRequest(command=_EGRESS_PROBE, timeout_s=60))
+    result = outcome.result
+    answer = (result.error or result.stdout).strip()
+    if answer.startswith("403 blocked by sandbox policy: host refused.invalid"):
+        report.ok("egress", "allowed_hosts: the proxy refuses hosts not in the list")
+    else:
+        report.fail(
+            "egress",
+            f"a sandbox with allowed_hosts did not get the proxy's refusal ({answer[:300]!r})",
+            "check that the image has python3 and that the daemon's state_dir is on a local "
+            "filesystem (its sockets are mounted into the sandbox)",
+        )
 
 
 _UNIX_SOCKET_PROBE = "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null"

@@ -31,6 +31,9 @@ class Settings(Protocol):
     def network(self) -> bool: ...
 
     @property
+    def allowed_hosts(self) -> tuple[str, ...]: ...
+
+    @property
     def unix_sockets(self) -> bool: ...
 
     @property
@@ -75,7 +78,16 @@ class SandboxdKind:
             f"{p.path} ({'read-only' if p.read_only else 'read-write'})"
             for p in settings.allowed_paths
         )
-        network = "on" if settings.network else "off: do not try to download anything"
+        if settings.network:
+            network = "on"
+        elif settings.allowed_hosts:
+            network = (
+                "off, except HTTP and HTTPS to these hosts through a proxy already set in "
+                f"HTTP_PROXY and HTTPS_PROXY: {', '.join(settings.allowed_hosts)}; other hosts "
+                "answer 403 blocked by sandbox policy"
+            )
+        else:
+            network = "off: do not try to download anything"
         return (
             f"Commands run in a sandbox that sees only these host paths: {paths}. "
             f"Network access is {network}."

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import importlib.util
+import ipaddress
 import os
 import pwd
 import re
@@ -31,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sandboxd.config import DaemonConfig
+from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -230,6 +232,7 @@ class Policy:
         extra_denies: Iterable[Path] = (),
         allow_network: bool = False,
         allow_unix_sockets: bool = False,
+        allow_private_hosts: bool = False,
         allow_env_keys: Iterable[str] = (),
         daemon_home: Path | None = None,
         daemon_paths: Iterable[tuple[Path, str]] = (),
@@ -240,6 +243,7 @@ class Policy:
         self._allowed_roots = tuple(_resolved_forms_unique(allowed_roots))
         self._allow_network = allow_network
         self._allow_unix_sockets = allow_unix_sockets
+        self._allow_private_hosts = allow_private_hosts
         self._allow_env_keys = tuple(allow_env_keys)
         refused = [_Refused(Path("/"), "the root directory", inside=False, contains=False)]
         refused += [_Refused(Path(p), f"the system directory {p}") for p in SYSTEM_DIRS]
@@ -285,6 +289,7 @@ class Policy:
             allow_network=config.allow_network,
             allow_env_keys=config.allow_env_keys,
             allow_unix_sockets=config.allow_unix_sockets,
+            allow_private_hosts=config.allow_private_hosts,
             daemon_home=Path.home(),
             daemon_paths=own,
             engine_sockets=(*ENGINE_SOCKETS, *_engine_sockets_from_env(os.environ)),
@@ -374,6 +379,33 @@ class Policy:
                 "network access is off for every sandbox: set allow_network = true in the "
                 "daemon's config to let requests ask for it",
             )
+
+    def check_hosts(self, entries: Sequence[str], *, network: bool) -> tuple[str, ...]:
+        """The allowlist's entries, normalised; refuses a malformed one (422), one with
+        network on, and one naming a non-public address unless the config allows it."""
+        if not entries:
+            return ()
+        if network:
+            raise PolicyError(
+                "hosts_with_network",
+                "allowed_hosts limits a sandbox without network to those hosts, and this "
+                "request also asks for network=true (every host): send one or the other",
+                status=422,
+            )
+        try:
+            allowlist = Allowlist.parse(entries)
+        except HostRuleError as bad:
+            raise PolicyError("invalid_host", str(bad), status=422) from None
+        if not self._allow_private_hosts:
+            for rule in allowlist.rules:
+                if rule.network is not None and not _all_public(rule.network):
+                    raise PolicyError(
+                        "private_host_refused",
+                        f"allowed_hosts entry {rule.text} names non-public addresses (loopback, "
+                        "private, link-local...): set allow_private_hosts = true in the "
+                        "daemon's config to let requests name them",
+                    )
+        return allowlist.entries
 
     def check_unix_sockets(self, unix_sockets: bool) -> None:
         if unix_sockets and not self._allow_unix_sockets:
@@ -607,3 +639,36 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.EACCES:
         return "the daemon is not permitted to look it up"
     return exc.strerror or str(exc)
+
+
+def _all_public(network: IPNetwork) -> bool:
+    """Whether no address of `network` is special (a wide network of public ends may still
+    hold private ones)."""
+    return not any(
+        network.overlaps(special)
+        for special in _SPECIAL_NETWORKS
+        if special.version == network.version
+    )
+
+
+_SPECIAL_NETWORKS = tuple(
+    ipaddress.ip_network(text)
+    for text in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "224.0.0.0/3",
+        "::/8",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+        "::ffff:0:0/96",
+        "64:ff9b::/96",
+    )
+)

@@ -370,6 +370,7 @@ class SandboxRunner(AsyncCloseable):
             ),
             workdir=None if options.workdir is None else _absolute(options.workdir),
             network=self.network,
+            allowed_hosts=options.allowed_hosts,
             unix_sockets=self.unix_sockets,
             image=self.image,
         )

@@ -83,7 +83,8 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
 PROTOCOL = 4
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
-"""Next to this script: the mount roots to report and whether to deny Unix sockets."""
+"""Next to this script: the mount roots to report, whether to deny Unix sockets, and where
+the egress proxy's socket is ({"socket": ..., "port": ...}) when the sandbox has one."""
 KILL_GRACE_S = 1.0
 """Between SIGTERM and SIGKILL when a command times out or is cancelled."""
 LINGER_S = 0.02
@@ -783,6 +784,15 @@ def load_command_modules() -> None:
         )
 
 
+def start_egress_forwarder(proxy_socket: str, port: int) -> str | None:
+    """Fork the forwarder to the daemon's egress proxy (sandboxd.egress_forwarder)."""
+    try:
+        from sandboxd import egress_forwarder
+    except ImportError:  # inside the container it is mounted next to this file
+        import egress_forwarder  # type: ignore[import-not-found,no-redef]
+    return egress_forwarder.start(proxy_socket, port)
+
+
 def say_hello(conn: socket.socket, shell: str, report: dict[str, Any]) -> None:
     """The first line on the connection: who we are, and `report` (mounts, seccomp)."""
     hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": shell}
@@ -805,6 +815,11 @@ def main(argv: list[str]) -> int:
     # WHY this order: the mounts are looked at before any command exists, and the filter is
     # installed after our own connection is made and before any thread or command starts.
     report: dict[str, Any] = {"mounts": report_mounts(list(settings.get("mounts", [])))}
+    egress = settings.get("egress")
+    if egress:
+        # Before the filter: the forwarder connects to the proxy's Unix socket.
+        problem = start_egress_forwarder(str(egress["socket"]), int(egress["port"]))
+        report["egress"] = "ready" if problem is None else problem
     if settings.get("deny_unix_sockets", True):
         problem = deny_unix_sockets()
         report["unix_sockets"] = "denied" if problem is None else f"not denied: {problem}"

@@ -66,6 +66,8 @@ class SupervisorHello(BaseModel):
     """One per mount root the backend asked about, in its order."""
     unix_sockets: str
     """"denied", "allowed", or "not denied: <why>" when the filter could not be installed."""
+    egress: str = "off"
+    """"off", "ready" (the forwarder to the egress proxy listens), or why it could not."""
 
 
 class RunMessage(BaseModel):
@@ -132,7 +134,8 @@ class SupervisorReply(ReplyHead):
 _RESULT_FIELDS = tuple(
     result_field.name
     for result_field in dataclasses.fields(Result)
-    if result_field.name not in ("command", "job")  # the daemon names jobs, not the sandbox
+    # The daemon names jobs and what its egress proxy blocked, not the sandbox.
+    if result_field.name not in ("command", "job", "blocked")
 )
 
 

@@ -165,6 +165,7 @@ async def _phases(
         return
     options = ExecOptions(
         allowed_paths=(AllowedPath(path=str(workspace), read_only=False),),
+        allowed_hosts=() if settings.sandbox is None else settings.sandbox.settings.allowed_hosts,
         timeout_s=settings.timeout_s,
     )
     try:

@@ -486,6 +486,14 @@ def _runner_options(
         _allow_option(group)
     group.add_argument("--network", action="store_true", help="allow network access in the sandbox")
     group.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with --sandbox and no --network: a host commands may reach over HTTP(S) through "
+        "the sandbox's proxy (pypi.org, *.example.org, api.example.org:8443); repeatable",
+    )
+    group.add_argument(
         "--timeout",
         type=_positive_float,
         metavar="SECONDS",

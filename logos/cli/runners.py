@@ -35,6 +35,7 @@ class RunnerSpec:
     socket: str | None = None
     image: str | None = None
     network: bool = False
+    allowed_hosts: tuple[str, ...] = ()
     auth_token_file: str | None = None
 
     @property
@@ -46,6 +47,7 @@ class RunnerSpec:
             socket=self.socket,
             image=self.image,
             network=self.network,
+            allowed_hosts=self.allowed_hosts,
             allowed_paths=paths,
             auth_token_file=self.auth_token_file,
         )

@@ -58,6 +58,7 @@ class _Runners:
             socket=self.settings.socket,
             image=self.settings.image,
             network=choice.network,
+            allowed_hosts=choice.allowed_hosts,
             auth_token_file=self.settings.sandbox_token_file,
         )
 

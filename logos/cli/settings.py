@@ -402,6 +402,7 @@ class Flags:
     sandbox_token_file: str | None = None
     allow: Sequence[str] = ()
     network: bool = False
+    allow_host: Sequence[str] = ()
     timeout: float | None = None
     background_after: float | None = None
     image: str | None = None
@@ -548,6 +549,16 @@ def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> Ru
             "--network only applies to the sandbox: add --sandbox (commands run locally "
             "already use this machine's network)"
         )
+    if flags.allow_host and sandbox != DEFAULT_SANDBOX_KIND:
+        raise CliError(
+            "--allow-host only applies to the sandbox, whose proxy enforces it: add --sandbox "
+            "(commands run locally use this machine's network; temenos has no host list)"
+        )
+    if flags.allow_host and flags.network:
+        raise CliError(
+            "--allow-host limits a sandbox without network to those hosts, and --network "
+            "opens every host: use one or the other"
+        )
     if flags.sandbox_token_file and not sandbox:
         raise CliError(
             "--sandbox-token-file is for a sandbox daemon that asks for a token: add "
@@ -558,6 +569,7 @@ def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> Ru
         socket=flags.socket or settings.socket,
         image=flags.image or settings.image,
         network=flags.network,
+        allowed_hosts=tuple(flags.allow_host),
         auth_token_file=flags.sandbox_token_file or settings.sandbox_token_file,
     )
 
@@ -612,6 +624,7 @@ def exec_options(
     )
     return ExecOptions(
         allowed_paths=allowed_paths(flags.allow, default_dir),
+        allowed_hosts=tuple(flags.allow_host),
         timeout_s=first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
         background_after_s=background_after if jobs else None,
     )

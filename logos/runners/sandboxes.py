@@ -41,6 +41,9 @@ class SandboxSettings:
     """Ask for network access (the sandbox's own configuration must allow it)."""
     unix_sockets: bool = False
     """Let commands create Unix sockets (the sandbox's own configuration must allow it)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """The hosts commands may reach with network off, for the system prompt (each command's
+    ExecOptions says which it is given)."""
     allowed_paths: tuple[AllowedPath, ...] = ()
     """The host paths commands may use, for the system prompt (each command's ExecOptions
     says which it is given)."""

@@ -39,6 +39,9 @@ class RunnerRequest(_Request):
     """sandbox: what the sandbox sees; the first is the working directory."""
     network: bool = False
     """sandbox: ask for network access (the sandbox's own config must allow it)."""
+    allowed_hosts: list[str] = Field(default_factory=list, max_length=64)
+    """sandbox, network off: hosts its commands may reach over HTTP(S) through the sandbox's
+    proxy ("pypi.org", "*.example.org"); empty: the server's own --allow-host list."""
 
 
 class LimitsRequest(_Request):

@@ -162,6 +162,7 @@ class Runs:
                 'its [serve] table; ask for approval "confirm", or run in the sandbox',
             )
         options = self._exec_options(request.runner, request.limits)
+        choice = dataclasses.replace(choice, allowed_hosts=options.allowed_hosts)
         template = self._narrowed(request.limits)
         problem = self._setup.runners.problem(choice)
         if problem is not None:
@@ -284,11 +285,12 @@ class Runs:
         if limits.timeout_s is not None and limits.timeout_s > server_timeout:
             raise _wider("timeout_s", limits.timeout_s, server_timeout, TIMEOUT_KEY)
         if runner.kind == "local":
-            if runner.allowed_paths or runner.network:
+            if runner.allowed_paths or runner.network or runner.allowed_hosts:
                 raise ApiError(
                     400,
-                    'allowed_paths and network are for the sandbox (runner.kind "sandbox"): '
-                    "local commands reach the whole machine; give runner.workdir instead",
+                    "allowed_paths, network and allowed_hosts are for the sandbox (runner.kind "
+                    '"sandbox"): local commands reach the whole machine; give runner.workdir '
+                    "instead",
                 )
             workdir = runner.workdir or self._setup.workdir
             if not os.path.isabs(workdir) or not os.path.isdir(workdir):
@@ -312,10 +314,20 @@ class Runs:
                     'e.g. [{"path": "/home/me/project", "read_only": false}]',
                 )
             paths = tuple(AllowedPath(p.path, p.read_only) for p in runner.allowed_paths)
+        hosts: tuple[str, ...] = ()
+        if runner.kind == "sandbox":
+            hosts = tuple(runner.allowed_hosts) or self._setup.template.exec_options.allowed_hosts
+            if hosts and runner.network:
+                raise ApiError(
+                    400,
+                    "runner.allowed_hosts limits a sandbox without network to those hosts, and "
+                    "runner.network opens every host: send one or the other",
+                )
         try:
             return dataclasses.replace(
                 self._setup.template.exec_options,
                 allowed_paths=paths,
+                allowed_hosts=hosts,
                 timeout_s=limits.timeout_s or server_timeout,
             )
         except ValueError as exc:

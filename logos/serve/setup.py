@@ -26,6 +26,8 @@ class RunnerChoice:
 
     sandbox: bool
     network: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    """sandbox: the hosts its commands may reach with network off (for the system prompt)."""
 
     @property
     def kind(self) -> str:

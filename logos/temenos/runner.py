@@ -183,6 +183,11 @@ class TemenosRunner(Runner):
             await self._client.aclose()
 
     def _request(self, command: str, options: ExecOptions) -> str:
+        if options.allowed_hosts:
+            raise TemenosFailure(
+                "temenos has no allowlist of hosts, so allowed_hosts cannot be honoured: use "
+                "sandboxd, or network=true if every host may be reached"
+            )
         paths = options.allowed_paths
         workdir = options.workdir
         if workdir is not None and (not paths or _absolute(workdir) != _absolute(paths[0].path)):

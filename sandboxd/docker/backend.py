@@ -12,7 +12,9 @@ Orphans: see sandboxd.docker.ownership for the rule that lets several daemons sh
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -22,7 +24,7 @@ import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,14 @@ from sandboxd.docker.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.egress import (
+    EGRESS_SOCKET_NAME,
+    EgressEvent,
+    EgressProxy,
+    EgressSettings,
+    host_addresses,
+)
+from sandboxd.host_rules import Allowlist
 from sandboxd.mount_check import check_mounts
 from sandboxd.pool import PoolSettings
 from sandboxd.session_caps import SessionCaps
@@ -98,6 +108,11 @@ BUILD_HINT = "run `sandboxd build-image`"
 
 logger = logging.getLogger(__name__)
 
+MAX_BLOCKED_KEPT = 16
+"""Refused connections a sandbox keeps for its commands' results (the audit log has all)."""
+EgressSink = Callable[[str, str, EgressEvent], None]
+"""Told of each egress connection: the session, the sandbox's name, the event."""
+
 
 @dataclass(eq=False)
 class _Container(Sandbox):
@@ -110,6 +125,14 @@ class _Container(Sandbox):
     """None: the `docker exec` fallback."""
     start_steps: dict[str, float]
     """Seconds each step of its start took (see StartOutcome.steps)."""
+    egress: anyio.CancelScope | None = None
+    """Its egress proxy's serving, cancelled when it is torn down; None: no proxy."""
+    blocked: collections.deque[tuple[int, str]] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_BLOCKED_KEPT)
+    )
+    """Its proxy's latest refusals, numbered, for the results of the commands that ran
+    meanwhile."""
+    blocked_count: int = 0
 
     def usable(self) -> bool:
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
@@ -133,9 +156,12 @@ class DockerBackend(AsyncCloseable):
         docker_base_url: str | None = None,
         session_caps: SessionCaps | None = None,
         pool: PoolSettings | None = None,
+        egress: EgressSettings | None = None,
+        on_egress: EgressSink | None = None,
     ) -> None:
         """`session_caps`: by default derived from the host for the default Limits; `pool`:
-        how many sandboxes to keep warm (None: none, see sandboxd.pool)."""
+        how many sandboxes to keep warm (None: none, see sandboxd.pool); `egress`: the bounds
+        of sandboxes' egress proxies, `on_egress` hears of each of their connections."""
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
@@ -148,6 +174,9 @@ class DockerBackend(AsyncCloseable):
                 f"{MAX_SOCKET_PATH}-byte Unix socket path limit; choose a shorter state_dir"
             )
         self.image = image
+        self._egress = egress or EgressSettings()
+        self._on_egress = on_egress
+        self._own_addresses = host_addresses()
         self._engine = Engine(docker_base_url, max_workers)
         """Container starts, removals, inspections: quick calls."""
         self._exec_engine = Engine(docker_base_url, max_workers)
@@ -265,11 +294,18 @@ class DockerBackend(AsyncCloseable):
                 Result(command=request.command, error=box, duration_s=time.monotonic() - started),
                 sandbox="",
             )
+        seen = box.blocked_count
         with box.running_command():
             if box.channel is not None:
-                return await self._run_supervised(box, box.channel, request)
-            result = await self._run_exec(box, request)
-        return ExecOutcome(result, sandbox=box.name)
+                outcome = await self._run_supervised(box, box.channel, request)
+            else:
+                outcome = ExecOutcome(await self._run_exec(box, request), sandbox=box.name)
+        blocked = tuple(text for number, text in box.blocked if number > seen)
+        if not blocked:
+            return outcome
+        return dataclasses.replace(
+            outcome, result=dataclasses.replace(outcome.result, blocked=blocked)
+        )
 
     async def fork(
         self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
@@ -438,17 +474,26 @@ class DockerBackend(AsyncCloseable):
         clock.lap("image")
         if not supervised and not spec.unix_sockets:
             raise _unix_sockets_not_deniable(spec.image)
+        if not supervised and spec.allowed_hosts:
+            raise BackendError(
+                f"image {spec.image} has no python3, so its sandbox cannot forward to the egress "
+                "proxy that allowed_hosts needs: use an image with python3",
+                code="egress_unavailable",
+            )
         token = secrets.token_hex(4)
         name = container_name(session, token)
         control_dir = self._control_root / token
         self._prepare_control_dir(control_dir, spec)
         listener: anyio.abc.SocketListener | None = None
+        egress: anyio.abc.SocketListener | None = None
         container_id: str | None = None
         handed_over = False
         self._starting.add(name)
         try:
             if supervised:
                 listener = await self._listen(control_dir / SOCKET_NAME, spec)
+            if spec.allowed_hosts:
+                egress = await self._listen(control_dir / EGRESS_SOCKET_NAME, spec)
             clock.lap("control_dir")
             labels = {
                 LABEL_MANAGED: "1",
@@ -492,6 +537,7 @@ class DockerBackend(AsyncCloseable):
                 try:
                     check_mounts(spec.mounts, hello.mounts)
                     _check_unix_sockets(spec, hello.unix_sockets)
+                    _check_egress(spec, hello.egress)
                 except BackendError:
                     await channel.aclose()
                     raise
@@ -515,6 +561,9 @@ class DockerBackend(AsyncCloseable):
             )
             if channel is not None:
                 self._background(self._serve_channel, box, channel)
+            if egress is not None:
+                box.egress = anyio.CancelScope()
+                self._background(self._serve_egress, box, egress)
             handed_over = True
             return box
         finally:
@@ -525,6 +574,9 @@ class DockerBackend(AsyncCloseable):
                 with contextlib.suppress(FileNotFoundError):
                     (control_dir / SOCKET_NAME).unlink()
             if not handed_over:
+                if egress is not None:
+                    with anyio.CancelScope(shield=True):
+                        await egress.aclose()
                 if container_id is not None:
                     with anyio.CancelScope(shield=True):
                         await self._remove_container(container_id)
@@ -583,6 +635,7 @@ class DockerBackend(AsyncCloseable):
             control_dir,
             mounts=[mount.path for mount in spec.mounts],
             deny_unix_sockets=not spec.unix_sockets,
+            egress=bool(spec.allowed_hosts),
             staged=self._staged_supervisor,
         )
 
@@ -659,9 +712,34 @@ class DockerBackend(AsyncCloseable):
             # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
             await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
 
+    async def _serve_egress(self, box: _Container, listener: anyio.abc.SocketListener) -> None:
+        """The sandbox's egress proxy, for its allowlist, until it is torn down."""
+        sink = self._on_egress
+
+        def on_event(event: EgressEvent) -> None:
+            if not event.allowed:
+                box.blocked_count += 1
+                where = f"{event.host}:{event.port}" if event.host else "(no target)"
+                box.blocked.append((box.blocked_count, f"{where}: {event.reason}"[:1024]))
+            if sink is not None:
+                sink(box.session, box.name, event)
+
+        proxy = EgressProxy(
+            Allowlist.parse(box.spec.allowed_hosts),
+            self._egress,
+            own_addresses=self._own_addresses,
+            on_event=on_event,
+        )
+        assert box.egress is not None
+        async with listener:
+            with box.egress:
+                await proxy.serve(listener)
+
     async def _tear_down(self, box: _Container, reason: str) -> None:
         """Fail the container's in-flight commands with `reason`, remove it and its control
         directory."""
+        if box.egress is not None:
+            box.egress.cancel()
         if box.channel is not None:
             box.channel.close(reason)
         with anyio.CancelScope(shield=True):
@@ -826,6 +904,17 @@ def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:
         "on a Linux kernel with seccomp (x86_64 or aarch64), or allow Unix sockets (see "
         "allow_unix_sockets in the README) if you accept that risk",
         code="unix_sockets_not_denied",
+    )
+
+
+def _check_egress(spec: SandboxSpec, reported: str) -> None:
+    """A sandbox with an allowlist must have its forwarder to the proxy listening."""
+    if not spec.allowed_hosts or reported == "ready":
+        return
+    raise BackendError(
+        f"the sandbox could not start its forwarder to the egress proxy ({reported}), so it "
+        "was not used",
+        code="egress_unavailable",
     )
 
 

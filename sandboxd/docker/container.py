@@ -23,8 +23,9 @@ import docker.types
 
 import logos.runners.capture
 import logos.runners.live
-from sandboxd import supervisor
+from sandboxd import egress_forwarder, supervisor
 from sandboxd.backend import SandboxSpec
+from sandboxd.egress import EGRESS_PORT, EGRESS_SOCKET_NAME
 
 CONTROL_DIR = "/.sandboxd"
 """Inside the container: the supervisor's code and the backend's socket, mounted read-only."""
@@ -41,7 +42,18 @@ _SUPERVISOR_SOURCES = (
     Path(supervisor.__file__),
     Path(logos.runners.capture.__file__),
     Path(logos.runners.live.__file__),
+    Path(egress_forwarder.__file__),
 )
+EGRESS_SOCKET = f"{CONTROL_DIR}/{EGRESS_SOCKET_NAME}"
+_PROXY_URL = f"http://127.0.0.1:{EGRESS_PORT}"
+PROXY_ENV = {
+    **{name: _PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
+    **{name: _PROXY_URL for name in ("http_proxy", "https_proxy", "all_proxy")},
+    "NO_PROXY": "localhost,127.0.0.1,::1",
+    "no_proxy": "localhost,127.0.0.1,::1",
+}
+"""A sandbox with an allowlist: every tool that honours these reaches the egress proxy (the
+others reach nothing: there is no other way out); its own local servers stay direct."""
 _BYTECODE_DIR = "__pycache__"
 
 # The container's main process. With python3 it becomes the supervisor; without, it exits 3
@@ -152,11 +164,12 @@ def install_supervisor(
     *,
     mounts: Sequence[str] = (),
     deny_unix_sockets: bool = True,
+    egress: bool = False,
     staged: Path | None = None,
 ) -> Path:
     """Put the supervisor and its capture module into `directory`, with the settings it
-    needs before any command runs (the mount roots to report, whether to deny Unix sockets);
-    returns the script.
+    needs before any command runs (the mount roots to report, whether to deny Unix sockets,
+    whether to forward to the egress proxy); returns the script.
 
     From `staged` (see stage_supervisor) as hard links, copies where a link cannot be made;
     without it, copies of the sources.
@@ -176,6 +189,7 @@ def install_supervisor(
             {
                 "mounts": list(mounts),
                 "deny_unix_sockets": deny_unix_sockets,
+                "egress": {"socket": EGRESS_SOCKET, "port": EGRESS_PORT} if egress else None,
             }
         )
     )
@@ -251,7 +265,11 @@ def create_container(
         entrypoint=["/bin/sh", "-c", launcher, "sandboxd"],
         command=[],
         user=f"{spec.uid}:{spec.gid}",
-        environment={"HOME": layout.home, "TMPDIR": TMP_DIR},
+        environment={
+            "HOME": layout.home,
+            "TMPDIR": TMP_DIR,
+            **(PROXY_ENV if spec.allowed_hosts else {}),
+        },
         labels=dict(labels),
         name=name,
         hostname="sandbox",

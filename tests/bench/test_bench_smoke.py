@@ -22,6 +22,8 @@ import pytest
 
 from bench.__main__ import FAMILIES
 from bench.batch import SANDBOX_POOLED, split
+from bench.egress import DIRECT as EGRESS_DIRECT
+from bench.egress import PROXY as EGRESS_PROXY
 from bench.plan import Plan
 from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
@@ -226,6 +228,25 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_the_egress_family_compares_the_proxy_with_the_network_on(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    require_bench_extra("matplotlib")
+    completed = run_bench("--quick", "--only", "egress", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    egress = load_results(tmp_path)["sections"]["egress"]
+    assert egress["problems"] == []  # each download got every byte
+    quick = Plan.quick()
+    samples = egress["samples_s"]["HTTP GET on a new connection, timed in the sandbox"]
+    assert sorted(samples) == [EGRESS_PROXY, EGRESS_DIRECT]
+    for label in (EGRESS_PROXY, EGRESS_DIRECT):
+        assert len(samples[label]) == quick.egress_rounds * quick.egress_requests
+        assert egress["raw"]["download"][label]["bytes"] == quick.egress_download_bytes
+    assert len(egress["targets"]) == 2
 
 
 @pytest.mark.docker

@@ -215,6 +215,22 @@ def test_network_needs_the_sandbox(home: Home, sse_server: ScriptedServer) -> No
     assert done.returncode == 2 and "--network only applies to the sandbox" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--allow-host", "pypi.org"], "--allow-host only applies to the sandbox"),
+        (["--sandbox", "temenos", "--allow-host", "pypi.org"], "temenos has no host list"),
+        (["--sandbox", "--network", "--allow-host", "pypi.org"], "use one or the other"),
+    ],
+)
+def test_allow_host_needs_the_sandbox_without_network(
+    home: Home, sse_server: ScriptedServer, flags: list[str], says: str
+) -> None:
+    done = run_task(home, sse_server, *flags, "go")
+    assert done.returncode == 2 and says in done.stderr
+    assert sse_server.requests == []
+
+
 @pytest.mark.timeout(60)
 def test_never_run_runs_nothing_and_tells_the_model(home: Home, sse_server: ScriptedServer) -> None:
     sse_server.enqueue(openai_stream("<cmd>touch created-by-model</cmd>"), openai_stream("ok"))

@@ -90,6 +90,12 @@ def test_what_sandboxd_says_to_the_model_and_where_it_runs(tmp_path: Path) -> No
         "/docs (read-only). Network access is off: do not try to download anything."
     )
     assert SANDBOXD.where(settings) == str(tmp_path / "sd.sock")
+    hosts = SandboxSettings(allowed_paths=settings.allowed_paths, allowed_hosts=("pypi.org",))
+    assert SANDBOXD.prompt_note(hosts).endswith(
+        "Network access is off, except HTTP and HTTPS to these hosts through a proxy already "
+        "set in HTTP_PROXY and HTTPS_PROXY: pypi.org; other hosts answer 403 blocked by "
+        "sandbox policy."
+    )
 
 
 def test_sandboxd_says_what_stands_in_the_way(tmp_path: Path) -> None:

@@ -130,7 +130,25 @@ def _error(answer: httpx.Response, status: int) -> str:
         (
             {"prompt": "x", "runner": {"kind": "local", "network": True}},
             400,
-            "allowed_paths and network are for the sandbox",
+            "allowed_paths, network and allowed_hosts are for the sandbox",
+        ),
+        (
+            {"prompt": "x", "runner": {"kind": "local", "allowed_hosts": ["pypi.org"]}},
+            400,
+            "allowed_paths, network and allowed_hosts are for the sandbox",
+        ),
+        (
+            {
+                "prompt": "x",
+                "runner": {
+                    "kind": "sandbox",
+                    "allowed_paths": [{"path": "/tmp"}],
+                    "network": True,
+                    "allowed_hosts": ["pypi.org"],
+                },
+            },
+            400,
+            "runner.network opens every host: send one or the other",
         ),
     ],
 )

@@ -5,13 +5,6 @@ opens the same report in `logos serve`'s page."""
 
 from __future__ import annotations
 
-import contextlib
-import re
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,36 +14,12 @@ from logos.batch.results import TaskResult
 from tests.support.browser import css as _css
 from tests.support.browser import text_appears, until
 from tests.support.cli_harness import Home, logos, openai_env
-from tests.support.processes import stop_server
 from tests.support.serve_harness import serving
 from tests.support.sse_server import ScriptedServer, openai_stream
+from tests.support.view_harness import viewing
 
 pytestmark = pytest.mark.timeout(150)
-_OPEN = re.compile(r"logos view: open (\S+)")
 LINES = 100
-
-
-@contextlib.contextmanager
-def viewing(home: Home, file: Path) -> Iterator[str]:
-    """`logos view FILE` in a subprocess; the URL it prints."""
-    log = home.root / f"view-{time.monotonic_ns()}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "logos", "view", str(file), "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=home.work,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := _OPEN.search(log.read_text())):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        yield found.group(1)
-    finally:
-        assert stop_server(proc, "logos view", log.read_text, signal.SIGTERM, 30) == 0
 
 
 def test_a_saved_trajectory_opens_in_the_run_viewer(

@@ -56,6 +56,13 @@ async def test_a_refused_path_is_an_error_naming_the_rule(daemon: Daemon) -> Non
 
 
 @pytest.mark.docker
+async def test_an_allowlist_of_hosts_is_refused_not_ignored(daemon: Daemon) -> None:
+    result = await _run_once(daemon, "true", ExecOptions(allowed_hosts=("pypi.org",)))
+    assert result.exit_code is None and result.error is not None
+    assert "temenos has no allowlist of hosts" in result.error
+
+
+@pytest.mark.docker
 async def test_withheld_env_keys_are_named_in_words(daemon: Daemon, tmp_path: Path) -> None:
     options = ExecOptions(
         env={"GITHUB_TOKEN": "ghp_not_real", "GREETING": "hi"},

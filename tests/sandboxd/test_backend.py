@@ -422,7 +422,8 @@ async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> N
     )
     result = await run(backend, probe)
     assert result.stdout == (
-        "__pycache__\ncapture.py\nlive.py\nsandbox.json\nsupervisor.py\nRead-only file system\n"
+        "__pycache__\ncapture.py\negress_forwarder.py\nlive.py\nsandbox.json\nsupervisor.py\n"
+        "Read-only file system\n"
         "Permission denied\n"
         "PermissionError\n"
     ), result

@@ -27,6 +27,7 @@ def test_defaults_are_the_safe_ones() -> None:
     config = DaemonConfig()
     assert config.image == DEFAULT_IMAGE
     assert config.allow_network is False
+    assert config.allow_private_hosts is False and config.egress_hosts == {}
     assert config.allowed_images == () and config.allow_env_keys == ()
     assert config.allowed_roots == () and config.extra_denies == ()
     assert config.default_timeout_s <= config.max_timeout_s
@@ -61,6 +62,13 @@ max_output_memory_wait_s = 0
 audit_log_max_bytes = "1m"
 audit_log_backups = 0
 max_forks = 4
+allow_private_hosts = true
+max_allowed_hosts = 4
+egress_max_connections = 8
+egress_max_bytes = "2m"
+
+[egress_hosts]
+"Intranet.Corp." = ["10.0.0.5", "fd00::5"]
 
 [limits]
 memory = "512m"
@@ -93,6 +101,9 @@ remember_s = 60
     assert (config.max_output_memory, config.max_output_memory_wait_s) == (2 * 1024**3, 0.0)
     assert (config.audit_log_max_bytes, config.audit_log_backups) == (1024**2, 0)
     assert config.max_forks == 4
+    assert config.allow_private_hosts is True and config.max_allowed_hosts == 4
+    assert (config.egress_max_connections, config.egress_max_bytes) == (8, 2 * 1024**2)
+    assert config.egress_hosts == {"intranet.corp": ("10.0.0.5", "fd00::5")}
 
 
 def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> None:
@@ -123,6 +134,10 @@ def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> 
         ("allow_network = 'yes'", "allow_network"),
         ("max_workers = 0", "max_workers"),
         ('backend = "podman"', "backend: Input should be 'docker'"),
+        ('[egress_hosts]\n"a b" = ["10.0.0.1"]', "'a b' is not a host name"),
+        ('[egress_hosts]\n"x.test" = ["localhost"]', "'localhost' is not an IP address"),
+        ('[egress_hosts]\n"x.test" = []', "'x.test' has no address"),
+        ("egress_max_bytes = 10", "egress_max_bytes"),
     ],
 )
 def test_bad_values_say_what_is_wrong(tmp_path: Path, text: str, fragment: str) -> None:

@@ -299,6 +299,34 @@ def test_network_needs_the_config_switch(world: dict[str, Path]) -> None:
     _policy(world, allow_network=True).check_network(True)
 
 
+@pytest.mark.parametrize(
+    "entry", ["10.0.0.1", "127.0.0.1:8080", "[::1]", "169.254.169.254", "0.0.0.0/4", "fe80::/16"]
+)
+def test_naming_special_addresses_needs_the_config_switch(
+    world: dict[str, Path], entry: str
+) -> None:
+    with pytest.raises(PolicyError) as caught:
+        _policy(world).check_hosts([entry], network=False)
+    assert caught.value.code == "private_host_refused"
+    assert "allow_private_hosts" in caught.value.message
+    assert _policy(world, allow_private_hosts=True).check_hosts([entry], network=False)
+
+
+def test_hosts_are_normalised_and_checked(world: dict[str, Path]) -> None:
+    policy = _policy(world)
+    hosts = ["PyPI.org", "pypi.org", "*.Example.org:8443", "151.101.0.0/16"]
+    assert policy.check_hosts(hosts, network=False) == (
+        "pypi.org",
+        "*.example.org:8443",
+        "151.101.0.0/16",
+    )
+    assert policy.check_hosts([], network=True) == ()
+    for bad, code in (("*.org", "invalid_host"), ("pypi.org", "hosts_with_network")):
+        with pytest.raises(PolicyError) as caught:
+            policy.check_hosts([bad], network=bad == "pypi.org")
+        assert (caught.value.status, caught.value.code) == (422, code)
+
+
 def test_images_come_from_the_config(world: dict[str, Path]) -> None:
     policy = _policy(world, allowed_images=("other:2",))
     assert policy.check_image(None) == "img:1"

@@ -324,6 +324,9 @@ function showResult(card, result) {
   if (shown.cut || saved) {
     card.node.append(button("show-all", "show all", () => showAll(card, output, result)));
   }
+  if (result.blocked && result.blocked.length) {
+    card.node.append(element("div", "blocked", "the sandbox's proxy refused: " + result.blocked.join("; ")));
+  }
   const where = [seconds(result.duration_s), view.runner].filter(Boolean).join(" · ");
   card.node.append(element("div", "card-foot", where));
 }

@@ -1,0 +1,164 @@
+"""The egress proxy's decisions that need no sandbox: spoken to over its real Unix socket.
+
+Every refusal here comes before the proxy connects anywhere, so the made-up addresses below
+are never contacted."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator
+
+import anyio
+import anyio.abc
+import pytest
+
+from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
+from sandboxd.egress import EgressEvent, EgressProxy, EgressSettings, server_name
+from sandboxd.host_rules import Allowlist
+from tests.support.sandboxd_harness import short_dir
+
+pytestmark = pytest.mark.anyio
+
+OWN = "151.101.0.223"
+"""Stands for the host's own public address."""
+
+
+@pytest.fixture
+async def proxy_socket() -> AsyncIterator[tuple[str, list[EgressEvent]]]:
+    events: list[EgressEvent] = []
+    proxy = EgressProxy(
+        Allowlist.parse(["own.test", "web.test:*"]),
+        EgressSettings(hosts={"own.test": (OWN,)}, head_timeout_s=2),
+        own_addresses=[ipaddress.ip_address(OWN)],
+        on_event=events.append,
+    )
+    path = str(short_dir("egress") / "egress")
+    listener = await anyio.create_unix_listener(path)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(proxy.serve, listener)
+        yield path, events
+        tasks.cancel_scope.cancel()
+
+
+async def _ask(path: str, request: bytes) -> str:
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(request)
+        answer = b""
+        with anyio.fail_after(10):
+            try:
+                while True:
+                    answer += await stream.receive()
+            except anyio.EndOfStream:
+                pass
+    return answer.decode()
+
+
+async def test_the_hosts_own_address_is_refused(
+    proxy_socket: tuple[str, list[EgressEvent]],
+) -> None:
+    path, events = proxy_socket
+    answer = await _ask(path, b"CONNECT own.test:443 HTTP/1.1\r\n\r\n")
+    assert answer.startswith("HTTP/1.1 403 Forbidden\r\n")
+    assert f"{OWN} (this host's own address)" in answer
+    assert events[-1].host == "own.test" and not events[-1].allowed
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        b"CONNECT /run/sandboxd.sock HTTP/1.1",
+        b"CONNECT unix:/run/sandboxd.sock:80 HTTP/1.1",
+        b"GET http+unix://%2Frun%2Fsandboxd.sock/v1/health HTTP/1.1",
+        b"GET /v1/health HTTP/1.1",
+        b"CONNECT web.test HTTP/1.1",
+    ],
+)
+async def test_targets_that_are_not_host_and_port_are_refused(
+    proxy_socket: tuple[str, list[EgressEvent]], request_line: bytes
+) -> None:
+    answer = await _ask(proxy_socket[0], request_line + b"\r\nHost: web.test\r\n\r\n")
+    assert answer.startswith("HTTP/1.1 400 Bad Request\r\n"), answer
+
+
+async def test_an_endless_request_head_is_cut(proxy_socket: tuple[str, list[EgressEvent]]) -> None:
+    answer = await _ask(proxy_socket[0], b"GET http://web.test/ HTTP/1.1\r\n" + b"X: y\r\n" * 5000)
+    assert answer.startswith("HTTP/1.1 431 ")
+
+
+async def test_a_silent_client_is_let_go(proxy_socket: tuple[str, list[EgressEvent]]) -> None:
+    answer = await _ask(proxy_socket[0], b"CONNECT web.test:443 HTTP/1.1\r\n")
+    assert answer.startswith("HTTP/1.1 408 ")
+
+
+def _client_hello(name: str | None) -> bytes:
+    """A real ClientHello from Python's TLS, made in memory."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    context = ssl.create_default_context()
+    if name is None:
+        context.check_hostname = False
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=name)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def test_the_server_name_is_read_from_a_real_client_hello() -> None:
+    assert server_name(_client_hello("web.test")) == "web.test"
+    assert server_name(_client_hello(None)) is None
+    hello = _client_hello("web.test")
+    assert not isinstance(server_name(hello[:-1]), str | None)  # cut: not readable
+    assert not isinstance(server_name(b"\x16\x03\x01\x00\x02\x01\x00"), str | None)
+
+
+async def test_a_silent_tunnel_is_cut_and_still_counted_as_allowed() -> None:
+    """Against a server of the test's own on loopback, which the allowlist names."""
+    events: list[EgressEvent] = []
+    proxy = EgressProxy(
+        Allowlist.parse(["127.0.0.1:*"]),
+        EgressSettings(idle_timeout_s=0.5),
+        on_event=events.append,
+    )
+    path = str(short_dir("egress") / "egress")
+    hello = _client_hello(None)
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as silent,
+        await anyio.create_unix_listener(path) as listener,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(silent.serve, _keep_silent)
+        tasks.start_soon(proxy.serve, listener)
+        port = silent.extra(anyio.abc.SocketAttribute.local_port)
+        answer = await _ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode() + hello)
+        tasks.cancel_scope.cancel()
+    assert answer == "HTTP/1.1 200 Connection established\r\n\r\n"
+    (event,) = events
+    assert (event.allowed, event.reason, event.bytes_up) == (True, "idle for 0.5 s", len(hello))
+
+
+async def _keep_silent(stream: anyio.abc.SocketStream) -> None:
+    """Take what comes, answer nothing, until the proxy hangs up (or 10 s)."""
+    async with stream:
+        with anyio.move_on_after(10), contextlib.suppress(anyio.EndOfStream):
+            while True:
+                await stream.receive()
+
+
+def test_an_egress_audit_line_is_bounded() -> None:
+    record = EgressRecord(
+        time="now",
+        session="s" * 5000,
+        sandbox="box",
+        host="h" * 5000,
+        port=443,
+        allowed=False,
+        reason="r" * 100_000,
+        method="CONNECT",
+        address=None,
+        bytes_up=0,
+        bytes_down=0,
+        duration_s=0.0,
+    )
+    line = audit_line(record)
+    assert len(line) <= AUDIT_LINE_MAX_BYTES and b'"reason_bytes":100000' in line
