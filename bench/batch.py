@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 
 import logos
-from bench.daemon import docker_client, require_image, running_daemon
+from bench.daemon import check_image, running_daemon
 from bench.memory import PeakRss
 from bench.plan import Plan
 from bench.ray_cluster import REPO, ray_cluster
@@ -286,11 +286,7 @@ async def run(plan: Plan) -> Section:
 async def _sandbox_levels(
     plan: Plan, root: Path, model: WireModel, env: dict[str, str]
 ) -> list[Level]:
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     most = max(plan.batch_sandbox_workers)
     caps = f"max_sessions = {2 * most}\nmax_sessions_per_caller = {2 * most}\n"
     # WHY a pooled daemon too: each task mounts a workspace copy of its own, a spec the pool

@@ -71,6 +71,15 @@ def require_image(client: Any, image: str) -> None:
         ) from None
 
 
+def check_image(image: str) -> None:
+    """`require_image` for a family that needs no Docker client of its own."""
+    client = docker_client()
+    try:
+        require_image(client, image)
+    finally:
+        client.close()
+
+
 @contextlib.contextmanager
 def running_daemon(image: str, config_extra: str = "") -> Iterator[BenchDaemon]:
     """Start a daemon on a private socket; stop it and remove its containers afterwards.

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
+from bench.daemon import BenchSetupError, check_image, docker_client, running_daemon
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, mib, ms, ratio
 from logos.options import ExecOptions
@@ -128,11 +128,7 @@ async def _script(runner: SandboxRunner, options: ExecOptions, script: str, *arg
 
 
 async def run(plan: Plan) -> Section:
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     gateway = _bridge_gateway()
     config = (
         f'allow_network = true\nallow_private_hosts = true\n[egress_hosts]\n"{HOST}" = '

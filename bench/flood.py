@@ -28,6 +28,7 @@ import anyio
 from bench.child import child_report
 from bench.daemon import (
     BenchSetupError,
+    check_image,
     docker_client,
     require_image,
     running_daemon,
@@ -154,11 +155,7 @@ async def measure_control_flood(plan: Plan) -> tuple[Measured, float, str | None
     the largest max_output_bytes: its peak, and what it keeps afterwards."""
     size = plan.control_flood_bytes
     options = ExecOptions(max_output_bytes=MAX_OUTPUT_BYTES_LIMIT)
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     with running_daemon(plan.image) as daemon:
         async with contextlib.AsyncExitStack() as stack:
             runners = [

@@ -16,7 +16,7 @@ import uuid
 import anyio
 import httpx
 
-from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
+from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
 from bench.pool import until_full
 from bench.results import Section, Series, SeriesGroup, Target, ms
@@ -69,11 +69,7 @@ async def _fork_s(client: httpx.AsyncClient, source: str, count: int, checksum: 
 
 
 async def run(plan: Plan) -> Section:
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     count = plan.fork_into
     memory = count * parse_size(MEMORY_PER_CONTAINER)
     config = f"{daemon_config((2 * count + 2,))}[pool]\nsize = {count}\nmemory = {memory}\n"

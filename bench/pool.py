@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import shutil
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
 import httpx
 
-from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
+from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
-from bench.prepare import many_at_once
+from bench.prepare import many_at_once, timed_start
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
-from bench.roundtrip import CommandFailed, DockerCliMethod
+from bench.roundtrip import DockerCliMethod, sample_rotating
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
-from sandboxd.api import API_PREFIX, HealthResponse, StartResponse
+from sandboxd.api import API_PREFIX, HealthResponse
 from sandboxd.client import async_daemon_client
 from sandboxd.sizes import parse_size
 
@@ -56,18 +55,8 @@ class _Tally:
 
 
 async def _start(client: httpx.AsyncClient) -> tuple[float, bool]:
-    """A new session's start: its time and whether it took a warm sandbox (no start steps);
-    the session is closed afterwards, outside the timing."""
-    session = f"bench-pool-{uuid.uuid4().hex[:8]}"
-    began = time.perf_counter()
-    response = await client.post(f"{API_PREFIX}/sessions/{session}/start", content="{}")
-    elapsed = time.perf_counter() - began
-    await client.delete(f"{API_PREFIX}/sessions/{session}")
-    if response.status_code != 200:
-        raise CommandFailed(f"HTTP {response.status_code}: {response.text[:300]}")
-    answer = StartResponse.model_validate_json(response.content)
-    if answer.state != "started":
-        raise CommandFailed(f"the session was {answer.state}, not started")
+    """A new session's start: its time and whether it took a warm sandbox (no start steps)."""
+    elapsed, answer = await timed_start(client, "bench-pool")
     return elapsed, not answer.steps
 
 
@@ -90,11 +79,7 @@ async def run(plan: Plan) -> Section:
     docker = shutil.which("docker")
     if docker is None:
         raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     docker_run = DockerCliMethod.run_each(docker, plan.image)
     size = plan.pool_sessions
     # WHY caps of twice the burst: the burst's sessions and the pool refilling behind them.
@@ -129,20 +114,18 @@ async def run(plan: Plan) -> Section:
                 COLD: cold_sample,
                 DOCKER_RUN: lambda: docker_run.once(COMMAND),
             }
-            labels = list(samplers)
-            for iteration in range(plan.pool_iterations + 1):  # the first is unmeasured
-                shift = iteration % len(labels)
-                for label in labels[shift:] + labels[:shift]:
-                    try:
-                        elapsed = await samplers[label]()
-                    except CommandFailed as exc:
-                        tally.failures.append(f"{label}: {exc}")
-                        continue
-                    if iteration > 0:
-                        tally.samples[label].append(elapsed)
-                if iteration == 0:
-                    tally.samples[REFILL].clear()
-                    tally.missed = 0
+
+            def forget_warm_up() -> None:
+                tally.samples[REFILL].clear()
+                tally.missed = 0
+
+            await sample_rotating(
+                samplers,
+                plan.pool_iterations,
+                tally.samples,
+                tally.failures,
+                after_warm_up=forget_warm_up,
+            )
             await until_full(warm_http, size)
             bursts = {
                 WARM: await many_at_once(warm_http, size),

@@ -24,10 +24,10 @@ import anyio
 import httpx
 
 import logos
-from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
+from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
-from bench.roundtrip import CommandFailed, DockerCliMethod
+from bench.roundtrip import CommandFailed, DockerCliMethod, sample_rotating
 from bench.scripted_model import ScriptedModel
 from bench.throughput import daemon_config
 from logos.agent.config import Callbacks, Config
@@ -106,10 +106,10 @@ async def first_command_s(socket: Path, prepared: bool, model_delay_s: float) ->
     return marks["result"] - marks["closed"]
 
 
-async def start_s(client: httpx.AsyncClient, tally: _Tally) -> float:
-    """A new session's start by itself; its steps go to the tally; the session is closed
-    afterwards, outside the timing."""
-    session = f"bench-start-{uuid.uuid4().hex[:8]}"
+async def timed_start(client: httpx.AsyncClient, prefix: str) -> tuple[float, StartResponse]:
+    """A new session's start by itself: its time and the daemon's answer; the session is
+    closed afterwards, outside the timing."""
+    session = f"{prefix}-{uuid.uuid4().hex[:8]}"
     began = time.perf_counter()
     response = await client.post(f"{API_PREFIX}/sessions/{session}/start", content="{}")
     elapsed = time.perf_counter() - began
@@ -119,6 +119,12 @@ async def start_s(client: httpx.AsyncClient, tally: _Tally) -> float:
     answer = StartResponse.model_validate_json(response.content)
     if answer.state != "started":
         raise CommandFailed(f"the session was {answer.state}, not started")
+    return elapsed, answer
+
+
+async def start_s(client: httpx.AsyncClient, tally: _Tally) -> float:
+    """A new session's start by itself; its steps go to the tally."""
+    elapsed, answer = await timed_start(client, "bench-start")
     for step, seconds in answer.steps.items():
         tally.steps.setdefault(step, []).append(seconds)
     return elapsed
@@ -152,11 +158,7 @@ async def run(plan: Plan) -> Section:
     docker = shutil.which("docker")
     if docker is None:
         raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     docker_run = DockerCliMethod.run_each(docker, plan.image)
     tally = _Tally()
     with running_daemon(plan.image, daemon_config((plan.prepare_sessions,))) as daemon:
@@ -172,19 +174,13 @@ async def run(plan: Plan) -> Section:
                 START: lambda: start_s(http, tally),
                 DOCKER_RUN: lambda: docker_run.once(COMMAND),
             }
-            labels = list(samplers)
-            for iteration in range(plan.prepare_iterations + 1):  # the first is unmeasured
-                shift = iteration % len(labels)
-                for label in labels[shift:] + labels[:shift]:
-                    try:
-                        elapsed = await samplers[label]()
-                    except CommandFailed as exc:
-                        tally.failures.append(f"{label}: {exc}")
-                        continue
-                    if iteration > 0:
-                        tally.samples[label].append(elapsed)
-                if iteration == 0:
-                    tally.steps.clear()
+            await sample_rotating(
+                samplers,
+                plan.prepare_iterations,
+                tally.samples,
+                tally.failures,
+                after_warm_up=tally.steps.clear,
+            )
             many_s, many_errors = await many_at_once(http, plan.prepare_sessions)
     return _section(plan, tally, many_s, many_errors)
 

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -243,6 +243,31 @@ async def sample_all(
             for method in active[shift:] + active[:shift]:
                 await _sample(method, command, tallies[method.label])
     return tallies
+
+
+async def sample_rotating(
+    samplers: Mapping[str, Callable[[], Awaitable[float]]],
+    iterations: int,
+    samples: Mapping[str, list[float]],
+    failures: list[str],
+    after_warm_up: Callable[[], None] | None = None,
+) -> None:
+    """Each sampler `iterations` times into `samples`, after one unmeasured round, their order
+    rotating every round (so that none always runs right after another); a CommandFailed is
+    a failure. `after_warm_up` resets what the samplers themselves tallied in that round."""
+    labels = list(samplers)
+    for iteration in range(iterations + 1):
+        shift = iteration % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            try:
+                elapsed = await samplers[label]()
+            except CommandFailed as exc:
+                failures.append(f"{label}: {exc}")
+                continue
+            if iteration > 0:
+                samples[label].append(elapsed)
+        if iteration == 0 and after_warm_up is not None:
+            after_warm_up()
 
 
 async def _sample(method: Method, command: str, tally: _Tally | None) -> None:

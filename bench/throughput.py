@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bench.daemon import docker_client, require_image, running_daemon
+from bench.daemon import check_image, running_daemon
 from bench.memory import PeakRss
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, mib, ms
@@ -109,11 +109,7 @@ def daemon_config(levels: tuple[int, ...]) -> str:
 
 
 async def run(plan: Plan) -> Section:
-    client = docker_client()
-    try:
-        require_image(client, plan.image)
-    finally:
-        client.close()
+    check_image(plan.image)
     levels: list[Level] = []
     with running_daemon(plan.image, daemon_config(plan.throughput_levels)) as daemon:
         for sessions in plan.throughput_levels:
