@@ -444,12 +444,7 @@ class App:
             while True:
                 await anyio.sleep(LIVE_FLUSH_S)
                 for piece in live.take():
-                    output = LivePieceModel(
-                        stream=piece.stream,
-                        text=piece.text,
-                        skipped_bytes=piece.skipped_bytes,
-                        last=piece.last,
-                    )
+                    output = LivePieceModel.model_validate(piece, from_attributes=True)
                     line = LiveLine(output=output)
                     await early.send_line(line.model_dump_json(exclude_none=True).encode())
 
