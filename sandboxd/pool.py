@@ -17,9 +17,10 @@ is never handed to a second session, and is removed, not returned, when its sess
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Generic, TypeVar
 
 import anyio
@@ -98,6 +99,7 @@ class WarmPool(Generic[BoxT]):
         """Specs of the warm sandboxes starting now (one entry each): a caller's start that
         finds the caps full may wait for one, then take its place."""
         self._wake = anyio.Event()
+        self._holds = 0
         self._retry_at = 0.0
         self._retry_s = RETRY_FIRST_S
         self.closed = False
@@ -153,6 +155,19 @@ class WarmPool(Generic[BoxT]):
                 return boxes.pop(0)
         return None
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Start no fill meanwhile (those under way go on), then catch up.
+
+        WHY: a fill is a container start, a second or so of the engine's CPU; for work a
+        caller waits on (a fork's copy) that took as long again on 2 cores."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._wake.set()
+
     async def run(self) -> None:
         """Fill and trim the pool until cancelled."""
         while True:
@@ -193,7 +208,7 @@ class WarmPool(Generic[BoxT]):
     def _fill(self) -> None:
         """Start warm sandboxes, the spec with the fewest first (ties: the latest asked), while
         the size, memory and caps allow."""
-        if self.closed or time.monotonic() < self._retry_at:
+        if self.closed or self._holds or time.monotonic() < self._retry_at:
             return
         while len(self.filling) < FILLS_AT_ONCE:
             held = len(self.boxes()) + len(self.filling)

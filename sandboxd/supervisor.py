@@ -27,6 +27,11 @@ limit is reached). They stop when the command ends or goes on as a job; its "end
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
 
+A run with `"pipe": true` comes with one file descriptor (SCM_RIGHTS, on its line's first
+byte): a pipe end the backend made, open in the command as the fd named by $SANDBOXD_PIPE_FD.
+A fork streams the session's files through such pipes (sandboxd.docker.fork): no byte of the
+copy passes through the Docker engine, and the pipe leads nowhere but to the backend.
+
 Jobs: a command with `background_after_s` still running then gets a "background" reply (its
 output so far; its copies now keep its whole output) and goes on; its "end" reply comes later
 with no output, which stays here for "peek" requests until the backend says "forget":
@@ -80,7 +85,7 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules()
     )
     from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
 
-PROTOCOL = 4
+PROTOCOL = 5
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
 """Next to this script: the mount roots to report, whether to deny Unix sockets, and where
@@ -109,6 +114,11 @@ NO_PYTHON_EXIT = 3
 MAX_KEPT_OUTPUTS = 256
 """Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
 forgets each once its daemon drops the job)."""
+PIPE_FD_VARIABLE = "SANDBOXD_PIPE_FD"
+"""Names, in a `"pipe": true` command's environment, the fd of the pipe end it came with."""
+MAX_PENDING_FDS = 64
+"""Descriptors received and not yet taken by their run; past this, the oldest is closed."""
+RECEIVE_BYTES = 64 * 1024
 
 
 class Command:
@@ -201,12 +211,43 @@ class Supervisor:
         them once it has (a cancel or a hang-up that came first), else None."""
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
+        self._fds: list[int] = []
+        """Descriptors received, in order, each for the next `"pipe": true` run."""
+
+    def _take_fds(self, ancillary: list[tuple[int, int, bytes]]) -> None:
+        for level, kind, payload in ancillary:
+            if level != socket.SOL_SOCKET or kind != socket.SCM_RIGHTS:
+                continue
+            whole = len(payload) - len(payload) % 4
+            self._fds.extend(
+                int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, whole, 4)
+            )
+        while len(self._fds) > MAX_PENDING_FDS:
+            os.close(self._fds.pop(0))
 
     def serve(self) -> None:
         """Serve requests until the backend hangs up, then kill everything still running."""
-        with self._conn.makefile("rb") as lines:
-            for line in lines:
+        pending = bytearray()
+        while True:
+            try:
+                data, ancillary, _, _ = self._conn.recvmsg(
+                    RECEIVE_BYTES,
+                    socket.CMSG_SPACE(MAX_PENDING_FDS * 4),
+                    getattr(socket, "MSG_CMSG_CLOEXEC", 0),
+                )
+            except OSError:
+                break
+            self._take_fds(ancillary)
+            if not data:
+                break
+            pending += data
+            while (end := pending.find(b"\n")) >= 0:
+                line = bytes(pending[: end + 1])
+                del pending[: end + 1]
                 self.dispatch(line)
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
         with self._running_lock:
             commands = list(self._running.values())
             for request_id in self._starting:
@@ -226,10 +267,20 @@ class Supervisor:
             print(f"sandboxd supervisor: ignoring malformed request: {exc}", file=sys.stderr)
             return
         if op == "run":
+            pipe = None
+            if message.get("pipe"):
+                if not self._fds:
+                    self.send_reply(
+                        {"id": request_id, "error": "the request's pipe did not arrive with it"}
+                    )
+                    return
+                pipe = self._fds.pop(0)
             with self._running_lock:
                 self._starting[request_id] = None
             for attempt in range(SPAWN_ATTEMPTS):
-                worker = threading.Thread(target=self._run, args=(request_id, message), daemon=True)
+                worker = threading.Thread(
+                    target=self._run, args=(request_id, message, pipe), daemon=True
+                )
                 try:
                     worker.start()
                     return
@@ -237,6 +288,8 @@ class Supervisor:
                     self._make_room(attempt)
             with self._running_lock:
                 self._starting.pop(request_id, None)
+            if pipe is not None:
+                os.close(pipe)
             self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
         elif op in ("cancel", "kill"):
             with self._running_lock:
@@ -302,13 +355,15 @@ class Supervisor:
         reply["stdout_bytes"], reply["stderr_bytes"] = len(out), len(err)
         self.send(reply, out, err)
 
-    def _run(self, request_id: int, request: dict[str, Any]) -> None:
+    def _run(self, request_id: int, request: dict[str, Any], pipe: int | None) -> None:
         stopped: Command | None = None
         try:
-            reply, stopped = self._execute(request_id, request)
+            reply, stopped = self._execute(request_id, request, pipe)
         except Exception as exc:  # a reply must come back whatever happens
             reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
         finally:
+            if pipe is not None:
+                os.close(pipe)  # the command holds its own copy; EOF needs ours gone
             with self._running_lock:
                 self._starting.pop(request_id, None)
         reply["id"] = request_id
@@ -320,9 +375,10 @@ class Supervisor:
             finish_kill(stopped)
 
     def _execute(
-        self, request_id: int, request: dict[str, Any]
+        self, request_id: int, request: dict[str, Any], pipe: int | None
     ) -> tuple[dict[str, Any], Command | None]:
-        """The reply, and the command when its SIGKILL escalation is still due."""
+        """The reply, and the command when its SIGKILL escalation is still due; `pipe` is
+        the descriptor a `"pipe": true` request came with."""
         started = time.monotonic()
         command_text = str(request["command"])
         cwd = str(request["cwd"])
@@ -333,6 +389,8 @@ class Supervisor:
             }, None
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
+        if pipe is not None:
+            env[PIPE_FD_VARIABLE] = str(pipe)
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)
         after = request.get("background_after_s")
@@ -352,6 +410,7 @@ class Supervisor:
                     cwd=cwd,
                     env=env,
                     start_new_session=True,
+                    pass_fds=() if pipe is None else (pipe,),
                 )
                 break
             except BlockingIOError:  # EAGAIN from fork: the pids limit

@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,6 +87,8 @@ class RunMessage(BaseModel):
     """A command still running then goes on as a job (a "background" reply, then its end)."""
     live: bool = False
     """Send "live" replies while it runs (see the supervisor's docstring)."""
+    pipe: bool = False
+    """The message comes with a pipe end, open in the command (see the supervisor's docstring)."""
 
 
 ReplyPhase = Literal["background", "output", "live", "end"]
@@ -325,29 +329,49 @@ class SupervisorChannel:
             sent.first.set()
 
     async def run(
-        self, message: RunMessage, reply_deadline_s: float, live: LiveOutput | None = None
+        self,
+        message: RunMessage,
+        reply_deadline_s: float,
+        live: LiveOutput | None = None,
+        pipe: int | None = None,
     ) -> SupervisorReply | ChannelLost:
         """Send one command and wait for its first reply: its end, or (a job) its
         "background" reply; cancellation kills the command. With `live` (and a message
-        that asks for it), what the command prints meanwhile goes there."""
-        if self.lost_reason is not None:
-            return self._lost()
-        sent = _Sent(
-            output_bound(message.max_output_bytes),
-            may_background=message.background_after_s is not None,
-            live=live if message.live else None,
-        )
-        # WHY registered before sending: the reply may arrive before this task runs again.
-        self._sent[message.id] = sent
+        that asks for it), what the command prints meanwhile goes there. `pipe` goes with
+        a message that asks for one, and is closed once sent (or not, the channel lost)."""
+        fds = [] if pipe is None else [pipe]
+
+        def release() -> None:
+            while fds:
+                os.close(fds.pop())
+
         try:
-            if await self._send(message.model_dump_json().encode() + b"\n"):
-                with anyio.move_on_after(reply_deadline_s):
-                    await sent.first.wait()
-        except anyio.get_cancelled_exc_class():
-            sent.abandoned = True
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
-                await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
-            raise
+            if self.lost_reason is not None:
+                return self._lost()
+            if message.pipe != bool(fds):
+                raise ValueError("a message asks for a pipe exactly when one goes with it")
+            sent = _Sent(
+                output_bound(message.max_output_bytes),
+                may_background=message.background_after_s is not None,
+                live=live if message.live else None,
+            )
+            # WHY registered before sending: the reply may arrive before this task runs again.
+            self._sent[message.id] = sent
+            try:
+                delivered = await self._send(message.model_dump_json().encode() + b"\n", fds)
+                # WHY at once: a pipe's reader sees its end only once every copy of its
+                # writing end is closed, this one too.
+                release()
+                if delivered:
+                    with anyio.move_on_after(reply_deadline_s):
+                        await sent.first.wait()
+            except anyio.get_cancelled_exc_class():
+                sent.abandoned = True
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
+                    await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
+                raise
+        finally:
+            release()
         reply, sent.first_reply = sent.first_reply, None
         return self._silent(reply_deadline_s) if reply is None else reply
 
@@ -402,10 +426,16 @@ class SupervisorChannel:
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
 
-    async def _send(self, data: bytes) -> bool:
+    async def _send(self, data: bytes, fds: Sequence[int] = ()) -> bool:
+        """Send `data` (with `fds` on its first byte); False when the channel is lost."""
         try:
             async with self._send_lock:
-                await self._stream.send(data)
+                if fds:
+                    if not isinstance(self._stream, anyio.abc.UNIXSocketStream):
+                        raise OSError("descriptors go only over a Unix socket")
+                    await self._stream.send_fds(data, fds)
+                else:
+                    await self._stream.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._lose(f"sending to it failed ({type(exc).__name__})")
             return False

@@ -59,7 +59,7 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
-from sandboxd.docker.fork import CopyPlan, ForkCopyError, copy_changes
+from sandboxd.docker.fork import CopyPlan, ForkCopyError, copy_changes, copy_through_pipes
 from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
@@ -328,7 +328,8 @@ class DockerBackend(AsyncCloseable):
                 status=409,
             )
         outcomes: dict[str, StartOutcome] = {}
-        with source.running_command():  # idle reaping leaves it alone while it is copied
+        # Idle reaping leaves the source alone while it is copied; the pool's refill waits.
+        with source.running_command(), self._sessions.pool.held():
             try:
                 async with anyio.create_task_group() as starts:
                     for target in into:
@@ -349,11 +350,7 @@ class DockerBackend(AsyncCloseable):
                     mounts=[mount.path for mount in spec.mounts],
                 )
                 try:
-                    await anyio.to_thread.run_sync(
-                        self._exec_engine.call_blocking,
-                        functools.partial(copy_changes, plan=plan),
-                        limiter=self._exec_engine.limiter,
-                    )
+                    await self._copy(source, boxes, plan)
                 except ForkCopyError as exc:
                     raise BackendError(
                         f"the session could not be copied into its forks: {exc}; none was kept",
@@ -374,6 +371,18 @@ class DockerBackend(AsyncCloseable):
                             await self._sessions.close(target)
                 raise
         return [outcomes[target] for target in into]
+
+    async def _copy(self, source: _Container, targets: list[_Container], plan: CopyPlan) -> None:
+        """Through the supervisors' pipes, or (an image without python3) the engine."""
+        channels = [(box.name, box.channel) for box in targets if box.channel is not None]
+        if source.channel is not None and len(channels) == len(targets):
+            await copy_through_pipes(source.channel, channels, plan)
+            return
+        await anyio.to_thread.run_sync(
+            self._exec_engine.call_blocking,
+            functools.partial(copy_changes, plan=plan),
+            limiter=self._exec_engine.limiter,
+        )
 
     def _fork_source(self, session: str, into: Sequence[str]) -> _Container:
         boxes = self._sessions.sandboxes_of(session)
