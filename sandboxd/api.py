@@ -173,9 +173,12 @@ class ForkRequest(_Request):
 
     into: tuple[Annotated[str, Field(pattern=SESSION_PATTERN)], ...] = Field(min_length=1)
     """The new sessions' ids (unused ones; at most the daemon's max_forks)."""
+    sandbox: StartRequest | None = None
+    """The forks' sandbox settings, as their commands will send them (paths, network,
+    hosts, image: the session's), every fork given them; None: the session's own."""
     share_writable_mounts: bool = False
-    """Let every fork write to the session's read-write paths at once (they may overwrite
-    each other's work); without it, forking a session with read-write paths is refused."""
+    """Let the session's and its forks' sandboxes write to one host path at once (they may
+    overwrite each other's work); without it, such a fork is refused."""
 
 
 class ForkResponse(_Response):

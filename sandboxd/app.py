@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -165,16 +165,22 @@ class _Order:
 
 
 @dataclass(frozen=True)
-class _Placed:
-    """A placement checked and its sandbox started (or why it did not start)."""
+class _Specified:
+    """A placement checked against the policy: its sandbox's spec, env and workdir."""
 
-    session: str
-    """The backend's session (the caller's uid and session id)."""
     spec: SandboxSpec
     env: dict[str, str]
     """Filtered by the policy."""
     stripped_env_keys: list[str]
     workdir: str | None
+
+
+@dataclass(frozen=True)
+class _Placed(_Specified):
+    """A placement checked and its sandbox started (or why it did not start)."""
+
+    session: str
+    """The backend's session (the caller's uid and session id)."""
     outcome: StartOutcome
 
 
@@ -416,18 +422,27 @@ class App:
         if len(set(body.into)) != len(body.into):
             raise _Problem(422, "invalid_request", "into lists a session id twice: list each once")
         uid = _identity(request.peer)[0]
-        try:
-            outcomes = await self._backend.fork(
-                _backend_session(uid, session),
-                [_backend_session(uid, target) for target in body.into],
-                share_writable_mounts=body.share_writable_mounts,
-            )
-        except ForkRefusedError as refused:
-            raise _Problem(
-                refused.status, refused.code, f"cannot fork session {session!r}: {refused}"
-            ) from None
-        except BackendError as exc:
-            raise _backend_problem(exc) from None
+        async with contextlib.AsyncExitStack() as pinned:
+            spec = None
+            if body.sandbox is not None:
+                # The forks' paths stay pinned until their sandboxes started (as for a start).
+                placement = _placement(body.sandbox, session)
+                spec = (
+                    await pinned.enter_async_context(self._specified(placement, request.peer, note))
+                ).spec
+            try:
+                outcomes = await self._backend.fork(
+                    _backend_session(uid, session),
+                    [_backend_session(uid, target) for target in body.into],
+                    spec=spec,
+                    share_writable_mounts=body.share_writable_mounts,
+                )
+            except ForkRefusedError as refused:
+                raise _Problem(
+                    refused.status, refused.code, f"cannot fork session {session!r}: {refused}"
+                ) from None
+            except BackendError as exc:
+                raise _backend_problem(exc) from None
         forks = [
             StartResponse(session=target, state="started", sandbox=o.sandbox, steps=dict(o.steps))
             for target, o in zip(body.into, outcomes, strict=True)
@@ -556,6 +571,24 @@ class App:
     ) -> _Placed:
         """Check `placement` against the policy and start its sandbox unless it runs (see
         Backend.start for `wait`). Raises _Problem for a refusal (403, 409, 429, 503…)."""
+        async with self._specified(placement, peer, note) as specified:
+            session = _backend_session(specified.spec.uid, placement.session)
+            try:
+                # WHY the paths stay pinned only until here: while the sandbox starts and its
+                # mounts are checked, and not for the whole (maybe hour-long) command.
+                outcome = await self._backend.start(session, specified.spec, wait=wait)
+            except BackendError as exc:
+                raise _backend_problem(exc) from None
+        if outcome.steps:
+            note.start_steps = dict(outcome.steps)
+        return _Placed(**vars(specified), session=session, outcome=outcome)
+
+    @contextlib.asynccontextmanager
+    async def _specified(
+        self, placement: _Placement, peer: PeerCredentials | None, note: AuditNote
+    ) -> AsyncIterator[_Specified]:
+        """The sandbox `placement` asks for, checked against the policy, its paths pinned
+        while the context lasts (start it there). Raises _Problem for a refusal."""
         note.session = placement.session
         note.network = placement.network
         note.allowed_hosts = list(placement.allowed_hosts) or None
@@ -591,16 +624,7 @@ class App:
                 allowed_hosts=hosts,
                 reclaimable=placement.reclaimable,
             )
-            session = _backend_session(uid, placement.session)
-            try:
-                # WHY the paths stay pinned only until here: while the sandbox starts and its
-                # mounts are checked, and not for the whole (maybe hour-long) command.
-                outcome = await self._backend.start(session, spec, wait=wait)
-            except BackendError as exc:
-                raise _backend_problem(exc) from None
-        if outcome.steps:
-            note.start_steps = dict(outcome.steps)
-        return _Placed(session, spec, env, stripped, workdir, outcome)
+            yield _Specified(spec, env, stripped, workdir)
 
     def _check_path_count(self, placement: _Placement) -> None:
         count, most = len(placement.allowed_paths), self._config.max_allowed_paths

@@ -345,14 +345,22 @@ class Backend(AsyncCloseable, Protocol):
         ...
 
     async def fork(
-        self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
+        self,
+        session: str,
+        into: Sequence[str],
+        *,
+        spec: SandboxSpec | None = None,
+        share_writable_mounts: bool = False,
     ) -> list[StartOutcome]:
-        """New sessions `into`, each a sandbox of the session's one spec holding a copy of
-        what its commands changed outside the mounts (its /tmp and $HOME); one outcome each.
+        """New sessions `into`, each a sandbox holding a copy of what the session's commands
+        changed outside the mounts (its /tmp and $HOME); one outcome each. The forks'
+        sandboxes are of `spec` (None: the session's own; another spec keeps its image and
+        uid, and may mount other paths). Forks of one session may copy it at once; its
+        commands wait for the copies.
 
-        A session with read-write mounts is refused unless `share_writable_mounts` (every
-        fork then writes to them). Raises ForkRefusedError (unknown or busy session, a target
-        that exists, read-write mounts not shared) and
+        Two of the sandboxes (the session's and its forks') writing to one host path is
+        refused unless `share_writable_mounts`. Raises ForkRefusedError (unknown or busy
+        session, a target that exists, another image, read-write mounts not shared) and
         BackendError (a fork that could not start or be filled: none of them is kept)."""
         ...
 

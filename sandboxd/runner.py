@@ -49,8 +49,9 @@ _CONNECT_TIMEOUT_S = 5.0
 _REFUSED = "sandboxd refused {what} ({status} {code})"
 _FULL = tuple(
     _REFUSED.format(what=what, status=429, code=TooManySessionsError.code) + ":"
-    for what in ("the command", "to start the sandbox")
+    for what in ("the command", "to start the sandbox", "the fork")
 )
+_LOST = _REFUSED.format(what="the fork", status=404, code="unknown_session") + ":"
 _UNPREPARED = "the sandbox could not be prepared, so this command did not run: "
 
 
@@ -136,21 +137,38 @@ class SandboxRunner(AsyncCloseable):
         finally:
             preparation.done.set()
 
-    async def fork(self, count: int, *, share_writable_mounts: bool = False) -> list[SandboxRunner]:
+    async def fork(
+        self,
+        count: int,
+        *,
+        options: ExecOptions | None = None,
+        share_writable_mounts: bool = False,
+    ) -> list[SandboxRunner]:
         """`count` runners of new sessions, each starting from a copy of what this session's
-        commands changed outside their paths (its /tmp and $HOME); their commands need the
-        same options as this one's. Each closes its session on `aclose()`.
+        commands changed outside their paths (its /tmp and $HOME). Their commands need the
+        same options as this one's, or (given `options`) those: each fork's sandbox then
+        mounts their paths instead. Each closes its session on `aclose()`.
 
-        Raises SandboxForkError (nothing to fork yet, a command still running, read-write
-        paths without `share_writable_mounts`, more than the daemon's max_forks, ...)."""
+        Raises SandboxForkError (nothing to fork yet, a command still running, a read-write
+        path two sandboxes would share without `share_writable_mounts`, more than the
+        daemon's max_forks, ...)."""
         if count < 1:
             raise ValueError(f"count must be at least 1, got {count}")
         sessions = [f"logos-{secrets.token_hex(6)}" for _ in range(count)]
-        body = wire.ForkRequest(into=tuple(sessions), share_writable_mounts=share_writable_mounts)
+        try:
+            content = wire.ForkRequest(
+                into=tuple(sessions),
+                sandbox=None if options is None else self._start_request(options),
+                share_writable_mounts=share_writable_mounts,
+            ).model_dump_json()
+        except (ValidationError, PydanticSerializationError) as exc:
+            raise SandboxForkError(
+                f"sandboxd cannot fork with these options: {_invalid(exc)}"
+            ) from None
         try:
             response = await self._client.post(
                 f"{wire.API_PREFIX}/sessions/{self.session}/fork",
-                content=body.model_dump_json(),
+                content=content,
                 headers={"content-type": "application/json"},
             )
         except httpx.TransportError as exc:
@@ -461,8 +479,14 @@ def _refusal(response: httpx.Response, what: str = "the command") -> str:
 
 def refused_when_full(result: Result) -> bool:
     """Whether `result` is the daemon's 429 for a new session over its caps: the command
-    never ran, and the same one can be sent again once a session ends."""
+    (or fork) never ran, and the same one can be sent again once a session ends."""
     return result.error is not None and result.error.removeprefix(_UNPREPARED).startswith(_FULL)
+
+
+def lost_session(result: Result) -> bool:
+    """Whether `result` is the daemon's 404 for forking a session it does not know (never
+    started, or removed after idling)."""
+    return result.error is not None and result.error.startswith(_LOST)
 
 
 def _absolute(path: str) -> str:

@@ -42,7 +42,10 @@ class Sandbox:
     created_at: float = field(default_factory=time.time, kw_only=True)
     last_used_at: float = field(default_factory=time.time, kw_only=True)
     running: int = field(default=0, kw_only=True)
-    """Commands running now."""
+    """Commands running now (and forks copying it)."""
+    forking: int = field(default=0, kw_only=True)
+    """Forks copying it now."""
+    _copied: anyio.Event | None = field(default=None, kw_only=True, repr=False)
     retired: str | None = field(default=None, kw_only=True)
     """Why it may no longer run commands (set once)."""
     slot: SessionSlot | None = field(default=None, kw_only=True)
@@ -59,6 +62,33 @@ class Sandbox:
         """A warm sandbox becomes `session`'s (once: it never goes back to the pool)."""
         self.session = session
         self.created_at = self.last_used_at = time.time()
+
+    @property
+    def commands(self) -> int:
+        """Commands (and jobs) running now, forks' copies left out."""
+        return self.running - self.forking
+
+    @contextlib.contextmanager
+    def copying(self) -> Iterator[None]:
+        """Counts a fork while it copies this sandbox (idle reaping leaves it alone, commands
+        wait for the copy: see `until_copied`)."""
+        with self.running_command():
+            self.forking += 1
+            try:
+                yield
+            finally:
+                self.forking -= 1
+                if not self.forking and self._copied is not None:
+                    self._copied.set()
+                    self._copied = None
+
+    async def until_copied(self) -> None:
+        """Return once no fork copies this sandbox. WHY: a command must not change what a
+        fork is copying; forks of one sandbox may copy it at once."""
+        while self.forking:
+            if self._copied is None:
+                self._copied = anyio.Event()
+            await self._copied.wait()
 
     @contextlib.contextmanager
     def running_command(self) -> Iterator[None]:

@@ -47,6 +47,7 @@ from sandboxd.backend import (
     SandboxSpec,
     SessionInfo,
     StartOutcome,
+    TooManySessionsError,
 )
 from sandboxd.docker.container import (
     SOCKET_NAME,
@@ -295,6 +296,9 @@ class DockerBackend(AsyncCloseable):
                 sandbox="",
             )
         seen = box.blocked_count
+        await box.until_copied()
+        # No await from here into running_command(): a fork beginning there would copy
+        # while the command runs.
         with box.running_command():
             if box.channel is not None:
                 outcome = await self._run_supervised(box, box.channel, request)
@@ -308,38 +312,58 @@ class DockerBackend(AsyncCloseable):
         )
 
     async def fork(
-        self, session: str, into: Sequence[str], *, share_writable_mounts: bool = False
+        self,
+        session: str,
+        into: Sequence[str],
+        *,
+        spec: SandboxSpec | None = None,
+        share_writable_mounts: bool = False,
     ) -> list[StartOutcome]:
         """New sessions `into`, each holding a copy of the session's /tmp and $HOME; see
         sandboxd.backend.Backend.fork."""
         source = self._fork_source(session, into)
-        spec = source.spec
-        writable = [mount.path for mount in spec.mounts if not mount.read_only]
-        if writable and not share_writable_mounts:
-            # WHY refused rather than mounted read-only in the forks: their commands would
-            # then need other settings than the session's to reach their sandboxes. N forks
-            # writing to one host directory at once overwrite each other's work: only a
-            # caller who asks gets that.
+        spec = source.spec if spec is None else spec
+        if (spec.image, spec.uid, spec.gid) != (
+            source.spec.image,
+            source.spec.uid,
+            source.spec.gid,
+        ):
             raise ForkRefusedError(
-                f"its sandbox mounts {writable[0]} read-write, and every fork would write to "
-                "it at once: ask for share_writable_mounts if that is what you want, or fork "
-                "a session whose paths are read-only (copy what the forks change into /tmp)",
+                f"its forks would run {spec.image} as {spec.uid}:{spec.gid}, and it runs "
+                f"{source.spec.image} as {source.spec.uid}:{source.spec.gid}: a fork keeps "
+                "its session's image and user (ask for the same image)",
+                code="fork_image",
+                status=422,
+            )
+        shared = None if share_writable_mounts else _shared_writable(source.spec, spec, len(into))
+        if shared is not None:
+            # WHY refused rather than mounted read-only in the forks: their commands would
+            # then need other settings than the ones asked for to reach their sandboxes.
+            # Sandboxes writing to one host directory at once overwrite each other's work:
+            # only a caller who asks gets that.
+            raise ForkRefusedError(
+                f"{shared} would be written to by more than one sandbox at once (the session's "
+                "and its forks'): ask for share_writable_mounts if that is what you want, "
+                "give each fork paths of its own, or mount it read-only",
                 code="writable_mounts",
                 status=409,
             )
         outcomes: dict[str, StartOutcome] = {}
-        # Idle reaping leaves the source alone while it is copied; the pool's refill waits.
-        with source.running_command(), self._sessions.pool.held():
+        full: set[str] = set()
+        # The pool's refill waits for the copy (its starts would slow it down).
+        with source.copying(), self._sessions.pool.held():
             try:
                 async with anyio.create_task_group() as starts:
                     for target in into:
-                        starts.start_soon(self._start_fork, target, spec, outcomes)
-                failed = [o.error for o in outcomes.values() if o.state != "started"]
+                        starts.start_soon(self._start_fork, target, spec, outcomes, full)
+                failed = [o for o in outcomes.values() if o.state != "started"]
                 if failed:
-                    raise BackendError(
-                        f"{len(failed)} of {len(into)} forks did not start: {failed[0]}; "
+                    # WHY the caps' own error when they refused: the caller may ask again
+                    # once a session ends, and a 429 says so.
+                    raise (TooManySessionsError if full else BackendError)(
+                        f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
                         "none was kept",
-                        code="fork_failed",
+                        code=None if full else "fork_failed",
                     )
                 boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
                 plan = CopyPlan(
@@ -347,7 +371,7 @@ class DockerBackend(AsyncCloseable):
                     targets=[box.container_id for box in boxes],
                     user=f"{spec.uid}:{spec.gid}",
                     roots=source.layout.scratch,
-                    mounts=[mount.path for mount in spec.mounts],
+                    mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
                 )
                 try:
                     await self._copy(source, boxes, plan)
@@ -400,9 +424,9 @@ class DockerBackend(AsyncCloseable):
                 status=409,
             )
         source = boxes[0]
-        if source.running:
+        if source.commands:
             raise ForkRefusedError(
-                f"it is busy ({source.running} command(s) or jobs running): fork it once "
+                f"it is busy ({source.commands} command(s) or jobs running): fork it once "
                 "they ended, so that the copy is of a state no command is changing",
                 code="session_busy",
                 status=409,
@@ -417,12 +441,15 @@ class DockerBackend(AsyncCloseable):
         return source
 
     async def _start_fork(
-        self, target: str, spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+        self, target: str, spec: SandboxSpec, outcomes: dict[str, StartOutcome], full: set[str]
     ) -> None:
+        """Start one fork into `outcomes`; `full` gets it when the session caps refused it."""
         try:
             outcome = await self.start(target, spec)
         except BackendError as exc:
             outcome = StartOutcome("failed", error=exc.message)
+            if isinstance(exc, TooManySessionsError):
+                full.add(target)
         if outcome.state == "running":  # another request started it after the check
             outcome = StartOutcome(
                 "failed", error="a session it forks into was started meanwhile by another request"
@@ -934,4 +961,25 @@ def _unix_sockets_not_deniable(image: str) -> BackendError:
         "an image with python3, or set allow_unix_sockets = true in the daemon's config and "
         "ask for unix_sockets in the request if you accept that risk",
         code="unix_sockets_not_denied",
+    )
+
+
+def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str | None:
+    """A host path two of the sandboxes would write to at once (the source's and `count`
+    forks of `forks`), or None. Paths overlap when one holds the other."""
+    writers = [(0, m.path) for m in source.mounts if not m.read_only]
+    for index in range(1, count + 1):
+        writers += [(index, m.path) for m in forks.mounts if not m.read_only]
+    for position, (owner, path) in enumerate(writers):
+        for other_owner, other in writers[position + 1 :]:
+            if owner != other_owner and _overlap(path, other):
+                return path
+    return None
+
+
+def _overlap(path: str, other: str) -> bool:
+    return (
+        path == other
+        or other.startswith(path.rstrip("/") + "/")
+        or path.startswith(other.rstrip("/") + "/")
     )

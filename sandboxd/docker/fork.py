@@ -55,7 +55,9 @@ ARCHIVE = (
     "{excludes} --null -T - -b {blocking} -cf -"
 )
 SOURCE_SCRIPT = ARCHIVE + " 2>&1 1>&3 | head -c 4096 >&2"
-TARGET_COMMAND = ["tar", "-C", "/", "-xf", "-"]
+EXTRACT = ["tar", "-C", "/", "--anchored"]
+"""With each mount's entry excluded (`CopyPlan.excludes`) and how to read the archive: an
+archive, whoever made it, never writes where a fork mounts a host path."""
 PIPE = f'"${supervisor.PIPE_FD_VARIABLE}"'
 PIPE_BLOCKING = 128
 """Records of 64 KiB through the pipes (tar's default is 10 KiB): a fifth less CPU per MB
@@ -76,7 +78,7 @@ class CopyPlan:
     roots: Sequence[str]
     """The source's tmpfs places (absolute), copied with their contents."""
     mounts: Sequence[str] = ()
-    """The mounts' paths (absolute): never copied."""
+    """The paths the source and the targets mount (absolute): never copied, never written."""
 
     def excludes(self) -> list[str]:
         """Relative to /: each entry of a root that is, or holds, a mount."""
@@ -96,7 +98,8 @@ def copy_changes(api: Any, plan: CopyPlan) -> int:
     targets = []
     try:
         for target in plan.targets:
-            exec_id = api.exec_create(target, TARGET_COMMAND, stdin=True, user=plan.user)["Id"]
+            command = [*_extract(plan), "-xf", "-"]
+            exec_id = api.exec_create(target, command, stdin=True, user=plan.user)["Id"]
             targets.append((target, exec_id, _raw(api.exec_start(exec_id, socket=True))))
         source_id = api.exec_create(
             plan.source,
@@ -129,6 +132,10 @@ def copy_changes(api: Any, plan: CopyPlan) -> int:
     finally:
         for _, _, sock in targets:
             sock.close()
+
+
+def _extract(plan: CopyPlan) -> list[str]:
+    return [*EXTRACT, *(f"--exclude={name}" for name in plan.excludes())]
 
 
 def _excludes(plan: CopyPlan) -> str:
@@ -269,7 +276,7 @@ async def copy_through_pipes(
                         run,
                         index,
                         channel,
-                        f"exec tar -C / -B -b {PIPE_BLOCKING} -xf - <&{PIPE}",
+                        f"exec {shlex.join(_extract(plan))} -B -b {PIPE_BLOCKING} -xf - <&{PIPE}",
                         read,
                     )
             guard.cancel_scope.cancel()
