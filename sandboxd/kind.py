@@ -1,7 +1,8 @@
 """sandboxd as a logos sandbox kind, registered under the entry points `logos.sandboxes`.
 
 logos finds it by its name, "sandboxd", and knows it only through the protocols
-logos.runners.sandboxes.SandboxKind and BatchSandboxKind (a batch can run in it), which this object
+logos.runners.sandboxes.SandboxKind, BatchSandboxKind (a batch can run in it) and
+ForkingSandboxKind (a batch can start every task from one prepared session), which this object
 implements structurally: sandboxd imports nothing of logos but its vocabulary (logos.result,
 logos.options, logos.runners.capture, logos.closing).
 """
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from logos.options import AllowedPath
+from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
 from sandboxd.autostart import AutostartError, ensure_serving
 from sandboxd.client import check_health, health_problem
 from sandboxd.paths import SocketPathError, resolve_socket_path
-from sandboxd.runner import SandboxRunner, refused_when_full
+from sandboxd.runner import SandboxForkError, SandboxRunner, lost_session, refused_when_full
 
 
 class Settings(Protocol):
@@ -104,6 +105,19 @@ class SandboxdKind:
 
     def refused_when_full(self, result: Result) -> bool:
         return refused_when_full(result)
+
+    async def fork(self, prepared: object, options: ExecOptions) -> SandboxRunner | Result:
+        """One fork of `prepared`'s session whose sandbox mounts `options`' paths."""
+        if not isinstance(prepared, SandboxRunner):
+            raise TypeError(f"sandboxd forks only its own runners, not {type(prepared).__name__}")
+        try:
+            (forked,) = await prepared.fork(1, options=options)
+        except SandboxForkError as exc:
+            return Result(command="", error=str(exc))
+        return forked
+
+    def lost_session(self, result: Result) -> bool:
+        return lost_session(result)
 
     def ensure_running(self, settings: Settings) -> None:
         try:

@@ -17,7 +17,7 @@ import fcntl
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ import anyio
 from logos.batch.display import BatchStart, Display
 from logos.batch.execution import TaskRun
 from logos.batch.local_pool import run_local
+from logos.batch.prepared import PreparedSession, PrepareError
 from logos.batch.ray_pool import RayOptions, run_on_ray
 from logos.batch.results import PastResults, ResultsFile, TaskResult, read_results
 from logos.batch.sandbox_slots import pool_size
@@ -34,7 +35,8 @@ from logos.batch.summary import BatchSummary, summarize, write_summary
 from logos.batch.tasks import TaskFile, TaskSpec
 from logos.errors import MessageError
 from logos.jsonl import make_private_dir
-from logos.runners.sandboxes import BatchSandboxKind, batch_sandbox_kind
+from logos.options import ExecOptions
+from logos.runners.sandboxes import BatchSandboxKind, ForkingSandboxKind, batch_sandbox_kind
 
 TRAJECTORIES = "trajectories"
 WORKSPACES = "workspaces"
@@ -70,6 +72,7 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
         tasks = plan.task_file.tasks
         pending = [t for t in tasks if not past.is_done(t.id, retry_failed=plan.retry_failed)]
         runs = [_task_run(task, past, out) for task in pending]
+        _check_prepare(plan, pending)
         size = plan.workers
         sandbox = plan.settings.sandbox
         kind = None
@@ -104,14 +107,19 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
                 latest[result.id] = result
                 display.task_ended(result)
 
+            prepared = None
             try:
                 if plan.ray is not None:
                     await run_on_ray(runs, plan.settings, plan.ray, cancel, record, display)
                 else:
+                    if plan.settings.prepare is not None and runs:
+                        prepared = await _prepare(plan, kind, display, on_full)
                     await run_local(
-                        runs, plan.settings, kind, size, cancel, record, display, on_full
+                        runs, plan.settings, kind, size, cancel, record, display, on_full, prepared
                     )
             finally:
+                if prepared is not None:
+                    await prepared.aclose()
                 summary = summarize(
                     (task.id for task in tasks),
                     latest,
@@ -135,6 +143,52 @@ def _task_run(task: TaskSpec, past: PastResults, out: Path) -> TaskRun:
         trajectory_name=str(trajectory),
         node=socket.gethostname(),
     )
+
+
+def _check_prepare(plan: BatchPlan, pending: list[TaskSpec]) -> None:
+    """Refuse, before anything runs, a preparation the batch cannot use."""
+    settings = plan.settings
+    if settings.prepare is None:
+        return
+    if settings.sandbox is None:
+        raise BatchError("--prepare prepares a sandbox session: add --sandbox")
+    if plan.ray is not None:
+        raise BatchError(
+            "--prepare runs on this machine's sandbox, and --ray runs the tasks on other "
+            "nodes: give each task a setup instead"
+        )
+    image = settings.sandbox.settings.image
+    other = [task for task in pending if task.image is not None and task.image != image]
+    if other:
+        raise BatchError(
+            f"task {other[0].id} asks for image {other[0].image}, and the "
+            "prepared session runs the batch's image (each task's session is a copy of it): "
+            "run the tasks of other images in a batch of their own"
+        )
+
+
+async def _prepare(
+    plan: BatchPlan, kind: BatchSandboxKind | None, display: Display, on_full: Callable[[], None]
+) -> PreparedSession:
+    """The batch's prepared session, started; BatchError when it cannot be."""
+    settings, sandbox = plan.settings, plan.settings.sandbox
+    assert settings.prepare is not None and sandbox is not None
+    if not isinstance(kind, ForkingSandboxKind):
+        raise BatchError(
+            f"--prepare needs a sandbox kind that forks sessions, and {sandbox.kind!r} does "
+            "not: use sandboxd, or give each task a setup instead"
+        )
+    options = ExecOptions(
+        allowed_hosts=sandbox.settings.allowed_hosts, timeout_s=settings.timeout_s
+    )
+    prepared = PreparedSession(kind, sandbox, settings.prepare, options, on_full)
+    display.notice(f"preparing the sandbox session: {settings.prepare}")
+    try:
+        await prepared.start()
+    except PrepareError as exc:
+        raise BatchError(f"{exc}; no task ran") from None
+    display.notice(f"prepared in {prepared.duration_s:.1f} s: each task starts from a copy of it")
+    return prepared
 
 
 def _batch_kind(sandbox: BatchSandbox) -> BatchSandboxKind:

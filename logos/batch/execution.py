@@ -1,7 +1,8 @@
 """One run of one task: a fresh workspace, its setup, the agent, its check.
 
 Setup, agent and check share one runner, so they see the same files: local bash in the
-workspace, or (with a sandbox) one fresh session that sees only the workspace, read-write.
+workspace, or (with a sandbox) one fresh session that sees only the workspace, read-write
+(with a prepared session, a fork of it: logos.batch.prepared).
 Whatever goes wrong — a workspace that cannot be made, a setup that fails, a model that
 stops answering, a bug — ends as a `TaskResult` holding the error: one task never takes
 the batch down. Setting `cancel` stops the task where it is and ends it as `canceled`.
@@ -21,6 +22,7 @@ import anyio
 from logos.agent.config import Callbacks, Config
 from logos.agent.loop import run
 from logos.agent.steps import StepMessage, StopReason
+from logos.batch.prepared import PreparedSession, PrepareError
 from logos.batch.results import CHECK_OUTPUT_CHARS, Status, TaskResult
 from logos.batch.sandbox_slots import WaitWhenFull
 from logos.batch.settings import BatchSettings
@@ -88,6 +90,7 @@ async def execute_task(
     cancel: anyio.Event,
     *,
     kind: BatchSandboxKind | None,
+    prepared: PreparedSession | None = None,
     on_full: Callable[[], None] | None = None,
     on_recorded: Callable[[], None] | None = None,
 ) -> TaskResult:
@@ -95,12 +98,15 @@ async def execute_task(
 
     `kind`: the sandbox kind of `settings.sandbox`, looked up once by the caller (finding it
     reads every installed package's entry points: tens of milliseconds a task);
-    `on_full`: the sandbox refused a command for being full (it is retried); `on_recorded`:
-    a line was added to the trajectory file."""
+    `prepared`: the batch's prepared session, which the task's session forks; `on_full`:
+    the sandbox refused a command for being full (it is retried); `on_recorded`: a line
+    was added to the trajectory file."""
     started, started_at = time.monotonic(), utc_now()
     outcome = _Outcome()
     try:
-        await _phases(task_run, settings, provider, kind, cancel, outcome, on_full, on_recorded)
+        await _phases(
+            task_run, settings, provider, kind, prepared, cancel, outcome, on_full, on_recorded
+        )
     except Exception as exc:  # a bug must not take the batch down
         outcome.status, outcome.error = "error", f"internal error: {type(exc).__name__}: {exc}"
     finally:
@@ -149,6 +155,7 @@ async def _phases(
     settings: BatchSettings,
     provider: Provider,
     kind: BatchSandboxKind | None,
+    prepared: PreparedSession | None,
     cancel: anyio.Event,
     outcome: _Outcome,
     on_full: Callable[[], None] | None,
@@ -169,10 +176,16 @@ async def _phases(
         timeout_s=settings.timeout_s,
     )
     try:
-        runner, system_prompt = _open_runner(task, settings, kind, options, on_full)
-    except ValueError as exc:
+        opened = await _unless_canceled(
+            cancel, lambda: _open_runner(task, settings, kind, prepared, options, on_full)
+        )
+    except (ValueError, PrepareError) as exc:
         outcome.error = f"sandbox: {exc}"
         return
+    if isinstance(opened, _Canceled):
+        outcome.status = "canceled"
+        return
+    runner, system_prompt = opened
     try:
         if task.setup is not None:
             setup = await _unless_canceled(cancel, lambda: runner.run(task.setup or "", options))
@@ -202,15 +215,16 @@ async def _phases(
             await runner.aclose()
 
 
-def _open_runner(
+async def _open_runner(
     task: TaskSpec,
     settings: BatchSettings,
     kind: BatchSandboxKind | None,
+    prepared: PreparedSession | None,
     options: ExecOptions,
     on_full: Callable[[], None] | None,
 ) -> tuple[Runner, str]:
-    """The task's runner and the system prompt that describes it; ValueError when the
-    sandbox cannot be used."""
+    """The task's runner and the system prompt that describes it; ValueError (or
+    PrepareError) when the sandbox cannot be used."""
     workdir = options.resolved_workdir() or ""
     if settings.sandbox is None:
         prompt = build_system_prompt(
@@ -233,6 +247,8 @@ def _open_runner(
         style=settings.replies.prompt_style,
         sandbox_note=kind.prompt_note(sandbox),
     )
+    if prepared is not None:
+        return await prepared.fork(options), prompt
     return WaitWhenFull(kind.open(sandbox), kind, on_full), prompt
 
 

@@ -15,6 +15,7 @@ import anyio
 
 from logos.batch.display import Display
 from logos.batch.execution import TaskRun, execute_task, unfinished_result
+from logos.batch.prepared import PreparedSession
 from logos.batch.results import TaskResult
 from logos.batch.settings import BatchSettings
 from logos.jsonl import utc_now
@@ -31,10 +32,11 @@ async def run_local(
     record: Callable[[TaskResult], None],
     display: Display,
     on_full: Callable[[], None],
+    prepared: PreparedSession | None = None,
 ) -> None:
     """Run every task, `size` at a time, calling `record` as each ends. Once `cancel` is
     set, running tasks stop (recorded `canceled`) and the others do not start. `kind`: the
-    sandbox kind of `settings.sandbox`."""
+    sandbox kind of `settings.sandbox`; `prepared`: the session each task's forks."""
     provider = settings.model.open()
     limiter = anyio.CapacityLimiter(size)
     try:
@@ -51,6 +53,7 @@ async def run_local(
                     record,
                     display,
                     on_full,
+                    prepared,
                 )
     finally:
         with anyio.CancelScope(shield=True):
@@ -67,6 +70,7 @@ async def _run_one(
     record: Callable[[TaskResult], None],
     display: Display,
     on_full: Callable[[], None],
+    prepared: PreparedSession | None,
 ) -> None:
     async with limiter:
         if cancel.is_set():
@@ -75,7 +79,7 @@ async def _run_one(
         started, started_at = time.monotonic(), utc_now()
         try:
             result = await execute_task(
-                task_run, settings, provider, cancel, kind=kind, on_full=on_full
+                task_run, settings, provider, cancel, kind=kind, prepared=prepared, on_full=on_full
             )
         except anyio.get_cancelled_exc_class():
             # A hard stop (a second Ctrl-C): the line still says the task did not finish.

@@ -49,6 +49,11 @@ class WaitWhenFull(Runner):
             await anyio.sleep(wait)
             wait = min(wait * 2, MAX_WAIT_S)
 
+    @property
+    def inner(self) -> Runner:
+        """The sandbox's own runner."""
+        return self._runner
+
     async def prepare(self, options: ExecOptions) -> None:
         """The sandbox's own preparation: a full sandbox makes the first command wait (it is
         told why the preparation failed, which `refused_when_full` recognises)."""

@@ -64,6 +64,10 @@ class BatchSettings:
     replies: ReplySettings = field(default_factory=ReplySettings)
     """Sampling, grammars and the prompt's style (`logos.agent.replies`)."""
     prompt_extra: str = ""
+    prepare: str | None = None
+    """A command run once, before the tasks, in a sandbox session of its own: each task's
+    session starts from a copy of what it changed outside its paths (/tmp and $HOME), its
+    own workspace mounted (logos.batch.prepared). None: every task starts afresh."""
     keep_workspaces: bool = False
     """Leave each workspace on disk after its task (by default it is removed: the
     trajectory keeps what happened)."""

@@ -335,6 +335,12 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="run the tasks on a Ray cluster (host:port, or auto); pip install 'logos[ray]'",
     )
     where.add_argument(
+        "--prepare",
+        metavar="CMD",
+        help="run CMD once in a sandbox session of its own before the tasks (install what "
+        "they all need); each task's session then starts from a copy of its /tmp and $HOME",
+    )
+    where.add_argument(
         "--cpus-per-task",
         type=_positive_float,
         default=1.0,

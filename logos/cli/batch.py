@@ -72,6 +72,7 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
         timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
         replies=resolve.replies(flags, settings, choice),
         prompt_extra=settings.prompt_extra or "",
+        prepare=args.prepare,
         keep_workspaces=args.keep_workspaces,
     )
     plan = BatchPlan(

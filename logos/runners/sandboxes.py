@@ -13,7 +13,9 @@ for what stands in the way, and for what the system prompt should say about it.
 A batch of tasks asks more of a kind (`BatchSandboxKind`): how many sessions it may hold at
 once, whether a command was refused only because the sandbox is full (to wait and retry
 it), and for the service to be started on a cluster node that has none running. A kind
-that cannot say these is still a sandbox kind; `logos batch` refuses it by name.
+that cannot say these is still a sandbox kind; `logos batch` refuses it by name. A batch
+that starts every task from one prepared session needs a kind that forks sessions
+(`ForkingSandboxKind`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol, runtime_checkable
 
-from logos.options import AllowedPath
+from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
 from logos.runners.base import Runner
 
@@ -112,6 +114,25 @@ class BatchSandboxKind(SandboxKind, Protocol):
         """Start the sandbox's service on this machine if none answers, and return once it
         can run commands (a cluster node needs none started by hand). ValueError says why
         it cannot."""
+        ...
+
+
+@runtime_checkable
+class ForkingSandboxKind(BatchSandboxKind, Protocol):
+    """A batch kind whose sessions can be forked: every task of a batch can start from a
+    copy of one session prepared once (`logos batch --prepare`)."""
+
+    async def fork(self, prepared: Runner, options: ExecOptions) -> Runner | Result:
+        """A runner of a new session starting from a copy of what `prepared`'s commands
+        changed outside their paths (`prepared` was opened by this kind and runs no command
+        now); its commands run with `options`, their paths mounted in place of `prepared`'s.
+        When it could not fork, a Result whose error says why: `refused_when_full` tells a
+        sandbox that is only full, `lost_session` a prepared session that is gone."""
+        ...
+
+    def lost_session(self, result: Result) -> bool:
+        """Whether a fork's `result` says the prepared session no longer exists (a sandbox
+        removes idle sessions): prepare it again."""
         ...
 
 
