@@ -68,6 +68,11 @@ class ForkCopyError(Exception):
     """The copy failed; the message says where (source or which target) and why."""
 
 
+class _Stalled(ForkCopyError):
+    """No byte moved for IO_TIMEOUT_S: what the tars then say (an archive cut short) is not
+    the cause."""
+
+
 @dataclass(frozen=True)
 class CopyPlan:
     source: str
@@ -283,6 +288,8 @@ async def copy_through_pipes(
     finally:
         for fd in unclaimed:
             os.close(fd)
+    if relayed and isinstance(relayed[0], _Stalled):
+        raise relayed[0]
     for index, (name, _) in enumerate(targets):
         problem = _failure(replies.get(index), strict=False)
         if problem:
@@ -367,6 +374,6 @@ def _wait(poller: select.poll, fds: dict[int, int], abort: int) -> None:
         for fd in (*fds, abort):
             poller.unregister(fd)
     if not ready:
-        raise ForkCopyError(f"the copy moved no byte for {IO_TIMEOUT_S:.0f} s")
+        raise _Stalled(f"the copy moved no byte for {IO_TIMEOUT_S:.0f} s")
     if any(fd == abort for fd, _ in ready):
         raise ForkCopyError("the fork was stopped")
