@@ -44,7 +44,7 @@ def test_every_task_starts_from_a_copy_of_the_prepared_session_and_keeps_its_own
             project_task(
                 f"t{n}",
                 prompt,
-                check="test \"$(cat seen.txt)\" = \"$(printf 'v1\\nonce')\" "
+                check='test "$(cat seen.txt)" = "$(printf \'v1\\nonce\')" '
                 "&& grep -qx 1 tasks.txt && grep -q hello done.txt",
             )
             for n in range(4)
