@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def test_fork_settings_are_refused_as_a_start_would_be_and_shared_writers_are_na
         ran = http.post(f"{API_PREFIX}/run", json={"session": "src", "command": "true"})
         assert ran.status_code == 200, ran.text
 
-        def ask(sandbox: dict[str, object], *into: str, **extra: object) -> Any:
+        def ask(sandbox: Mapping[str, object], *into: str, **extra: object) -> Any:
             return http.post(fork, json={"into": list(into), "sandbox": sandbox, **extra})
 
         outside = ask({"allowed_paths": [{"path": "/proc", "read_only": True}]}, "a")
