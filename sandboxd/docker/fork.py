@@ -55,9 +55,10 @@ ARCHIVE = (
     "{excludes} --null -T - -b {blocking} -cf -"
 )
 SOURCE_SCRIPT = ARCHIVE + " 2>&1 1>&3 | head -c 4096 >&2"
-EXTRACT = ["tar", "-C", "/", "--anchored"]
+EXTRACT = ["tar", "-C", "/", "--anchored", "-p"]
 """With each mount's entry excluded (`CopyPlan.excludes`) and how to read the archive: an
-archive, whoever made it, never writes where a fork mounts a host path."""
+archive, whoever made it, never writes where a fork mounts a host path. -p: each file's mode
+as archived, not cut by the umask (tar's default for a user other than root)."""
 PIPE = f'"${supervisor.PIPE_FD_VARIABLE}"'
 PIPE_BLOCKING = 128
 """Records of 64 KiB through the pipes (tar's default is 10 KiB): a fifth less CPU per MB
