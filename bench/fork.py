@@ -1,10 +1,11 @@
 """Family 13: forking a session that holds a lot of changes into many.
 
-One daemon with the throughput family's limits and `[pool] size` at the fork count. A source
-session writes `fork_mb` MB of random bytes into /tmp; then `POST /v1/sessions/{id}/fork` into
-`fork_into` new sessions, timed from the request to the answer (every fork started and
-filled), the forks closed afterwards, outside the timing. Rows: the forks taking warm
-sandboxes (the pool full first), and into one fork (what one copy costs). Each fork's copy
+A daemon with the throughput family's limits and `[pool] size` at the fork count, then one
+without a pool. A source session writes `fork_mb` MB of random bytes into /tmp; then
+`POST /v1/sessions/{id}/fork` into `fork_into` new sessions, timed from the request to the
+answer (every fork started and filled), the forks closed afterwards, outside the timing.
+Rows: the forks taking warm sandboxes (the pool full first), into one fork (what one copy
+costs), and the forks started cold (no pool). Each fork's copy
 is checked (its checksum against the source's) after the timing.
 """
 
@@ -34,6 +35,7 @@ CHECKSUM = "md5sum /tmp/changes | cut -d' ' -f1"
 
 INTO_MANY = "into {n}, warm pool"
 INTO_ONE = "into 1, warm pool"
+INTO_MANY_COLD = "into {n}, no pool"
 
 
 async def _run(client: httpx.AsyncClient, session: str, command: str) -> str:
@@ -72,28 +74,40 @@ async def run(plan: Plan) -> Section:
     check_image(plan.image)
     count = plan.fork_into
     memory = count * parse_size(MEMORY_PER_CONTAINER)
-    config = f"{daemon_config((2 * count + 2,))}[pool]\nsize = {count}\nmemory = {memory}\n"
-    samples: dict[str, list[float]] = {INTO_MANY.format(n=count): [], INTO_ONE: []}
+    pooled = f"{daemon_config((2 * count + 2,))}[pool]\nsize = {count}\nmemory = {memory}\n"
+    rows = {
+        pooled: (INTO_MANY.format(n=count), INTO_ONE),
+        daemon_config((2 * count + 2,)): (INTO_MANY_COLD.format(n=count),),
+    }
+    samples: dict[str, list[float]] = {label: [] for labels in rows.values() for label in labels}
     failures: list[str] = []
-    with running_daemon(plan.image, config) as daemon:
-        async with async_daemon_client(daemon.socket, TIMEOUT_S) as http:
-            source = f"bench-fork-source-{uuid.uuid4().hex[:6]}"
-            try:
-                await _run(http, f"bench-fork-other-{uuid.uuid4().hex[:6]}", "true")
-                await _run(
-                    http, source, f"head -c {plan.fork_mb * 10**6} /dev/urandom > /tmp/changes"
-                )
+    for config, labels in rows.items():
+        pool = count if "[pool]" in config else 0
+        with running_daemon(plan.image, config) as daemon:
+            async with async_daemon_client(daemon.socket, TIMEOUT_S) as http:
+                source = await _prepared_source(http, plan.fork_mb)
                 checksum = await _run(http, source, CHECKSUM)
-            except CommandFailed as exc:
-                raise BenchSetupError(f"the source session could not be prepared: {exc}") from exc
-            for _ in range(plan.fork_iterations):
-                for label, into in ((INTO_MANY.format(n=count), count), (INTO_ONE, 1)):
-                    await until_full(http, count)
-                    try:
-                        samples[label].append(await _fork_s(http, source, into, checksum))
-                    except CommandFailed as exc:
-                        failures.append(f"{label}: {exc}")
+                for _ in range(plan.fork_iterations):
+                    for label in labels:
+                        if pool:
+                            await until_full(http, pool)
+                        into = 1 if label == INTO_ONE else count
+                        try:
+                            samples[label].append(await _fork_s(http, source, into, checksum))
+                        except CommandFailed as exc:
+                            failures.append(f"{label}: {exc}")
     return _section(plan, samples, failures)
+
+
+async def _prepared_source(http: httpx.AsyncClient, mb: int) -> str:
+    """A session holding `mb` MB of changes (the pool, if any, warmed for its spec)."""
+    source = f"bench-fork-source-{uuid.uuid4().hex[:6]}"
+    try:
+        await _run(http, f"bench-fork-other-{uuid.uuid4().hex[:6]}", "true")
+        await _run(http, source, f"head -c {mb * 10**6} /dev/urandom > /tmp/changes")
+    except CommandFailed as exc:
+        raise BenchSetupError(f"the source session could not be prepared: {exc}") from exc
+    return source
 
 
 def _section(plan: Plan, samples: dict[str, list[float]], failures: list[str]) -> Section:
@@ -123,11 +137,13 @@ def _section(plan: Plan, samples: dict[str, list[float]], failures: list[str]) -
             ),
         ),
         notes=(
-            f"{plan.fork_iterations} samples each, the pool full before each; a sample is "
-            "POST .../fork until its answer (every fork started and filled); each fork's "
-            "checksum is compared with the source's afterwards, outside the timing",
-            "the copy is one tar in the source fanned out to one tar per fork through the "
-            "engine's exec streams: it grows with the forks times the changes",
+            f"{plan.fork_iterations} samples each, the pool full before each (a daemon "
+            "without one for the cold row); a sample is POST .../fork until its answer (every "
+            "fork started and filled); each fork's checksum is compared with the source's "
+            "afterwards, outside the timing",
+            "the copy is one tar in the source, relayed by the daemon into one tar per fork "
+            "through pipes their supervisors hold (not the engine's exec streams); the pool "
+            "starts no refill until it is done",
         ),
         problems=tuple(failures[:3]),
         raw={"mb": plan.fork_mb, "into": plan.fork_into},
