@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,10 @@ import pytest
 from logos.options import ExecOptions
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
+from sandboxd.docker import fork as fork_module
 from sandboxd.docker.backend import DockerBackend
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
-from sandboxd.pool import PoolSettings
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.pool import CHECK_S, PoolSettings, WarmPool
 from sandboxd.runner import SandboxForkError, SandboxRunner
 from sandboxd.session_caps import SessionCaps
 from tests.support.parts import SANDBOX_IMAGE
@@ -224,3 +229,309 @@ async def test_a_sandbox_runner_forks_into_runners_of_their_own(docker_client: A
             assert [session["id"] for session in listed] == [runner.session]
         finally:
             await runner.aclose()
+
+
+# --- the copy itself: what goes through, what it cannot do, what it leaves -----------------
+
+
+def box_of(backend: DockerBackend, session: str) -> Any:
+    (box,) = backend._sessions.sandboxes_of(session)
+    return box
+
+
+def open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+async def until_held_as(fds: dict[int, str]) -> None:
+    """Until this process holds `fds` again (a removal under way may hold one a moment)."""
+    with anyio.move_on_after(10):
+        while held_by_us() != fds:
+            await anyio.sleep(0.1)
+    assert held_by_us() == fds
+
+
+def held_by_us() -> dict[int, str]:
+    """This process's descriptors (what each is), but its connections to the Docker engine:
+    docker-py pools those, as many as its calls ever ran at once."""
+    held = {}
+    for fd in open_fds():
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
+            held[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    # Listed after: a connection made meanwhile (by a worker thread) is in it too.
+    engine_side = subprocess.run(
+        ["ss", "-xn", "src", "/var/run/docker.sock"], capture_output=True, text=True, check=True
+    ).stdout
+    to_engine = {f"socket:[{line.split()[-1]}]" for line in engine_side.splitlines()[1:]}
+    return {fd: what for fd, what in held.items() if what not in to_engine}
+
+
+async def containers_of(docker_client: Any, *sessions: str) -> list[Any]:
+    found = []
+    for session in sessions:
+        found += docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_SESSION}={session}"}, ignore_removed=True
+        )
+    return found
+
+
+LISTING = (
+    # Every entry under /tmp and $HOME: name, type, mode, owner, mtime (s), target, size.
+    "cd / && find tmp \"${HOME#/}\" -mindepth 1 -printf '%p|%y|%m|%U:%G|%Ts|%l|%s\\0' "
+    "| sort -z | od -An -c"
+)
+
+
+async def test_a_fork_copies_odd_names_symlinks_empty_dirs_modes_and_times(
+    backend: DockerBackend,
+) -> None:
+    box = spec()
+    prepared = r"""
+    set -e
+    cd /tmp
+    mkdir -p 'with space/empty' 'deep/er/est' -- '-dir'
+    printf 1 > 'with space/a file'
+    printf 2 > "$(printf 'new\nline')"
+    printf 3 > ./--help
+    printf 4 > ./-dir/-x
+    printf 5 > 'deep/er/est/tab	here'
+    ln -s 'with space/a file' link
+    ln -s ../../nowhere dangling
+    ln -s /etc/hostname absolute
+    printf 6 > open && chmod 777 open
+    printf 7 > secret && chmod 600 secret
+    printf 8 > run.sh && chmod 750 run.sh
+    chmod 711 deep/er
+    touch -d '2001-02-03 04:05:06' 'with space/a file' ./--help 'with space/empty'
+    touch -h -d '2002-03-04 05:06:07' link
+    touch -d '2003-04-05 06:07:08' deep
+    mkdir -p ~/.config/tool && printf 9 > ~/.config/tool/rc && chmod 640 ~/.config/tool/rc
+    """
+    await sh(backend, "source", prepared, box)
+    assert box_of(backend, "source").channel is not None  # through the supervisors' pipes
+    before = await sh(backend, "source", LISTING, box)
+    await backend.fork("source", ["f1"])
+    assert await sh(backend, "f1", LISTING, box) == before
+    seen = await sh(
+        backend,
+        "f1",
+        "cd /tmp && cat 'with space/a file' \"$(printf 'new\\nline')\" ./--help ./-dir/-x "
+        "link ~/.config/tool/rc && echo && stat -c '%a %Y %n' open secret run.sh deep/er "
+        "./--help 'with space/empty' && stat -c '%N' link dangling absolute && "
+        "ls -A 'with space/empty' | wc -l",
+        box,
+    )
+    assert seen.splitlines() == [
+        "123419",
+        f"777 {_stamp(await sh(backend, 'source', 'stat -c %Y /tmp/open', box))} open",
+        f"600 {_stamp(await sh(backend, 'source', 'stat -c %Y /tmp/secret', box))} secret",
+        f"750 {_stamp(await sh(backend, 'source', 'stat -c %Y /tmp/run.sh', box))} run.sh",
+        f"711 {_stamp(await sh(backend, 'source', 'stat -c %Y /tmp/deep/er', box))} deep/er",
+        "644 981173106 ./--help",
+        "755 981173106 with space/empty",
+        "'link' -> 'with space/a file'",
+        "'dangling' -> '../../nowhere'",
+        "'absolute' -> '/etc/hostname'",
+        "0",
+    ], seen
+
+
+def _stamp(text: str) -> str:
+    return text.strip()
+
+
+async def test_a_fork_of_a_session_with_many_small_files(backend: DockerBackend) -> None:
+    box = spec()
+    await sh(
+        backend,
+        "source",
+        "mkdir /tmp/many && cd /tmp/many && for i in $(seq 5000); do echo $i > f$i; done",
+        box,
+    )
+    summary = "ls /tmp/many | wc -l; cat /tmp/many/* | md5sum"
+    before = await sh(backend, "source", summary, box)
+    assert before.split()[0] == "5000"
+    with anyio.fail_after(30):
+        await backend.fork("source", ["f1", "f2"])
+    for fork in ("f1", "f2"):
+        assert await sh(backend, fork, summary, box) == before
+
+
+async def test_a_fork_into_an_image_without_python_copies_through_the_engine(
+    backend: DockerBackend, dash_exec_image: str
+) -> None:
+    # WHY unix sockets: an image without python3 cannot have them denied (no supervisor).
+    box = SandboxSpec(
+        dash_exec_image, (), False, UID, GID, Limits(memory=256 * 1024**2), unix_sockets=True
+    )
+    await sh(
+        backend,
+        "source",
+        "mkdir -p /tmp/d/e && echo tmp > /tmp/d/e/f && echo home > ~/.rc && ln -s d/e /tmp/l",
+        box,
+    )
+    assert box_of(backend, "source").channel is None  # `docker exec` for every command
+    outcomes = await backend.fork("source", ["f1", "f2"])
+    assert [o.state for o in outcomes] == ["started", "started"]
+    for fork in ("f1", "f2"):
+        assert await sh(backend, fork, "cat /tmp/l/f ~/.rc", box) == "tmp\nhome\n"
+
+
+def _supervisor_host_pid(docker_client: Any, container_id: str) -> int:
+    """The supervisor's pid as this host sees it: the one child of the container's tini."""
+    init = docker_client.api.inspect_container(container_id)["State"]["Pid"]
+    (child,) = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+    assert b"-m\0supervisor" in Path(f"/proc/{child}/cmdline").read_bytes()
+    return int(child)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+# A command's own background process stops the supervisor that ran it (the shell's parent),
+# once the command's reply is sent.
+STOP_MY_SUPERVISOR = (
+    "grep -q supervisor /proc/$PPID/cmdline && (sleep 0.3; kill -STOP $PPID) >/dev/null 2>&1 &"
+)
+
+
+async def test_a_source_whose_supervisor_stops_fails_the_fork_in_bounded_time(
+    backend: DockerBackend, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fork_module, "IO_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(fork_module, "EXIT_WAIT_S", 2.0)
+    box = spec()
+    await sh(backend, "source", "echo data > /tmp/state", box)
+    await sh(backend, "bystander", "true", box)  # its supervisor's socket stays open
+    fds = held_by_us()
+    supervisor = _supervisor_host_pid(docker_client, box_of(backend, "source").container_id)
+    try:
+        await sh(backend, "source", STOP_MY_SUPERVISOR, box)
+        with anyio.fail_after(10):
+            while _state(supervisor) != "T":
+                await anyio.sleep(0.02)
+        started = time.monotonic()
+        with pytest.raises(BackendError) as failed, anyio.fail_after(30):
+            await backend.fork("source", ["f1", "f2"])
+        elapsed = time.monotonic() - started
+        assert failed.value.code == "fork_failed", failed.value
+        assert "moved no byte" in str(failed.value) and "none was kept" in str(failed.value)
+        assert 3.0 <= elapsed < 20, elapsed
+        assert sorted(info.id for info in await backend.list_sessions()) == ["bystander", "source"]
+        with anyio.fail_after(20):  # removed, if not at once
+            while await containers_of(docker_client, "f1", "f2"):
+                await anyio.sleep(0.1)
+        await until_held_as(fds)
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+
+
+async def test_a_symlink_into_a_read_only_mount_cannot_make_a_fork_write_there(
+    backend: DockerBackend, workspace: Path
+) -> None:
+    (workspace / "kept").write_text("host\n")
+    os.chown(workspace / "kept", UID, GID)
+    read_only = spec(Mount.of(str(workspace), read_only=True))
+    ro = str(workspace)
+
+    def snapshot() -> dict[str, tuple[int, int, bytes]]:
+        return {
+            str(path.relative_to(workspace)): (
+                path.lstat().st_mode,
+                path.lstat().st_mtime_ns,
+                path.read_bytes() if path.is_file() and not path.is_symlink() else b"",
+            )
+            for path in [workspace, *workspace.rglob("*")]
+        }
+
+    host_before = snapshot()
+    prepared = (
+        f"ln -s {ro} /tmp/l && ln -s {ro}/kept /tmp/kept && mkdir /tmp/d && "
+        f"ln -s {ro} /tmp/d/inner && echo mine > /tmp/mine && echo rc > ~/.rc && "
+        f"ln -s {ro} ~/ws && ls {ro}"
+    )
+    assert await sh(backend, "source", prepared, read_only) == "kept\n"
+    await backend.fork("source", ["f1"])
+    seen = await sh(
+        backend,
+        "f1",
+        "readlink /tmp/l /tmp/kept /tmp/d/inner ~/ws; cat /tmp/mine ~/.rc /tmp/kept; "
+        "echo x > /tmp/l/new 2>&1 || echo refused",
+        read_only,
+    )
+    assert seen.splitlines()[:7] == [ro, f"{ro}/kept", ro, ro, "mine", "rc", "host"], seen
+    assert "refused" in seen
+    assert snapshot() == host_before
+
+
+async def test_the_backend_holds_no_more_descriptors_after_forks_that_worked_or_failed(
+    backend: DockerBackend,
+) -> None:
+    box = spec()
+    await sh(backend, "source", "echo x > /tmp/x", box)
+    await backend.fork("source", ["warm-up"])  # the engine's connections, made once
+    await backend.close_session("warm-up")
+    fds = held_by_us()
+    for round_ in range(3):
+        forks = [f"ok-{round_}-{index}" for index in range(2)]
+        await backend.fork("source", forks)
+        for name in forks:
+            assert await sh(backend, name, "cat /tmp/x", box) == "x\n"
+            await backend.close_session(name)
+        await sh(backend, "source", "echo y > /tmp/locked && chmod 000 /tmp/locked", box)
+        with pytest.raises(BackendError) as failed:
+            await backend.fork("source", [f"bad-{round_}-1", f"bad-{round_}-2"])
+        assert failed.value.code == "fork_failed"
+        await sh(backend, "source", "rm -f /tmp/locked", box)
+    assert [info.id for info in await backend.list_sessions()] == ["source"]
+    await until_held_as(fds)
+
+
+async def test_no_warm_fill_starts_while_the_pool_is_held_and_it_catches_up_after() -> None:
+    """The pool's scheduling alone, driven with plain callables: a fork holds it while it
+    copies (DockerBackend.fork)."""
+    box = spec()
+    starts: list[SandboxSpec] = []
+    started = anyio.Event()
+
+    async def start(asked: SandboxSpec) -> object:
+        starts.append(asked)
+        started.set()
+        return object()
+
+    async def discard(_: object, __: str) -> None:
+        pass
+
+    async with anyio.create_task_group() as tasks:
+        pool: WarmPool[object] = WarmPool(
+            PoolSettings(size=2),
+            has_room=lambda _: True,
+            start=start,
+            discard=discard,
+            usable=lambda _: True,
+            spawn=lambda *task: tasks.start_soon(*task) and None,
+        )
+        tasks.start_soon(pool.run)
+        with pool.held():
+            pool.note(box)
+            pool.note(box)  # asked for again: kept warm, once the pool may fill
+            with pool.held():
+                pass  # an inner hold ending leaves the outer one in force
+            with anyio.move_on_after(2 * CHECK_S + 0.5):  # past the pool's periodic check
+                await started.wait()
+            assert starts == [] and pool.filling == []
+        with anyio.fail_after(10):
+            while len(pool.boxes()) < 2:
+                await anyio.sleep(0.01)
+        assert starts == [box, box]
+        taken = pool.take(box)
+        assert taken is not None
+        with pool.held():
+            await anyio.sleep(2 * CHECK_S + 0.5)  # the time a fork copies
+            assert len(starts) == 2 and len(pool.boxes()) == 1
+        with anyio.fail_after(10):
+            while len(pool.boxes()) < 2:
+                await anyio.sleep(0.01)
+        assert len(starts) == 3
+        tasks.cancel_scope.cancel()
