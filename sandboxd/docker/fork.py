@@ -141,7 +141,11 @@ def copy_changes(api: Any, plan: CopyPlan) -> int:
 
 
 def _extract(plan: CopyPlan) -> list[str]:
-    return [*EXTRACT, *(f"--exclude={name}" for name in plan.excludes())]
+    """The extracting tar: it also leaves out every mount itself, wherever it is (an archive
+    the source's tar made holds none, but one crafted by the session's commands could)."""
+    mounts = {mount.strip("/") for mount in plan.mounts} - {""}
+    names = sorted(set(plan.excludes()) | mounts)
+    return [*EXTRACT, *(f"--exclude={name}" for name in names)]
 
 
 def _excludes(plan: CopyPlan) -> str:

@@ -535,3 +535,53 @@ async def test_no_warm_fill_starts_while_the_pool_is_held_and_it_catches_up_afte
                 await anyio.sleep(0.01)
         assert len(starts) == 3
         tasks.cancel_scope.cancel()
+
+
+def test_the_extracting_tar_writes_nothing_where_a_fork_mounts_a_path(docker_client: Any) -> None:
+    """An archive crafted by the session's commands (they could write into the source tar's
+    pipe) that names a mounted path: the fork's tar leaves it out, wherever the mount is."""
+    outside = Path(tempfile.mkdtemp(prefix="sbk-mnt-", dir="/var/tmp"))
+    under_tmp = Path(tempfile.mkdtemp(prefix="sbk-mnt-"))
+    try:
+        for path in (outside, under_tmp):
+            os.chown(path, UID, GID)
+            (path / "kept.txt").write_text("host\n")
+        plan = fork_module.CopyPlan(
+            source="",
+            targets=[],
+            user=f"{UID}:{GID}",
+            roots=("/tmp", "/home/sandbox"),
+            mounts=[str(outside), str(under_tmp)],
+        )
+        members = [str(p).lstrip("/") for p in (outside, under_tmp)]
+        craft = " && ".join(
+            [
+                "mkdir -p /tmp/c/tmp " + " ".join(f"/tmp/c/{m}" for m in members),
+                *(
+                    f"echo evil > /tmp/c/{m}/kept.txt && echo evil > /tmp/c/{m}/new"
+                    for m in members
+                ),
+                "echo ok > /tmp/c/tmp/ok",
+                "tar -C /tmp/c -cf /tmp/crafted.tar tmp/ok " + " ".join(members),
+                "rm -rf /tmp/c",
+                f"{' '.join(fork_module._extract(plan))} -xf /tmp/crafted.tar",
+                "cat /tmp/ok",
+            ]
+        )
+        output = docker_client.containers.run(
+            SANDBOX_IMAGE,
+            ["/bin/sh", "-c", craft],
+            user=f"{UID}:{GID}",
+            remove=True,
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,exec,size=64m,mode=1777"},
+            volumes={str(p): {"bind": str(p), "mode": "rw"} for p in (outside, under_tmp)},
+        )
+        assert output == b"ok\n"
+        for path in (outside, under_tmp):
+            assert sorted(p.name for p in path.iterdir()) == ["kept.txt"]
+            assert (path / "kept.txt").read_text() == "host\n"
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+        shutil.rmtree(under_tmp, ignore_errors=True)
