@@ -63,6 +63,9 @@ RAY_WORKERS = 2
 """The two-node cluster's CPUs (one per node): tasks it runs at once."""
 RunnerFactory = Callable[[], Runner]
 SANDBOX_POOLED = "sandbox with a warm pool"
+SANDBOX_PREPARED = "sandbox, each task a fork of a prepared session"
+PREPARE = "mkdir -p ~/tools && head -c 1000000 /dev/urandom > ~/tools/blob"
+"""The batch's preparation in that row: a megabyte of state every task's session copies."""
 
 
 @dataclass
@@ -70,7 +73,7 @@ class Level:
     """One run of the batch, and its baseline."""
 
     where: str
-    """"local", "sandbox", "sandbox with a warm pool" or "ray"."""
+    """"local", "sandbox", SANDBOX_PREPARED, SANDBOX_POOLED or "ray"."""
     workers: int
     tasks: int
     passed: int = 0
@@ -164,14 +167,22 @@ async def bare_runs(
     tasks: int, concurrency: int, model: WireModel, workspace: Path, open_runner: RunnerFactory
 ) -> tuple[float, list[str]]:
     """The same runs without the harness: each task's loop and check with a fresh runner, in
-    one workspace, `concurrency` at a time. Its wall time, and what went wrong."""
+    an empty directory of its own under `workspace` (no copy), `concurrency` at a time. Its
+    wall time, and what went wrong.
+
+    WHY a directory each: as each task of the batch mounts its own, each run asks the
+    sandbox for a new spec; one shared directory would have a warm pool keep (and refill)
+    sandboxes for it, and the batch's rounds would pay for that."""
     provider = ModelSpec("openai", MODEL, model.base_url, API_KEY).open()
-    options = ExecOptions(allowed_paths=(AllowedPath(path=str(workspace), read_only=False),))
-    system_prompt = build_system_prompt(working_dir=str(workspace))
+    places = [workspace / f"run-{n}" for n in range(tasks)]
+    for place in places:
+        place.mkdir(parents=True)
     limiter = anyio.CapacityLimiter(concurrency)
     errors: list[str] = []
 
-    async def one() -> None:
+    async def one(place: Path) -> None:
+        options = ExecOptions(allowed_paths=(AllowedPath(path=str(place), read_only=False),))
+        system_prompt = build_system_prompt(working_dir=str(place))
         async with limiter:
             runner = open_runner()
             try:
@@ -192,8 +203,8 @@ async def bare_runs(
     started = time.perf_counter()
     try:
         async with anyio.create_task_group() as group:
-            for _ in range(tasks):
-                group.start_soon(one)
+            for place in places:
+                group.start_soon(one, place)
     finally:
         await provider.aclose()
     return time.perf_counter() - started, errors
@@ -237,7 +248,7 @@ async def measure(
             anyio.to_thread.run_sync, run_batch_command, level, task_file, where_args, model, env
         )
         bare = partial(
-            _bare_round, level, tasks, concurrency, model, directory / "workspace", open_runner
+            _bare_round, level, tasks, concurrency, model, directory / "bare", open_runner
         )
         before = level.elapsed_s, level.baseline_s
         for step in (batch, bare) if number % 2 == 0 else (bare, batch):
@@ -291,14 +302,18 @@ async def _sandbox_levels(
     caps = f"max_sessions = {2 * most}\nmax_sessions_per_caller = {2 * most}\n"
     # WHY a pooled daemon too: each task mounts a workspace copy of its own, a spec the pool
     # sees once; this row shows what the pool does (and costs) for such a batch.
-    daemons = {"sandbox": caps, SANDBOX_POOLED: f"{caps}[pool]\nsize = {most}\n"}
+    runs: list[tuple[str, str, tuple[str, ...], Sequence[int]]] = [
+        ("sandbox", caps, (), plan.batch_sandbox_workers),
+        (SANDBOX_PREPARED, caps, ("--prepare", PREPARE), (most,)),
+        (SANDBOX_POOLED, f"{caps}[pool]\nsize = {most}\n", (), plan.batch_sandbox_workers),
+    ]
     levels = []
-    for where, config in daemons.items():
+    for where, config, extra, worker_counts in runs:
         with running_daemon(plan.image, config) as daemon:
             socket = str(daemon.socket)
-            for workers in plan.batch_sandbox_workers:
+            for workers in worker_counts:
                 level = Level(where, workers, plan.batch_sandbox_tasks)
-                args = ("--sandbox", "--socket", socket, "--workers", str(workers))
+                args = ("--sandbox", "--socket", socket, "--workers", str(workers), *extra)
                 levels.append(
                     await measure(
                         level,
@@ -356,7 +371,9 @@ def _section(plan: Plan, levels: list[Level]) -> Section:
                     overhead_ms <= TARGET_OVERHEAD_MS and not level.errors,
                 )
             )
-        if level.where == SANDBOX_POOLED and level.workers == max(plan.batch_sandbox_workers):
+        if level.where in ("sandbox", SANDBOX_POOLED) and level.workers == max(
+            plan.batch_sandbox_workers
+        ):
             targets.append(
                 Target(
                     f"{level.label}: ≥ {TARGET_SANDBOX_TASKS_PER_S:g} tasks/s",
@@ -390,6 +407,8 @@ def _section(plan: Plan, levels: list[Level]) -> Section:
             f"{plan.batch_tasks} tasks locally and on Ray, {plan.batch_sandbox_tasks} with the "
             f"sandbox (each a new container), in {plan.batch_rounds} rounds of a batch and its "
             "baseline, in turn first",
+            f"prepared session: `--prepare {PREPARE!r}` once per batch; each task's session a "
+            "fork of it, its workspace mounted; its baseline starts fresh sessions",
         ),
         problems=tuple(problems),
         raw={

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import FAMILIES
-from bench.batch import SANDBOX_POOLED, split
+from bench.batch import SANDBOX_POOLED, SANDBOX_PREPARED, split
 from bench.egress import DIRECT as EGRESS_DIRECT
 from bench.egress import PROXY as EGRESS_PROXY
 from bench.plan import Plan
@@ -367,6 +367,7 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert [(level["where"], level["workers"]) for level in levels] == [
         *(("local", workers) for workers in plan.batch_workers),
         *(("sandbox", workers) for workers in plan.batch_sandbox_workers),
+        (SANDBOX_PREPARED, max(plan.batch_sandbox_workers)),
         *((SANDBOX_POOLED, workers) for workers in plan.batch_sandbox_workers),
         ("ray", 2),
     ]
@@ -381,5 +382,6 @@ def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -
     assert {t["goal"] for t in section["targets"]} == {
         "local, 1 worker: harness overhead ≤ 50 ms/task",
         "sandbox, 1 worker: harness overhead ≤ 50 ms/task",
+        f"sandbox, {max(plan.batch_sandbox_workers)} workers: ≥ 5 tasks/s",
         f"{SANDBOX_POOLED}, {max(plan.batch_sandbox_workers)} workers: ≥ 5 tasks/s",
     }
