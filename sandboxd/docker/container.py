@@ -60,12 +60,12 @@ _BYTECODE_DIR = "__pycache__"
 # and the backend falls back to `docker exec` for this image (see sandboxd.docker.exec_fallback).
 # WHY `-m` from the control directory: a module's bytecode is loaded from __pycache__ (see
 # stage_supervisor), a script's never is.
-SUPERVISED_LAUNCHER = f"""mkdir -p "$HOME" 2>/dev/null
+SUPERVISED_LAUNCHER = f"""[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
 command -v python3 >/dev/null 2>&1 || exit 3
 cd {CONTROL_DIR} || exit 4
 exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}/{SOCKET_NAME}
 """
-EXEC_MODE_LAUNCHER = """mkdir -p "$HOME" 2>/dev/null
+EXEC_MODE_LAUNCHER = """[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
 exec sleep 2147483647
 """
 
