@@ -55,6 +55,7 @@ from sandboxd.docker.container import (
     container_name,
     create_container,
     install_supervisor,
+    paths_overlap,
     plan_layout,
     stage_supervisor,
 )
@@ -966,20 +967,11 @@ def _unix_sockets_not_deniable(image: str) -> BackendError:
 
 def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str | None:
     """A host path two of the sandboxes would write to at once (the source's and `count`
-    forks of `forks`), or None. Paths overlap when one holds the other."""
-    writers = [(0, m.path) for m in source.mounts if not m.read_only]
-    for index in range(1, count + 1):
-        writers += [(index, m.path) for m in forks.mounts if not m.read_only]
-    for position, (owner, path) in enumerate(writers):
-        for other_owner, other in writers[position + 1 :]:
-            if owner != other_owner and _overlap(path, other):
-                return path
-    return None
-
-
-def _overlap(path: str, other: str) -> bool:
-    return (
-        path == other
-        or other.startswith(path.rstrip("/") + "/")
-        or path.startswith(other.rstrip("/") + "/")
-    )
+    forks of `forks`), or None."""
+    fork_writes = [m.path for m in forks.mounts if not m.read_only]
+    source_writes = [m.path for m in source.mounts if not m.read_only]
+    for path in source_writes:
+        if any(paths_overlap(path, written) for written in fork_writes):
+            return path
+    # The forks all mount the same paths: two or more share every one they write to.
+    return fork_writes[0] if count > 1 and fork_writes else None

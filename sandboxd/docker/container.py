@@ -118,14 +118,14 @@ def plan_layout(spec: SandboxSpec) -> Layout | str:
     """The layout, or why the spec's mounts cannot work (a message for Result.error)."""
     targets = [mount.path.rstrip("/") or "/" for mount in spec.mounts]
     for target in targets:
-        if _is_within(CONTROL_DIR, target) or _is_within(target, CONTROL_DIR):
+        if paths_overlap(CONTROL_DIR, target):
             return (
                 f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
                 "inside the container; mount a more specific directory"
             )
     tmp_tmpfs = TMP_DIR not in targets
     home_parent = os.path.dirname(HOME_DIR)
-    if any(_is_within(home_parent, target) for target in targets):
+    if any(is_within(home_parent, target) for target in targets):
         # WHY: a tmpfs at /home/sandbox on top of a mounted /home would create its mount
         # point in the HOST directory.
         return Layout(home=FALLBACK_HOME_DIR, home_tmpfs=False, tmp_tmpfs=tmp_tmpfs)
@@ -287,5 +287,10 @@ def _usable_cpus(requested: float) -> float:
     return min(requested, float(available))
 
 
-def _is_within(path: str, root: str) -> bool:
+def is_within(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root + "/")
+
+
+def paths_overlap(path: str, other: str) -> bool:
+    """Whether one holds the other (or they are the same): files in one are in both."""
+    return is_within(path, other) or is_within(other, path)
