@@ -10,12 +10,13 @@ session gone prepares it again, once for all the tasks that found it gone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 
 import anyio
 
-from logos.batch.sandbox_slots import FIRST_WAIT_S, MAX_WAIT_S, WaitWhenFull
+from logos.batch.sandbox_slots import WaitWhenFull, retry_while_full
 from logos.batch.settings import BatchSandbox
 from logos.closing import AsyncCloseable
 from logos.options import ExecOptions
@@ -65,26 +66,26 @@ class PreparedSession(AsyncCloseable):
         prepared session is gone. Raises PrepareError, or ValueError when the sandbox
         will not fork (the message says why)."""
         prepared_again = False
-        wait = FIRST_WAIT_S
         while True:
             runner = self._runner
             if runner is None:
                 raise PrepareError("the batch's session is not prepared (it failed, or closed)")
-            forked = await self._kind.fork(runner, options)
+            forked = await retry_while_full(
+                functools.partial(self._kind.fork, runner, options),
+                self._refused_when_full,
+                self._on_full,
+            )
             if not isinstance(forked, Result):
                 return WaitWhenFull(forked, self._kind, self._on_full)
-            if self._kind.refused_when_full(forked):
-                if self._on_full is not None:
-                    self._on_full()
-                await anyio.sleep(wait)
-                wait = min(wait * 2, MAX_WAIT_S)
-            elif self._kind.lost_session(forked) and not prepared_again:
-                prepared_again = True
-                async with self._lock:
-                    if self._runner is runner:  # not prepared again by another task meanwhile
-                        await self._prepare()
-            else:
+            if not self._kind.lost_session(forked) or prepared_again:
                 raise ValueError(f"cannot fork the batch's prepared session: {forked.error}")
+            prepared_again = True
+            async with self._lock:
+                if self._runner is runner:  # not prepared again by another task meanwhile
+                    await self._prepare()
+
+    def _refused_when_full(self, forked: Runner | Result) -> bool:
+        return isinstance(forked, Result) and self._kind.refused_when_full(forked)
 
     async def aclose(self) -> None:
         async with self._lock:

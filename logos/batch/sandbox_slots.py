@@ -8,7 +8,8 @@ sandbox delays a task, it never fails it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 
@@ -21,11 +22,30 @@ FIRST_WAIT_S = 0.2
 MAX_WAIT_S = 5.0
 """Between tries: a session may end at any moment, but hundreds of waiting tasks must not
 flood the daemon."""
+T = TypeVar("T")
 
 
 def pool_size(workers: int, session_cap: int | None) -> int:
     """How many tasks run at once: the workers asked for, within the session cap."""
     return workers if session_cap is None else max(1, min(workers, session_cap))
+
+
+async def retry_while_full(
+    attempt: Callable[[], Awaitable[T]],
+    full: Callable[[T], bool],
+    on_full: Callable[[], None] | None = None,
+) -> T:
+    """`attempt()` again, with a growing pause, while what it gave says the sandbox is
+    full; then what it gave."""
+    wait = FIRST_WAIT_S
+    while True:
+        outcome = await attempt()
+        if not full(outcome):
+            return outcome
+        if on_full is not None:
+            on_full()
+        await anyio.sleep(wait)
+        wait = min(wait * 2, MAX_WAIT_S)
 
 
 class WaitWhenFull(Runner):
@@ -39,15 +59,9 @@ class WaitWhenFull(Runner):
         self._on_full = on_full
 
     async def run(self, command: str, options: ExecOptions) -> Result:
-        wait = FIRST_WAIT_S
-        while True:
-            result = await self._runner.run(command, options)
-            if not self._kind.refused_when_full(result):
-                return result
-            if self._on_full is not None:
-                self._on_full()
-            await anyio.sleep(wait)
-            wait = min(wait * 2, MAX_WAIT_S)
+        return await retry_while_full(
+            lambda: self._runner.run(command, options), self._kind.refused_when_full, self._on_full
+        )
 
     @property
     def inner(self) -> Runner:
