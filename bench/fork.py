@@ -74,15 +74,15 @@ async def run(plan: Plan) -> Section:
     check_image(plan.image)
     count = plan.fork_into
     memory = count * parse_size(MEMORY_PER_CONTAINER)
-    pooled = f"{daemon_config((2 * count + 2,))}[pool]\nsize = {count}\nmemory = {memory}\n"
-    rows = {
-        pooled: (INTO_MANY.format(n=count), INTO_ONE),
-        daemon_config((2 * count + 2,)): (INTO_MANY_COLD.format(n=count),),
-    }
-    samples: dict[str, list[float]] = {label: [] for labels in rows.values() for label in labels}
+    plain = daemon_config((2 * count + 2,))
+    rows = (  # (warm pool size, labels)
+        (count, (INTO_MANY.format(n=count), INTO_ONE)),
+        (0, (INTO_MANY_COLD.format(n=count),)),
+    )
+    samples: dict[str, list[float]] = {label: [] for _, labels in rows for label in labels}
     failures: list[str] = []
-    for config, labels in rows.items():
-        pool = count if "[pool]" in config else 0
+    for pool, labels in rows:
+        config = f"{plain}[pool]\nsize = {pool}\nmemory = {memory}\n" if pool else plain
         with running_daemon(plan.image, config) as daemon:
             async with async_daemon_client(daemon.socket, TIMEOUT_S) as http:
                 source = await _prepared_source(http, plan.fork_mb)
