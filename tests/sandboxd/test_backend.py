@@ -6,7 +6,6 @@ import ipaddress
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import textwrap
 import time
@@ -31,6 +30,7 @@ from sandboxd.backend import (
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
 from sandboxd.session_caps import SessionCaps
+from tests.support.processes import killed_after_printing
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 UID = GID = 1000
@@ -449,17 +449,7 @@ async def test_orphans_of_a_killed_backend_are_swept(state_dir: Path, docker_cli
         anyio.run(main)
         """
     )
-    child = await anyio.open_process([sys.executable, "-c", script, str(state_dir)])
-    try:
-        assert child.stdout is not None
-        printed = b""
-        with anyio.fail_after(90):
-            while printed.count(b"\n") < 2:
-                printed += await child.stdout.receive()
-        names = printed.decode().split()
-    finally:
-        child.kill()  # SIGKILL: no chance to clean up
-        await child.wait()
+    names = await killed_after_printing(script, str(state_dir), lines=2)
     assert all(name.startswith("sandboxd-orphan-test-") for name in names), names
     async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as live:
         kept = await live.run("live", spec(), ExecRequest("true"))

@@ -6,7 +6,6 @@ import ctypes
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import textwrap
 import time
@@ -33,6 +32,7 @@ from sandboxd.pool import MAX_REMEMBERED, PoolSettings
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import POOL_SESSION
 from tests.support.parts import SANDBOX_IMAGE
+from tests.support.processes import killed_after_printing
 from tests.support.sandboxd_harness import running_daemon
 
 UID = GID = 1000
@@ -373,17 +373,7 @@ async def test_warm_sandboxes_of_a_killed_backend_are_swept(
         anyio.run(main)
         """
     )
-    child = await anyio.open_process([sys.executable, "-c", script, str(state_dir)])
-    try:
-        assert child.stdout is not None
-        printed = b""
-        with anyio.fail_after(90):
-            while b"\n" not in printed:
-                printed += await child.stdout.receive()
-    finally:
-        child.kill()  # SIGKILL: no chance to clean up
-        await child.wait()
-    names = printed.decode().split()
+    names = await killed_after_printing(script, str(state_dir), lines=1)
     assert len(names) == 2 and all(name.startswith(WARM_PREFIX) for name in names), names
     listed = {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}
     assert set(names) <= listed

@@ -14,6 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
 
+import anyio
+
+PRINT_TIMEOUT_S = 90.0
+
 
 class Closable(Protocol):
     """A client of a server (an httpx.Client…), closed before the server stops."""
@@ -62,6 +66,23 @@ class Repeating:
         while not self._stop.is_set():
             self.step()
             self._stop.wait(self._pause)
+
+
+async def killed_after_printing(script: str, *args: str, lines: int) -> list[str]:
+    """Run `script` with this Python until it printed `lines` lines (within
+    PRINT_TIMEOUT_S), then SIGKILL it (no chance to clean up, as a crashed program); the
+    words it printed."""
+    child = await anyio.open_process([sys.executable, "-c", script, *args])
+    try:
+        assert child.stdout is not None
+        printed = b""
+        with anyio.fail_after(PRINT_TIMEOUT_S):
+            while printed.count(b"\n") < lines:
+                printed += await child.stdout.receive()
+    finally:
+        child.kill()
+        await child.wait()
+    return printed.decode().split()
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> bool:
