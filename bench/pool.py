@@ -22,7 +22,7 @@ import httpx
 from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
 from bench.prepare import many_at_once, timed_start
-from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
+from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
 from bench.roundtrip import DockerCliMethod, sample_rotating
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
 from sandboxd.api import API_PREFIX, HealthResponse
@@ -139,8 +139,10 @@ def _section(plan: Plan, tally: _Tally, bursts: dict[str, tuple[float, list[str]
     run_median = series[DOCKER_RUN].median_s
     rows: list[tuple[str, ...]] = []
     for label in (WARM, COLD, DOCKER_RUN):
-        rows.append(_row("new session", series[label], ratio(series[label].median_s, run_median)))
-    rows.append(_row("refill", series[REFILL], "n/a"))
+        rows.append(
+            series_row("new session", series[label], ratio(series[label].median_s, run_median))
+        )
+    rows.append(series_row("refill", series[REFILL], "n/a"))
     for label, (wall_s, errors) in bursts.items():
         flag = " !!" if errors else ""
         rows.append(
@@ -206,15 +208,4 @@ def _section(plan: Plan, tally: _Tally, bursts: dict[str, tuple[float, list[str]
                 for label, (wall_s, errors) in bursts.items()
             },
         },
-    )
-
-
-def _row(figure: str, series: Series, versus: str) -> tuple[str, ...]:
-    return (
-        figure,
-        series.label,
-        f"{len(series.samples_s)}",
-        ms(series.median_s),
-        ms(series.p95_s),
-        versus,
     )

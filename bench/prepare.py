@@ -26,7 +26,7 @@ import httpx
 import logos
 from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
+from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
 from bench.roundtrip import CommandFailed, DockerCliMethod, sample_rotating
 from bench.scripted_model import ScriptedModel
 from bench.throughput import daemon_config
@@ -191,9 +191,11 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
     rows: list[tuple[str, ...]] = []
     first = "first command: block closed → result"
     for label in (PREPARED, UNPREPARED, PREPARED_SLOW_MODEL):
-        rows.append(_row(first, series[label], "n/a"))
+        rows.append(series_row(first, series[label], "n/a"))
     for label in (START, DOCKER_RUN):
-        rows.append(_row("new session", series[label], ratio(series[label].median_s, run_median)))
+        rows.append(
+            series_row("new session", series[label], ratio(series[label].median_s, run_median))
+        )
     for step, samples in tally.steps.items():
         rows.append(
             ("  start step", step, f"{len(samples)}", ms(statistics.median(samples)), "", "")
@@ -266,15 +268,4 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
             "steps_s": tally.steps,
             "many": {"sessions": plan.prepare_sessions, "wall_s": many_s, "errors": many_errors},
         },
-    )
-
-
-def _row(figure: str, series: Series, versus: str) -> tuple[str, ...]:
-    return (
-        figure,
-        series.label,
-        f"{len(series.samples_s)}",
-        ms(series.median_s),
-        ms(series.p95_s),
-        versus,
     )

@@ -94,3 +94,15 @@ def ratio(value: float, baseline: float) -> str:
     if math.isnan(value) or math.isnan(baseline) or baseline <= 0:
         return "n/a"
     return f"{value / baseline:.2f}x"
+
+
+def series_row(figure: str, series: Series, versus: str) -> tuple[str, ...]:
+    """A table row for `series`: figure, method, n, median, p95, and its ratio `versus`."""
+    return (
+        figure,
+        series.label,
+        f"{len(series.samples_s)}",
+        ms(series.median_s),
+        ms(series.p95_s),
+        versus,
+    )
