@@ -58,9 +58,18 @@ class WireModel:
 
 
 def reply_for(body: Any) -> str:
-    """The command first; the final answer once the conversation holds a result."""
-    contents = [str(message.get("content", "")) for message in body.get("messages", ())]
-    return FINAL_REPLY if any("<result>" in content for content in contents) else COMMAND_REPLY
+    """The command first; the final answer once a result came back.
+
+    WHY only the user's turns, and only their start: the system prompt explains the
+    `<result>` envelope, so a search of every message would find one before any command ran
+    (and every task would end at once, its command never run)."""
+    turns = [
+        str(message.get("content", ""))
+        for message in body.get("messages", ())
+        if message.get("role") == "user"
+    ]
+    came_back = any(turn.startswith("<result>") for turn in turns)
+    return FINAL_REPLY if came_back else COMMAND_REPLY
 
 
 def stream_events(text: str) -> bytes:
