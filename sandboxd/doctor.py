@@ -122,7 +122,8 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
             report.fail(
                 "network",
                 f"interfaces {interfaces} exist with network off",
-                "check the engine's network drivers; sandboxes must get network mode none",
+                "check the engine and its runtime: a sandbox without network must get a "
+                "network namespace of its own holding only its loopback",
             )
         output, code, _ = await run(_UNIX_SOCKET_PROBE)
         if code == 0:

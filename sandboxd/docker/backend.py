@@ -58,6 +58,7 @@ from sandboxd.docker.container import (
     paths_overlap,
     plan_layout,
     stage_supervisor,
+    write_hosts_file,
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
@@ -675,6 +676,7 @@ class DockerBackend(AsyncCloseable):
             egress=bool(spec.allowed_hosts),
             staged=self._staged_supervisor,
         )
+        write_hosts_file(control_dir)
 
     async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
         # WHY the backend listens and the supervisor connects (not the other way round): the

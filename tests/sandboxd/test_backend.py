@@ -196,6 +196,43 @@ async def test_network_is_off_unless_asked(backend: DockerBackend, docker_client
     assert len(container_names(docker_client, "net")) == 2  # a different spec, another container
 
 
+async def test_a_sandbox_without_network_still_reaches_itself_by_name(
+    backend: DockerBackend, docker_client: Any
+) -> None:
+    # Its engine networking is off (no network sandbox of the engine's): the runtime's own
+    # namespace holds a loopback that is up, and the sandbox's /etc/hosts names it.
+    probe = textwrap.dedent(
+        """\
+        python3 - <<'EOF'
+        import socket
+        for name in ("localhost", "sandbox"):
+            found = {info[4][0] for info in socket.getaddrinfo(name, 80)}
+            print(name, " ".join(sorted(found)))
+        for family, name in ((socket.AF_INET, "localhost"), (socket.AF_INET6, "::1")):
+            server = socket.socket(family)
+            server.bind((name, 0))
+            server.listen()
+            with socket.create_connection((name, server.getsockname()[1]), timeout=3):
+                print("reached", name)
+        EOF
+        echo x >> /etc/hosts
+        """
+    )
+    result = await run(backend, probe, session="loopback")
+    lines = result.stdout.splitlines()
+    assert lines == [
+        "localhost 127.0.0.1 ::1",
+        "sandbox 127.0.1.1",
+        "reached localhost",
+        "reached ::1",
+    ], result
+    assert "Permission denied" in result.stderr or "Read-only" in result.stderr, result
+    (container,) = container_names(docker_client, "loopback")
+    attrs = docker_client.containers.get(container).attrs
+    assert attrs["Config"].get("NetworkDisabled") is True
+    assert attrs["HostConfig"]["NetworkMode"] == "none"
+
+
 async def test_warm_commands_reuse_the_container(backend: DockerBackend) -> None:
     first = await backend.run("warm", spec(), ExecRequest("echo one > /tmp/state"))
     second = await backend.run("warm", spec(), ExecRequest("cat /tmp/state"))
@@ -422,7 +459,7 @@ async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> N
     )
     result = await run(backend, probe)
     assert result.stdout == (
-        "__pycache__\ncapture.py\negress_forwarder.py\nlive.py\nsandbox.json\nsupervisor.py\n"
+        "__pycache__\ncapture.py\negress_forwarder.py\nhosts\nlive.py\nsandbox.json\nsupervisor.py\n"
         "Read-only file system\n"
         "Permission denied\n"
         "PermissionError\n"

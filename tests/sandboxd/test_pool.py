@@ -235,15 +235,18 @@ async def test_a_symlink_swapped_in_after_the_check_does_not_redirect_a_warm_mou
 
 def hardening(container: Any) -> dict[str, Any]:
     """What a container is created with, minus what names one container (its name, labels,
-    its own control directory)."""
+    its own control directory and the files in it)."""
     attrs = container.attrs
     host = dict(attrs["HostConfig"])
     mounts = host.pop("Mounts")
-    config = {key: attrs["Config"][key] for key in ("User", "Entrypoint", "Cmd", "Env")}
+    config = {
+        key: attrs["Config"].get(key)
+        for key in ("User", "Entrypoint", "Cmd", "Env", "NetworkDisabled")
+    }
     return {
         "host_config": host,
         "mounts": [
-            {**mount, "Source": None} if mount["Target"] == "/.sandboxd" else mount
+            {**mount, "Source": None} if mount["Target"] in ("/.sandboxd", "/etc/hosts") else mount
             for mount in mounts
         ],
         "config": config,
@@ -267,6 +270,7 @@ async def test_warm_sandboxes_are_hardened_like_cold_ones(
     assert warm_attrs["host_config"]["CapDrop"] == ["ALL"]
     assert warm_attrs["host_config"]["ReadonlyRootfs"] is True
     assert warm_attrs["host_config"]["NetworkMode"] == "none"
+    assert warm_attrs["config"]["NetworkDisabled"] is True
 
 
 async def test_the_pool_keeps_to_its_size_and_memory(state_dir: Path) -> None:
