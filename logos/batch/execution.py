@@ -187,32 +187,58 @@ async def _phases(
         return
     runner, system_prompt = opened
     try:
-        if task.setup is not None:
-            setup = await _unless_canceled(cancel, lambda: runner.run(task.setup or "", options))
-            if isinstance(setup, _Canceled):
-                outcome.status = "canceled"
-                return
-            if not setup.ok:
-                outcome.error = f"setup failed: {_tail(setup)}"
-                return
-        await _agent(
-            task_run,
-            settings,
-            provider,
-            runner,
-            options,
-            system_prompt,
-            cancel,
-            outcome,
-            on_recorded or _nothing,
-        )
-        if outcome.stop_reason in ("canceled", "error"):
-            outcome.status = "canceled" if outcome.stop_reason == "canceled" else "error"
-            return
-        await _judge(task, runner, options, cancel, outcome)
+        # WHY the task prepares its runner (starts its sandbox) for all its phases: the
+        # agent's run prepares it too, but cancels that at its end, and an agent that answers
+        # without a command ends before the sandbox has started: its check would start it
+        # again, a second container for one task.
+        async with anyio.create_task_group() as preparing:
+            preparing.start_soon(runner.prepare, options)
+            try:
+                await _setup_agent_check(
+                    task_run,
+                    settings,
+                    provider,
+                    runner,
+                    options,
+                    system_prompt,
+                    cancel,
+                    outcome,
+                    on_recorded or _nothing,
+                )
+            finally:
+                preparing.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             await runner.aclose()
+
+
+async def _setup_agent_check(
+    task_run: TaskRun,
+    settings: BatchSettings,
+    provider: Provider,
+    runner: Runner,
+    options: ExecOptions,
+    system_prompt: str,
+    cancel: anyio.Event,
+    outcome: _Outcome,
+    on_recorded: Callable[[], None],
+) -> None:
+    task = task_run.task
+    if task.setup is not None:
+        setup = await _unless_canceled(cancel, lambda: runner.run(task.setup or "", options))
+        if isinstance(setup, _Canceled):
+            outcome.status = "canceled"
+            return
+        if not setup.ok:
+            outcome.error = f"setup failed: {_tail(setup)}"
+            return
+    await _agent(
+        task_run, settings, provider, runner, options, system_prompt, cancel, outcome, on_recorded
+    )
+    if outcome.stop_reason in ("canceled", "error"):
+        outcome.status = "canceled" if outcome.stop_reason == "canceled" else "error"
+        return
+    await _judge(task, runner, options, cancel, outcome)
 
 
 async def _open_runner(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
 from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sandboxd_harness import containers_of, running_daemon
@@ -75,3 +76,38 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
     assert trajectory[0]["runner"] == "sandbox"
     assert trajectory[0]["sandbox"] == "sandboxd"  # the kind `--sandbox` alone names
     assert "sees only these host paths" in trajectory[0]["system_prompt"]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
+    docker_client: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    # The model answers at once: the agent's run ends while its sandbox is still starting.
+    # The task's start goes on for its check instead of being cut short and made again.
+    sse_server.answer_with(run_what_is_asked)
+    (home.work / "project").mkdir()
+    tasks = write_tasks(home, *(project_task(f"t{n}", "say hi", check="true") for n in range(3)))
+    with running_daemon(docker_client) as daemon:
+        since = time.time()
+        done = logos(
+            [
+                *("batch", "--model", "m", str(tasks), "--out", "out"),
+                *("--sandbox", "--socket", str(daemon.socket), "--workers", "3"),
+            ],
+            home,
+            openai_env(home, sse_server),
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        events = docker_client.events(
+            since=since,
+            until=time.time() + 1,
+            filters={"type": "container", "event": "create", "label": LABEL_MANAGED},
+            decode=True,
+        )
+        owner = f"/{daemon.proc.pid}/"
+        created = [e for e in events if owner in e["Actor"]["Attributes"][LABEL_OWNER_PROCESS]]
+    lines = read_jsonl(home.work / "out" / "results.jsonl")
+    assert [line["status"] for line in lines] == ["passed"] * 3, lines
+    assert len(created) == 3, created
