@@ -233,6 +233,58 @@ async def test_a_sandbox_without_network_still_reaches_itself_by_name(
     assert attrs["HostConfig"]["NetworkMode"] == "none"
 
 
+async def test_sandboxes_without_network_cannot_reach_each_others_loopback(
+    backend: DockerBackend,
+) -> None:
+    # Each has a network namespace of its own: a server on one's loopback (a TCP port, an
+    # abstract Unix socket: sockets allowed, as a request may ask) is out of another's reach.
+    sockets = spec(unix_sockets=True)
+    listen = textwrap.dedent(
+        """\
+        python3 - <<'EOF'
+        import socket, time
+        tcp = socket.socket()
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("127.0.0.1", 47123))
+        tcp.listen()
+        abstract = socket.socket(socket.AF_UNIX)
+        abstract.bind("\\0sandboxd-neighbour")
+        abstract.listen()
+        print("listening", flush=True)
+        time.sleep(6)
+        EOF
+        """
+    )
+    reach = textwrap.dedent(
+        """\
+        python3 - <<'EOF'
+        import socket
+        for family, address in (
+            (socket.AF_INET, ("127.0.0.1", 47123)),
+            (socket.AF_UNIX, "\\0sandboxd-neighbour"),
+        ):
+            try:
+                socket.socket(family).connect(address)
+                print("reached")
+            except OSError as exc:
+                print(type(exc).__name__)
+        EOF
+        """
+    )
+    results: dict[str, Result] = {}
+
+    async def listener() -> None:
+        results["listener"] = await run(backend, listen, session="neighbour-a", sandbox=sockets)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(listener)
+        await run(backend, "true", session="neighbour-b", sandbox=sockets)  # while a listens
+        await anyio.sleep(2)
+        results["reach"] = await run(backend, reach, session="neighbour-b", sandbox=sockets)
+    assert results["listener"].stdout == "listening\n", results["listener"].stderr
+    assert results["reach"].stdout == "ConnectionRefusedError\nConnectionRefusedError\n", results
+
+
 async def test_warm_commands_reuse_the_container(backend: DockerBackend) -> None:
     first = await backend.run("warm", spec(), ExecRequest("echo one > /tmp/state"))
     second = await backend.run("warm", spec(), ExecRequest("cat /tmp/state"))
