@@ -121,7 +121,7 @@ class Layout:
     home: str
     home_tmpfs: bool
     tmp_tmpfs: bool
-    hosts_file: bool = False
+    hosts_file: bool
 
     @property
     def scratch(self) -> tuple[str, ...]:
