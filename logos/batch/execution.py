@@ -10,9 +10,10 @@ the batch down. Setting `cancel` stops the task where it is and ends it as `canc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -187,58 +188,51 @@ async def _phases(
         return
     runner, system_prompt = opened
     try:
-        # WHY the task prepares its runner (starts its sandbox) for all its phases: the
-        # agent's run prepares it too, but cancels that at its end, and an agent that answers
-        # without a command ends before the sandbox has started: its check would start it
-        # again, a second container for one task.
-        async with anyio.create_task_group() as preparing:
-            preparing.start_soon(runner.prepare, options)
-            try:
-                await _setup_agent_check(
-                    task_run,
-                    settings,
-                    provider,
-                    runner,
-                    options,
-                    system_prompt,
-                    cancel,
-                    outcome,
-                    on_recorded or _nothing,
+        async with _preparing(runner, options):
+            if task.setup is not None:
+                setup = await _unless_canceled(
+                    cancel, lambda: runner.run(task.setup or "", options)
                 )
-            finally:
-                preparing.cancel_scope.cancel()
+                if isinstance(setup, _Canceled):
+                    outcome.status = "canceled"
+                    return
+                if not setup.ok:
+                    outcome.error = f"setup failed: {_tail(setup)}"
+                    return
+            await _agent(
+                task_run,
+                settings,
+                provider,
+                runner,
+                options,
+                system_prompt,
+                cancel,
+                outcome,
+                on_recorded or _nothing,
+            )
+            if outcome.stop_reason in ("canceled", "error"):
+                outcome.status = "canceled" if outcome.stop_reason == "canceled" else "error"
+                return
+            await _judge(task, runner, options, cancel, outcome)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             await runner.aclose()
 
 
-async def _setup_agent_check(
-    task_run: TaskRun,
-    settings: BatchSettings,
-    provider: Provider,
-    runner: Runner,
-    options: ExecOptions,
-    system_prompt: str,
-    cancel: anyio.Event,
-    outcome: _Outcome,
-    on_recorded: Callable[[], None],
-) -> None:
-    task = task_run.task
-    if task.setup is not None:
-        setup = await _unless_canceled(cancel, lambda: runner.run(task.setup or "", options))
-        if isinstance(setup, _Canceled):
-            outcome.status = "canceled"
-            return
-        if not setup.ok:
-            outcome.error = f"setup failed: {_tail(setup)}"
-            return
-    await _agent(
-        task_run, settings, provider, runner, options, system_prompt, cancel, outcome, on_recorded
-    )
-    if outcome.stop_reason in ("canceled", "error"):
-        outcome.status = "canceled" if outcome.stop_reason == "canceled" else "error"
-        return
-    await _judge(task, runner, options, cancel, outcome)
+@contextlib.asynccontextmanager
+async def _preparing(runner: Runner, options: ExecOptions) -> AsyncIterator[None]:
+    """The runner prepares (starts its sandbox) while the task's phases run, until they end.
+
+    WHY the task and not only the agent's run: the run prepares too, but cancels that at its
+    end, and an agent that answers without a command ends before its sandbox has started:
+    the check would start it again, a second container for one task. The run's own
+    preparation joins this one."""
+    async with anyio.create_task_group() as preparing:
+        preparing.start_soon(runner.prepare, options)
+        try:
+            yield
+        finally:
+            preparing.cancel_scope.cancel()
 
 
 async def _open_runner(
