@@ -30,7 +30,8 @@ from sandboxd.docker import fork
 from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
 from sandboxd.docker.fork import ForkCopyError, relay
 from sandboxd.supervisor import MAX_PENDING_FDS, PIPE_FD_VARIABLE, PROTOCOL
-from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel, SupervisorReply
+from sandboxd.supervisor_client import ChannelLost, SupervisorChannel, SupervisorReply
+from tests.support.sandboxd_harness import true_message
 
 PIPE_ERROR = "the request's pipe did not arrive with it"
 
@@ -315,17 +316,8 @@ async def test_descriptors_a_hostile_supervisor_sends_are_never_held(
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(channel.serve)
             for _ in range(3):
-                message = RunMessage(
-                    id=channel.next_id(),
-                    command="true",
-                    env={},
-                    cwd="/",
-                    timeout_s=5,
-                    max_output_bytes=1024,
-                    max_saved_output_bytes=0,
-                )
                 with anyio.fail_after(20):
-                    reply = await channel.run(message, reply_deadline_s=10)
+                    reply = await channel.run(true_message(channel), reply_deadline_s=10)
                 if mode == "replies":
                     assert isinstance(reply, SupervisorReply), reply
                     assert (reply.exit_code, reply.stdout) == (0, "ok")

@@ -33,6 +33,7 @@ from sandboxd.supervisor_client import (
     SupervisorReply,
 )
 from tests.support.processes import processes_matching
+from tests.support.sandboxd_harness import true_message
 
 pytestmark = pytest.mark.anyio
 
@@ -280,16 +281,7 @@ async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
         tasks.start_soon(anyio.to_thread.run_sync, hostile_supervisor)
         channel, _ = await SupervisorChannel.accept(listener)
         tasks.start_soon(channel.serve)
-        message = RunMessage(
-            id=channel.next_id(),
-            command="true",
-            env={},
-            cwd="/",
-            timeout_s=5,
-            max_output_bytes=1024,
-            max_saved_output_bytes=0,
-            live=reply in HOSTILE_LIVE_REPLIES,
-        )
+        message = true_message(channel, live=reply in HOSTILE_LIVE_REPLIES)
         with anyio.fail_after(20):
             lost = await channel.run(message, reply_deadline_s=15, live=LiveOutput())
         assert isinstance(lost, ChannelLost), lost
@@ -330,15 +322,7 @@ async def test_unix_sockets_are_denied_to_commands_and_pairs_stay_usable(running
 async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
     running.process.send_signal(signal.SIGSTOP)
     try:
-        message = RunMessage(
-            id=running.channel.next_id(),
-            command="true",
-            env={},
-            cwd=str(running.workdir),
-            timeout_s=0.1,
-            max_output_bytes=1024,
-            max_saved_output_bytes=0,
-        )
+        message = true_message(running.channel, cwd=str(running.workdir), timeout_s=0.1)
         with anyio.fail_after(20):
             lost = await running.channel.run(message, reply_deadline_s=1)
         assert isinstance(lost, ChannelLost) and not lost.by_backend

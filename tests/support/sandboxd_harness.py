@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+from sandboxd.supervisor_client import RunMessage, SupervisorChannel
 from tests.support.parts import require
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
 
@@ -247,3 +248,16 @@ def running_daemon_as(
             yield daemon, user
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def true_message(channel: SupervisorChannel, **fields: Any) -> RunMessage:
+    """A run of `true` for a supervisor's channel, small limits; `fields` change any."""
+    defaults: dict[str, Any] = {
+        "command": "true",
+        "env": {},
+        "cwd": "/",
+        "timeout_s": 5,
+        "max_output_bytes": 1024,
+        "max_saved_output_bytes": 0,
+    }
+    return RunMessage(id=channel.next_id(), **{**defaults, **fields})
