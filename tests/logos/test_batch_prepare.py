@@ -15,7 +15,12 @@ from logos.batch.settings import BatchSandbox
 from logos.options import AllowedPath, ExecOptions
 from logos.runners.sandboxes import SandboxSettings
 from sandboxd.kind import SANDBOXD
-from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.batch_model import (
+    project_task,
+    run_what_is_asked,
+    sandboxed_batch,
+    write_tasks,
+)
 from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sandboxd_harness import running_daemon
 from tests.support.sse_server import ScriptedServer
@@ -51,15 +56,8 @@ def test_every_task_starts_from_a_copy_of_the_prepared_session_and_keeps_its_own
         ),
     )
     with running_daemon(docker_client, "max_sessions_per_caller = 8\n") as daemon:
-        done = logos(
-            [
-                *("batch", "--model", "m", str(tasks), "--out", "out"),
-                *("--sandbox", "--socket", str(daemon.socket), "--workers", "3"),
-                *("--prepare", PREPARE),
-            ],
-            home,
-            openai_env(home, sse_server),
-            timeout=240,
+        done = sandboxed_batch(
+            home, sse_server, tasks, daemon, "--workers", "3", "--prepare", PREPARE
         )
         assert done.returncode == 0, done.stderr
         assert "preparing the sandbox session" in done.stderr
@@ -79,14 +77,12 @@ def test_a_failed_preparation_stops_the_batch_before_any_task(
     sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(home, project_task("t0", "run: true"))
     with running_daemon(docker_client) as daemon:
-        done = logos(
-            [
-                *("batch", "--model", "m", str(tasks), "--out", "out"),
-                *("--sandbox", "--socket", str(daemon.socket)),
-                *("--prepare", "echo the mirror is down >&2; exit 3"),
-            ],
+        done = sandboxed_batch(
             home,
-            openai_env(home, sse_server),
+            sse_server,
+            tasks,
+            daemon,
+            *("--prepare", "echo the mirror is down >&2; exit 3"),
             timeout=120,
         )
         assert done.returncode == 2, done.stderr

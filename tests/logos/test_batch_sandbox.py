@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
-from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
+from tests.support.batch_model import (
+    project_task,
+    run_what_is_asked,
+    sandboxed_batch,
+    write_tasks,
+)
+from tests.support.cli_harness import Home, read_jsonl
 from tests.support.sandboxd_harness import containers_of, running_daemon
 from tests.support.sse_server import ScriptedServer
 
@@ -51,15 +56,7 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
         # the batch may start only after it, and then nothing is ever refused.
         held = holder.post("/v1/run", json={"command": "true", "session": "holder"})
         assert held.status_code == 200, held.text
-        done = logos(
-            [
-                *("batch", "--model", "m", str(tasks), "--out", "out"),
-                *("--sandbox", "--socket", str(daemon.socket), "--workers", "4"),
-            ],
-            home,
-            openai_env(home, sse_server),
-            timeout=240,
-        )
+        done = sandboxed_batch(home, sse_server, tasks, daemon, "--workers", "4")
         assert done.returncode == 0, done.stderr
         assert "2 tasks at once, not 4" in done.stderr
         assert "the sandbox is full (429" in done.stderr
@@ -90,15 +87,7 @@ def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
     tasks = write_tasks(home, *(project_task(f"t{n}", "say hi", check="true") for n in range(3)))
     with running_daemon(docker_client) as daemon:
         since = time.time()
-        done = logos(
-            [
-                *("batch", "--model", "m", str(tasks), "--out", "out"),
-                *("--sandbox", "--socket", str(daemon.socket), "--workers", "3"),
-            ],
-            home,
-            openai_env(home, sse_server),
-            timeout=240,
-        )
+        done = sandboxed_batch(home, sse_server, tasks, daemon, "--workers", "3")
         assert done.returncode == 0, done.stderr
         events = docker_client.events(
             since=since,

@@ -9,11 +9,13 @@ then (once a result came back) a final answer; any other task gets the final ans
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli_harness import Home
-from tests.support.sse_server import RecordedRequest, Reply, openai_stream
+from tests.support.cli_harness import Home, logos, openai_env
+from tests.support.sandboxd_harness import Daemon
+from tests.support.sse_server import RecordedRequest, Reply, ScriptedServer, openai_stream
 
 FINAL_ANSWER = "Done."
 RUN_PREFIX = "run: "
@@ -50,3 +52,24 @@ def write_tasks(home: Home, *tasks: dict[str, Any] | str) -> Path:
     lines = [task if isinstance(task, str) else json.dumps(task) for task in tasks]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def sandboxed_batch(
+    home: Home,
+    server: ScriptedServer,
+    tasks: Path,
+    daemon: Daemon,
+    *args: str,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess[str]:
+    """`logos batch TASKS --out out --sandbox` through `daemon`, the model served by
+    `server`; `args` are its other flags."""
+    return logos(
+        [
+            *("batch", "--model", "m", str(tasks), "--out", "out"),
+            *("--sandbox", "--socket", str(daemon.socket), *args),
+        ],
+        home,
+        openai_env(home, server),
+        timeout=timeout,
+    )
