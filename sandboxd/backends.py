@@ -18,8 +18,7 @@ from sandboxd.session_caps import SessionCaps
 def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) -> Backend:
     """The configured backend, not started yet (use it with `async with`).
 
-    Raises ValueError when the config's values cannot work for it (e.g. a state_dir too long
-    for the sockets under it)."""
+    Raises ValueError when the config's values cannot work for it (e.g. no worker)."""
     match config.backend:
         case "docker":
             return DockerBackend(

@@ -134,6 +134,16 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
             )
         else:
             report.ok("unix sockets", "denied to commands (host sockets under mounts unreachable)")
+        output, code, _ = await run(_SUPERVISOR_PROBE)
+        if code == 0 and output.strip() == "refused refused":
+            report.ok("supervisor", "commands cannot trace it nor read its memory")
+        else:
+            report.fail(
+                "supervisor",
+                f"a sandboxed command could reach it ({output.strip() or f'status {code}'})",
+                "run sandboxd on an engine that applies seccomp profiles (docker info shows "
+                "seccomp among its security options)",
+            )
         await _check_limits(run, report)
         await _check_egress(
             backend,
@@ -177,6 +187,17 @@ async def _check_egress(backend: Backend, session: str, spec: SandboxSpec, repor
 
 
 _UNIX_SOCKET_PROBE = "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null"
+_SUPERVISOR_PROBE = """python3 - <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+attached = libc.ptrace(16, 1, None, None) == 0  # PTRACE_ATTACH to PID 1, the supervisor
+try:
+    open("/proc/1/mem", "rb").close()
+    readable = True
+except OSError:
+    readable = False
+print("attached" if attached else "refused", "read" if readable else "refused")
+EOF"""
 
 
 async def _check_mounts(

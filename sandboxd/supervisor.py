@@ -1,11 +1,15 @@
 """The in-container supervisor: runs one sandbox's commands without a `docker exec` each.
 
-It is the container's main process (under tini). It connects ONCE to a Unix socket that the
-backend listens on (bind-mounted read-only into the container). Before any command can run, it
-reports what it sees at each mount root (device, inode, type: the backend destroys the container
-if that is not what its policy checked) and, unless the sandbox allows them, installs a seccomp
-filter that denies Unix sockets to itself and so to every command (they inherit it). Then it
-says hello and serves requests on that single connection until the backend hangs up:
+It is the container's first process (PID 1: the engine's init is not used, so no process in
+the container is one a command could trace or read, sandboxd.docker.seccomp) and the reaper of
+the orphans its commands leave. It talks to the backend through two FIFOs in its read-only
+control directory, `in` (requests) and `out` (replies), opened once before any command runs and
+unlinked by the backend right after: the container's profile refuses Unix sockets to every
+process, this one included. It is not dumpable, so no command (the same uid) can read its
+memory or its descriptors through /proc. Before any command can run, it reports what it sees at
+each mount root (device, inode, type: the backend destroys the container if that is not what
+its policy checked) and whether Unix sockets are refused. Then it says hello and serves requests
+until the backend hangs up:
 
     <- {"hello": "sandboxd-supervisor", "protocol": 3, "mounts": [...], ...}
     -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
@@ -27,10 +31,19 @@ limit is reached). They stop when the command ends or goes on as a job; its "end
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
 
-A run with `"pipe": true` comes with one file descriptor (SCM_RIGHTS, on its line's first
-byte): a pipe end the backend made, open in the command as the fd named by $SANDBOXD_PIPE_FD.
-A fork streams the session's files through such pipes (sandboxd.docker.fork): no byte of the
-copy passes through the Docker engine, and the pipe leads nowhere but to the backend.
+A run with `"fifo": NAME` gets a FIFO the backend made in the control directory, opened here
+(for writing with `"fifo_write": true`, else for reading) and open in the command as the fd
+named by $SANDBOXD_PIPE_FD. A fork streams the session's files through such FIFOs
+(sandboxd.docker.fork): no byte of the copy passes through the Docker engine, and the FIFO
+leads nowhere but to the backend. With `"quiesce": true`, every other process of the container
+is stopped (SIGSTOP) before the command starts and continued after it ends: a fork copies a
+still view, which no process of the session can write into while it is taken.
+
+Egress: a sandbox with an allowlist has a forwarder thread (sandboxd.egress_forwarder) that
+listens on 127.0.0.1:PORT; for each connection it asks the backend for a FIFO pair:
+
+    <- {"egress": 3}
+    -> {"op": "egress", "id": 3, "ready": true}     (FIFOs egress-3-up and egress-3-down)
 
 Jobs: a command with `background_after_s` still running then gets a "background" reply (its
 output so far; its copies now keep its whole output) and goes on; its "end" reply comes later
@@ -85,11 +98,16 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules(), load
     )
     from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
 
-PROTOCOL = 5
+PROTOCOL = 6
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
-"""Next to this script: the mount roots to report, whether to deny Unix sockets, and where
-the egress proxy's socket is ({"socket": ..., "port": ...}) when the sandbox has one."""
+"""Next to this script: the mount roots to report, and the egress forwarder's port when the
+sandbox has an allowlist ({"port": ...})."""
+IN_FIFO = "in"
+"""In the control directory: the backend's requests."""
+OUT_FIFO = "out"
+"""In the control directory: the replies, and the forwarder's requests for connections."""
+FIFO_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 KILL_GRACE_S = 1.0
 """Between SIGTERM and SIGKILL when a command times out or is cancelled."""
 LINGER_S = 0.02
@@ -115,10 +133,10 @@ MAX_KEPT_OUTPUTS = 256
 """Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
 forgets each once its daemon drops the job)."""
 PIPE_FD_VARIABLE = "SANDBOXD_PIPE_FD"
-"""Names, in a `"pipe": true` command's environment, the fd of the pipe end it came with."""
-MAX_PENDING_FDS = 64
-"""Descriptors received and not yet taken by their run; past this, the oldest is closed."""
+"""Names, in a `"fifo"` command's environment, the fd of the FIFO it came with."""
 RECEIVE_BYTES = 64 * 1024
+REAP_INTERVAL_S = 1.0
+"""As PID 1, how often orphans are looked for when no SIGCHLD says so sooner."""
 
 
 class Command:
@@ -197,10 +215,14 @@ def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
 
 
 class Supervisor:
-    def __init__(self, conn: socket.socket, shell: str, output_dir: str) -> None:
-        self._conn = conn
+    def __init__(
+        self, reading: int, writing: int, shell: str, output_dir: str, control_dir: str
+    ) -> None:
+        self._reading = reading
+        self._writing = writing
         self._shell = shell
         self._output_dir = output_dir
+        self._control_dir = control_dir
         self._send_lock = threading.Lock()
         self._running: dict[int, Command] = {}
         self._kept: dict[int, Command] = {}
@@ -211,33 +233,18 @@ class Supervisor:
         them once it has (a cancel or a hang-up that came first), else None."""
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
-        self._fds: list[int] = []
-        """Descriptors received, in order, each for the next `"pipe": true` run."""
-
-    def _take_fds(self, ancillary: list[tuple[int, int, bytes]]) -> None:
-        for level, kind, payload in ancillary:
-            if level != socket.SOL_SOCKET or kind != socket.SCM_RIGHTS:
-                continue
-            whole = len(payload) - len(payload) % 4
-            self._fds.extend(
-                int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, whole, 4)
-            )
-        while len(self._fds) > MAX_PENDING_FDS:
-            os.close(self._fds.pop(0))
+        self.spawned = Spawned()
+        self.on_egress_ready: Callable[[int, bool], None] | None = None
+        """The egress forwarder's, for the backend's answers to its requests."""
 
     def serve(self) -> None:
         """Serve requests until the backend hangs up, then kill everything still running."""
         pending = bytearray()
         while True:
             try:
-                data, ancillary, _, _ = self._conn.recvmsg(
-                    RECEIVE_BYTES,
-                    socket.CMSG_SPACE(MAX_PENDING_FDS * 4),
-                    getattr(socket, "MSG_CMSG_CLOEXEC", 0),
-                )
+                data = os.read(self._reading, RECEIVE_BYTES)
             except OSError:
                 break
-            self._take_fds(ancillary)
             if not data:
                 break
             pending += data
@@ -245,9 +252,6 @@ class Supervisor:
                 line = bytes(pending[: end + 1])
                 del pending[: end + 1]
                 self.dispatch(line)
-        for fd in self._fds:
-            os.close(fd)
-        self._fds.clear()
         with self._running_lock:
             commands = list(self._running.values())
             for request_id in self._starting:
@@ -268,13 +272,12 @@ class Supervisor:
             return
         if op == "run":
             pipe = None
-            if message.get("pipe"):
-                if not self._fds:
-                    self.send_reply(
-                        {"id": request_id, "error": "the request's pipe did not arrive with it"}
-                    )
+            if message.get("fifo") is not None:
+                opened = self._open_fifo(message)
+                if isinstance(opened, str):
+                    self.send_reply({"id": request_id, "error": opened})
                     return
-                pipe = self._fds.pop(0)
+                pipe = opened
             with self._running_lock:
                 self._starting[request_id] = None
             for attempt in range(SPAWN_ATTEMPTS):
@@ -306,6 +309,27 @@ class Supervisor:
         elif op == "forget":
             with self._running_lock:
                 self._kept.pop(request_id, None)
+        elif op == "egress" and self.on_egress_ready is not None:
+            self.on_egress_ready(request_id, bool(message.get("ready")))
+
+    def _open_fifo(self, message: dict[str, Any]) -> int | str:
+        """The FIFO a run names, opened (never blocks: the backend holds its end), or why not."""
+        name = str(message["fifo"])
+        if not name or not set(name) <= FIFO_NAME_CHARACTERS:
+            return f"the FIFO name {name!r} is not one the backend makes"
+        # WHY non-blocking: an open that found no other end would hold up every request.
+        flags = os.O_WRONLY if message.get("fifo_write") else os.O_RDONLY
+        try:
+            fd = os.open(
+                os.path.join(self._control_dir, name), flags | os.O_NOFOLLOW | os.O_NONBLOCK
+            )
+        except OSError as exc:
+            return f"cannot open the FIFO {name}: {exc.strerror or exc}"
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)
+            return f"{name} is not a FIFO"
+        os.set_blocking(fd, True)  # the command's tools expect a blocking descriptor
+        return fd
 
     def _peek(self, request_id: int, since_background: bool) -> None:
         with self._running_lock:
@@ -338,15 +362,16 @@ class Supervisor:
             self._leftover_groups.clear()
         for group in doomed:
             signal_session(group, signal.SIGKILL)
-        time.sleep(0.05 * (attempt + 1))  # tini reaps them, which frees their pids
+        time.sleep(0.05 * (attempt + 1))  # PID 1 reaps them, which frees their pids
 
     def send(self, message: dict[str, Any], *payload: bytes) -> None:
         data = json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
         # A failed send means the backend is gone: serve() sees EOF and cleans up.
         with self._send_lock, contextlib.suppress(OSError):
-            self._conn.sendall(data)
-            for part in payload:
-                self._conn.sendall(part)
+            for part in (data, *payload):
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(self._writing, view) :]
 
     def send_reply(self, reply: dict[str, Any]) -> None:
         """A command's reply: its JSON line, then stdout and stderr as raw UTF-8."""
@@ -378,7 +403,7 @@ class Supervisor:
         self, request_id: int, request: dict[str, Any], pipe: int | None
     ) -> tuple[dict[str, Any], Command | None]:
         """The reply, and the command when its SIGKILL escalation is still due; `pipe` is
-        the descriptor a `"pipe": true` request came with."""
+        the FIFO a `"fifo"` request came with."""
         started = time.monotonic()
         command_text = str(request["command"])
         cwd = str(request["cwd"])
@@ -393,34 +418,54 @@ class Supervisor:
             env[PIPE_FD_VARIABLE] = str(pipe)
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)
-        after = request.get("background_after_s")
-        background_at = None if after is None else started + float(after)
         saved = f"{self._output_dir}/cmd-{request_id}"
         stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
-        oom_kills_before = read_oom_kills()
         proc = None
-        for attempt in range(SPAWN_ATTEMPTS):
-            try:
-                proc = subprocess.Popen(
-                    [self._shell, "-c", command_text],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=cwd,
-                    env=env,
-                    start_new_session=True,
-                    pass_fds=() if pipe is None else (pipe,),
-                )
-                break
-            except BlockingIOError:  # EAGAIN from fork: the pids limit
-                self._make_room(attempt)
-            except OSError as exc:
-                if exc.errno == errno.E2BIG:
-                    return {"error": too_big(command_text, env)}, None
-                return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
-        if proc is None:
-            return {"error": OUT_OF_PROCESSES}, None
+        stopped = quiesce() if request.get("quiesce") else []
+        try:
+            for attempt in range(SPAWN_ATTEMPTS):
+                try:
+                    with self.spawned.lock:
+                        proc = subprocess.Popen(
+                            [self._shell, "-c", command_text],
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            cwd=cwd,
+                            env=env,
+                            start_new_session=True,
+                            pass_fds=() if pipe is None else (pipe,),
+                        )
+                        self.spawned.pids.add(proc.pid)
+                    break
+                except BlockingIOError:  # EAGAIN from fork: the pids limit
+                    self._make_room(attempt)
+                except OSError as exc:
+                    if exc.errno == errno.E2BIG:
+                        return {"error": too_big(command_text, env)}, None
+                    return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
+            if proc is None:
+                return {"error": OUT_OF_PROCESSES}, None
+            return self._follow(request_id, request, proc, stdout, stderr, started)
+        finally:
+            resume(stopped)
+            if proc is not None:
+                self.spawned.pids.discard(proc.pid)
+
+    def _follow(
+        self,
+        request_id: int,
+        request: dict[str, Any],
+        proc: subprocess.Popen[bytes],
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+        started: float,
+    ) -> tuple[dict[str, Any], Command | None]:
+        """Pump a started command's output until it ends (or goes on as a job): its reply."""
+        after = request.get("background_after_s")
+        background_at = None if after is None else started + float(after)
+        oom_kills_before = read_oom_kills()
         prefer_as_oom_victim(proc.pid)
         command = Command(proc, stdout, stderr)
         live = None
@@ -655,128 +700,105 @@ def report_mounts(paths: list[str]) -> list[dict[str, Any]]:
     return seen
 
 
-# Classic BPF for seccomp: (code, jump-if-true, jump-if-false, constant).
-_LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
-_JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
-_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
-_RETURN = 0x06  # BPF_RET | BPF_K
-_ALLOW = 0x7FFF0000
-_FAIL_EPERM = 0x00050000 | errno.EPERM
-_AF_UNIX = 1
-_SOCK_DGRAM = 2
-_SOCK_TYPE_MASK = 0xF
-_IO_URING = (425, 426, 427)
-"""io_uring_setup/enter/register: same numbers on every ABI below. io_uring can create and
-connect sockets without the socket() system call, so it is denied with them."""
-_X32_BIT = 0x40000000
-# (audit arch, socket, socketpair, socketcall or None) for each ABI a process may use.
-_ABIS = {
-    "x86_64": ((0xC000003E, 41, 53, None), (0x40000003, 359, 360, 102)),
-    "aarch64": ((0xC00000B7, 198, 199, None), (0x40000028, 281, 288, None)),
-}
-
-
-def unix_socket_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
-    """A seccomp program that fails socket(AF_UNIX, ...) and socketpair(AF_UNIX, SOCK_DGRAM,
-    ...) with EPERM, and io_uring; None on an architecture it does not know.
-
-    socketpair(AF_UNIX, SOCK_STREAM) stays allowed: pipes between processes and Python's
-    asyncio need it, and such a pair cannot be connected anywhere else (a datagram one can).
-    A 32-bit process's socketcall() is refused outright (its arguments are behind a pointer
-    a filter cannot read); x32 system calls are refused.
-    """
-    abis = _ABIS.get(machine)
-    if abis is None:
-        return None
-    program: list[Any] = [(_LOAD_WORD, 0, 0, 4)]  # seccomp_data.arch (labels are strings)
-    for position, (arch, socket_nr, pair_nr, socketcall_nr) in enumerate(abis):
-        program.append((_JUMP_EQUAL, 0, f"abi{position + 1}", arch))
-        program.append((_LOAD_WORD, 0, 0, 0))  # seccomp_data.nr
-        if position == 0 and machine == "x86_64":
-            program.append((_JUMP_AT_LEAST, "deny", 0, _X32_BIT))
-        program.append((_JUMP_EQUAL, "socket", 0, socket_nr))
-        program.append((_JUMP_EQUAL, "socketpair", 0, pair_nr))
-        for number in (*_IO_URING, *([socketcall_nr] if socketcall_nr else [])):
-            program.append((_JUMP_EQUAL, "deny", 0, number))
-        program.append((_RETURN, 0, 0, _ALLOW))
-        program.append(f"abi{position + 1}")
-    program.append((_RETURN, 0, 0, _FAIL_EPERM))  # an ABI not listed above
-    program += [
-        "socket",
-        (_LOAD_WORD, 0, 0, 16),  # low word of args[0]: the family
-        (_JUMP_EQUAL, "deny", "allow", _AF_UNIX),
-        "socketpair",
-        (_LOAD_WORD, 0, 0, 16),
-        (_JUMP_EQUAL, 0, "allow", _AF_UNIX),
-        (_LOAD_WORD, 0, 0, 24),  # low word of args[1]: the type and its flags
-        (_AND, 0, 0, _SOCK_TYPE_MASK),
-        (_JUMP_EQUAL, "deny", "allow", _SOCK_DGRAM),
-        "deny",
-        (_RETURN, 0, 0, _FAIL_EPERM),
-        "allow",
-        (_RETURN, 0, 0, _ALLOW),
-    ]
-    return _assemble(program)
-
-
-def _assemble(program: list[Any]) -> list[tuple[int, int, int, int]]:
-    """Resolve label names (strings in the program, and as jump targets) to relative jumps."""
-    labels: dict[str, int] = {}
-    instructions: list[tuple[Any, ...]] = []
-    for item in program:
-        if isinstance(item, str):
-            labels[item] = len(instructions)
-        else:
-            instructions.append(item)
-
-    def offset(target: Any, here: int) -> int:
-        if not isinstance(target, str):
-            return int(target)
-        jump = labels[target] - here - 1
-        if not 0 <= jump < 256:
-            raise ValueError(f"seccomp jump to {target} out of range")
-        return jump
-
-    return [
-        (code, offset(true, here), offset(false, here), constant)
-        for here, (code, true, false, constant) in enumerate(instructions)
-    ]
-
-
-def deny_unix_sockets() -> str | None:
-    """Install the filter on this process (commands inherit it); None, or why it failed."""
-    machine = os.uname().machine
-    program = unix_socket_filter(machine)
-    if program is None:
-        return f"no seccomp filter for the {machine} architecture"
+def unix_sockets_state() -> str:
+    """ "denied" when the container's profile refuses this process a Unix socket (as it does
+    every process in it), else "allowed" (the backend refuses a sandbox whose spec wanted
+    them denied)."""
     try:
-        import ctypes
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return f"not denied: socket(AF_UNIX) failed with {exc}"
+    probe.close()
+    return "allowed"
 
-        class Instruction(ctypes.Structure):
-            _fields_ = [
-                ("code", ctypes.c_uint16),
-                ("jt", ctypes.c_uint8),
-                ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32),
-            ]
 
-        class Program(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+class Spawned:
+    """The processes this supervisor started, which their Popen reaps: as PID 1 it reaps every
+    other child (orphans reparented to it), never one of these. Started and registered under
+    `lock`, which the reaper holds while it reaps, so it never takes a status Popen waits for."""
 
-        instructions = (Instruction * len(program))(*(Instruction(*i) for i in program))
-        compiled = Program(len(program), instructions)
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-        prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
-        pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-            return f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
-        if prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(compiled), 0, 0) != 0:
-            return f"prctl(PR_SET_SECCOMP) failed: {os.strerror(ctypes.get_errno())}"
-    except (ImportError, OSError, AttributeError) as exc:
-        return f"cannot install a seccomp filter: {exc}"
-    return None
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pids: set[int] = set()
+
+
+def become_init(spawned: Spawned) -> None:
+    """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and end the
+    container on SIGTERM (PID 1 gets no signal it has no handler for)."""
+    wake = threading.Event()
+    signal.signal(signal.SIGCHLD, lambda *_: wake.set())
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
+
+    def reap() -> None:
+        while True:
+            wake.wait(REAP_INTERVAL_S)
+            wake.clear()
+            with spawned.lock:
+                for pid in zombie_children():
+                    if pid not in spawned.pids:
+                        with contextlib.suppress(OSError):
+                            os.waitpid(pid, os.WNOHANG)
+
+    threading.Thread(target=reap, name="reaper", daemon=True).start()
+
+
+def container_processes() -> list[tuple[int, bytes, int]]:
+    """Every process but this one: (pid, state, parent pid)."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+            found.append((int(entry), fields[0], int(fields[1])))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def zombie_children() -> list[int]:
+    me = os.getpid()
+    return [pid for pid, state, parent in container_processes() if state == b"Z" and parent == me]
+
+
+QUIESCE_ROUNDS = 100
+
+
+def quiesce() -> list[int]:
+    """Stop (SIGSTOP) every process of the container but this one; those it stopped.
+
+    Only as PID 1: the container's processes are then all of /proc. Round after round until a
+    round finds no process it has not seen (a stopped process makes no new one; one caught
+    in the middle of a fork shows its child in the next round)."""
+    if os.getpid() != 1:
+        return []
+    seen: set[int] = set()
+    stopped: list[int] = []
+    for _ in range(QUIESCE_ROUNDS):
+        fresh = [entry for entry in container_processes() if entry[0] not in seen]
+        if not fresh:
+            break
+        for pid, state, _ in fresh:
+            seen.add(pid)
+            if state in (b"T", b"t", b"Z", b"X"):
+                continue  # stopped already (by its own session: it stays so), or dead
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                continue
+            stopped.append(pid)
+        time.sleep(0.001)
+    return stopped
+
+
+def resume(stopped: list[int]) -> None:
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def read_settings(script: str) -> dict[str, Any]:
@@ -790,11 +812,11 @@ def read_settings(script: str) -> dict[str, Any]:
 
 
 def make_undumpable() -> None:
-    """Refuse ptrace and /proc/<pid>/fd access to the commands, which run as the same uid.
+    """Refuse /proc/<pid>/mem, fd, environ and root to the commands, which run as the same uid.
 
-    WHY: the one connection to the backend is this process's only asset a command does not
-    already have; without this, a command could ptrace us or pidfd_getfd() it. Commands
-    regain the dumpable flag when they exec, so debuggers still work on them.
+    WHY: the FIFOs to the backend are this process's only asset a command does not already
+    have, and the container's profile does not cover /proc (ptrace attach is refused there).
+    Commands regain the dumpable flag when they exec, so debuggers still work on them.
     """
     try:
         import ctypes
@@ -856,55 +878,71 @@ def load_live_modules() -> None:
         )
 
 
-def start_egress_forwarder(proxy_socket: str, port: int) -> str | None:
-    """Fork the forwarder to the daemon's egress proxy (sandboxd.egress_forwarder)."""
+def egress_forwarder_module() -> Any:
     try:
         from sandboxd import egress_forwarder
     except ImportError:  # inside the container it is mounted next to this file
         import egress_forwarder  # type: ignore[import-not-found,no-redef]
-    return egress_forwarder.start(proxy_socket, port)
+    return egress_forwarder
 
 
-def say_hello(conn: socket.socket, shell: str, report: dict[str, Any]) -> None:
-    """The first line on the connection: who we are, and `report` (mounts, seccomp)."""
+def open_channel(control_dir: str) -> tuple[int, int]:
+    """The two FIFOs, each end opened without waiting: the backend holds the other ends."""
+    reading = os.open(os.path.join(control_dir, IN_FIFO), os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        writing = os.open(os.path.join(control_dir, OUT_FIFO), os.O_WRONLY | os.O_NOFOLLOW)
+    except BaseException:
+        os.close(reading)
+        raise
+    return reading, writing
+
+
+def say_hello(writing: int, shell: str, report: dict[str, Any]) -> None:
+    """The first line on the channel: who we are, and `report` (mounts, Unix sockets)."""
     hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": shell}
     hello.update(report)
-    conn.sendall(json.dumps(hello, ensure_ascii=False).encode("utf-8") + b"\n")
+    line = json.dumps(hello, ensure_ascii=False).encode("utf-8") + b"\n"
+    while line:
+        line = line[os.write(writing, line) :]
 
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
-        print("usage: supervisor.py SOCKET [SAVED_OUTPUT_DIR]", file=sys.stderr)
+        print("usage: supervisor.py CONTROL_DIR [SAVED_OUTPUT_DIR]", file=sys.stderr)
         return 2
     make_undumpable()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    control_dir = argv[1]
     try:
-        conn.connect(argv[1])
+        reading, writing = open_channel(control_dir)
     except OSError as exc:
-        print(f"sandboxd supervisor: cannot connect to {argv[1]}: {exc}", file=sys.stderr)
+        print(f"sandboxd supervisor: cannot open its FIFOs: {exc}", file=sys.stderr)
         return 4
     settings = read_settings(__file__)
-    # WHY this order: the mounts are looked at before any command exists, and the filter is
-    # installed after our own connection is made and before any thread or command starts.
-    report: dict[str, Any] = {"mounts": report_mounts(list(settings.get("mounts", [])))}
-    egress = settings.get("egress")
-    if egress:
-        # Before the filter: the forwarder connects to the proxy's Unix socket.
-        problem = start_egress_forwarder(str(egress["socket"]), int(egress["port"]))
-        report["egress"] = "ready" if problem is None else problem
-    if settings.get("deny_unix_sockets", True):
-        problem = deny_unix_sockets()
-        report["unix_sockets"] = "denied" if problem is None else f"not denied: {problem}"
-    else:
-        report["unix_sockets"] = "allowed"
+    # WHY this order: the mounts are looked at before any command exists.
+    report: dict[str, Any] = {
+        "mounts": report_mounts(list(settings.get("mounts", []))),
+        "unix_sockets": unix_sockets_state(),
+    }
+    forwarder = None
+    port = settings.get("egress_port")
+    if port:
+        forwarder = egress_forwarder_module().listen(int(port))
+        report["egress"] = forwarder if isinstance(forwarder, str) else "ready"
     shell = pick_shell()
     try:
-        say_hello(conn, shell, report)
+        say_hello(writing, shell, report)
     except OSError:
         return 4  # the backend is gone: there is nothing to serve
     load_command_modules()
     output_dir = argv[2] if len(argv) == 3 else private_output_dir(SAVED_OUTPUT_DIR_IN)
-    Supervisor(conn, shell, output_dir).serve()
+    supervisor = Supervisor(reading, writing, shell, output_dir, control_dir)
+    if os.getpid() == 1:
+        become_init(supervisor.spawned)
+    if forwarder is not None and not isinstance(forwarder, str):
+        supervisor.on_egress_ready = egress_forwarder_module().start(
+            forwarder, control_dir, lambda number: supervisor.send({"egress": number})
+        )
+    supervisor.serve()
     return 0
 
 

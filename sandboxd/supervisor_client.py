@@ -1,4 +1,4 @@
-"""The backend's end of one supervisor connection: many commands multiplexed on one socket.
+"""The backend's end of one supervisor channel: many commands multiplexed on one FIFO pair.
 
 The warm path of every sandboxed command goes through here, so it uses no thread and no
 Docker API call: a JSON line out, a JSON line and the raw output back. Replies come from
@@ -18,8 +18,9 @@ import itertools
 import json
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -29,7 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.result import Result
 from logos.runners.live import LIMIT_BYTES, PIECE_BYTES, LiveOutput
-from sandboxd.supervisor import HELLO, PROTOCOL
+from sandboxd.fifo import (
+    FifoStream,
+    make_fifo,
+    open_reading,
+    open_writing_early,
+    reopen_writing,
+    unlink,
+)
+from sandboxd.supervisor import HELLO, IN_FIFO, OUT_FIFO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
 CANCEL_SEND_TIMEOUT_S = 1.0
@@ -72,6 +81,15 @@ class SupervisorHello(BaseModel):
     """"off", "ready" (the forwarder to the egress proxy listens), or why it could not."""
 
 
+class EgressRequest(BaseModel):
+    """A line from the supervisor that is no reply: its forwarder wants a FIFO pair for a new
+    connection (sandboxd.egress_forwarder)."""
+
+    model_config = _STRICT
+
+    egress: int = Field(ge=1)
+
+
 class RunMessage(BaseModel):
     model_config = _STRICT
 
@@ -87,8 +105,13 @@ class RunMessage(BaseModel):
     """A command still running then goes on as a job (a "background" reply, then its end)."""
     live: bool = False
     """Send "live" replies while it runs (see the supervisor's docstring)."""
-    pipe: bool = False
-    """The message comes with a pipe end, open in the command (see the supervisor's docstring)."""
+    fifo: str | None = None
+    """A FIFO in the control directory, opened by the supervisor and open in the command (see
+    the supervisor's docstring)."""
+    fifo_write: bool = False
+    """The command writes into `fifo` (else it reads from it)."""
+    quiesce: bool = False
+    """Every other process of the sandbox is stopped while the command runs."""
 
 
 ReplyPhase = Literal["background", "output", "live", "end"]
@@ -194,11 +217,15 @@ class _Peek:
     reply: SupervisorReply | None = None
 
 
+EgressHandler = Callable[[int], Awaitable[bool]]
+"""Makes the FIFO pair for egress connection N and serves it; whether it could."""
+
+
 class SupervisorChannel:
-    """One container's supervisor connection, shared by all its concurrent commands."""
+    """One container's supervisor channel, shared by all its concurrent commands."""
 
     def __init__(
-        self, stream: anyio.abc.SocketStream, receive: BufferedByteReceiveStream, pid: int
+        self, stream: anyio.abc.ByteStream, receive: BufferedByteReceiveStream, pid: int
     ) -> None:
         self._stream = stream
         self._receive = receive
@@ -212,17 +239,19 @@ class SupervisorChannel:
         self._serve_scope: anyio.CancelScope | None = None
         self.lost_reason: str | None = None
         self._lost_by_backend = False
+        self.on_egress: EgressHandler | None = None
+        """Serves the forwarder's requests; None: a request is a protocol error."""
+        self._egress_tasks: anyio.abc.TaskGroup | None = None
 
     @classmethod
-    async def accept(
-        cls, listener: anyio.abc.SocketListener
+    async def handshake(
+        cls, stream: anyio.abc.ByteStream
     ) -> tuple[SupervisorChannel, SupervisorHello]:
-        """Take the supervisor's connection and its hello.
+        """The supervisor's hello on a new channel; the stream is closed if it fails.
 
         Raises OSError, anyio stream errors or ValueError when the peer is not a supervisor
         of this protocol version.
         """
-        stream = await listener.accept()
         try:
             receive = BufferedByteReceiveStream(stream)
             with anyio.fail_after(HELLO_TIMEOUT_S):
@@ -238,11 +267,18 @@ class SupervisorChannel:
         return cls(stream, receive, hello.pid), hello
 
     async def serve(self) -> None:
-        """Hand replies to their waiters until the connection ends, then fail the rest."""
+        """Hand replies to their waiters until the channel ends, then fail the rest."""
+        async with anyio.create_task_group() as self._egress_tasks:
+            await self._serve_replies()
+            self._egress_tasks.cancel_scope.cancel()
+
+    async def _serve_replies(self) -> None:
         reason = "it closed the connection"
         try:
             with anyio.CancelScope() as self._serve_scope:
                 while True:
+                    # WHY no local name for the reply: it would keep the last one (as large
+                    # as its request allowed) alive while the channel waits for the next.
                     self._deliver(await self._receive_reply())
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
@@ -258,8 +294,12 @@ class SupervisorChannel:
             self._lose(reason)
             await self.aclose()
 
-    async def _receive_reply(self) -> SupervisorReply:
+    async def _receive_reply(self) -> SupervisorReply | None:
+        """The next reply; None for a line that was the forwarder's request (served)."""
         line = await self._receive.receive_until(b"\n", MAX_REPLY_HEAD_BYTES)
+        if line.startswith(b'{"egress"'):
+            self._serve_egress(EgressRequest.model_validate_json(line).egress)
+            return None
         head = ReplyHead.model_validate_json(line)
         sent = self._sent.get(head.id)
         if sent is None:
@@ -286,6 +326,19 @@ class SupervisorChannel:
         # WHY construct: the head was validated, and the output is text by construction.
         return SupervisorReply.model_construct(**fields)
 
+    def _serve_egress(self, number: int) -> None:
+        if self.on_egress is None:
+            raise _BadReply("it asked for an egress connection, which this sandbox has not")
+        handler = self.on_egress
+        assert self._egress_tasks is not None
+
+        async def open_and_answer() -> None:
+            ready = await handler(number)
+            answer = {"op": "egress", "id": number, "ready": ready}
+            await self._send(json.dumps(answer).encode() + b"\n")
+
+        self._egress_tasks.start_soon(open_and_answer)
+
     @staticmethod
     def _check_phase(head: ReplyHead, sent: _Sent) -> None:
         """A reply must be one the backend can be waiting for (before its output is read)."""
@@ -303,7 +356,9 @@ class SupervisorChannel:
             if sent.backgrounded and (head.stdout_bytes or head.stderr_bytes):
                 raise _BadReply(f"it sent output with the end of job {head.id}")
 
-    def _deliver(self, reply: SupervisorReply) -> None:
+    def _deliver(self, reply: SupervisorReply | None) -> None:
+        if reply is None:  # the forwarder's request, served
+            return
         sent = self._sent[reply.id]
         if reply.phase == "live":
             if sent.live is not None and not sent.abandoned:
@@ -333,45 +388,28 @@ class SupervisorChannel:
         message: RunMessage,
         reply_deadline_s: float,
         live: LiveOutput | None = None,
-        pipe: int | None = None,
     ) -> SupervisorReply | ChannelLost:
         """Send one command and wait for its first reply: its end, or (a job) its
         "background" reply; cancellation kills the command. With `live` (and a message
-        that asks for it), what the command prints meanwhile goes there. `pipe` goes with
-        a message that asks for one, and is closed once sent (or not, the channel lost)."""
-        fds = [] if pipe is None else [pipe]
-
-        def release() -> None:
-            while fds:
-                os.close(fds.pop())
-
+        that asks for it), what the command prints meanwhile goes there."""
+        if self.lost_reason is not None:
+            return self._lost()
+        sent = _Sent(
+            output_bound(message.max_output_bytes),
+            may_background=message.background_after_s is not None,
+            live=live if message.live else None,
+        )
+        # WHY registered before sending: the reply may arrive before this task runs again.
+        self._sent[message.id] = sent
         try:
-            if self.lost_reason is not None:
-                return self._lost()
-            if message.pipe != bool(fds):
-                raise ValueError("a message asks for a pipe exactly when one goes with it")
-            sent = _Sent(
-                output_bound(message.max_output_bytes),
-                may_background=message.background_after_s is not None,
-                live=live if message.live else None,
-            )
-            # WHY registered before sending: the reply may arrive before this task runs again.
-            self._sent[message.id] = sent
-            try:
-                delivered = await self._send(message.model_dump_json().encode() + b"\n", fds)
-                # WHY at once: a pipe's reader sees its end only once every copy of its
-                # writing end is closed, this one too.
-                release()
-                if delivered:
-                    with anyio.move_on_after(reply_deadline_s):
-                        await sent.first.wait()
-            except anyio.get_cancelled_exc_class():
-                sent.abandoned = True
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
-                    await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
-                raise
-        finally:
-            release()
+            if await self._send(message.model_dump_json().encode() + b"\n"):
+                with anyio.move_on_after(reply_deadline_s):
+                    await sent.first.wait()
+        except anyio.get_cancelled_exc_class():
+            sent.abandoned = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
+                await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
+            raise
         reply, sent.first_reply = sent.first_reply, None
         return self._silent(reply_deadline_s) if reply is None else reply
 
@@ -426,16 +464,11 @@ class SupervisorChannel:
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
 
-    async def _send(self, data: bytes, fds: Sequence[int] = ()) -> bool:
-        """Send `data` (with `fds` on its first byte); False when the channel is lost."""
+    async def _send(self, data: bytes) -> bool:
+        """Send `data`; False when the channel is lost."""
         try:
             async with self._send_lock:
-                if fds:
-                    if not isinstance(self._stream, anyio.abc.UNIXSocketStream):
-                        raise OSError("descriptors go only over a Unix socket")
-                    await self._stream.send_fds(data, fds)
-                else:
-                    await self._stream.send(data)
+                await self._stream.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._lose(f"sending to it failed ({type(exc).__name__})")
             return False
@@ -465,6 +498,54 @@ class SupervisorChannel:
             for peek in sent.peeks:
                 peek.done.set()
         self._sent.clear()
+
+
+@dataclass
+class ChannelFifos:
+    """The supervisor's two FIFOs, made and opened on the host before its container starts
+    (sandboxd.fifo): `in` written early, `out` read."""
+
+    paths: tuple[Path, Path]
+    requests: int
+    replies: int
+
+    @classmethod
+    def make(cls, control_dir: Path, uid: int, gid: int) -> ChannelFifos:
+        paths = (control_dir / IN_FIFO, control_dir / OUT_FIFO)
+        for path in paths:
+            make_fifo(path, uid, gid)
+        requests = open_writing_early(paths[0])
+        try:
+            replies = open_reading(paths[1])
+        except BaseException:
+            os.close(requests)
+            raise
+        return cls(paths, requests, replies)
+
+    async def handshake(self) -> tuple[SupervisorChannel, SupervisorHello]:
+        """The channel, once the supervisor said hello (it opened both FIFOs before): the
+        FIFOs are unlinked, the early end reopened write-only, and the channel owns both.
+        Waits as long as the caller lets it for the supervisor to start; then its hello
+        must come within HELLO_TIMEOUT_S."""
+        await anyio.wait_readable(self.replies)
+        stream = FifoStream(self.replies, self.requests)
+        self.requests = self.replies = -1
+        channel, hello = await SupervisorChannel.handshake(stream)
+        unlink(*self.paths)
+        early = stream.writing_fd
+        assert early is not None
+        try:
+            stream.replace_writing(reopen_writing(early))
+        except OSError:
+            await channel.aclose()
+            raise
+        return channel, hello
+
+    def close(self) -> None:
+        unlink(*self.paths)
+        for fd in (self.requests, self.replies):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _unknown(command_id: int) -> ChannelLost:

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
 import secrets
 import shutil
 import stat
@@ -50,7 +49,6 @@ from sandboxd.backend import (
     TooManySessionsError,
 )
 from sandboxd.docker.container import (
-    SOCKET_NAME,
     Layout,
     container_name,
     create_container,
@@ -62,7 +60,14 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
-from sandboxd.docker.fork import CopyPlan, ForkCopyError, copy_changes, copy_through_pipes
+from sandboxd.docker.fork import (
+    ArchiveRefused,
+    CopyPlan,
+    ForkCopyError,
+    ForkEnd,
+    copy_changes,
+    copy_through_fifos,
+)
 from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
@@ -75,11 +80,19 @@ from sandboxd.docker.ownership import (
     is_orphan,
 )
 from sandboxd.egress import (
-    EGRESS_SOCKET_NAME,
     EgressEvent,
     EgressProxy,
     EgressSettings,
     host_addresses,
+)
+from sandboxd.egress_forwarder import OPENED, fifo_names
+from sandboxd.fifo import (
+    FifoStream,
+    make_fifo,
+    open_reading,
+    open_writing_early,
+    reopen_writing,
+    unlink,
 )
 from sandboxd.host_rules import Allowlist
 from sandboxd.mount_check import check_mounts
@@ -88,6 +101,7 @@ from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import Sandbox, Sessions, shutting_down
 from sandboxd.step_clock import StepClock, describe_steps
 from sandboxd.supervisor_client import (
+    ChannelFifos,
     ChannelLost,
     RunMessage,
     SupervisorChannel,
@@ -95,7 +109,9 @@ from sandboxd.supervisor_client import (
 )
 
 START_TIMEOUT_S = 60.0
-"""A container whose supervisor has not connected by then is given up."""
+"""A container whose supervisor has not said hello by then is given up."""
+EGRESS_OPEN_TIMEOUT_S = 10.0
+"""A connection's FIFO pair the forwarder has not opened by then is given up."""
 STATUS_POLL_S = 0.1
 """While waiting for the supervisor: the first check that the container still runs; each
 next one waits twice as long, up to STATUS_POLL_MAX_S. WHY only a backstop: the supervisor's
@@ -106,7 +122,6 @@ STATUS_POLL_MAX_S = 1.0
 REPLY_MARGIN_S = 10.0
 """Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
 STALE_CONTROL_DIR_S = 60.0
-MAX_SOCKET_PATH = 107
 BUILD_HINT = "run `sandboxd build-image`"
 
 logger = logging.getLogger(__name__)
@@ -128,8 +143,10 @@ class _Container(Sandbox):
     """None: the `docker exec` fallback."""
     start_steps: dict[str, float]
     """Seconds each step of its start took (see StartOutcome.steps)."""
-    egress: anyio.CancelScope | None = None
-    """Its egress proxy's serving, cancelled when it is torn down; None: no proxy."""
+    egress: set[anyio.CancelScope] | None = None
+    """Its egress connections being served, each cancelled when it is torn down; None: no
+    proxy."""
+    egress_proxy: EgressProxy | None = None
     blocked: collections.deque[tuple[int, str]] = field(
         default_factory=lambda: collections.deque(maxlen=MAX_BLOCKED_KEPT)
     )
@@ -170,12 +187,6 @@ class DockerBackend(AsyncCloseable):
         self._control_root = Path(state_dir).absolute() / "run"
         self._staged_supervisor = Path(state_dir).absolute() / "supervisor"
         """The supervisor's files once per daemon (see stage_supervisor)."""
-        longest = self._control_root / secrets.token_hex(4) / SOCKET_NAME
-        if len(os.fsencode(longest)) > MAX_SOCKET_PATH:
-            raise ValueError(
-                f"state_dir {state_dir} is too long: sandbox sockets under it would exceed the "
-                f"{MAX_SOCKET_PATH}-byte Unix socket path limit; choose a shorter state_dir"
-            )
         self.image = image
         self._egress = egress or EgressSettings()
         self._on_egress = on_egress
@@ -377,6 +388,13 @@ class DockerBackend(AsyncCloseable):
                 )
                 try:
                     await self._copy(source, boxes, plan)
+                except ArchiveRefused as exc:
+                    raise ForkRefusedError(
+                        f"{exc}; none was kept. Remove or rename it in the session "
+                        "(its links and what passes through them), then fork again",
+                        code="fork_member_refused",
+                        status=422,
+                    ) from exc
                 except ForkCopyError as exc:
                     raise BackendError(
                         f"the session could not be copied into its forks: {exc}; none was kept",
@@ -399,10 +417,16 @@ class DockerBackend(AsyncCloseable):
         return [outcomes[target] for target in into]
 
     async def _copy(self, source: _Container, targets: list[_Container], plan: CopyPlan) -> None:
-        """Through the supervisors' pipes, or (an image without python3) the engine."""
-        channels = [(box.name, box.channel) for box in targets if box.channel is not None]
-        if source.channel is not None and len(channels) == len(targets):
-            await copy_through_pipes(source.channel, channels, plan)
+        """Through the supervisors' FIFOs, or (an image without python3) the engine."""
+        ends = [
+            ForkEnd(box.name, box.channel, box.control_dir)
+            for box in targets
+            if box.channel is not None
+        ]
+        if source.channel is not None and len(ends) == len(targets):
+            await copy_through_fifos(
+                ForkEnd(source.name, source.channel, source.control_dir), ends, plan
+            )
             return
         await anyio.to_thread.run_sync(
             self._exec_engine.call_blocking,
@@ -510,8 +534,6 @@ class DockerBackend(AsyncCloseable):
             return layout
         supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
-        if not supervised and not spec.unix_sockets:
-            raise _unix_sockets_not_deniable(spec.image)
         if not supervised and spec.allowed_hosts:
             raise BackendError(
                 f"image {spec.image} has no python3, so its sandbox cannot forward to the egress "
@@ -522,16 +544,13 @@ class DockerBackend(AsyncCloseable):
         name = container_name(session, token)
         control_dir = self._control_root / token
         self._prepare_control_dir(control_dir, spec)
-        listener: anyio.abc.SocketListener | None = None
-        egress: anyio.abc.SocketListener | None = None
+        fifos: ChannelFifos | None = None
         container_id: str | None = None
         handed_over = False
         self._starting.add(name)
         try:
             if supervised:
-                listener = await self._listen(control_dir / SOCKET_NAME, spec)
-            if spec.allowed_hosts:
-                egress = await self._listen(control_dir / EGRESS_SOCKET_NAME, spec)
+                fifos = ChannelFifos.make(control_dir, spec.uid, spec.gid)
             clock.lap("control_dir")
             labels = {
                 LABEL_MANAGED: "1",
@@ -562,8 +581,8 @@ class DockerBackend(AsyncCloseable):
                     f"{api_error_text(exc)}"
                 )
             channel: SupervisorChannel | None = None
-            if listener is not None:
-                waited = await self._await_supervisor(listener, container_id)
+            if fifos is not None:
+                waited = await self._await_supervisor(fifos, container_id)
                 if isinstance(waited, str):
                     return waited
                 if waited is None:
@@ -571,6 +590,7 @@ class DockerBackend(AsyncCloseable):
                     self._exec_mode_images[spec.image] = await self._image_id(spec.image)
                     return _NO_PYTHON
                 channel, hello = waited
+                fifos = None  # the channel owns them now
                 clock.lap("handshake")
                 try:
                     check_mounts(spec.mounts, hello.mounts)
@@ -598,23 +618,17 @@ class DockerBackend(AsyncCloseable):
                 name, session, spec, container_id, layout, control_dir, channel, clock.steps
             )
             if channel is not None:
+                if spec.allowed_hosts:
+                    box.egress = set()
+                    channel.on_egress = functools.partial(self._open_egress, box)
                 self._background(self._serve_channel, box, channel)
-            if egress is not None:
-                box.egress = anyio.CancelScope()
-                self._background(self._serve_egress, box, egress)
             handed_over = True
             return box
         finally:
             self._starting.discard(name)
-            if listener is not None:
-                with anyio.CancelScope(shield=True):
-                    await listener.aclose()
-                with contextlib.suppress(FileNotFoundError):
-                    (control_dir / SOCKET_NAME).unlink()
+            if fifos is not None:
+                fifos.close()
             if not handed_over:
-                if egress is not None:
-                    with anyio.CancelScope(shield=True):
-                        await egress.aclose()
                 if container_id is not None:
                     with anyio.CancelScope(shield=True):
                         await self._remove_container(container_id)
@@ -672,34 +686,18 @@ class DockerBackend(AsyncCloseable):
         install_supervisor(
             control_dir,
             mounts=[mount.path for mount in spec.mounts],
-            deny_unix_sockets=not spec.unix_sockets,
             egress=bool(spec.allowed_hosts),
             staged=self._staged_supervisor,
         )
         write_hosts_file(control_dir)
 
-    async def _listen(self, path: Path, spec: SandboxSpec) -> anyio.abc.SocketListener:
-        # WHY the backend listens and the supervisor connects (not the other way round): the
-        # control directory can then be mounted read-only, so no sandboxed command can plant
-        # anything in it, and the host never connects to a path the container controls. The
-        # socket accepts exactly one connection, made before any command runs, then vanishes.
-        listener = await anyio.create_unix_listener(path)
-        try:
-            os.chown(path, spec.uid, spec.gid)
-            path.chmod(0o600)
-        except PermissionError:
-            # A non-root daemon serving another uid (e.g. root): the state dir (0700) is the
-            # only way to the socket from the host, the read-only mount the only one inside.
-            path.chmod(0o666)
-        return listener
-
     async def _await_supervisor(
-        self, listener: anyio.abc.SocketListener, container_id: str
+        self, fifos: ChannelFifos, container_id: str
     ) -> tuple[SupervisorChannel, SupervisorHello] | str | None:
         """The supervisor's channel and hello; None if the image has no python3; else why it
-        failed."""
+        failed. The channel takes over `fifos` once it has a hello."""
         outcome: tuple[SupervisorChannel, SupervisorHello] | str | None = (
-            f"the sandbox supervisor did not connect within {START_TIMEOUT_S:.0f} s"
+            f"the sandbox supervisor did not say hello within {START_TIMEOUT_S:.0f} s"
         )
         with anyio.move_on_after(START_TIMEOUT_S):
             async with anyio.create_task_group() as waiting:
@@ -707,7 +705,7 @@ class DockerBackend(AsyncCloseable):
                 async def accept() -> None:
                     nonlocal outcome
                     try:
-                        outcome = await SupervisorChannel.accept(listener)
+                        outcome = await fifos.handshake()
                     except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
                         outcome = f"the sandbox supervisor failed its handshake: {exc}"
                     except (anyio.DelimiterNotFound, TimeoutError):
@@ -736,7 +734,7 @@ class DockerBackend(AsyncCloseable):
                         else:
                             outcome = (
                                 f"the sandbox container exited (status {code}) before its "
-                                f"supervisor connected: {await self._last_logs(container_id)}"
+                                f"supervisor said hello: {await self._last_logs(container_id)}"
                             )
                         waiting.cancel_scope.cancel()
                         return
@@ -751,34 +749,76 @@ class DockerBackend(AsyncCloseable):
             # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
             await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
 
-    async def _serve_egress(self, box: _Container, listener: anyio.abc.SocketListener) -> None:
-        """The sandbox's egress proxy, for its allowlist, until it is torn down."""
-        sink = self._on_egress
+    async def _open_egress(self, box: _Container, number: int) -> bool:
+        """Make the FIFO pair of the forwarder's connection `number` and serve it through
+        the sandbox's egress proxy (in the sandbox's own scope, so its tear-down ends it);
+        whether the pair was made (the forwarder closes its connection otherwise)."""
+        if box.egress is None or box.retired is not None:
+            return False
+        up_name, down_name = fifo_names(number)
+        up, down = box.control_dir / up_name, box.control_dir / down_name
+        try:
+            for path in (up, down):
+                make_fifo(path, box.spec.uid, box.spec.gid)
+            stream = FifoStream(open_reading(up), open_writing_early(down))
+        except OSError as exc:
+            unlink(up, down)
+            logger.warning("cannot make an egress connection's FIFOs: %s", exc)
+            return False
+        self._background(self._serve_egress, box, stream, (up, down))
+        return True
 
-        def on_event(event: EgressEvent) -> None:
-            if not event.allowed:
-                box.blocked_count += 1
-                where = f"{event.host}:{event.port}" if event.host else "(no target)"
-                box.blocked.append((box.blocked_count, f"{where}: {event.reason}"[:1024]))
-            if sink is not None:
-                sink(box.session, box.name, event)
-
-        proxy = EgressProxy(
-            Allowlist.parse(box.spec.allowed_hosts),
-            self._egress,
-            own_addresses=self._own_addresses,
-            on_event=on_event,
-        )
+    async def _serve_egress(
+        self, box: _Container, stream: FifoStream, paths: tuple[Path, Path]
+    ) -> None:
+        """One egress connection: once the forwarder opened both FIFOs (its first byte says
+        so) they are unlinked and the proxy serves it, until the sandbox is torn down."""
         assert box.egress is not None
-        async with listener:
-            with box.egress:
-                await proxy.serve(listener)
+        with anyio.CancelScope() as scope:
+            box.egress.add(scope)
+            try:
+                with anyio.fail_after(EGRESS_OPEN_TIMEOUT_S):
+                    opened = await stream.receive(1)
+                early = stream.writing_fd
+                if opened != OPENED or early is None:
+                    raise OSError("the forwarder did not open its FIFOs")
+                stream.replace_writing(reopen_writing(early))
+            except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.aclose()
+                return
+            finally:
+                unlink(*paths)
+            try:
+                await self._egress_proxy(box).handle(stream)
+            finally:
+                box.egress.discard(scope)
+
+    def _egress_proxy(self, box: _Container) -> EgressProxy:
+        """The sandbox's one proxy (its bounds are per sandbox), made at its first connection."""
+        if box.egress_proxy is None:
+            sink = self._on_egress
+
+            def on_event(event: EgressEvent) -> None:
+                if not event.allowed:
+                    box.blocked_count += 1
+                    where = f"{event.host}:{event.port}" if event.host else "(no target)"
+                    box.blocked.append((box.blocked_count, f"{where}: {event.reason}"[:1024]))
+                if sink is not None:
+                    sink(box.session, box.name, event)
+
+            box.egress_proxy = EgressProxy(
+                Allowlist.parse(box.spec.allowed_hosts),
+                self._egress,
+                own_addresses=self._own_addresses,
+                on_event=on_event,
+            )
+        return box.egress_proxy
 
     async def _tear_down(self, box: _Container, reason: str) -> None:
         """Fail the container's in-flight commands with `reason`, remove it and its control
         directory."""
-        if box.egress is not None:
-            box.egress.cancel()
+        for scope in list(box.egress or ()):
+            scope.cancel()
         if box.channel is not None:
             box.channel.close(reason)
         with anyio.CancelScope(shield=True):
@@ -934,14 +974,15 @@ _NO_PYTHON = _NoPython()
 
 
 def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:
-    """The supervisor must have denied Unix sockets unless the spec allows them."""
+    """The container's profile must have refused the supervisor a Unix socket, as it does
+    every process in it, unless the spec allows them."""
     if spec.unix_sockets or reported == "denied":
         return
     raise BackendError(
-        f"the sandbox could not deny Unix sockets to its commands ({reported}), so it was not "
-        "used: sandboxed commands could reach host sockets under their mounts. Run sandboxd "
-        "on a Linux kernel with seccomp (x86_64 or aarch64), or allow Unix sockets (see "
-        "allow_unix_sockets in the README) if you accept that risk",
+        f"the sandbox's seccomp profile did not refuse Unix sockets ({reported}), so it was "
+        "not used: sandboxed commands could reach host sockets under their mounts. Run "
+        "sandboxd on a Linux kernel and engine with seccomp (x86_64 or aarch64), or allow "
+        "Unix sockets (see allow_unix_sockets in the README) if you accept that risk",
         code="unix_sockets_not_denied",
     )
 
@@ -954,16 +995,6 @@ def _check_egress(spec: SandboxSpec, reported: str) -> None:
         f"the sandbox could not start its forwarder to the egress proxy ({reported}), so it "
         "was not used",
         code="egress_unavailable",
-    )
-
-
-def _unix_sockets_not_deniable(image: str) -> BackendError:
-    return BackendError(
-        f"image {image} has no python3, so sandboxd runs its commands with `docker exec` and "
-        "cannot deny them Unix sockets (host sockets under the mounts would be reachable): use "
-        "an image with python3, or set allow_unix_sockets = true in the daemon's config and "
-        "ask for unix_sockets in the request if you accept that risk",
-        code="unix_sockets_not_denied",
     )
 
 

@@ -1,9 +1,10 @@
 """The shape of a sandbox container: hardened defaults, mounts, labels and its main process.
 
 Least privilege unless the spec says otherwise: no network, no capabilities, no privilege
-gain, read-only root filesystem, memory without swap escape, a pids ceiling, no core dumps
-(they would land in a mounted project), and the caller's uid:gid. Writable places are the
-tmpfs /tmp and $HOME plus the read-write mounts.
+gain, sandboxd's own seccomp profile from the first process (sandboxd.docker.seccomp), the
+supervisor as PID 1 (no engine init), read-only root filesystem, memory without swap escape,
+a pids ceiling, no core dumps (they would land in a mounted project), and the caller's
+uid:gid. Writable places are the tmpfs /tmp and $HOME plus the read-write mounts.
 
 WHY a sandbox without network has the engine's networking disabled (not only its network
 mode "none"): with "none" the engine still builds a network sandbox for the container, and
@@ -33,12 +34,12 @@ import logos.runners.capture
 import logos.runners.live
 from sandboxd import egress_forwarder, supervisor
 from sandboxd.backend import SandboxSpec
-from sandboxd.egress import EGRESS_PORT, EGRESS_SOCKET_NAME
+from sandboxd.docker.seccomp import security_option
+from sandboxd.egress import EGRESS_PORT
 
 CONTROL_DIR = "/.sandboxd"
-"""Inside the container: the supervisor's code, its hosts file and the backend's socket,
+"""Inside the container: the supervisor's code, its hosts file and the backend's FIFOs,
 mounted read-only."""
-SOCKET_NAME = "sock"
 HOME_DIR = "/home/sandbox"
 FALLBACK_HOME_DIR = "/tmp/home"
 """$HOME when a mount covers /home/sandbox's parent (it then lives in the /tmp tmpfs)."""
@@ -60,7 +61,6 @@ _SUPERVISOR_SOURCES = (
     Path(logos.runners.live.__file__),
     Path(egress_forwarder.__file__),
 )
-EGRESS_SOCKET = f"{CONTROL_DIR}/{EGRESS_SOCKET_NAME}"
 _PROXY_URL = f"http://127.0.0.1:{EGRESS_PORT}"
 PROXY_ENV = {
     **{name: _PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
@@ -72,14 +72,14 @@ PROXY_ENV = {
 others reach nothing: there is no other way out); its own local servers stay direct."""
 _BYTECODE_DIR = "__pycache__"
 
-# The container's main process. With python3 it becomes the supervisor; without, it exits 3
-# and the backend falls back to `docker exec` for this image (see sandboxd.docker.exec_fallback).
-# WHY `-m` from the control directory: a module's bytecode is loaded from __pycache__ (see
-# stage_supervisor), a script's never is.
+# The container's first process. With python3 it becomes the supervisor (PID 1); without, it
+# exits 3 and the backend falls back to `docker exec` for this image (see
+# sandboxd.docker.exec_fallback). WHY `-m` from the control directory: a module's bytecode is
+# loaded from __pycache__ (see stage_supervisor), a script's never is.
 SUPERVISED_LAUNCHER = f"""[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
 command -v python3 >/dev/null 2>&1 || exit 3
 cd {CONTROL_DIR} || exit 4
-exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}/{SOCKET_NAME}
+exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}
 """
 EXEC_MODE_LAUNCHER = """[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
 exec sleep 2147483647
@@ -89,6 +89,7 @@ MASKED_PATHS = (
     "/proc/acpi",
     "/proc/asound",
     "/proc/kcore",
+    "/proc/key-users",
     "/proc/keys",
     "/proc/latency_stats",
     "/proc/sched_debug",
@@ -100,8 +101,9 @@ MASKED_PATHS = (
 )
 """Hidden in every sandbox (covered with /dev/null or an empty directory). WHY set here rather
 than left to the engine's defaults: those vary between engine versions, and a client that sends
-an empty list gets none; /proc/keys shows the host's keyrings, /proc/timer_list and
-/proc/sched_debug its processes, /sys/devices/virtual/powercap its energy counters."""
+an empty list gets none; /proc/keys shows the host's keyrings and /proc/key-users their
+owners' counts, /proc/timer_list and /proc/sched_debug its processes,
+/sys/devices/virtual/powercap its energy counters."""
 READONLY_PATHS = (
     "/proc/bus",
     "/proc/fs",
@@ -191,13 +193,12 @@ def install_supervisor(
     directory: Path,
     *,
     mounts: Sequence[str] = (),
-    deny_unix_sockets: bool = True,
     egress: bool = False,
     staged: Path | None = None,
 ) -> Path:
     """Put the supervisor and its capture module into `directory`, with the settings it
-    needs before any command runs (the mount roots to report, whether to deny Unix sockets,
-    whether to forward to the egress proxy); returns the script.
+    needs before any command runs (the mount roots to report, whether to forward to the
+    egress proxy); returns the script.
 
     From `staged` (see stage_supervisor) as hard links, copies where a link cannot be made;
     without it, copies of the sources.
@@ -213,13 +214,7 @@ def install_supervisor(
                 _link(source, directory / source.relative_to(staged))
     settings = directory / supervisor.SETTINGS_FILE
     settings.write_text(
-        json.dumps(
-            {
-                "mounts": list(mounts),
-                "deny_unix_sockets": deny_unix_sockets,
-                "egress": {"socket": EGRESS_SOCKET, "port": EGRESS_PORT} if egress else None,
-            }
-        )
+        json.dumps({"mounts": list(mounts), "egress_port": EGRESS_PORT if egress else None})
     )
     settings.chmod(0o644)
     return directory / Path(supervisor.__file__).name
@@ -285,9 +280,12 @@ def create_container(
         tmpfs=tmpfs,
         network_mode="bridge" if spec.network else "none",
         cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+        security_opt=["no-new-privileges", security_option(unix_sockets=spec.unix_sockets)],
         read_only=True,
-        init=True,
+        # WHY no engine init for a supervised sandbox: the supervisor is PID 1 and reaps;
+        # the engine's init would be a process every command could read and trace
+        # (sandboxd.supervisor). Without python3 there is no supervisor to be PID 1.
+        init=not supervised,
         pids_limit=limits.pids,
         mem_limit=limits.memory,
         memswap_limit=limits.memory,

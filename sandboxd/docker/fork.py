@@ -7,11 +7,19 @@ a `tar -x` in each target, as the same uid: no file passes through the host's di
 is read or written with more rights than the session's own commands have, and what is copied
 is bounded by the source's tmpfs sizes, which the targets share.
 
-Two ways to carry the archive. Between supervised sandboxes (`copy_through_pipes`), each tar
-gets a pipe end the backend made, sent over its supervisor's connection; the backend relays
-the source's pipe into the targets' ones, so the engine carries no byte of it. Into or out of
-a sandbox whose image has no python3 (no supervisor), the archive goes through the engine's
-exec streams instead (`copy_changes`), once per target: several times slower.
+The source is not trusted. Its tar runs with every other process of its sandbox stopped
+(the supervisor's quiesce), so none writes into the copy while it is taken, and whatever comes
+out of it is parsed here, member by member (`ArchiveCheck`): a member whose name, once
+normalised, leaves the copied roots, is a mount or holds one, passes through a link member,
+comes twice, or is not a file, directory, link or FIFO is refused (the fork fails with a 4xx
+naming it); the rest is written anew, names normalised and setuid/setgid bits dropped, into the
+targets. So what a target extracts never touches a path a fork mounts, by construction.
+
+Two ways to carry the archive. Between supervised sandboxes (`copy_through_fifos`), each tar
+gets a FIFO the backend made in its control directory; the backend relays the source's FIFO
+into the targets' ones, so the engine carries no byte of it. Into or out of a sandbox whose
+image has no python3 (no supervisor), the archive goes through the engine's exec streams
+instead (`copy_changes`), once per target: several times slower.
 """
 
 from __future__ import annotations
@@ -19,18 +27,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import posixpath
+import secrets
 import select
 import shlex
 import socket
+import tarfile
+import termios
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
 
 import anyio
 from docker.utils.socket import read as read_socket
 
 from sandboxd import supervisor
+from sandboxd.fifo import make_fifo, open_reading, open_writing_early, unlink
 from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel, SupervisorReply
 
 IO_TIMEOUT_S = 120.0
@@ -72,6 +86,81 @@ class ForkCopyError(Exception):
 class _Stalled(ForkCopyError):
     """No byte moved for IO_TIMEOUT_S: what the tars then say (an archive cut short) is not
     the cause."""
+
+
+class ArchiveRefused(ForkCopyError):
+    """A member of the source's archive that no fork may get; the message names it."""
+
+
+_KEPT_TYPES = {
+    tarfile.REGTYPE: "file",
+    tarfile.AREGTYPE: "file",
+    tarfile.CONTTYPE: "file",
+    tarfile.DIRTYPE: "directory",
+    tarfile.SYMTYPE: "symlink",
+    tarfile.LNKTYPE: "hard link",
+    tarfile.FIFOTYPE: "FIFO",
+}
+
+
+@dataclass
+class ArchiveCheck:
+    """What a fork may get of the source's archive, member by member, in order."""
+
+    roots: Sequence[str]
+    """The copied roots, absolute (the source's tmpfs places)."""
+    mounts: Sequence[str]
+    """What the source and the forks mount, absolute: never entered, never held."""
+    _seen: set[str] = field(default_factory=set)
+    _links: set[str] = field(default_factory=set)
+    _files: set[str] = field(default_factory=set)
+
+    def accept(self, member: tarfile.TarInfo) -> tarfile.TarInfo:
+        """The member as a fork gets it, or ArchiveRefused."""
+        name = self._normalise(member.name, member)
+        kind = _KEPT_TYPES.get(member.type)
+        if kind is None:
+            raise self._refused(member, "it is a device or a member of no kind a fork gets")
+        if name in self._seen:
+            raise self._refused(member, "it comes twice")
+        clean = member.replace(name=name, uid=0, gid=0, uname="", gname="", deep=False)
+        clean.mode = member.mode & 0o1777
+        if member.type == tarfile.LNKTYPE:
+            target = self._normalise(member.linkname, member)
+            if target not in self._files:
+                raise self._refused(member, "it links to no file the archive holds")
+            clean.linkname = target
+        self._seen.add(name)
+        if member.type in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+            self._links.add(name)
+        elif kind == "file":
+            self._files.add(name)
+        return clean
+
+    def _normalise(self, raw: str, member: tarfile.TarInfo) -> str:
+        name = posixpath.normpath(raw.lstrip("/"))
+        if name in (".", "..") or name.startswith("../"):
+            raise self._refused(member, "it leaves the copied directories")
+        if not any(name.startswith(root.strip("/") + "/") for root in self.roots):
+            raise self._refused(member, f"it is not inside {', '.join(self.roots)}")
+        for mount in self.mounts:
+            relative = mount.strip("/")
+            if _within(name, relative) or _within(relative, name):
+                raise self._refused(member, f"it is or holds the mounted path {mount}")
+        parts = name.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in self._links:
+                raise self._refused(member, "it passes through a link")
+        return name
+
+    @staticmethod
+    def _refused(member: tarfile.TarInfo, why: str) -> ArchiveRefused:
+        shown = member.name if len(member.name) <= 200 else member.name[:200] + "…"
+        return ArchiveRefused(f"the session's archive holds {shown!r}, which no fork gets: {why}")
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
 
 
 @dataclass(frozen=True)
@@ -117,7 +206,7 @@ def copy_changes(api: Any, plan: CopyPlan) -> int:
         )["Id"]
         source = api.exec_start(source_id, socket=True)
         try:
-            sent, source_errors = _fan_out(source, targets)
+            sent, source_errors = _fan_out(source, targets, ArchiveCheck(plan.roots, plan.mounts))
         finally:
             source.close()
         for _, _, sock in targets:
@@ -163,34 +252,47 @@ def _raw(sock: Any) -> socket.socket:
     return raw  # type: ignore[no-any-return]
 
 
-def _fan_out(source: Any, targets: list[tuple[str, str, socket.socket]]) -> tuple[int, str]:
-    """Send the source's stdout to every target; its stdout bytes and its stderr (capped)."""
+def _fan_out(
+    source: Any, targets: list[tuple[str, str, socket.socket]], check: ArchiveCheck
+) -> tuple[int, str]:
+    """Check the source's stdout and send what a fork may get to every target; the bytes sent
+    to each and the source's stderr (capped)."""
     _raw(source)
     pending = bytearray()
     errors = bytearray()
-    sent = 0
-    while True:
-        data = read_socket(source, CHUNK)
-        if not data:
-            return sent, errors.decode(errors="replace").strip()
-        pending += data
-        while len(pending) >= 8:
-            size = int.from_bytes(pending[4:8], "big")
-            if len(pending) < 8 + size:
-                break
-            stream, payload = pending[0], bytes(pending[8 : 8 + size])
-            del pending[: 8 + size]
-            if stream == 2:
-                errors += payload[: max(0, MAX_ERROR_BYTES - len(errors))]
-                continue
-            for target, _, sock in targets:
-                try:
-                    sock.sendall(payload)
-                except OSError as exc:
-                    raise ForkCopyError(
-                        f"extracting into {target[:12]} stopped taking data: {exc}"
-                    ) from exc
-            sent += len(payload)
+    finished = False
+
+    def read(size: int) -> bytes:
+        nonlocal finished
+        while not finished:
+            if len(pending) >= 8:
+                length = int.from_bytes(pending[4:8], "big")
+                if len(pending) >= 8 + length:
+                    stream, payload = pending[0], bytes(pending[8 : 8 + length])
+                    del pending[: 8 + length]
+                    if stream == 2:
+                        errors.extend(payload[: max(0, MAX_ERROR_BYTES - len(errors))])
+                        continue
+                    return payload
+            data = read_socket(source, CHUNK)
+            if not data:
+                finished = True
+            pending.extend(data)
+        return b""
+
+    def write(data: bytes) -> None:
+        for target, _, sock in targets:
+            try:
+                sock.sendall(data)
+            except OSError as exc:
+                raise ForkCopyError(
+                    f"extracting into {target[:12]} stopped taking data: {exc}"
+                ) from exc
+
+    sent = copy_checked(read, write, check)
+    while not finished:  # the source's stderr, once its archive ended
+        read(CHUNK)
+    return sent, errors.decode(errors="replace").strip()
 
 
 def _drain(sock: socket.socket) -> str:
@@ -218,87 +320,104 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
         time.sleep(0.01)
 
 
-async def copy_through_pipes(
-    source: SupervisorChannel, targets: Sequence[tuple[str, SupervisorChannel]], plan: CopyPlan
-) -> int:
-    """Copy between supervised sandboxes (`targets` are (name, channel) pairs, `plan.targets`
-    unused); the bytes of the archive each got. Raises ForkCopyError.
+@dataclass(frozen=True)
+class ForkEnd:
+    """A supervised sandbox at one end of a copy."""
+
+    name: str
+    channel: SupervisorChannel
+    control_dir: Path
+
+
+async def copy_through_fifos(source: ForkEnd, targets: Sequence[ForkEnd], plan: CopyPlan) -> int:
+    """Copy between supervised sandboxes (`plan.targets` unused); the bytes of the archive
+    each got. Raises ForkCopyError (ArchiveRefused for a member no fork may get).
 
     Every tar ends on its own once the copy is over or broken: the source's at the end of
-    its archive, or when the relay closes its pipe; the targets' at the end of theirs. A
+    its archive, or when the relay closes its FIFO; the targets' at the end of theirs. A
     relay that fails gives the tars EXIT_WAIT_S to end, then stops waiting for them."""
     if not plan.roots:
         return 0
     roots = " ".join(shlex.quote(root.lstrip("/")) for root in plan.roots)
     archive = ARCHIVE.format(excludes=_excludes(plan), blocking=PIPE_BLOCKING)
     archive = archive.replace('"$@"', roots)
-    source_read, source_write = _pipe()
-    ends = [_pipe() for _ in targets]
-    abort_read, abort_write = _pipe()
-    relay_ends = [source_read, *(write for _, write in ends), abort_read]
-    unclaimed = {source_write, *relay_ends, *(read for read, _ in ends)}
+    uid, gid = (int(part) for part in plan.user.split(":"))
+    fifo = f"fork-{secrets.token_hex(8)}"
+    paths = [source.control_dir / fifo, *(target.control_dir / fifo for target in targets)]
+    unclaimed: set[int] = set()
     """Descriptors no task took over yet (each closes those it took)."""
     replies: dict[int, SupervisorReply | ChannelLost] = {}
     relayed: list[int | ForkCopyError] = []
-
-    async def run(index: int, channel: SupervisorChannel, command: str, pipe: int) -> None:
-        message = RunMessage(
-            id=channel.next_id(),
-            command=command,
-            env={},
-            cwd="/",
-            timeout_s=COPY_TIMEOUT_S,
-            max_output_bytes=MAX_ERROR_BYTES,
-            max_saved_output_bytes=0,
-            pipe=True,
-        )
-        deadline = COPY_TIMEOUT_S + supervisor.KILL_GRACE_S + REPLY_MARGIN_S
-        unclaimed.discard(pipe)
-        replies[index] = await channel.run(message, deadline, pipe=pipe)
-
-    def relay_on_thread() -> int:
-        unclaimed.difference_update(relay_ends)
-        return relay(source_read, [write for _, write in ends], abort_read)
-
-    async def relay_all(work: anyio.CancelScope) -> None:
-        # WHY not abandoned on cancel: the thread closes the descriptors it was given, and
-        # closing the abort pipe's other end (below) ends it at once.
-        try:
-            relayed.append(await anyio.to_thread.run_sync(relay_on_thread))
-        except ForkCopyError as exc:
-            relayed.append(exc)
-            work.deadline = anyio.current_time() + EXIT_WAIT_S
-
-    async def abort_when_done() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            os.close(abort_write)
-
     try:
+        for path in paths:
+            make_fifo(path, uid, gid)
+        source_read = open_reading(paths[0])
+        unclaimed.add(source_read)
+        target_writes = []
+        for path in paths[1:]:
+            target_writes.append(open_writing_early(path))
+            unclaimed.add(target_writes[-1])
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(target_writes[-1], fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        abort_read, abort_write = _pipe()
+        unclaimed.add(abort_read)
+        relay_ends = [source_read, *target_writes, abort_read]
+        check = ArchiveCheck(plan.roots, plan.mounts)
+
+        async def run(index: int, end: ForkEnd, command: str, writes: bool) -> None:
+            message = RunMessage(
+                id=end.channel.next_id(),
+                command=command,
+                env={},
+                cwd="/",
+                timeout_s=COPY_TIMEOUT_S,
+                max_output_bytes=MAX_ERROR_BYTES,
+                max_saved_output_bytes=0,
+                fifo=fifo,
+                fifo_write=writes,
+                quiesce=writes,
+            )
+            deadline = COPY_TIMEOUT_S + supervisor.KILL_GRACE_S + REPLY_MARGIN_S
+            replies[index] = await end.channel.run(message, deadline)
+
+        def relay_on_thread() -> int:
+            unclaimed.difference_update(relay_ends)
+            return relay(source_read, target_writes, abort_read, check)
+
+        async def relay_all(work: anyio.CancelScope) -> None:
+            # WHY not abandoned on cancel: the thread closes the descriptors it was given, and
+            # closing the abort pipe's other end (below) ends it at once.
+            try:
+                relayed.append(await anyio.to_thread.run_sync(relay_on_thread))
+            except ForkCopyError as exc:
+                relayed.append(exc)
+                work.deadline = anyio.current_time() + EXIT_WAIT_S
+
+        async def abort_when_done() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                os.close(abort_write)
+
+        extract = f"exec {shlex.join(_extract(plan))} -B -xf - <&{PIPE}"
         async with anyio.create_task_group() as guard:
             guard.start_soon(abort_when_done)
             async with anyio.create_task_group() as work:
                 work.start_soon(relay_all, work.cancel_scope)
-                work.start_soon(run, -1, source, f"{archive} >&{PIPE}", source_write)
-                for index, ((_, channel), (read, _)) in enumerate(zip(targets, ends, strict=True)):
-                    work.start_soon(
-                        run,
-                        index,
-                        channel,
-                        f"exec {shlex.join(_extract(plan))} -B -b {PIPE_BLOCKING} -xf - <&{PIPE}",
-                        read,
-                    )
+                work.start_soon(run, -1, source, f"{archive} >&{PIPE}", True)
+                for index, target in enumerate(targets):
+                    work.start_soon(run, index, target, extract, False)
             guard.cancel_scope.cancel()
     finally:
+        unlink(*paths)
         for fd in unclaimed:
             os.close(fd)
-    if relayed and isinstance(relayed[0], _Stalled):
+    if relayed and isinstance(relayed[0], _Stalled | ArchiveRefused):
         raise relayed[0]
-    for index, (name, _) in enumerate(targets):
+    for index, target in enumerate(targets):
         problem = _failure(replies.get(index), strict=False)
         if problem:
-            raise ForkCopyError(f"extracting into {name} failed: {problem}")
+            raise ForkCopyError(f"extracting into {target.name} failed: {problem}")
     problem = _failure(replies.get(-1), strict=True)
     if problem:
         raise ForkCopyError(f"archiving the source failed: {problem}")
@@ -330,22 +449,75 @@ def _pipe() -> tuple[int, int]:
     return read, write
 
 
-def relay(source: int, targets: Sequence[int], abort: int) -> int:
-    """Copy `source` into every one of `targets` until it ends (blocking: run it on a worker
-    thread); the bytes copied. Takes every descriptor it is given and closes them; stops with
-    ForkCopyError once `abort` is readable (its other end closed), or a target stopped taking
-    data. Each chunk goes to the targets as each can take it: a slow one delays the next
-    chunk, not the others' share of this one."""
+class _Reader:
+    """What tarfile reads a stream from."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self.read = read
+
+
+class _Writer:
+    """What tarfile writes a stream to; counts what it was given. Once a write failed it takes
+    nothing more: tarfile's close, on the way out of the failure, would write (and wait) again."""
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+        self._failed = False
+        self.sent = 0
+
+    def write(self, data: bytes) -> int:
+        if not self._failed:
+            try:
+                self._write(bytes(data))
+            except BaseException:
+                self._failed = True
+                raise
+            self.sent += len(data)
+        return len(data)
+
+
+def copy_checked(
+    read: Callable[[int], bytes], write: Callable[[bytes], None], check: ArchiveCheck
+) -> int:
+    """Read an archive, check each member, write what a fork may get as a new archive; the
+    bytes written. Raises ArchiveRefused, or ForkCopyError for an archive that is no tar."""
+    sink = _Writer(write)
+    try:
+        with (
+            tarfile.open(fileobj=cast(IO[bytes], _Reader(read)), mode="r|") as archive,
+            tarfile.open(
+                fileobj=cast(IO[bytes], sink), mode="w|", format=tarfile.PAX_FORMAT
+            ) as copy,
+        ):
+            for member in archive:
+                clean = check.accept(member)
+                copy.addfile(clean, archive.extractfile(member) if member.isreg() else None)
+    except tarfile.TarError as exc:
+        raise ForkCopyError(f"the session's archive is no tar archive ({exc})") from exc
+    return sink.sent
+
+
+def relay(source: int, targets: Sequence[int], abort: int, check: ArchiveCheck) -> int:
+    """Read the archive from `source`, check it and write what the forks may get into every
+    one of `targets` (blocking: run it on a worker thread); the bytes each got. Takes every
+    descriptor it is given and closes them; stops with ForkCopyError once `abort` is
+    readable (its other end closed), or a target stopped taking data. Each chunk goes to
+    the targets as each can take it: a slow one delays the next chunk, not the others'
+    share of this one."""
     poller = select.poll()
     try:
-        for fd in targets:
+        for fd in (source, *targets):
             os.set_blocking(fd, False)
-        sent = 0
-        while True:
-            _wait(poller, {source: select.POLLIN}, abort)
-            chunk = os.read(source, CHUNK)
-            if not chunk:
-                return sent
+
+        def read(size: int) -> bytes:
+            while True:
+                _wait(poller, {source: select.POLLIN}, abort)
+                try:
+                    return os.read(source, min(size, CHUNK))
+                except BlockingIOError:
+                    continue
+
+        def write(chunk: bytes) -> None:
             views = {fd: memoryview(chunk) for fd in targets}
             while views:
                 for fd, view in list(views.items()):
@@ -362,10 +534,41 @@ def relay(source: int, targets: Sequence[int], abort: int) -> int:
                         del views[fd]
                 if views:
                     _wait(poller, dict.fromkeys(views, select.POLLOUT), abort)
-            sent += len(chunk)
+
+        sent = copy_checked(read, write, check)
+        for fd in targets:
+            _drain_fifo(fd, abort)
+        return sent
     finally:
         for fd in (source, *targets, abort):
             os.close(fd)
+
+
+DRAIN_STALL_S = 5.0
+"""Once the copy is written, how long a target may take no byte of what is left in its FIFO
+before its end is closed anyway (its tar died: its reply says why)."""
+
+
+def _drain_fifo(fd: int, abort: int) -> None:
+    """Until the target took all that is in its FIFO. WHY: the backend's end is the FIFO's
+    only writer; closed before the target's tar opened it, the copy would be lost."""
+    left = _queued(fd)
+    stalled_since = time.monotonic()
+    while left:
+        ready, _, _ = select.select([abort], [], [], 0.005)
+        if ready:
+            raise ForkCopyError("the fork was stopped")
+        now_left = _queued(fd)
+        if now_left < left:
+            left, stalled_since = now_left, time.monotonic()
+        elif time.monotonic() - stalled_since > DRAIN_STALL_S:
+            return
+
+
+def _queued(fd: int) -> int:
+    buffer = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, buffer)
+    return int.from_bytes(buffer, "little")
 
 
 def _wait(poller: select.poll, fds: dict[int, int], abort: int) -> None:

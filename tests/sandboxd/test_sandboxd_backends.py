@@ -34,9 +34,3 @@ async def test_the_docker_backend_is_built_with_the_configs_settings(
     assert report.image == "sandboxd-test:configured"
     assert (report.max_sessions, report.max_sessions_per_caller) == (3, 2)
     assert not report.ok and "no-engine.sock" in report.problems[0]
-
-
-def test_a_state_dir_the_backend_cannot_use_is_a_value_error() -> None:
-    config = config_from_mapping({"state_dir": "/tmp/" + "d" * 100}, source="test")
-    with pytest.raises(ValueError, match="shorter state_dir"):
-        build_backend(config)

@@ -109,7 +109,18 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     config.write_text(f'state_dir = "{short_dir()}"\n')
     run = sandboxd("doctor", "--socket", str(daemon.socket), "--config", str(config), timeout=280)
     assert run.returncode == 0, run.stdout + run.stderr
-    checks = ("engine", "image", "mounts", "identity", "network", "egress", "limits", "daemon")
+    checks = (
+        "engine",
+        "image",
+        "mounts",
+        "identity",
+        "network",
+        "unix sockets",
+        "supervisor",
+        "egress",
+        "limits",
+        "daemon",
+    )
     for check in checks:
         assert f"ok    {check}:" in run.stdout, run.stdout
     assert "all checks passed" in run.stdout

@@ -1,16 +1,14 @@
 """The in-container supervisor, run for real on this host against the backend's channel.
 
-Real processes and a real Unix socket; no Docker needed (sandboxd's Docker tests run the
-same supervisor inside containers).
+Real processes and real FIFOs, made and handed over by the backend's own code; no Docker
+needed (sandboxd's Docker tests run the same supervisor inside containers).
 """
 
 from __future__ import annotations
 
 import contextlib
-import shlex
+import os
 import signal
-import socket
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,18 +20,19 @@ import pytest
 
 from logos.runners.capture import SAVE_LIMIT_NOTE
 from logos.runners.live import LiveOutput
-from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
-from sandboxd.supervisor import PROTOCOL
+from sandboxd.supervisor import IN_FIFO, OUT_FIFO, PROTOCOL
 from sandboxd.supervisor_client import (
     LIVE_PIECE_BOUND,
     LIVE_TOTAL_BOUND,
     ChannelLost,
     RunMessage,
     SupervisorChannel,
+    SupervisorHello,
     SupervisorReply,
 )
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import true_message
+from tests.support.supervisor_fifos import make_fifos, supervised
 
 pytestmark = pytest.mark.anyio
 
@@ -41,9 +40,11 @@ pytestmark = pytest.mark.anyio
 @dataclass
 class Running:
     channel: SupervisorChannel
+    hello: SupervisorHello
     process: anyio.abc.Process
     output_dir: Path
     workdir: Path
+    control: Path
 
     async def run(self, command: str, **overrides: object) -> SupervisorReply:
         reply = await self.run_or_lost(command, **overrides)
@@ -67,28 +68,33 @@ class Running:
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    socket_path = tmp_path / "s"
     output_dir = tmp_path / "out"
     workdir = tmp_path / "work"
     workdir.mkdir()
-    # Run it as the container does: a copy next to capture.py, standard library only.
-    script = install_supervisor(tmp_path)
-    listener = await anyio.create_unix_listener(socket_path)
-    process = await anyio.open_process(
-        [sys.executable, *PYTHON_FLAGS, str(script), str(socket_path), str(output_dir)]
-    )
-    try:
-        with anyio.fail_after(20):
-            channel, _ = await SupervisorChannel.accept(listener)
-        await listener.aclose()
+    # Run it as the container does: a copy next to capture.py, standard library only, on the
+    # FIFOs the backend makes.
+    async with supervised(tmp_path, output_dir) as started:
+        channel = started.channel
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(channel.serve)
-            yield Running(channel, process, output_dir, workdir)
+            yield Running(
+                channel, started.hello, started.process, output_dir, workdir, started.control
+            )
             channel.close("test over")
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
+
+
+async def test_the_fifos_are_gone_once_it_said_hello(running: Running) -> None:
+    """No process can open them again: their ends lead only to each other."""
+    assert not (running.control / IN_FIFO).exists()
+    assert not (running.control / OUT_FIFO).exists()
+    assert (running.hello.pid, running.hello.protocol) == (running.process.pid, PROTOCOL)
+    assert (await running.run("echo on")).stdout == "on\n"
+
+
+async def test_its_hello_says_what_it_finds_of_unix_sockets(running: Running) -> None:
+    """No profile on this host: the supervisor no longer denies them itself, and says so (in
+    a container, the profile refuses them; the Docker tests check that)."""
+    assert running.hello.unix_sockets == "allowed"
 
 
 async def test_reports_output_and_exit_status(running: Running) -> None:
@@ -262,37 +268,51 @@ HOSTILE_LIVE_REPLIES = {
 async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
     """A compromised supervisor cannot make the backend buffer without bound, or confuse it."""
     hostile = HOSTILE_REPLIES.get(reply) or HOSTILE_LIVE_REPLIES[reply]
-    socket_path = tmp_path / "s"
-    listener = await anyio.create_unix_listener(socket_path)
+    fifos = make_fifos(tmp_path)
 
     def hostile_supervisor() -> None:
-        with socket.socket(socket.AF_UNIX) as peer:
-            peer.connect(str(socket_path))
-            peer.sendall(
+        requests = os.open(tmp_path / IN_FIFO, os.O_RDONLY)
+        replies = os.open(tmp_path / OUT_FIFO, os.O_WRONLY)
+        try:
+            _write_all(
+                replies,
                 b'{"hello": "sandboxd-supervisor", "protocol": %d, "pid": 1, "shell": "x", '
-                b'"mounts": [], "unix_sockets": "denied"}\n' % PROTOCOL
+                b'"mounts": [], "unix_sockets": "denied"}\n' % PROTOCOL,
             )
-            peer.recv(4096)
-            with contextlib.suppress(OSError):
-                peer.sendall(hostile)
-                peer.recv(1)  # until the backend hangs up
+            os.read(requests, 4096)
+            with contextlib.suppress(OSError):  # the backend hangs up on it
+                _write_all(replies, hostile)
+            while os.read(requests, 4096):  # until the backend hangs up
+                pass
+        finally:
+            os.close(requests)
+            os.close(replies)
 
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(anyio.to_thread.run_sync, hostile_supervisor)
-        channel, _ = await SupervisorChannel.accept(listener)
-        tasks.start_soon(channel.serve)
-        message = true_message(channel, live=reply in HOSTILE_LIVE_REPLIES)
-        with anyio.fail_after(20):
-            lost = await channel.run(message, reply_deadline_s=15, live=LiveOutput())
-        assert isinstance(lost, ChannelLost), lost
-        assert (
-            "reply line over" in lost.reason
-            or "never sent" in lost.reason
-            or "more than the" in lost.reason
-            or "not asked for" in lost.reason
-            or "bytes of live output" in lost.reason
-        ), lost.reason
-    await listener.aclose()
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(anyio.to_thread.run_sync, hostile_supervisor)
+            with anyio.fail_after(20):
+                channel, _ = await fifos.handshake()
+            tasks.start_soon(channel.serve)
+            message = true_message(channel, live=reply in HOSTILE_LIVE_REPLIES)
+            with anyio.fail_after(20):
+                lost = await channel.run(message, reply_deadline_s=15, live=LiveOutput())
+            assert isinstance(lost, ChannelLost), lost
+            assert (
+                "reply line over" in lost.reason
+                or "never sent" in lost.reason
+                or "more than the" in lost.reason
+                or "not asked for" in lost.reason
+                or "bytes of live output" in lost.reason
+            ), lost.reason
+    finally:
+        fifos.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 async def test_the_first_reply_may_be_as_large_as_its_request_allows(running: Running) -> None:
@@ -302,21 +322,6 @@ async def test_the_first_reply_may_be_as_large_as_its_request_allows(running: Ru
     )
     assert reply.error is None and reply.exit_code == 0
     assert reply.stdout == "\x01" * 3_000_000
-
-
-async def test_unix_sockets_are_denied_to_commands_and_pairs_stay_usable(running: Running) -> None:
-    probe = (
-        "import errno, socket\n"
-        "for family, kind, pair in ((1, 1, False), (1, 2, False), (1, 2, True), (1, 1, True),"
-        " (2, 1, False)):\n"
-        "    try:\n"
-        "        socket.socketpair(family, kind) if pair else socket.socket(family, kind)\n"
-        "        print('allowed')\n"
-        "    except OSError as exc:\n"
-        "        print(errno.errorcode[exc.errno])\n"
-    )
-    reply = await running.run(f"{sys.executable} -c {shlex.quote(probe)}")
-    assert reply.stdout.split() == ["EPERM", "EPERM", "EPERM", "allowed", "allowed"], reply
 
 
 async def test_a_silent_supervisor_is_given_up(running: Running) -> None:
