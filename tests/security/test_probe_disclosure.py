@@ -36,7 +36,8 @@ for pid in os.listdir("/proc"):
     if pid.isdigit():
         try:
             with open(f"/proc/{pid}/environ", "rb") as environ:
-                seen += [f"{pid}:{v.decode(errors='replace')}" for v in environ.read().split(b"\\0")]
+                values = environ.read().decode(errors="replace").split("\\0")
+            seen += [f"{pid}:{value}" for value in values]
         except OSError:
             pass
 print(*seen, sep="\\n")
