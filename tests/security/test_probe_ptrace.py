@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sandbox_probe import answering_host_socket, probe, x86_64_only
+from tests.support.sandbox_probe import host_server, probe, x86_64_only
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.docker, x86_64_only]
@@ -114,7 +114,7 @@ REFUSALS = {"EPERM", "EACCES", "ESRCH"}
 def host_socket() -> Iterator[tuple[Path, list[bytes]]]:
     """A host program's socket in a directory the tests grant read-only."""
     project = short_dir("ptr")
-    with answering_host_socket(project / "agent.sock") as received:
+    with host_server(project / "agent.sock", reply=b"host says hello\n") as received:
         yield project / "agent.sock", received
 
 

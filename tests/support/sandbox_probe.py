@@ -85,21 +85,26 @@ def probe(client: httpx.Client, script: str, *args: str, **fields: Any) -> str:
 
 
 @contextmanager
-def answering_host_socket(path: Path) -> Iterator[list[bytes]]:
-    """A host program on a Unix stream socket at `path` (as a tmux server or an ssh agent
-    would be): it records what each client sends and answers it. The list fills as
-    clients come."""
+def host_server(
+    path: Path, kind: int = socket.SOCK_STREAM, reply: bytes | None = None
+) -> Iterator[list[bytes]]:
+    """A host program's socket at `path` (a stand-in for a tmux server, which would run what
+    it receives as the user, or an ssh agent): it records what reaches it, and answers each
+    stream client `reply` when given. The list fills as clients come."""
     received: list[bytes] = []
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server = socket.socket(socket.AF_UNIX, kind)
     server.bind(os.fspath(path))
     os.chmod(path, 0o777)
-    server.listen()
-    server.settimeout(0.1)
     stop = threading.Event()
 
     def serve() -> None:
+        server.settimeout(0.1)
         while not stop.is_set():
             try:
+                if kind == socket.SOCK_DGRAM:
+                    received.append(server.recv(100))
+                    continue
+                server.listen()
                 connection, _ = server.accept()
             except TimeoutError:
                 continue
@@ -109,7 +114,8 @@ def answering_host_socket(path: Path) -> Iterator[list[bytes]]:
                 connection.settimeout(5)
                 try:
                     received.append(connection.recv(100) or b"(connected)")
-                    connection.sendall(b"host says hello\n")
+                    if reply is not None:
+                        connection.sendall(reply)
                 except OSError:
                     received.append(b"(connected)")
 
