@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.parts import require
-from tests.support.sandbox_probe import probe, x86_64_only
+from tests.support.sandbox_probe import SYSCALLS, probe, x86_64_only
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.docker, x86_64_only]
@@ -159,19 +160,26 @@ def submount(directory: Path) -> Iterator[None]:
 @pytest.mark.parametrize("write", list(WRITES))
 def test_a_read_only_grant_is_read_only_all_the_way_down(daemon: Daemon, write: str) -> None:
     """runc's read-only bind tests, and issue 33's finding 3: a read-only grant that holds a
-    mount point on the host must leave that submount read-only too."""
+    mount point on the host leaves that submount read-only too, or is refused with a 4xx
+    naming it."""
     grant = short_dir("ro")
     (grant / "kept.txt").write_text("host\n")
     with submount(grant / "sub"):
         before = sorted(str(p.relative_to(grant)) for p in grant.rglob("*"))
+        command = shlex.join(["python3", "-c", SYSCALLS + WRITE, str(grant), WRITES[write]])
         with daemon.client() as client:
-            outcome = probe(
-                client,
-                WRITE,
-                str(grant),
-                WRITES[write],
-                allowed_paths=[{"path": str(grant), "read_only": True}],
+            response = client.post(
+                "/v1/run",
+                json={
+                    "command": command,
+                    "allowed_paths": [{"path": str(grant), "read_only": True}],
+                },
             )
         after = sorted(str(p.relative_to(grant)) for p in grant.rglob("*"))
-    assert outcome in {"EROFS", "EPERM", "EACCES"}, f"{write}: {outcome}"
     assert (grant / "kept.txt").read_text() == "host\n" and after == before
+    if response.status_code != 200:
+        assert 400 <= response.status_code < 500, response.text
+        assert str(grant / "sub") in response.json()["error"]["message"], response.text
+        return
+    outcome = response.json()["stdout"].strip()
+    assert outcome in {"EROFS", "EPERM", "EACCES"}, f"{write}: {outcome}"

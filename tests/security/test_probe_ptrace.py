@@ -226,9 +226,14 @@ if child == 0:
     os.execv("/bin/true", ["true"])
 _, status = os.waitpid(child, 0)
 stopped = os.WIFSTOPPED(status) and os.WSTOPSIG(status) == 5
-libc.ptrace(7, child, None, None)  # PTRACE_CONT
+regs = ctypes.create_string_buffer(27 * 8)
+looked = syscall(101, 12, child, 0, regs)  # PTRACE_GETREGS, as a debugger's first look
+resumed = syscall(101, 7, child, 0, 0)  # PTRACE_CONT
+if resumed != "ok":
+    os.kill(child, 9)
 _, status = os.waitpid(child, 0)
-print("traced" if stopped and os.WIFEXITED(status) else f"not traced: {status}")
+traced = stopped and looked == resumed == "ok" and os.WIFEXITED(status)
+print("traced" if traced else f"not traced: {status} {looked} {resumed}")
 """
 
 
