@@ -85,7 +85,8 @@ def abstract_host_socket() -> Iterator[tuple[str, socket.socket]]:
 def test_a_host_programs_abstract_socket_is_unreachable(
     daemon: Daemon, abstract_host_socket: tuple[str, socket.socket]
 ) -> None:
-    """Abstract sockets have no file to deny: a sandbox reaches none of the host's."""
+    """Abstract sockets have no file to deny (CVE-2020-15257, CDK's containerd-shim-pwn:
+    the shim's abstract socket in the host's network namespace): a sandbox reaches none."""
     name, server = abstract_host_socket
     with daemon.client() as client:
         outcome = probe(client, ABSTRACT, name)

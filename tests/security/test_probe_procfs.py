@@ -2,8 +2,9 @@
 
 Probes: CDK's and deepce's kernel-knob escapes (core_pattern, modprobe, uevent_helper,
 binfmt_misc, sysrq-trigger, the cgroup v1 release_agent and notify_on_release that
-CVE-2022-0492 abused), linPEAS's and amicontained's host-information reads (kcore, kmsg,
-keys, timers, scheduler, kallsyms, firmware).
+CVE-2022-0492 abused, CDK's rewrite-cgroup-devices), linPEAS's panic knobs, and linPEAS's
+and amicontained's host-information reads (kcore, kmsg, keys and key users, timers,
+scheduler, kallsyms, firmware, debugfs, tracefs).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ KNOBS = [
     "/proc/sys/kernel/core_pattern",
     "/proc/sys/kernel/modprobe",
     "/proc/sys/kernel/hostname",
+    "/proc/sys/kernel/sysrq",
+    "/proc/sys/kernel/panic_on_oops",
+    "/proc/sys/vm/panic_on_oom",
     "/proc/sys/vm/drop_caches",
     "/proc/sys/fs/binfmt_misc/register",
     "/proc/sysrq-trigger",
@@ -28,6 +32,7 @@ KNOBS = [
     "/sys/power/state",
     "/sys/fs/cgroup/memory/memory.limit_in_bytes",
     "/sys/fs/cgroup/pids/pids.max",
+    "/sys/fs/cgroup/devices/devices.allow",
     "/sys/fs/cgroup/{controller}/release_agent",
     "/sys/fs/cgroup/{controller}/notify_on_release",
     "/sys/fs/cgroup/{controller}/cgroup.procs",
