@@ -114,3 +114,12 @@ def test_kernel_interfaces_the_profile_refuses(daemon: Daemon, call: str) -> Non
     with daemon.client() as client:
         outcome = probe(client, f"print({KERNEL_INTERFACES[call]})", **SESSION)
     assert outcome == "EPERM", f"{call}: {outcome}"
+
+
+def test_commands_belong_to_no_group_but_their_own(daemon: Daemon) -> None:
+    """deepce's user check: a supplementary group of the caller's on the host (`docker`,
+    `disk`, `sudo`) would come with its rights; a command has only its own gid."""
+    script = "print(os.getgid(), *sorted(set(os.getgroups()) - {os.getgid()}))"
+    with daemon.client() as client:
+        groups = probe(client, script, **SESSION).split()
+    assert len(groups) == 1, groups
