@@ -11,15 +11,13 @@ from __future__ import annotations
 import os
 import shlex
 import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.sandbox_probe import host_server
 from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
@@ -42,42 +40,6 @@ try:
 except OSError as exc:
     print(type(exc).__name__, exc.errno)
 """
-
-
-@contextmanager
-def host_server(path: Path, kind: int = socket.SOCK_STREAM) -> Iterator[list[bytes]]:
-    """A host socket at `path` that records what reaches it (a stand-in for a tmux server,
-    which would run what it receives as the user)."""
-    received: list[bytes] = []
-    server = socket.socket(socket.AF_UNIX, kind)
-    server.bind(str(path))
-    os.chmod(path, 0o777)
-    stop = threading.Event()
-
-    def serve() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                if kind == socket.SOCK_DGRAM:
-                    received.append(server.recv(100))
-                    continue
-                server.listen()
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with connection:
-                received.append(connection.recv(100) or b"(connected)")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield received
-    finally:
-        stop.set()
-        thread.join()
-        server.close()
 
 
 def _try(client: httpx.Client, project: Path, target: Path, how: str, **fields: Any) -> str:
