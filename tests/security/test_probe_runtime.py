@@ -20,7 +20,11 @@ SESSION = {"session": "probe-runtime"}
 
 OVERWRITE_EXES = """
 targets = {f"/proc/{pid}/exe" for pid in ["self", *map(str, outside_pids())]}
-targets |= {os.path.realpath(f"/proc/{pid}/exe") for pid in ["self", "1"]}
+for pid in ["self", "1"]:
+    try:  # PID 1's link does not even resolve for a command (it is not dumpable)
+        targets.add(os.path.realpath(f"/proc/{pid}/exe"))
+    except PermissionError:
+        pass
 for path in sorted(targets):
     print(path, opened(path, os.O_WRONLY))
 """
