@@ -270,19 +270,24 @@ class EgressProxy:
             candidates = await self._lookup(host, port)
         refused = []
         for address in candidates:
-            if self._allowlist.names_address(address):
+            if self._allowlist.names_address(address, port):
                 return address
             if is_special(address):
-                refused.append(f"{address} ({_kind(address)})")
+                kind = _kind(address)
             elif address in self._own:
-                refused.append(f"{address} (this host's own address)")
+                kind = "this host's own address"
             else:
                 return address
+            other_ports = [rule.text for rule in self._allowlist.address_rules(address)]
+            if other_ports:
+                kind += f"; {', '.join(other_ports)} names it for other ports only"
+            refused.append((address, kind))
+        example = _entry(refused[0][0] if refused else None, port)
         raise _Denied(
             403,
-            f"blocked by sandbox policy: host {host} resolves only to addresses the allowlist "
-            f"does not name: {', '.join(refused) or 'none'}; add an address entry (e.g. "
-            f"{refused[0].split(' ')[0] if refused else '10.0.0.0/8'}) to allow it on purpose",
+            f"{BLOCKED}host {host} resolves only to addresses the allowlist does not name "
+            f"with port {port}: {', '.join(f'{a} ({kind})' for a, kind in refused) or 'none'}; "
+            f"add an address entry with that port (e.g. {example}) to allow it on purpose",
         )
 
     async def _lookup(self, host: str, port: int) -> list[IPAddress]:
@@ -420,6 +425,13 @@ class EgressProxy:
 
     def _emit(self, event: EgressEvent) -> None:
         self._on_event(event)
+
+
+def _entry(address: IPAddress | None, port: int) -> str:
+    """An allowlist entry for `address` (or a private network) at `port`, as a hint."""
+    if address is None:
+        return f"10.0.0.0/8:{port}"
+    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
 def _kind(address: IPAddress) -> str:

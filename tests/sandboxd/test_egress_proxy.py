@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import anyio
 import anyio.abc
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
 from sandboxd.egress import EgressEvent, EgressProxy, EgressSettings, server_name
@@ -25,12 +26,15 @@ OWN = "151.101.0.223"
 """Stands for the host's own public address."""
 
 
-@pytest.fixture
-async def proxy_socket() -> AsyncIterator[tuple[str, list[EgressEvent]]]:
+@contextlib.asynccontextmanager
+async def _proxy(
+    entries: list[str], settings: EgressSettings
+) -> AsyncIterator[tuple[str, list[EgressEvent]]]:
+    """A proxy for `entries` on a Unix socket of its own: (its path, its audit events)."""
     events: list[EgressEvent] = []
     proxy = EgressProxy(
-        Allowlist.parse(["own.test", "web.test:*"]),
-        EgressSettings(hosts={"own.test": (OWN,)}, head_timeout_s=2),
+        Allowlist.parse(entries),
+        settings,
         own_addresses=[ipaddress.ip_address(OWN)],
         on_event=events.append,
     )
@@ -40,6 +44,13 @@ async def proxy_socket() -> AsyncIterator[tuple[str, list[EgressEvent]]]:
         tasks.start_soon(proxy.serve, listener)
         yield path, events
         tasks.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def proxy_socket() -> AsyncIterator[tuple[str, list[EgressEvent]]]:
+    settings = EgressSettings(hosts={"own.test": (OWN,)}, head_timeout_s=2)
+    async with _proxy(["own.test", "web.test:*"], settings) as served:
+        yield served
 
 
 async def _ask(path: str, request: bytes) -> str:
@@ -63,6 +74,73 @@ async def test_the_hosts_own_address_is_refused(
     assert answer.startswith("HTTP/1.1 403 Forbidden\r\n")
     assert f"{OWN} (this host's own address)" in answer
     assert events[-1].host == "own.test" and not events[-1].allowed
+
+
+@contextlib.asynccontextmanager
+async def _loopback_web() -> AsyncIterator[int]:
+    """A server on the host's loopback that answers any request head with `reached`: its
+    port."""
+
+    async def answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            with contextlib.suppress(anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+                await BufferedByteReceiveStream(stream).receive_until(b"\r\n\r\n", 1 << 20)
+                await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nreached\n")
+
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(listener.serve, answer)
+        yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        tasks.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ["web.test:*", "127.0.0.1"],  # the address entry allows 80 and 443 only
+        ["web.test:{port}", "127.0.0.1:1"],
+        ["web.test:{port}", "127.0.0.0/8"],
+        ["web.test:{port}", "127.0.0.1:443", "10.0.0.0/8:{port}"],
+    ],
+)
+async def test_a_name_reaches_a_special_address_only_on_a_port_an_address_entry_allows(
+    entries: list[str], method: str
+) -> None:
+    """The attack: an allowed name that resolves to loopback, on a port no entry naming
+    loopback allows. A real server listens there: reaching it would answer `reached`."""
+    async with _loopback_web() as port:
+        allowlist = [entry.format(port=port) for entry in entries]
+        settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)})
+        async with _proxy(allowlist, settings) as (path, events):
+            answer = await _ask(path, _request(method, f"web.test:{port}"))
+    assert answer.startswith("HTTP/1.1 403 Forbidden\r\n"), answer
+    assert (
+        f"blocked by sandbox policy: host web.test resolves only to addresses the allowlist "
+        f"does not name with port {port}: 127.0.0.1 (loopback"
+    ) in answer
+    assert f"(e.g. 127.0.0.1:{port}) to allow it on purpose" in answer
+    assert events[-1].host == "web.test" and not events[-1].allowed
+
+
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+async def test_an_address_entry_with_the_port_lets_the_name_reach_it(method: str) -> None:
+    async with _loopback_web() as port:
+        allowlist = [f"web.test:{port}", f"127.0.0.1:{port}"]
+        settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)}, head_timeout_s=1)
+        async with _proxy(allowlist, settings) as (path, events):
+            answer = await _ask(path, _request(method, f"web.test:{port}"))
+    expected = "HTTP/1.1 200 OK\r\n" if method == "GET" else "HTTP/1.1 200 Connection established"
+    assert answer.startswith(expected), answer
+    assert events[-1].address == "127.0.0.1"  # connected (a tunnel then needs TLS)
+
+
+def _request(method: str, authority: str) -> bytes:
+    """A proxy request for `authority`: absolute-form GET, or CONNECT."""
+    target = f"http://{authority}/" if method == "GET" else authority
+    return f"{method} {target} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode()
 
 
 @pytest.mark.parametrize(
