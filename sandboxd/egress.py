@@ -47,7 +47,9 @@ EGRESS_PORT = 3128
 EGRESS_SOCKET_NAME = "egress"
 """In the sandbox's control directory: the Unix socket this proxy listens on."""
 MAX_HEAD_BYTES = 16 * 1024
-"""A request line and headers longer than this are answered 431."""
+"""A request head (request line and headers, through the blank line that ends them) longer
+than this is answered 431."""
+HEAD_END = b"\r\n\r\n"
 CHUNK_BYTES = 64 * 1024
 """Per connection and direction, the most the daemon holds in flight: 128 KiB a connection,
 so egress_max_connections bounds a sandbox's share of the daemon's memory."""
@@ -197,17 +199,16 @@ class EgressProxy:
         method, host, port = "", "", 0
         try:
             with anyio.fail_after(self._settings.head_timeout_s):
-                head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD_BYTES)
+                head: bytes | None = await reader.receive_until(HEAD_END, MAX_HEAD_BYTES)
         except TimeoutError:
             await _refuse(client, 408, "the proxy waited too long for a request head")
             return
         except anyio.DelimiterNotFound:
-            await _refuse(client, 431, "the request head is too long for the sandbox's proxy")
-            return
+            head = None
         except (anyio.EndOfStream, anyio.IncompleteRead, OSError):
             return
         try:
-            method, target, headers = _parse_head(head)
+            method, target, headers = _parse_head(_within_limit(head))
             body_bytes = 0
             if method == "CONNECT":
                 host, port = _split_authority(target, default_port=None)
@@ -460,6 +461,24 @@ async def _refuse(client: anyio.abc.ByteStream, status: int, reason: str) -> Non
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         with anyio.fail_after(5):
             await client.send(head + body)
+
+
+def _within_limit(head: bytes | None) -> bytes:
+    """`head` (without its blank line; None when MAX_HEAD_BYTES came without one) if it
+    fits MAX_HEAD_BYTES. WHY measured again: receive_until stops reading once it holds
+    MAX_HEAD_BYTES, but finds the blank line in whatever its last read brought."""
+    if head is not None and len(head) + len(HEAD_END) <= MAX_HEAD_BYTES:
+        return head
+    measured = (
+        f"has no end within the {MAX_HEAD_BYTES} bytes"
+        if head is None
+        else f"is {len(head) + len(HEAD_END)} bytes, more than the {MAX_HEAD_BYTES}"
+    )
+    raise _Denied(
+        431,
+        f"{BLOCKED}the request head (request line and headers) {measured} the sandbox's proxy "
+        "takes: send fewer or shorter headers",
+    )
 
 
 def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:

@@ -16,7 +16,13 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
-from sandboxd.egress import EgressEvent, EgressProxy, EgressSettings, server_name
+from sandboxd.egress import (
+    MAX_HEAD_BYTES,
+    EgressEvent,
+    EgressProxy,
+    EgressSettings,
+    server_name,
+)
 from sandboxd.host_rules import Allowlist
 from tests.support.sandboxd_harness import short_dir
 
@@ -163,6 +169,55 @@ async def test_targets_that_are_not_host_and_port_are_refused(
 async def test_an_endless_request_head_is_cut(proxy_socket: tuple[str, list[EgressEvent]]) -> None:
     answer = await _ask(proxy_socket[0], b"GET http://web.test/ HTTP/1.1\r\n" + b"X: y\r\n" * 5000)
     assert answer.startswith("HTTP/1.1 431 ")
+
+
+def _padded_head(method: str, size: int) -> bytes:
+    """A request for other.test (not allowed) whose head, through its blank line, is `size`
+    bytes."""
+    head = _request(method, "other.test:80")[: -len(b"\r\n")] + b"X-Pad: \r\n\r\n"
+    return head[: -len(b"\r\n\r\n")] + b"a" * (size - len(head)) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+@pytest.mark.parametrize(
+    ("size", "status"),
+    [(MAX_HEAD_BYTES, "403 Forbidden"), (MAX_HEAD_BYTES + 1, "431 "), (17_000, "431 ")],
+)
+async def test_a_request_head_is_measured_through_its_blank_line(
+    proxy_socket: tuple[str, list[EgressEvent]], method: str, size: int, status: str
+) -> None:
+    """Sent at once: the whole head comes in the read that crosses the limit."""
+    path, events = proxy_socket
+    head = _padded_head(method, size)
+    assert len(head) == size
+    answer = await _ask(path, head)
+    assert answer.startswith(f"HTTP/1.1 {status}"), answer[:200]
+    if size > MAX_HEAD_BYTES:
+        assert (
+            f"blocked by sandbox policy: the request head (request line and headers) is {size} "
+            f"bytes, more than the {MAX_HEAD_BYTES} the sandbox's proxy takes: send fewer or "
+            "shorter headers"
+        ) in answer
+        assert not events[-1].allowed and events[-1].reason in answer
+
+
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+async def test_a_request_head_trickled_in_pieces_is_measured_whole(
+    proxy_socket: tuple[str, list[EgressEvent]], method: str
+) -> None:
+    """17,000 bytes in pieces of 1,000: the last piece, which holds the blank line, takes
+    the head past the limit after the proxy has read 16,000 bytes without it."""
+    head = _padded_head(method, 17_000)
+    async with await anyio.connect_unix(proxy_socket[0]) as stream:
+        for at in range(0, len(head), 1000):
+            await stream.send(head[at : at + 1000])
+            await anyio.sleep(0.01)
+        answer = b""
+        with anyio.fail_after(10), contextlib.suppress(anyio.EndOfStream):
+            while True:
+                answer += await stream.receive()
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), answer
+    assert b"is 17000 bytes, more than the 16384" in answer
 
 
 async def test_a_silent_client_is_let_go(proxy_socket: tuple[str, list[EgressEvent]]) -> None:

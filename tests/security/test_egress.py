@@ -340,6 +340,37 @@ def test_a_request_body_goes_through_and_a_chunked_one_is_refused(
     assert out.startswith("the sandbox's proxy takes a request body only with a Content-Length")
 
 
+LONG_HEAD = """
+import socket, sys, time
+port, method, how = sys.argv[1], sys.argv[2], sys.argv[3]
+authority = "web.test:" + port
+target = "http://%s/" % authority if method == "GET" else authority
+head = ("%s %s HTTP/1.1\\r\\nHost: %s\\r\\nX-Pad: " % (method, target, authority)).encode()
+head += b"a" * (17000 - len(head) - 4) + b"\\r\\n\\r\\n"
+sock = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+step = 1000 if how == "trickled" else len(head)
+for at in range(0, len(head), step):
+    sock.sendall(head[at : at + step])
+    time.sleep(0.01)
+print(len(head), sock.recv(65536).split(b"\\r\\n")[0].decode())
+"""
+
+
+@pytest.mark.parametrize("how", ["at once", "trickled"])
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+def test_a_request_head_past_16_kib_is_refused(
+    egress_daemon: Daemon, web: _Web, method: str, how: str
+) -> None:
+    """A 17,000-byte head to an allowed host, sent at once or in pieces of 1,000 bytes."""
+    command = f"python3 -c {shlex.quote(LONG_HEAD)} {web.port} {method} {shlex.quote(how)}"
+    out = _run(egress_daemon, command, _allowed(web.port), "egress")["stdout"]
+    assert out == "17000 HTTP/1.1 431 Request Header Fields Too Large\n", out
+    assert _egress_lines(egress_daemon)[-1]["reason"] == (
+        "blocked by sandbox policy: the request head (request line and headers) is 17000 "
+        "bytes, more than the 16384 the sandbox's proxy takes: send fewer or shorter headers"
+    )
+
+
 RAW = """
 import socket
 # TEST-NET-2: never routed; with no interface but loopback nothing leaves anyway.
