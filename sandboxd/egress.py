@@ -37,6 +37,7 @@ from sandboxd.host_rules import (
     normalise_host,
     parse_address,
 )
+from sandboxd.tls_hello import ACCESS_DENIED_ALERT, HANDSHAKE, UnreadableHello, server_names
 
 logger = logging.getLogger(__name__)
 
@@ -337,18 +338,16 @@ class EgressProxy:
         first = b""
         with anyio.move_on_after(self._settings.head_timeout_s):
             first = await _first_record(reader)
-        if not first.startswith(b"\x16"):
+        if first[:1] != bytes((HANDSHAKE,)):
             return (
                 "blocked by sandbox policy: a CONNECT tunnel must carry TLS (send plain HTTP "
                 "as http:// through the proxy)"
             )
-        name = server_name(first)
-        if name is _MALFORMED:
-            return f"{BLOCKED}a TLS ClientHello the proxy cannot read (split or malformed)"
-        if name is not None and normalise_host(str(name)) != host:
-            return (
-                f"{BLOCKED}TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
-            )
+        refused = _hello_refusal(first, host)
+        if refused is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await client.send(ACCESS_DENIED_ALERT)
+            return refused
         counts[0] += len(first)
         await upstream.send(first)
         return await self._relay(reader, client, upstream, counts)
@@ -447,6 +446,23 @@ def _kind(address: IPAddress) -> str:
     if address.is_private:
         return "private"
     return "not a public address"
+
+
+def _hello_refusal(record: bytes, host: str) -> str | None:
+    """Why a tunnel to `host` whose first record is `record` is refused, or None: its
+    ClientHello must name no server, or `host` alone."""
+    try:
+        names = server_names(record)
+    except UnreadableHello as unreadable:
+        return f"{BLOCKED}a TLS ClientHello the proxy cannot check: {unreadable}"
+    if len(names) > 1:
+        return (
+            f"{BLOCKED}a TLS ClientHello naming {len(names)} servers "
+            f"({', '.join(names)[:300]}): name one, the CONNECT host {host}"
+        )
+    if names and names[0] != host:
+        return f"{BLOCKED}TLS server name {names[0]!r} differs from the CONNECT host {host}"
+    return None
 
 
 async def _refuse(client: anyio.abc.ByteStream, status: int, reason: str) -> None:
@@ -583,69 +599,13 @@ def _origin_request(method: str, path: str, headers: list[tuple[str, str]]) -> b
 
 
 async def _first_record(reader: BufferedByteReceiveStream) -> bytes:
-    """The client's first bytes; when they start a TLS record, that whole record."""
+    """The client's first bytes: when they start a TLS record, that one record (what follows
+    stays in `reader`); b"" when the client sent fewer than 5 bytes before it closed."""
     try:
-        first = await reader.receive(CHUNK_BYTES)
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        header = await reader.receive_exactly(5)
+        size = int.from_bytes(header[3:5], "big")
+        if header[0] != HANDSHAKE or 5 + size > MAX_CLIENT_HELLO_BYTES:
+            return header
+        return header + await reader.receive_exactly(size)
+    except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         return b""
-    if not first.startswith(b"\x16"):
-        return first
-    try:
-        while len(first) < 5:
-            first += await reader.receive(5 - len(first))
-        wanted = 5 + int.from_bytes(first[3:5], "big")
-        if wanted > MAX_CLIENT_HELLO_BYTES:
-            return first[:5]
-        while len(first) < wanted:
-            first += await reader.receive(wanted - len(first))
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        return first
-    return first
-
-
-class _Malformed:
-    pass
-
-
-_MALFORMED = _Malformed()
-
-
-def server_name(record: bytes) -> str | _Malformed | None:
-    """The server name of a TLS record holding a whole ClientHello: None when it names
-    none, _MALFORMED when the record is not a whole, well-formed ClientHello."""
-    try:
-        if len(record) < 9 or record[0] != 0x16 or record[5] != 0x01:
-            return _MALFORMED
-        length = int.from_bytes(record[6:9], "big")
-        body = record[9:]
-        if len(body) < length or len(record) != 5 + int.from_bytes(record[3:5], "big"):
-            return _MALFORMED
-        body = body[:length]
-        at = 2 + 32  # version, random
-        at += 1 + body[at]  # session id
-        at += 2 + int.from_bytes(body[at : at + 2], "big")  # cipher suites
-        at += 1 + body[at]  # compression methods
-        if at == len(body):
-            return None
-        end = at + 2 + int.from_bytes(body[at : at + 2], "big")
-        if end != len(body):
-            return _MALFORMED
-        at += 2
-        while at < end:
-            kind = int.from_bytes(body[at : at + 2], "big")
-            size = int.from_bytes(body[at + 2 : at + 4], "big")
-            data = body[at + 4 : at + 4 + size]
-            if len(data) != size:
-                return _MALFORMED
-            if kind == 0:  # server_name: a list of (type, name)
-                if len(data) < 5 or data[2] != 0:
-                    return _MALFORMED
-                name_length = int.from_bytes(data[3:5], "big")
-                name = data[5 : 5 + name_length]
-                if len(name) != name_length:
-                    return _MALFORMED
-                return name.decode("ascii")
-            at += 4 + size
-        return None
-    except (IndexError, UnicodeDecodeError):
-        return _MALFORMED

@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import ssl
 from collections.abc import AsyncIterator
 
 import anyio
 import anyio.abc
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
-from sandboxd.egress import (
-    MAX_HEAD_BYTES,
-    EgressEvent,
-    EgressProxy,
-    EgressSettings,
-    server_name,
-)
+from sandboxd.egress import MAX_HEAD_BYTES, EgressEvent, EgressProxy, EgressSettings
 from sandboxd.host_rules import Allowlist
+from sandboxd.tls_hello import ACCESS_DENIED_ALERT
 from tests.support.sandboxd_harness import short_dir
+from tests.support.tls_hellos import (
+    client_hello,
+    split_in_two_records,
+    with_names,
+    with_second_name_extension,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -83,22 +82,24 @@ async def test_the_hosts_own_address_is_refused(
 
 
 @contextlib.asynccontextmanager
-async def _loopback_web() -> AsyncIterator[int]:
-    """A server on the host's loopback that answers any request head with `reached`: its
-    port."""
+async def _loopback_web() -> AsyncIterator[tuple[int, list[bytes]]]:
+    """A server on the host's loopback that keeps each connection's first bytes and answers
+    an HTTP request head with `reached`: (its port, what it received)."""
+    received: list[bytes] = []
 
     async def answer(stream: anyio.abc.SocketStream) -> None:
         async with stream:
-            with contextlib.suppress(anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
-                await BufferedByteReceiveStream(stream).receive_until(b"\r\n\r\n", 1 << 20)
-                await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nreached\n")
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                received.append(await stream.receive())
+                if b"\r\n\r\n" in received[-1]:
+                    await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nreached\n")
 
     async with (
         await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
         anyio.create_task_group() as tasks,
     ):
         tasks.start_soon(listener.serve, answer)
-        yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        yield listener.extra(anyio.abc.SocketAttribute.local_port), received
         tasks.cancel_scope.cancel()
 
 
@@ -117,7 +118,7 @@ async def test_a_name_reaches_a_special_address_only_on_a_port_an_address_entry_
 ) -> None:
     """The attack: an allowed name that resolves to loopback, on a port no entry naming
     loopback allows. A real server listens there: reaching it would answer `reached`."""
-    async with _loopback_web() as port:
+    async with _loopback_web() as (port, _):
         allowlist = [entry.format(port=port) for entry in entries]
         settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)})
         async with _proxy(allowlist, settings) as (path, events):
@@ -133,10 +134,9 @@ async def test_a_name_reaches_a_special_address_only_on_a_port_an_address_entry_
 
 @pytest.mark.parametrize("method", ["GET", "CONNECT"])
 async def test_an_address_entry_with_the_port_lets_the_name_reach_it(method: str) -> None:
-    async with _loopback_web() as port:
-        allowlist = [f"web.test:{port}", f"127.0.0.1:{port}"]
+    async with _loopback_web() as (port, _):
         settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)}, head_timeout_s=1)
-        async with _proxy(allowlist, settings) as (path, events):
+        async with _proxy(_web_on(port), settings) as (path, events):
             answer = await _ask(path, _request(method, f"web.test:{port}"))
     expected = "HTTP/1.1 200 OK\r\n" if method == "GET" else "HTTP/1.1 200 Connection established"
     assert answer.startswith(expected), answer
@@ -225,24 +225,61 @@ async def test_a_silent_client_is_let_go(proxy_socket: tuple[str, list[EgressEve
     assert answer.startswith("HTTP/1.1 408 ")
 
 
-def _client_hello(name: str | None) -> bytes:
-    """A real ClientHello from Python's TLS, made in memory."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    context = ssl.create_default_context()
-    if name is None:
-        context.check_hostname = False
-    tls = context.wrap_bio(incoming, outgoing, server_hostname=name)
-    with pytest.raises(ssl.SSLWantReadError):
-        tls.do_handshake()
-    return outgoing.read()
+def _web_on(port: int) -> list[str]:
+    """The allowlist of web.test on `port`, which resolves to loopback, named on purpose."""
+    return [f"web.test:{port}", f"127.0.0.1:{port}"]
 
 
-def test_the_server_name_is_read_from_a_real_client_hello() -> None:
-    assert server_name(_client_hello("web.test")) == "web.test"
-    assert server_name(_client_hello(None)) is None
-    hello = _client_hello("web.test")
-    assert not isinstance(server_name(hello[:-1]), str | None)  # cut: not readable
-    assert not isinstance(server_name(b"\x16\x03\x01\x00\x02\x01\x00"), str | None)
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        (
+            with_names(b"web.test", b"evil.test"),
+            "a TLS ClientHello naming 2 servers (web.test, evil.test): name one, the CONNECT "
+            "host web.test",
+        ),
+        (with_names(b"web.test", b"web.test"), "a TLS ClientHello naming 2 servers"),
+        (
+            with_second_name_extension(b"evil.test"),
+            "a TLS ClientHello the proxy cannot check: it carries two server_name extensions",
+        ),
+        (
+            b"".join(split_in_two_records(client_hello("evil.test"))),
+            "a TLS ClientHello the proxy cannot check: the ClientHello is split across TLS "
+            "records: send it in one record (16 KiB)",
+        ),
+        (with_names(b" web.test"), "its server name b' web.test' is not a host name"),
+        (with_names(b"[web.test]"), "its server name b'[web.test]' is not a host name"),
+        (client_hello("evil.test"), "TLS server name 'evil.test' differs from the CONNECT host"),
+    ],
+)
+async def test_a_tunnel_whose_hello_could_name_another_server_is_refused(
+    first: bytes, says: str
+) -> None:
+    """The attack: a CONNECT to an allowed host whose ClientHello names another server to a
+    server that reads it another way. Nothing reaches the (real, loopback) server, and the
+    client's TLS reads an access_denied alert."""
+    async with _loopback_web() as (port, received):
+        settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)})
+        async with _proxy(_web_on(port), settings) as (path, events):
+            connect = f"CONNECT web.test:{port} HTTP/1.1\r\n\r\n".encode()
+            answer = await _ask(path, connect + first)
+    assert received == []
+    assert answer.encode() == b"HTTP/1.1 200 Connection established\r\n\r\n" + ACCESS_DENIED_ALERT
+    (event,) = events
+    assert not event.allowed and event.reason.startswith("blocked by sandbox policy: ")
+    assert says in event.reason
+
+
+@pytest.mark.parametrize("name", [b"web.test", b"WEB.test.", None])
+async def test_a_hello_naming_the_connect_host_or_none_reaches_it(name: bytes | None) -> None:
+    hello = client_hello(None) if name is None else with_names(name)
+    async with _loopback_web() as (port, received):
+        settings = EgressSettings(hosts={"web.test": ("127.0.0.1",)})
+        async with _proxy(_web_on(port), settings) as (path, events):
+            answer = await _ask(path, f"CONNECT web.test:{port} HTTP/1.1\r\n\r\n".encode() + hello)
+    assert answer == "HTTP/1.1 200 Connection established\r\n\r\n"
+    assert received == [hello] and events[-1].allowed
 
 
 async def test_a_silent_tunnel_is_cut_and_still_counted_as_allowed() -> None:
@@ -254,7 +291,7 @@ async def test_a_silent_tunnel_is_cut_and_still_counted_as_allowed() -> None:
         on_event=events.append,
     )
     path = str(short_dir("egress") / "egress")
-    hello = _client_hello(None)
+    hello = client_hello(None)
     async with (
         await anyio.create_tcp_listener(local_host="127.0.0.1") as silent,
         await anyio.create_unix_listener(path) as listener,

@@ -23,6 +23,7 @@ import pytest
 
 from logos import ExecOptions
 from sandboxd.runner import SandboxRunner
+from sandboxd.tls_hello import ACCESS_DENIED_ALERT
 from tests.support.browser import css, text_appears
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.local_http import LocalHTTPServer
@@ -30,6 +31,7 @@ from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, running_daemon
 from tests.support.serve_harness import read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
+from tests.support.tls_hellos import with_names, with_second_name_extension
 from tests.support.view_harness import viewing
 
 pytestmark = pytest.mark.docker
@@ -268,7 +270,9 @@ print(sock.recv(4096).split(b"\\r\\n")[0].decode())
 context = ssl.create_default_context()
 try:
     context.wrap_socket(sock, server_hostname=sys.argv[2])
-except (OSError, ssl.SSLError) as exc:
+except ssl.SSLError as exc:
+    print(exc.reason if exc.reason == "TLSV1_ALERT_ACCESS_DENIED" else "handshake failed")
+except OSError:
     print("handshake failed")
 """
 
@@ -279,7 +283,8 @@ def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: 
         hosts = _allowed(recorder.port)
         command = f"python3 -c {shlex.quote(SNI)} {recorder.port} {sni}"
         out = _run(egress_daemon, command, hosts, "egress")["stdout"]
-    assert out.splitlines() == ["HTTP/1.1 200 Connection established", "handshake failed"]
+    failed = "handshake failed" if sni == "web.test" else "TLSV1_ALERT_ACCESS_DENIED"
+    assert out.splitlines() == ["HTTP/1.1 200 Connection established", failed]
     if sni == "web.test":  # the ClientHello reached the server (which speaks no TLS)
         assert len(recorder.received) == 1 and recorder.received[0].startswith(b"\x16\x03")
     else:
@@ -289,6 +294,50 @@ def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: 
             "blocked by sandbox policy: TLS server name 'evil.test' differs from the CONNECT "
             "host web.test"
         )
+
+
+CRAFTED_HELLO = """
+import socket, sys
+sock = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+sock.sendall(("CONNECT web.test:%s HTTP/1.1\\r\\n\\r\\n" % sys.argv[1]).encode())
+print(sock.recv(4096).split(b"\\r\\n")[0].decode())
+sock.sendall(bytes.fromhex(sys.argv[2]))
+print(sock.recv(4096).hex() or "closed")
+"""
+
+
+@pytest.mark.parametrize(
+    ("hello", "says"),
+    [
+        (
+            with_names(b"web.test", b"evil.test"),
+            "a TLS ClientHello naming 2 servers (web.test, evil.test): name one, the CONNECT "
+            "host web.test",
+        ),
+        (
+            with_second_name_extension(b"evil.test"),
+            "a TLS ClientHello the proxy cannot check: it carries two server_name extensions",
+        ),
+        (
+            with_names(b"[web.test]"),
+            "a TLS ClientHello the proxy cannot check: its server name b'[web.test]' is not a "
+            "host name",
+        ),
+    ],
+)
+def test_every_server_name_of_a_tls_hello_is_checked(
+    egress_daemon: Daemon, hello: bytes, says: str
+) -> None:
+    """A ClientHello built to name the allowed host first (or only to a lenient reader), and
+    another server to one that reads the rest: nothing reaches the server, the client reads
+    an access_denied alert."""
+    with _Recorder() as recorder:
+        command = f"python3 -c {shlex.quote(CRAFTED_HELLO)} {recorder.port} {hello.hex()}"
+        out = _run(egress_daemon, command, _allowed(recorder.port), "egress")["stdout"]
+    assert recorder.received in ([], [b""]), recorder.received
+    alert = ACCESS_DENIED_ALERT.hex()
+    assert out.splitlines() == ["HTTP/1.1 200 Connection established", alert]
+    assert _egress_lines(egress_daemon)[-1]["reason"] == "blocked by sandbox policy: " + says
 
 
 SMUGGLE = """
