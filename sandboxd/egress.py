@@ -280,9 +280,10 @@ class EgressProxy:
                 kind = "this host's own address"
             else:
                 return address
-            other_ports = [rule.text for rule in self._allowlist.address_rules(address)]
-            if other_ports:
-                kind += f"; {', '.join(other_ports)} names it for other ports only"
+            for rule in self._allowlist.address_rules(address):
+                ports = sorted(rule.ports or ())
+                kind += f"; entry {rule.text} allows it on port{'s' * (len(ports) > 1)} "
+                kind += f"{' and '.join(map(str, ports))} only"
             refused.append((address, kind))
         example = _entry(refused[0][0] if refused else None, port)
         raise _Denied(

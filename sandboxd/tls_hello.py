@@ -93,7 +93,9 @@ def server_names(record: bytes) -> tuple[str, ...]:
         kind = extensions.number(2)
         data = extensions.vector(2)
         if kind in seen:
-            what = "server_name extensions" if kind == _SERVER_NAME else f"extensions {kind}"
+            what = (
+                "server_name extensions" if kind == _SERVER_NAME else f"extensions of type {kind}"
+            )
             raise UnreadableHello(f"it carries two {what}")
         seen.add(kind)
         if kind == _SERVER_NAME:

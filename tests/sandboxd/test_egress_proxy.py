@@ -105,16 +105,16 @@ async def _loopback_web() -> AsyncIterator[tuple[int, list[bytes]]]:
 
 @pytest.mark.parametrize("method", ["GET", "CONNECT"])
 @pytest.mark.parametrize(
-    "entries",
+    ("entries", "explains"),
     [
-        ["web.test:*", "127.0.0.1"],  # the address entry allows 80 and 443 only
-        ["web.test:{port}", "127.0.0.1:1"],
-        ["web.test:{port}", "127.0.0.0/8"],
-        ["web.test:{port}", "127.0.0.1:443", "10.0.0.0/8:{port}"],
+        (["web.test:*", "127.0.0.1"], "; entry 127.0.0.1 allows it on ports 80 and 443 only)"),
+        (["web.test:{port}", "127.0.0.1:1"], "; entry 127.0.0.1:1 allows it on port 1 only)"),
+        (["web.test:{port}", "127.0.0.0/8"], "; entry 127.0.0.0/8 allows it on ports 80 and"),
+        (["web.test:{port}", "127.0.0.1:443", "10.0.0.0/8:{port}"], "(loopback; entry"),
     ],
 )
 async def test_a_name_reaches_a_special_address_only_on_a_port_an_address_entry_allows(
-    entries: list[str], method: str
+    entries: list[str], explains: str, method: str
 ) -> None:
     """The attack: an allowed name that resolves to loopback, on a port no entry naming
     loopback allows. A real server listens there: reaching it would answer `reached`."""
@@ -128,6 +128,7 @@ async def test_a_name_reaches_a_special_address_only_on_a_port_an_address_entry_
         f"blocked by sandbox policy: host web.test resolves only to addresses the allowlist "
         f"does not name with port {port}: 127.0.0.1 (loopback"
     ) in answer
+    assert explains in answer
     assert f"(e.g. 127.0.0.1:{port}) to allow it on purpose" in answer
     assert events[-1].host == "web.test" and not events[-1].allowed
 
