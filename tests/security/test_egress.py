@@ -333,11 +333,13 @@ def test_every_server_name_of_a_tls_hello_is_checked(
     an access_denied alert."""
     with _Recorder() as recorder:
         command = f"python3 -c {shlex.quote(CRAFTED_HELLO)} {recorder.port} {hello.hex()}"
-        out = _run(egress_daemon, command, _allowed(recorder.port), "egress")["stdout"]
+        ran = _run(egress_daemon, command, _allowed(recorder.port), "egress")
     assert recorder.received in ([], [b""]), recorder.received
     alert = ACCESS_DENIED_ALERT.hex()
-    assert out.splitlines() == ["HTTP/1.1 200 Connection established", alert]
-    assert _egress_lines(egress_daemon)[-1]["reason"] == "blocked by sandbox policy: " + says
+    assert ran["stdout"].splitlines() == ["HTTP/1.1 200 Connection established", alert]
+    reason = "blocked by sandbox policy: " + says
+    assert _egress_lines(egress_daemon)[-1]["reason"] == reason
+    assert ran["blocked"] == [f"web.test:{recorder.port}: {reason}"]  # what the model reads
 
 
 SMUGGLE = """
@@ -412,12 +414,14 @@ def test_a_request_head_past_16_kib_is_refused(
 ) -> None:
     """A 17,000-byte head to an allowed host, sent at once or in pieces of 1,000 bytes."""
     command = f"python3 -c {shlex.quote(LONG_HEAD)} {web.port} {method} {shlex.quote(how)}"
-    out = _run(egress_daemon, command, _allowed(web.port), "egress")["stdout"]
-    assert out == "17000 HTTP/1.1 431 Request Header Fields Too Large\n", out
-    assert _egress_lines(egress_daemon)[-1]["reason"] == (
+    ran = _run(egress_daemon, command, _allowed(web.port), "egress")
+    assert ran["stdout"] == "17000 HTTP/1.1 431 Request Header Fields Too Large\n", ran
+    reason = (
         "blocked by sandbox policy: the request head (request line and headers) is 17000 "
         "bytes, more than the 16384 the sandbox's proxy takes: send fewer or shorter headers"
     )
+    assert _egress_lines(egress_daemon)[-1]["reason"] == reason
+    assert ran["blocked"] == [f"(no target): {reason}"]
 
 
 RAW = """
