@@ -140,7 +140,9 @@ async def run(plan: Plan) -> Section:
         _server(gateway, plan.egress_download_bytes) as port,
         running_daemon(plan.image, config) as daemon,
     ):
-        proxied_options = ExecOptions(allowed_hosts=(f"{HOST}:{port}", gateway), timeout_s=600)
+        proxied_options = ExecOptions(
+            allowed_hosts=(f"{HOST}:{port}", f"{gateway}:{port}"), timeout_s=600
+        )
         direct_options = ExecOptions(timeout_s=600)
         urls = {PROXY: f"http://{HOST}:{port}", DIRECT: f"http://{gateway}:{port}"}
         session = uuid.uuid4().hex[:8]

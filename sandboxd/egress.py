@@ -37,6 +37,7 @@ from sandboxd.host_rules import (
     normalise_host,
     parse_address,
 )
+from sandboxd.tls_hello import ACCESS_DENIED_ALERT, HANDSHAKE, UnreadableHello, server_names
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ EGRESS_PORT = 3128
 EGRESS_SOCKET_NAME = "egress"
 """In the sandbox's control directory: the Unix socket this proxy listens on."""
 MAX_HEAD_BYTES = 16 * 1024
-"""A request line and headers longer than this are answered 431."""
+"""A request head (request line and headers, through the blank line that ends them) longer
+than this is answered 431."""
+HEAD_END = b"\r\n\r\n"
 CHUNK_BYTES = 64 * 1024
 """Per connection and direction, the most the daemon holds in flight: 128 KiB a connection,
 so egress_max_connections bounds a sandbox's share of the daemon's memory."""
@@ -197,17 +200,16 @@ class EgressProxy:
         method, host, port = "", "", 0
         try:
             with anyio.fail_after(self._settings.head_timeout_s):
-                head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD_BYTES)
+                head: bytes | None = await reader.receive_until(HEAD_END, MAX_HEAD_BYTES)
         except TimeoutError:
             await _refuse(client, 408, "the proxy waited too long for a request head")
             return
         except anyio.DelimiterNotFound:
-            await _refuse(client, 431, "the request head is too long for the sandbox's proxy")
-            return
+            head = None
         except (anyio.EndOfStream, anyio.IncompleteRead, OSError):
             return
         try:
-            method, target, headers = _parse_head(head)
+            method, target, headers = _parse_head(_within_limit(head))
             body_bytes = 0
             if method == "CONNECT":
                 host, port = _split_authority(target, default_port=None)
@@ -270,19 +272,25 @@ class EgressProxy:
             candidates = await self._lookup(host, port)
         refused = []
         for address in candidates:
-            if self._allowlist.names_address(address):
+            if self._allowlist.names_address(address, port):
                 return address
             if is_special(address):
-                refused.append(f"{address} ({_kind(address)})")
+                kind = _kind(address)
             elif address in self._own:
-                refused.append(f"{address} (this host's own address)")
+                kind = "this host's own address"
             else:
                 return address
+            for rule in self._allowlist.address_rules(address):
+                ports = sorted(rule.ports or ())
+                kind += f"; entry {rule.text} allows it on port{'s' * (len(ports) > 1)} "
+                kind += f"{' and '.join(map(str, ports))} only"
+            refused.append((address, kind))
+        example = _entry(refused[0][0] if refused else None, port)
         raise _Denied(
             403,
-            f"blocked by sandbox policy: host {host} resolves only to addresses the allowlist "
-            f"does not name: {', '.join(refused) or 'none'}; add an address entry (e.g. "
-            f"{refused[0].split(' ')[0] if refused else '10.0.0.0/8'}) to allow it on purpose",
+            f"{BLOCKED}host {host} resolves only to addresses the allowlist does not name "
+            f"with port {port}: {', '.join(f'{a} ({kind})' for a, kind in refused) or 'none'}; "
+            f"add an address entry with that port (e.g. {example}) to allow it on purpose",
         )
 
     async def _lookup(self, host: str, port: int) -> list[IPAddress]:
@@ -331,18 +339,16 @@ class EgressProxy:
         first = b""
         with anyio.move_on_after(self._settings.head_timeout_s):
             first = await _first_record(reader)
-        if not first.startswith(b"\x16"):
+        if first[:1] != bytes((HANDSHAKE,)):
             return (
                 "blocked by sandbox policy: a CONNECT tunnel must carry TLS (send plain HTTP "
                 "as http:// through the proxy)"
             )
-        name = server_name(first)
-        if name is _MALFORMED:
-            return f"{BLOCKED}a TLS ClientHello the proxy cannot read (split or malformed)"
-        if name is not None and normalise_host(str(name)) != host:
-            return (
-                f"{BLOCKED}TLS server name {str(name)[:253]!r} differs from the CONNECT host {host}"
-            )
+        refused = _hello_refusal(first, host)
+        if refused is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await client.send(ACCESS_DENIED_ALERT)
+            return refused
         counts[0] += len(first)
         await upstream.send(first)
         return await self._relay(reader, client, upstream, counts)
@@ -422,6 +428,13 @@ class EgressProxy:
         self._on_event(event)
 
 
+def _entry(address: IPAddress | None, port: int) -> str:
+    """An allowlist entry for `address` (or a private network) at `port`, as a hint."""
+    if address is None:
+        return f"10.0.0.0/8:{port}"
+    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+
+
 def _kind(address: IPAddress) -> str:
     if address.is_loopback:
         return "loopback"
@@ -436,6 +449,23 @@ def _kind(address: IPAddress) -> str:
     return "not a public address"
 
 
+def _hello_refusal(record: bytes, host: str) -> str | None:
+    """Why a tunnel to `host` whose first record is `record` is refused, or None: its
+    ClientHello must name no server, or `host` alone."""
+    try:
+        names = server_names(record)
+    except UnreadableHello as unreadable:
+        return f"{BLOCKED}a TLS ClientHello the proxy cannot check: {unreadable}"
+    if len(names) > 1:
+        return (
+            f"{BLOCKED}a TLS ClientHello naming {len(names)} servers "
+            f"({', '.join(names)[:300]}): name one, the CONNECT host {host}"
+        )
+    if names and names[0] != host:
+        return f"{BLOCKED}TLS server name {names[0]!r} differs from the CONNECT host {host}"
+    return None
+
+
 async def _refuse(client: anyio.abc.ByteStream, status: int, reason: str) -> None:
     body = (reason + "\n").encode()
     head = (
@@ -448,6 +478,24 @@ async def _refuse(client: anyio.abc.ByteStream, status: int, reason: str) -> Non
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         with anyio.fail_after(5):
             await client.send(head + body)
+
+
+def _within_limit(head: bytes | None) -> bytes:
+    """`head` (without its blank line; None when MAX_HEAD_BYTES came without one) if it
+    fits MAX_HEAD_BYTES. WHY measured again: receive_until stops reading once it holds
+    MAX_HEAD_BYTES, but finds the blank line in whatever its last read brought."""
+    if head is not None and len(head) + len(HEAD_END) <= MAX_HEAD_BYTES:
+        return head
+    measured = (
+        f"has no end within the {MAX_HEAD_BYTES} bytes"
+        if head is None
+        else f"is {len(head) + len(HEAD_END)} bytes, more than the {MAX_HEAD_BYTES}"
+    )
+    raise _Denied(
+        431,
+        f"{BLOCKED}the request head (request line and headers) {measured} the sandbox's proxy "
+        "takes: send fewer or shorter headers",
+    )
 
 
 def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
@@ -552,69 +600,13 @@ def _origin_request(method: str, path: str, headers: list[tuple[str, str]]) -> b
 
 
 async def _first_record(reader: BufferedByteReceiveStream) -> bytes:
-    """The client's first bytes; when they start a TLS record, that whole record."""
+    """The client's first bytes: when they start a TLS record, that one record (what follows
+    stays in `reader`); b"" when the client sent fewer than 5 bytes before it closed."""
     try:
-        first = await reader.receive(CHUNK_BYTES)
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        header = await reader.receive_exactly(5)
+        size = int.from_bytes(header[3:5], "big")
+        if header[0] != HANDSHAKE or 5 + size > MAX_CLIENT_HELLO_BYTES:
+            return header
+        return header + await reader.receive_exactly(size)
+    except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         return b""
-    if not first.startswith(b"\x16"):
-        return first
-    try:
-        while len(first) < 5:
-            first += await reader.receive(5 - len(first))
-        wanted = 5 + int.from_bytes(first[3:5], "big")
-        if wanted > MAX_CLIENT_HELLO_BYTES:
-            return first[:5]
-        while len(first) < wanted:
-            first += await reader.receive(wanted - len(first))
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        return first
-    return first
-
-
-class _Malformed:
-    pass
-
-
-_MALFORMED = _Malformed()
-
-
-def server_name(record: bytes) -> str | _Malformed | None:
-    """The server name of a TLS record holding a whole ClientHello: None when it names
-    none, _MALFORMED when the record is not a whole, well-formed ClientHello."""
-    try:
-        if len(record) < 9 or record[0] != 0x16 or record[5] != 0x01:
-            return _MALFORMED
-        length = int.from_bytes(record[6:9], "big")
-        body = record[9:]
-        if len(body) < length or len(record) != 5 + int.from_bytes(record[3:5], "big"):
-            return _MALFORMED
-        body = body[:length]
-        at = 2 + 32  # version, random
-        at += 1 + body[at]  # session id
-        at += 2 + int.from_bytes(body[at : at + 2], "big")  # cipher suites
-        at += 1 + body[at]  # compression methods
-        if at == len(body):
-            return None
-        end = at + 2 + int.from_bytes(body[at : at + 2], "big")
-        if end != len(body):
-            return _MALFORMED
-        at += 2
-        while at < end:
-            kind = int.from_bytes(body[at : at + 2], "big")
-            size = int.from_bytes(body[at + 2 : at + 4], "big")
-            data = body[at + 4 : at + 4 + size]
-            if len(data) != size:
-                return _MALFORMED
-            if kind == 0:  # server_name: a list of (type, name)
-                if len(data) < 5 or data[2] != 0:
-                    return _MALFORMED
-                name_length = int.from_bytes(data[3:5], "big")
-                name = data[5 : 5 + name_length]
-                if len(name) != name_length:
-                    return _MALFORMED
-                return name.decode("ascii")
-            at += 4 + size
-        return None
-    except (IndexError, UnicodeDecodeError):
-        return _MALFORMED

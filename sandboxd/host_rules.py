@@ -8,7 +8,10 @@ An entry is one of:
   such an address, and names that resolve into it.
 
 each optionally followed by `:PORT` or `:*` (any port). Without a port an entry allows 80
-and 443 only: a registry or an API, not every service a host runs.
+and 443 only: a registry or an API, not every service a host runs. Every entry's port is
+enforced: a connection needs one entry that covers both its target and its port, and a name
+that resolves to a special address also needs an address entry that covers that address
+with that port.
 
 WHY addresses are separate from names: a name that resolves to a loopback, link-local,
 private, multicast or unspecified address, or to one of the host's own, is refused unless an
@@ -96,9 +99,17 @@ class Allowlist:
         """Whether the target as written (before any resolution) is allowed."""
         return any(rule.matches(host, port) for rule in self.rules)
 
-    def names_address(self, address: IPAddress) -> bool:
-        """Whether an address entry covers `address` (any port: the target was checked)."""
-        return any(rule.network is not None and address in rule.network for rule in self.rules)
+    def address_rules(self, address: IPAddress) -> tuple[HostRule, ...]:
+        """The address entries whose network holds `address`, whatever their ports."""
+        return tuple(
+            rule for rule in self.rules if rule.network is not None and address in rule.network
+        )
+
+    def names_address(self, address: IPAddress, port: int) -> bool:
+        """Whether an address entry covers `address` with `port`. WHY the port too: an
+        entry `10.0.0.5:443` opens that address's HTTPS, not its every service to whichever
+        allowed name resolves there."""
+        return any(rule.allows_port(port) for rule in self.address_rules(address))
 
 
 def normalise_host(host: str) -> str:

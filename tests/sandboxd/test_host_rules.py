@@ -66,9 +66,32 @@ def test_address_entries_cover_literals_and_name_their_addresses() -> None:
     assert allowlist.allows("10.9.8.7", 443) and not allowlist.allows("11.0.0.1", 443)
     assert allowlist.allows("fd00::5", 8080) and not allowlist.allows("fd00::5", 443)
     assert allowlist.allows("::ffff:10.0.0.1", 80)  # an IPv4-mapped literal is its IPv4 address
-    assert allowlist.names_address(ipaddress.ip_address("10.1.1.1"))
-    assert not allowlist.names_address(ipaddress.ip_address("127.0.0.1"))
+    assert allowlist.names_address(ipaddress.ip_address("10.1.1.1"), 443)
+    assert not allowlist.names_address(ipaddress.ip_address("127.0.0.1"), 443)
     assert not allowlist.allows("internal.corp", 443)  # addresses never match a name
+
+
+@pytest.mark.parametrize(
+    ("entries", "port"),
+    [
+        (["example.test:*", "10.0.0.5"], 22),
+        (["example.test:*", "10.0.0.0/8:443"], 8080),
+        (["example.test:443", "10.0.0.0/8:22"], 443),
+        (["example.test", "[fd00::5]:8080"], 443),
+    ],
+)
+def test_an_address_entry_names_its_addresses_only_on_its_ports(
+    entries: list[str], port: int
+) -> None:
+    """A name the allowlist allows on `port` resolves into an address entry for other ports:
+    that entry does not open `port` of its addresses."""
+    allowlist = Allowlist.parse(entries)
+    address = ipaddress.ip_address(
+        "fd00::5" if any("fd00" in entry for entry in entries) else "10.0.0.5"
+    )
+    assert allowlist.allows("example.test", port)
+    assert not allowlist.names_address(address, port)
+    assert allowlist.address_rules(address) == (allowlist.rules[1],)
 
 
 @pytest.mark.parametrize(

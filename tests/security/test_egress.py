@@ -23,6 +23,7 @@ import pytest
 
 from logos import ExecOptions
 from sandboxd.runner import SandboxRunner
+from sandboxd.tls_hello import ACCESS_DENIED_ALERT
 from tests.support.browser import css, text_appears
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.local_http import LocalHTTPServer
@@ -30,6 +31,7 @@ from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, running_daemon
 from tests.support.serve_harness import read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
+from tests.support.tls_hellos import with_names, with_second_name_extension
 from tests.support.view_harness import viewing
 
 pytestmark = pytest.mark.docker
@@ -134,6 +136,12 @@ def egress_daemon(docker_client: Any) -> Iterator[Daemon]:
         yield daemon
 
 
+def _allowed(port: int) -> list[str]:
+    """web.test on `port`, and its loopback address on that port (special: named on
+    purpose)."""
+    return [f"web.test:{port}", f"127.0.0.1:{port}"]
+
+
 def _run(daemon: Daemon, command: str, hosts: list[str], session: str) -> dict[str, Any]:
     with daemon.client() as client:
         response = client.post(
@@ -163,7 +171,7 @@ def _egress_lines(daemon: Daemon) -> list[dict[str, Any]]:
 
 
 def test_an_allowed_name_is_reached_and_audited(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     out = _curl(egress_daemon, f"http://web.test:{web.port}/", hosts)
     assert out == "200hello from web.test\n"
     allowed = [line for line in _egress_lines(egress_daemon) if line["allowed"]]
@@ -208,14 +216,36 @@ def test_an_allowed_name_pointed_at_a_special_address_is_refused(
     assert kind in out
 
 
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ["web.test:*", "127.0.0.1"],  # the address entry allows 80 and 443 only
+        ["web.test:{port}", "127.0.0.1:1"],
+        ["web.test:{port}", "127.0.0.0/8:443", "10.0.0.0/8:{port}"],
+    ],
+)
+def test_an_address_entry_opens_only_its_ports_to_names_that_resolve_into_it(
+    egress_daemon: Daemon, web: _Web, entries: list[str]
+) -> None:
+    """Every entry's port holds: a name allowed on the port resolves to loopback, which the
+    list names only for other ports."""
+    hosts = [entry.format(port=web.port) for entry in entries]
+    out = _curl(egress_daemon, f"http://web.test:{web.port}/", hosts)
+    assert out.startswith(
+        "403blocked by sandbox policy: host web.test resolves only to addresses the allowlist "
+        f"does not name with port {web.port}: 127.0.0.1 (loopback; "
+    ), out
+    assert f"(e.g. 127.0.0.1:{web.port}) to allow it on purpose" in out
+
+
 def test_a_wildcard_allows_names_below_it(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = [f"*.web.test:{web.port}", "127.0.0.1"]
+    hosts = [f"*.web.test:{web.port}", f"127.0.0.1:{web.port}"]
     assert _curl(egress_daemon, f"http://api.web.test:{web.port}/", hosts).startswith("200")
     assert _curl(egress_daemon, f"http://web.test:{web.port}/", hosts).startswith("403")
 
 
 def test_a_redirect_to_a_host_not_allowed_is_not_followed(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     command = f"curl -sS -L --max-time 20 http://web.test:{web.port}/redirect"
     out = _run(egress_daemon, command, hosts, "egress")["stdout"]
     assert out.startswith("blocked by sandbox policy: host other.test"), out
@@ -224,7 +254,7 @@ def test_a_redirect_to_a_host_not_allowed_is_not_followed(egress_daemon: Daemon,
 def test_a_host_header_that_differs_from_the_target_is_refused(
     egress_daemon: Daemon, web: _Web
 ) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/"
     command = f"curl -sS --max-time 20 -H 'Host: other.test:{web.port}' {url}"
     out = _run(egress_daemon, command, hosts, "egress")["stdout"]
@@ -240,7 +270,9 @@ print(sock.recv(4096).split(b"\\r\\n")[0].decode())
 context = ssl.create_default_context()
 try:
     context.wrap_socket(sock, server_hostname=sys.argv[2])
-except (OSError, ssl.SSLError) as exc:
+except ssl.SSLError as exc:
+    print(exc.reason if exc.reason == "TLSV1_ALERT_ACCESS_DENIED" else "handshake failed")
+except OSError:
     print("handshake failed")
 """
 
@@ -248,10 +280,11 @@ except (OSError, ssl.SSLError) as exc:
 @pytest.mark.parametrize("sni", ["evil.test", "web.test"])
 def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: str) -> None:
     with _Recorder() as recorder:
-        hosts = [f"web.test:{recorder.port}", "127.0.0.1"]
+        hosts = _allowed(recorder.port)
         command = f"python3 -c {shlex.quote(SNI)} {recorder.port} {sni}"
         out = _run(egress_daemon, command, hosts, "egress")["stdout"]
-    assert out.splitlines() == ["HTTP/1.1 200 Connection established", "handshake failed"]
+    failed = "handshake failed" if sni == "web.test" else "TLSV1_ALERT_ACCESS_DENIED"
+    assert out.splitlines() == ["HTTP/1.1 200 Connection established", failed]
     if sni == "web.test":  # the ClientHello reached the server (which speaks no TLS)
         assert len(recorder.received) == 1 and recorder.received[0].startswith(b"\x16\x03")
     else:
@@ -261,6 +294,52 @@ def test_a_tls_server_name_must_be_the_connect_host(egress_daemon: Daemon, sni: 
             "blocked by sandbox policy: TLS server name 'evil.test' differs from the CONNECT "
             "host web.test"
         )
+
+
+CRAFTED_HELLO = """
+import socket, sys
+sock = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+sock.sendall(("CONNECT web.test:%s HTTP/1.1\\r\\n\\r\\n" % sys.argv[1]).encode())
+print(sock.recv(4096).split(b"\\r\\n")[0].decode())
+sock.sendall(bytes.fromhex(sys.argv[2]))
+print(sock.recv(4096).hex() or "closed")
+"""
+
+
+@pytest.mark.parametrize(
+    ("hello", "says"),
+    [
+        (
+            with_names(b"web.test", b"evil.test"),
+            "a TLS ClientHello naming 2 servers (web.test, evil.test): name one, the CONNECT "
+            "host web.test",
+        ),
+        (
+            with_second_name_extension(b"evil.test"),
+            "a TLS ClientHello the proxy cannot check: it carries two server_name extensions",
+        ),
+        (
+            with_names(b"[web.test]"),
+            "a TLS ClientHello the proxy cannot check: its server name b'[web.test]' is not a "
+            "host name",
+        ),
+    ],
+)
+def test_every_server_name_of_a_tls_hello_is_checked(
+    egress_daemon: Daemon, hello: bytes, says: str
+) -> None:
+    """A ClientHello built to name the allowed host first (or only to a lenient reader), and
+    another server to one that reads the rest: nothing reaches the server, the client reads
+    an access_denied alert."""
+    with _Recorder() as recorder:
+        command = f"python3 -c {shlex.quote(CRAFTED_HELLO)} {recorder.port} {hello.hex()}"
+        ran = _run(egress_daemon, command, _allowed(recorder.port), "egress")
+    assert recorder.received in ([], [b""]), recorder.received
+    alert = ACCESS_DENIED_ALERT.hex()
+    assert ran["stdout"].splitlines() == ["HTTP/1.1 200 Connection established", alert]
+    reason = "blocked by sandbox policy: " + says
+    assert _egress_lines(egress_daemon)[-1]["reason"] == reason
+    assert ran["blocked"] == [f"web.test:{recorder.port}: {reason}"]  # what the model reads
 
 
 SMUGGLE = """
@@ -287,7 +366,7 @@ def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon,
     """Plain HTTP inside a CONNECT tunnel, or a second request pipelined after an allowed
     one, would reach another virtual host of the allowed address unchecked."""
     with _Recorder() as recorder:
-        hosts = [f"web.test:{recorder.port}", "127.0.0.1"]
+        hosts = _allowed(recorder.port)
         command = f"python3 -c {shlex.quote(SMUGGLE)} {recorder.port} {how}"
         answered = _run(egress_daemon, command, hosts, "egress")["stdout"].splitlines()
     assert all(b"evil.test" not in got for got in recorder.received), recorder.received
@@ -303,13 +382,46 @@ def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon,
 def test_a_request_body_goes_through_and_a_chunked_one_is_refused(
     egress_daemon: Daemon, web: _Web
 ) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/"
     posted = f"curl -sS --noproxy '' --max-time 20 -d 'a body' {url}"
     assert _run(egress_daemon, posted, hosts, "egress")["stdout"] == "a body"
     command = f"curl -sS --noproxy '' --max-time 20 -H 'Transfer-Encoding: chunked' -d x {url}"
     out = _run(egress_daemon, command, hosts, "egress")["stdout"]
     assert out.startswith("the sandbox's proxy takes a request body only with a Content-Length")
+
+
+LONG_HEAD = """
+import socket, sys, time
+port, method, how = sys.argv[1], sys.argv[2], sys.argv[3]
+authority = "web.test:" + port
+target = "http://%s/" % authority if method == "GET" else authority
+head = ("%s %s HTTP/1.1\\r\\nHost: %s\\r\\nX-Pad: " % (method, target, authority)).encode()
+head += b"a" * (17000 - len(head) - 4) + b"\\r\\n\\r\\n"
+sock = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+step = 1000 if how == "trickled" else len(head)
+for at in range(0, len(head), step):
+    sock.sendall(head[at : at + step])
+    time.sleep(0.01)
+print(len(head), sock.recv(65536).split(b"\\r\\n")[0].decode())
+"""
+
+
+@pytest.mark.parametrize("how", ["at once", "trickled"])
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+def test_a_request_head_past_16_kib_is_refused(
+    egress_daemon: Daemon, web: _Web, method: str, how: str
+) -> None:
+    """A 17,000-byte head to an allowed host, sent at once or in pieces of 1,000 bytes."""
+    command = f"python3 -c {shlex.quote(LONG_HEAD)} {web.port} {method} {shlex.quote(how)}"
+    ran = _run(egress_daemon, command, _allowed(web.port), "egress")
+    assert ran["stdout"] == "17000 HTTP/1.1 431 Request Header Fields Too Large\n", ran
+    reason = (
+        "blocked by sandbox policy: the request head (request line and headers) is 17000 "
+        "bytes, more than the 16384 the sandbox's proxy takes: send fewer or shorter headers"
+    )
+    assert _egress_lines(egress_daemon)[-1]["reason"] == reason
+    assert ran["blocked"] == [f"(no target): {reason}"]
 
 
 RAW = """
@@ -361,14 +473,14 @@ print(sorted(set(line for _, line in held)))
 
 
 def test_connections_at_once_are_bounded_per_sandbox(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     command = f"python3 -c {shlex.quote(HOLD % (MAX_CONNECTIONS + 2, web.port))}"
     out = _run(egress_daemon, command, hosts, "egress-held")["stdout"].strip()
     assert out == "['HTTP/1.1 200 Connection established', 'HTTP/1.1 429 Too Many Requests']"
 
 
 def test_a_flood_of_bytes_is_cut_at_the_sandboxes_budget(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/big"
     command = f"curl -s --max-time 20 -o /tmp/big {url}; stat -c %s /tmp/big; curl -s {url}"
     out = _run(egress_daemon, command, hosts, "egress-flood")["stdout"].splitlines()
@@ -381,7 +493,7 @@ async def test_the_sandbox_runner_sends_the_commands_hosts(
     egress_daemon: Daemon, web: _Web
 ) -> None:
     url = f"http://web.test:{web.port}/"
-    options = ExecOptions(allowed_hosts=(f"web.test:{web.port}", "127.0.0.1"))
+    options = ExecOptions(allowed_hosts=tuple(_allowed(web.port)))
     other = f"http://other.test:{web.port}/"
     async with SandboxRunner(socket=egress_daemon.socket) as runner:
         fetched = await runner.run(f"curl -sS --noproxy '' --max-time 20 {url}", options)
@@ -413,7 +525,7 @@ def test_json_events_and_the_page_show_what_the_proxy_blocked(
         "--trajectory",
         str(saved),
     ]
-    hosts = ["--allow-host", f"web.test:{web.port}", "--allow-host", "127.0.0.1"]
+    hosts = [flag for host in _allowed(web.port) for flag in ("--allow-host", host)]
     done = logos(
         ["--model", "m", *flags, *hosts, "fetch"], home, openai_env(home, sse_server), timeout=120
     )
@@ -422,7 +534,7 @@ def test_json_events_and_the_page_show_what_the_proxy_blocked(
     (result,) = [event["result"] for event in events if event["type"] == "command_result"]
     assert result["blocked"][0].startswith(f"other.test:{web.port}: blocked by sandbox policy")
     system = sse_server.requests[0].json["messages"][0]["content"]
-    assert f"HTTP_PROXY and HTTPS_PROXY: web.test:{web.port}, 127.0.0.1;" in system
+    assert f"HTTP_PROXY and HTTPS_PROXY: web.test:{web.port}, 127.0.0.1:{web.port};" in system
     with viewing(home, saved) as url:
         browser.get(url)
         text_appears(browser, "run-end", "finished: final")
@@ -444,7 +556,7 @@ def test_a_served_run_takes_its_hosts_and_its_events_show_the_blocked(
         openai_stream("Done."),
     )
     config = f'check_back = false\nsocket = "{egress_daemon.socket}"\n'
-    hosts = [f"web.test:{web.port}", "127.0.0.1"]
+    hosts = _allowed(web.port)
     with serving(home, sse_server, config=config) as served, served.client() as client:
         started = served.start_run(
             client,
@@ -464,7 +576,7 @@ def test_a_served_run_takes_its_hosts_and_its_events_show_the_blocked(
 
 def test_sandboxd_run_takes_allow_host(egress_daemon: Daemon, web: _Web) -> None:
     url = f"http://web.test:{web.port}/"
-    hosts = ["--allow-host", f"web.test:{web.port}", "--allow-host", "127.0.0.1"]
+    hosts = [flag for host in _allowed(web.port) for flag in ("--allow-host", host)]
     curl = ["curl", "-sS", "--noproxy", "", "--max-time", "20", url]
     argv = ["run", "--socket", str(egress_daemon.socket), *hosts, "--", *curl]
     done = run_module("sandboxd", *argv, cwd=REPO, timeout=120)
@@ -474,7 +586,7 @@ def test_sandboxd_run_takes_allow_host(egress_daemon: Daemon, web: _Web) -> None
 def test_the_allowlist_belongs_to_the_sandbox(egress_daemon: Daemon, web: _Web) -> None:
     """A session's command without the list runs in another sandbox, with no way out."""
     url = f"http://web.test:{web.port}/"
-    with_list = _curl(egress_daemon, url, [f"web.test:{web.port}", "127.0.0.1"], "shared")
+    with_list = _curl(egress_daemon, url, _allowed(web.port), "shared")
     without = _curl(egress_daemon, url, [], "shared")
     assert with_list.startswith("200") and without.startswith("000")
 
