@@ -95,6 +95,10 @@ class DaemonConfig(BaseModel):
     """Other images a request may ask for by name (the default image is always allowed)."""
     allowed_roots: tuple[HostPath, ...] = ()
     """When set, only paths inside these directories may be mounted (empty: anywhere not denied)."""
+    allowed_system_paths: tuple[HostPath, ...] = ()
+    """System directories (or places inside them) that may be mounted all the same, e.g.
+    ["/usr/share/dict"]: each lifts the system directory rules for itself and what it holds,
+    never those for the root, the engine, the daemon's own files or credentials."""
     extra_denies: tuple[HostPath, ...] = ()
     """Paths never mounted, nor anything inside them, nor any directory containing them."""
     allow_network: StrictBool = False

@@ -18,6 +18,7 @@ daemon's own state by accident or by prompt injection.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fnmatch
 import importlib.util
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from sandboxd.config import DaemonConfig
 from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
+from sandboxd.mount_table import mount_points_below, read_mountinfo
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -45,7 +47,21 @@ ENGINE_SOCKETS: tuple[Path, ...] = (
 )
 """Container engine sockets: whoever can reach one is root on the host."""
 
-SYSTEM_DIRS: tuple[str, ...] = ("/proc", "/sys", "/dev", "/etc", "/boot", "/run", "/var/run")
+SYSTEM_DIRS: tuple[str, ...] = (
+    *("/proc", "/sys", "/dev", "/run", "/var/run"),
+    *("/etc", "/boot", "/root"),
+    *("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/snap", "/nix"),
+    *("/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/var/backups"),
+)
+"""The host's own software, configuration, kernel interfaces and service state: never
+mountable, nor anything in them, nor a directory holding them (unless the config's
+allowed_system_paths names it). WHY read-only too: a read-only /etc still shows the host's
+secrets (shadow, keys); a read-write /usr/lib lets a command running as root change what
+every host program loads."""
+SYSTEM_ROOTS: tuple[str, ...] = ("/home", "/opt", "/srv", "/var", "/mnt", "/media")
+"""Roots that hold system or other users' things next to projects: never mountable as a
+whole (nor a directory holding them), while a directory inside them (a user's project under
+/home, a site under /srv) stays mountable."""
 ENGINE_STORAGE: tuple[str, ...] = ("/var/lib/docker", "/var/lib/containerd")
 SHARED_SOCKET_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp")
 """Never mount roots: other programs keep their sockets there (X11, tmux, ssh agents, IDEs).
@@ -214,6 +230,8 @@ class _Refused:
     label: str
     inside: bool = True
     contains: bool = True
+    system: bool = False
+    """A system directory rule: the config's allowed_system_paths may lift it."""
 
 
 class Policy:
@@ -229,6 +247,7 @@ class Policy:
         image: str,
         allowed_images: Iterable[str] = (),
         allowed_roots: Iterable[Path] = (),
+        allowed_system_paths: Iterable[Path] = (),
         extra_denies: Iterable[Path] = (),
         allow_network: bool = False,
         allow_unix_sockets: bool = False,
@@ -241,12 +260,19 @@ class Policy:
         self.image = image
         self._allowed_images = frozenset((image, *allowed_images))
         self._allowed_roots = tuple(_resolved_forms_unique(allowed_roots))
+        self._allowed_system_paths = tuple(_resolved_forms_unique(allowed_system_paths))
         self._allow_network = allow_network
         self._allow_unix_sockets = allow_unix_sockets
         self._allow_private_hosts = allow_private_hosts
         self._allow_env_keys = tuple(allow_env_keys)
         refused = [_Refused(Path("/"), "the root directory", inside=False, contains=False)]
-        refused += [_Refused(Path(p), f"the system directory {p}") for p in SYSTEM_DIRS]
+        refused += [
+            _Refused(Path(p), f"the system directory {p}", system=True) for p in SYSTEM_DIRS
+        ]
+        refused += [
+            _Refused(Path(p), f"the system directory {p}", inside=False, system=True)
+            for p in SYSTEM_ROOTS
+        ]
         refused += [
             _Refused(Path(p), f"the container engine's storage {p}") for p in ENGINE_STORAGE
         ]
@@ -285,6 +311,7 @@ class Policy:
             image=config.image,
             allowed_images=config.allowed_images,
             allowed_roots=config.allowed_roots,
+            allowed_system_paths=config.allowed_system_paths,
             extra_denies=config.extra_denies,
             allow_network=config.allow_network,
             allow_env_keys=config.allow_env_keys,
@@ -316,6 +343,12 @@ class Policy:
                         status=400,
                     )
                 granted[pinned.path] = GrantedPath(pinned.path, read_only, pinned.identity)
+            grants = tuple(granted.values())
+            roots = [g for g in grants if g.read_only and g.identity.kind == "directory"]
+            below = _read_only_submounts(roots, grants, _mount_table()) if roots else []
+            for point, pinned in below:
+                pins.append(pinned)
+                granted[point] = GrantedPath(point, True, pinned.identity)
         except BaseException:
             for pinned in pins:
                 pinned.close()
@@ -483,8 +516,15 @@ class Policy:
         resolved = Path(pinned.path)
         shown = _shown(raw, resolved)
         for rule in (*self._refused, *extra):
+            if rule.system and any(resolved.is_relative_to(p) for p in self._allowed_system_paths):
+                continue
             reason = _refusal(resolved, rule)
             if reason is not None:
+                if rule.system:
+                    reason += (
+                        f"; to mount it deliberately, list {resolved} in allowed_system_paths "
+                        "in the daemon's config"
+                    )
                 raise PolicyError("path_refused", f"refused {shown}: {reason}")
         if pinned.identity.kind == "other":
             raise PolicyError(
@@ -498,6 +538,74 @@ class Policy:
                 "path_refused",
                 f"refused {shown}: it is outside the config's allowed_roots ({roots})",
             )
+
+
+MAX_SUBMOUNTS = 256
+"""Most mount points one request's read-only grants may hold (each is one more bind)."""
+
+
+def _mount_table() -> str:
+    try:
+        return read_mountinfo()
+    except OSError as exc:
+        raise PolicyError(
+            "mount_table_unreadable",
+            f"the daemon cannot read its mount table ({_os_reason(exc)}), so it cannot make "
+            "read-only grants read-only all the way down: run it where /proc is mounted",
+            status=503,
+        ) from None
+
+
+def _read_only_submounts(
+    roots: Sequence[GrantedPath], grants: Sequence[GrantedPath], mountinfo: str
+) -> list[tuple[str, PinnedPath]]:
+    """Each mount point under a read-only directory of `roots` (among all the request's
+    `grants`), pinned, to be bound read-only on top.
+
+    WHY: the engine binds a grant recursively and (before API 1.44) can only make its top
+    mount read-only, so a file system mounted beneath would stay writable. A mount point
+    belongs to the innermost grant that holds it: one inside a read-write grant stays as the
+    host has it. Raises PolicyError naming a mount point that cannot be pinned.
+    """
+    found: list[tuple[str, PinnedPath]] = []
+    granted = {g.path for g in grants}
+    try:
+        for grant in roots:
+            for point in mount_points_below(grant.path, mountinfo):
+                owner = max(
+                    (g for g in grants if Path(point).is_relative_to(g.path)),
+                    key=lambda g: len(g.path),
+                )
+                if point in granted or owner is not grant:
+                    continue
+                if len(found) == MAX_SUBMOUNTS:
+                    raise PolicyError(
+                        "too_many_submounts",
+                        f"refused {grant.path}: the read-only paths of this request hold more "
+                        f"than {MAX_SUBMOUNTS} mount points, each of which would be mounted "
+                        "read-only too: grant directories that hold fewer",
+                        status=422,
+                    )
+                found.append((point, _pin_submount(grant.path, point)))
+    except BaseException:
+        for _, pinned in found:
+            pinned.close()
+        raise
+    return found
+
+
+def _pin_submount(granted: str, point: str) -> PinnedPath:
+    try:
+        return pin(point)
+    except (PathChangedError, OSError) as exc:
+        why = str(exc) if isinstance(exc, PathChangedError) else _os_reason(exc)
+        raise PolicyError(
+            "submount_refused",
+            f"refused {granted}: the mount point {point} inside it cannot be mounted "
+            f"read-only ({why}), so it would be writable in the sandbox: unmount it, or "
+            "grant a directory that does not hold it",
+            status=409 if isinstance(exc, PathChangedError) else 403,
+        ) from None
 
 
 @lru_cache(maxsize=256)
@@ -576,7 +684,7 @@ def _with_resolved_forms(rules: Iterable[_Refused]) -> Iterable[_Refused]:
             key = (path, rule.inside, rule.contains)
             if key not in seen:
                 seen.add(key)
-                yield _Refused(path, rule.label, rule.inside, rule.contains)
+                yield dataclasses.replace(rule, path=path)
 
 
 def _resolved_forms_unique(paths: Iterable[Path]) -> Iterable[Path]:

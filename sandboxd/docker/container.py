@@ -265,16 +265,7 @@ def create_container(
         tmpfs[layout.home] = (
             f"rw,exec,nosuid,nodev,size={limits.home},uid={spec.uid},gid={spec.gid},mode=700"
         )
-    mounts = [
-        docker.types.Mount(CONTROL_DIR, control_dir, type="bind", read_only=True),
-        *(
-            docker.types.Mount(mount.path, mount.path, type="bind", read_only=mount.read_only)
-            for mount in spec.mounts
-        ),
-    ]
-    if layout.hosts_file:
-        hosts = os.path.join(control_dir, HOSTS_FILE)
-        mounts.append(docker.types.Mount(ETC_HOSTS, hosts, type="bind", read_only=True))
+    mounts = bind_mounts(spec, layout, control_dir, api_version=str(api.api_version))
     host_config = api.create_host_config(
         mounts=mounts,
         tmpfs=tmpfs,
@@ -317,6 +308,49 @@ def create_container(
         use_config_proxy=False,
     )
     return str(created["Id"])
+
+
+RECURSIVE_READ_ONLY_API = (1, 44)
+"""The first engine API whose binds can be read-only all the way down (ReadOnlyForceRecursive);
+older engines ignore the option without a word, so it is only sent to newer ones."""
+
+
+def bind_mounts(
+    spec: SandboxSpec, layout: Layout, control_dir: str, *, api_version: str
+) -> list[docker.types.Mount]:
+    """The container's binds: its control directory, the spec's mounts, its /etc/hosts.
+
+    A read-only bind is read-only for every mount beneath it: recursively where the engine
+    can do it, and in any case because the policy lists each mount point under a read-only
+    grant as a read-only mount of its own (sandboxd.policy), bound on top of the first.
+    WHY no nosuid/nodev: no field of this API takes them for a bind (the engine refuses
+    them as Binds modes and has no BindOptions for them); the container's seccomp profile
+    refuses making setuid/setgid files, and its device cgroup refuses opening device nodes.
+    """
+    recursive = _api_at_least(api_version, RECURSIVE_READ_ONLY_API)
+    binds = [
+        _bind(CONTROL_DIR, control_dir, read_only=True, recursive=recursive),
+        *(_bind(m.path, m.path, read_only=m.read_only, recursive=recursive) for m in spec.mounts),
+    ]
+    if layout.hosts_file:
+        hosts = os.path.join(control_dir, HOSTS_FILE)
+        binds.append(_bind(ETC_HOSTS, hosts, read_only=True, recursive=recursive))
+    return binds
+
+
+def _bind(target: str, source: str, *, read_only: bool, recursive: bool) -> docker.types.Mount:
+    mount = docker.types.Mount(target, source, type="bind", read_only=read_only)
+    if read_only and recursive:
+        mount["BindOptions"] = {"ReadOnlyForceRecursive": True}
+    return mount
+
+
+def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    try:
+        found = tuple(int(part) for part in version.split("."))
+    except ValueError:
+        return False
+    return found >= wanted
 
 
 def _usable_cpus(requested: float) -> float:

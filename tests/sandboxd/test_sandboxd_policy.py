@@ -350,3 +350,72 @@ def test_from_config_refuses_the_state_dir_and_audit_log(world: dict[str, Path])
     assert "audit log" in _refusal(policy, str(audit), None).message
     assert "audit log" in _refusal(policy, str(audit.parent), None).message
     assert "own socket" in _refusal(policy, str(world["socket"].parent), None).message
+
+
+SYSTEM_PATHS = [
+    *("/usr", "/usr/lib", "/usr/local", "/bin", "/sbin", "/lib", "/lib64", "/etc/ssl"),
+    *("/opt", "/srv", "/var", "/home", "/mnt", "/media", "/root", "/boot"),
+    *("/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/var/backups"),
+]
+
+
+@pytest.mark.parametrize("path", SYSTEM_PATHS)
+@pytest.mark.parametrize("read_only", [True, False])
+def test_system_directories_are_refused_read_only_and_read_write(
+    world: dict[str, Path], path: str, read_only: bool
+) -> None:
+    if not os.path.exists(path):
+        pytest.skip(f"{path} does not exist here")
+    resolved = os.path.realpath(path)
+    error = _refusal(_policy(world), path, None, read_only=read_only)
+    assert (error.status, error.code) == (403, "path_refused")
+    assert error.message.startswith(f"refused {path}")
+    assert "the system directory" in error.message
+    assert error.message.endswith(
+        f"; to mount it deliberately, list {resolved} in allowed_system_paths in the "
+        "daemon's config"
+    )
+
+
+def test_a_symlinked_system_directory_is_refused_as_what_it_resolves_to(
+    world: dict[str, Path],
+) -> None:
+    if not os.path.islink("/lib"):
+        pytest.skip("/lib is not a symlink here")
+    error = _refusal(_policy(world), "/lib", None)
+    assert error.message.startswith(f"refused /lib (resolves to {os.path.realpath('/lib')}): ")
+
+
+def test_a_project_inside_a_system_root_stays_mountable(world: dict[str, Path]) -> None:
+    for root in ("/home", "/var/tmp"):
+        project = Path(tempfile.mkdtemp(prefix="sandboxd-project-", dir=root))
+        try:
+            with _policy(world).grant_paths([(str(project), False)], caller_home=None) as grant:
+                assert [g.path for g in grant.paths] == [str(project)]
+        finally:
+            project.rmdir()
+
+
+def test_allowed_system_paths_lift_the_system_rules_for_what_they_hold(
+    world: dict[str, Path],
+) -> None:
+    policy = _policy(world, allowed_system_paths=(Path("/usr/share"),))
+    with policy.grant_paths([("/usr/share", True)], caller_home=None) as grant:
+        assert [g.path for g in grant.paths] == ["/usr/share"]
+    assert "the system directory /usr" in _refusal(policy, "/usr", None).message
+    assert "the system directory /usr" in _refusal(policy, "/usr/lib", None).message
+
+
+def test_allowed_system_paths_never_lift_the_other_rules(world: dict[str, Path]) -> None:
+    policy = _policy(world, allowed_system_paths=(Path("/"), Path("/var"), Path("/run")))
+    assert "root directory" in _refusal(policy, "/", None).message
+    assert "engine's storage /var/lib/docker" in _refusal(policy, "/var", None).message
+    assert "engine socket" in _refusal(policy, "/run", None).message
+
+
+def test_allowed_system_paths_come_from_the_config(world: dict[str, Path]) -> None:
+    config = config_from_mapping({"allowed_system_paths": ["/usr/share/"]}, source="t.toml")
+    assert config.allowed_system_paths == (Path("/usr/share"),)
+    policy = Policy.from_config(config, socket_path=world["socket"])
+    with policy.grant_paths([("/usr/share", True)], caller_home=None) as grant:
+        assert [g.path for g in grant.paths] == ["/usr/share"]

@@ -1,0 +1,51 @@
+"""The host's mount points as this process sees them, from /proc/self/mountinfo.
+
+WHY the policy needs them: the engine bind-mounts a granted directory recursively, and this
+engine cannot make the copy read-only all the way down, so a file system mounted somewhere
+under a read-only grant would stay writable in the sandbox. The policy finds those mount
+points here and has each bound read-only too (sandboxd.policy).
+
+WHY this process's table: the daemon and the engine share the host's mount namespace in every
+supported setup; where they do not, the identity check the container makes before any
+command runs (sandboxd.mount_check) catches a mount point that leads elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MOUNTINFO = Path("/proc/self/mountinfo")
+MOUNT_POINT_FIELD = 4
+"""The fifth field of a mountinfo line: where the mount is, relative to this process's root."""
+
+_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+def decode_mountinfo_path(field: str) -> str:
+    """A path as the kernel writes it in mountinfo: space, tab, newline and backslash are
+    octal escapes (`\\040`, `\\011`, `\\012`, `\\134`); other bytes are as on disk."""
+    encoded = field.encode("utf-8", "surrogateescape")
+    decoded = _OCTAL_ESCAPE.sub(lambda match: bytes([int(match[1], 8)]), encoded)
+    return decoded.decode("utf-8", "surrogateescape")
+
+
+def mount_points(mountinfo: str) -> tuple[str, ...]:
+    """Every mount point in `mountinfo` (its text), decoded, each once, sorted."""
+    points = set()
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if len(fields) > MOUNT_POINT_FIELD:
+            points.add(decode_mountinfo_path(fields[MOUNT_POINT_FIELD]))
+    return tuple(sorted(points))
+
+
+def mount_points_below(directory: str, mountinfo: str) -> tuple[str, ...]:
+    """The mount points strictly inside `directory` (resolved, absolute), sorted."""
+    prefix = directory.rstrip("/") + "/"
+    return tuple(point for point in mount_points(mountinfo) if point.startswith(prefix))
+
+
+def read_mountinfo() -> str:
+    """This process's mount table (OSError when /proc is not there)."""
+    return MOUNTINFO.read_bytes().decode("utf-8", "surrogateescape")

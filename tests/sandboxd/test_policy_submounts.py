@@ -1,0 +1,83 @@
+"""Mount points under a read-only grant, on the host: the policy lists each as a read-only
+mount of its own (the engine binds grants recursively and keeps only the top read-only)."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from sandboxd.pinned import identify
+from sandboxd.policy import GrantedPath, Policy, PolicyError
+from tests.support.host_mounts import tmpfs_at
+
+POLICY = Policy(image="img:1")
+
+
+def _granted(requested: list[tuple[Path, bool]]) -> tuple[GrantedPath, ...]:
+    with POLICY.grant_paths([(str(p), ro) for p, ro in requested], caller_home=None) as grant:
+        return grant.paths
+
+
+def _read_only(path: Path) -> GrantedPath:
+    return GrantedPath(str(path), read_only=True, identity=identify(str(path)))
+
+
+def test_each_mount_point_under_a_read_only_grant_is_granted_read_only(tmp_path: Path) -> None:
+    with tmpfs_at(tmp_path / "data") as data, tmpfs_at(data / "cache") as cache:
+        (tmp_path / "src").mkdir()
+        assert _granted([(tmp_path, True)]) == (
+            _read_only(tmp_path),
+            _read_only(data),
+            _read_only(cache),
+        )
+
+
+def test_mount_points_with_escaped_names_are_found(tmp_path: Path) -> None:
+    odd = tmp_path / "a b\tc\\d\ne"
+    with tmpfs_at(odd):
+        assert _granted([(tmp_path, True)]) == (_read_only(tmp_path), _read_only(odd))
+
+
+def test_mount_points_under_a_read_write_grant_stay_as_the_host_has_them(
+    tmp_path: Path,
+) -> None:
+    with tmpfs_at(tmp_path / "data"):
+        (granted,) = _granted([(tmp_path, False)])
+        assert granted.path == str(tmp_path) and not granted.read_only
+
+
+def test_a_mount_point_belongs_to_the_innermost_grant(tmp_path: Path) -> None:
+    writable, readable = tmp_path / "out", tmp_path / "out" / "in"
+    with tmpfs_at(writable / "scratch"), tmpfs_at(readable / "cache") as cache:
+        paths = _granted([(tmp_path, True), (writable, False), (readable, True)])
+        assert [(g.path, g.read_only) for g in paths] == [
+            (str(tmp_path), True),
+            (str(writable), False),
+            (str(readable), True),
+            (str(cache), True),
+        ]
+
+
+def test_a_mount_point_granted_by_name_is_listed_once(tmp_path: Path) -> None:
+    with tmpfs_at(tmp_path / "data") as data:
+        assert _granted([(tmp_path, True), (data, True)]) == (
+            _read_only(tmp_path),
+            _read_only(data),
+        )
+
+
+def test_a_mount_point_hidden_by_another_mount_refuses_the_grant(tmp_path: Path) -> None:
+    with ExitStack() as mounts:
+        mounts.enter_context(tmpfs_at(tmp_path / "a" / "b"))
+        mounts.enter_context(tmpfs_at(tmp_path / "a"))  # hides a/b: mountinfo still lists it
+        with pytest.raises(PolicyError) as refused:
+            _granted([(tmp_path, True)])
+    error = refused.value
+    assert (error.status, error.code) == (403, "submount_refused")
+    assert error.message == (
+        f"refused {tmp_path}: the mount point {tmp_path / 'a' / 'b'} inside it cannot be "
+        "mounted read-only (it does not exist), so it would be writable in the sandbox: "
+        "unmount it, or grant a directory that does not hold it"
+    )
