@@ -49,7 +49,7 @@ ENGINE_SOCKETS: tuple[Path, ...] = (
 
 SYSTEM_DIRS: tuple[str, ...] = (
     *("/proc", "/sys", "/dev", "/run", "/var/run"),
-    *("/etc", "/boot", "/root"),
+    *("/etc", "/boot"),
     *("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/snap", "/nix"),
     *("/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/var/backups"),
 )
@@ -58,10 +58,11 @@ mountable, nor anything in them, nor a directory holding them (unless the config
 allowed_system_paths names it). WHY read-only too: a read-only /etc still shows the host's
 secrets (shadow, keys); a read-write /usr/lib lets a command running as root change what
 every host program loads."""
-SYSTEM_ROOTS: tuple[str, ...] = ("/home", "/opt", "/srv", "/var", "/mnt", "/media")
+SYSTEM_ROOTS: tuple[str, ...] = ("/home", "/root", "/opt", "/srv", "/var", "/mnt", "/media")
 """Roots that hold system or other users' things next to projects: never mountable as a
 whole (nor a directory holding them), while a directory inside them (a user's project under
-/home, a site under /srv) stays mountable."""
+/home or root's /root, a site under /srv) stays mountable; credentials inside a home stay
+refused by the home rules."""
 ENGINE_STORAGE: tuple[str, ...] = ("/var/lib/docker", "/var/lib/containerd")
 SHARED_SOCKET_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp")
 """Never mount roots: other programs keep their sockets there (X11, tmux, ssh agents, IDEs).

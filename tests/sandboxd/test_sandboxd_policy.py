@@ -387,7 +387,7 @@ def test_a_symlinked_system_directory_is_refused_as_what_it_resolves_to(
 
 
 def test_a_project_inside_a_system_root_stays_mountable(world: dict[str, Path]) -> None:
-    for root in ("/home", "/var/tmp"):
+    for root in ("/home", "/root", "/srv", "/var/tmp"):
         project = Path(tempfile.mkdtemp(prefix="sandboxd-project-", dir=root))
         try:
             with _policy(world).grant_paths([(str(project), False)], caller_home=None) as grant:
