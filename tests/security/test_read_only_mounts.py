@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
@@ -36,16 +36,18 @@ TRY_WRITE = """for d; do
 done"""
 
 
-def _run(daemon: Daemon, command: str, paths: Sequence[tuple[Path, bool]], session: str) -> str:
+def _post(
+    daemon: Daemon, command: str, paths: Sequence[tuple[Path, bool]], session: str
+) -> httpx.Response:
+    allowed = [{"path": str(p), "read_only": ro} for p, ro in paths]
     with daemon.client() as client:
-        response = client.post(
-            "/v1/run",
-            json={
-                "command": command,
-                "allowed_paths": [{"path": str(p), "read_only": ro} for p, ro in paths],
-                "session": session,
-            },
+        return client.post(
+            "/v1/run", json={"command": command, "allowed_paths": allowed, "session": session}
         )
+
+
+def _run(daemon: Daemon, command: str, paths: Sequence[tuple[Path, bool]], session: str) -> str:
+    response = _post(daemon, command, paths, session)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["error"] is None, body
@@ -130,23 +132,21 @@ def test_a_mount_point_that_cannot_be_bound_read_only_refuses_the_grant(daemon: 
     with ExitStack() as mounts:
         mounts.enter_context(tmpfs_at(hidden))
         mounts.enter_context(tmpfs_at(project / "a"))
-        with daemon.client() as client:
-            response = client.post(
-                "/v1/run",
-                json={
-                    "command": "true",
-                    "allowed_paths": [{"path": str(project), "read_only": True}],
-                },
-            )
+        response = _post(daemon, "true", [(project, True)], "ro-hidden")
     assert response.status_code == 403, response.text
     error = response.json()["error"]
     assert error["code"] == "submount_refused"
     assert f"the mount point {hidden} inside it cannot be mounted read-only" in error["message"]
 
 
-def test_the_identity_check_covers_each_mount_point_beneath(docker_client: Any) -> None:
-    """A mount point bound on its own is checked like a requested path: one that is not what
-    the policy pinned destroys the sandbox before any command runs."""
+@pytest.mark.parametrize("image", ["python", "busybox"])
+def test_the_identity_check_covers_each_mount_point_beneath(
+    image: str, request: pytest.FixtureRequest
+) -> None:
+    """A mount point bound on its own is checked like a requested path (by the supervisor, or
+    by `stat` in an image without python3): one that is not what the policy pinned destroys
+    the sandbox before any command runs."""
+    name = SANDBOX_IMAGE if image == "python" else request.getfixturevalue("busybox_image")
     project = short_dir("ro")
     (project / "other").mkdir()
     with tmpfs_at(project / "data") as data:
@@ -154,7 +154,7 @@ def test_the_identity_check_covers_each_mount_point_beneath(docker_client: Any) 
             Mount(str(project), True, identify(str(project))),
             Mount(str(data), True, identify(str(project / "other"))),
         )
-        spec = SandboxSpec(SANDBOX_IMAGE, checked, False, 1000, 1000)
+        spec = SandboxSpec(name, checked, False, 1000, 1000, unix_sockets=image == "busybox")
 
         async def attempt() -> None:
             async with DockerBackend(image=SANDBOX_IMAGE, state_dir=short_dir("st")) as backend:
