@@ -10,6 +10,7 @@ host has them.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Sequence
@@ -71,6 +72,11 @@ def test_mount_points_under_a_read_only_grant_are_read_only(daemon: Daemon) -> N
         seen = _try_writes(daemon, [project, data, cache, odd], [(project, True)], "ro-below")
         assert seen == [f"refused {p}" for p in (project, data, cache, odd)]
         assert _run(daemon, f"cat {cache}/kept", [(project, True)], "ro-below") == "readable\n"
+        audited = [json.loads(line) for line in daemon.audit_log.read_text().splitlines()]
+        last = next(line for line in reversed(audited) if line.get("session") == "ro-below")
+        assert [(m["path"], m["read_only"]) for m in last["mounts"]] == [
+            (str(p), True) for p in (project, odd, data, cache)
+        ]
         assert not any(
             p.exists()
             for p in (project / "planted", data / "planted", cache / "planted", odd / "planted")
