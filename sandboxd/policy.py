@@ -5,6 +5,11 @@ path is what gets mounted, so a symlink cannot smuggle a refused place in under 
 The resolved path is then pinned (sandboxd.pinned): its identity is what the container must
 show, so a symlink swapped in after the check is caught before any command runs.
 
+System directories (/usr, /etc, /var/lib, ...) and the roots that hold them (/home, /var,
+/opt, ...) are refused too, read-only as much as read-write, unless the config's
+allowed_system_paths names them. Each mount point under a read-only path is granted
+read-only too (sandboxd.mount_table), so read-only holds all the way down.
+
 A refused place is refused as itself, for anything inside it, and for any directory that
 contains it (mounting /home/u would expose /home/u/.ssh; mounting /var/run would expose the
 Docker socket). Home directories are the exception to "inside": a project under the home is
@@ -516,17 +521,21 @@ class Policy:
     def _check_pinned(self, raw: str, pinned: PinnedPath, extra: Sequence[_Refused]) -> None:
         resolved = Path(pinned.path)
         shown = _shown(raw, resolved)
-        for rule in (*self._refused, *extra):
-            if rule.system and any(resolved.is_relative_to(p) for p in self._allowed_system_paths):
-                continue
-            reason = _refusal(resolved, rule)
-            if reason is not None:
-                if rule.system:
-                    reason += (
-                        f"; to mount it deliberately, list {resolved} in allowed_system_paths "
-                        "in the daemon's config"
-                    )
-                raise PolicyError("path_refused", f"refused {shown}: {reason}")
+        exempt = any(resolved.is_relative_to(p) for p in self._allowed_system_paths)
+        reasons = [
+            (reason, rule.system)
+            for rule in (*self._refused, *extra)
+            if not (rule.system and exempt) and (reason := _refusal(resolved, rule)) is not None
+        ]
+        if reasons:
+            reason = reasons[0][0]
+            if all(system for _, system in reasons):
+                # WHY only then: the exception is offered only where it would be enough.
+                reason += (
+                    f"; to mount it deliberately, list {resolved} in allowed_system_paths in "
+                    "the daemon's config"
+                )
+            raise PolicyError("path_refused", f"refused {shown}: {reason}")
         if pinned.identity.kind == "other":
             raise PolicyError(
                 "path_refused",

@@ -371,10 +371,11 @@ def test_system_directories_are_refused_read_only_and_read_write(
     assert (error.status, error.code) == (403, "path_refused")
     assert error.message.startswith(f"refused {path}")
     assert "the system directory" in error.message
-    assert error.message.endswith(
-        f"; to mount it deliberately, list {resolved} in allowed_system_paths in the "
-        "daemon's config"
-    )
+    hint = f"; to mount it deliberately, list {resolved} in allowed_system_paths in the daemon's"
+    if path in ("/var", "/var/lib"):  # they hold the engine's storage: no exception helps
+        assert "allowed_system_paths" not in error.message
+    else:
+        assert error.message.endswith(f"{hint} config")
 
 
 def test_a_symlinked_system_directory_is_refused_as_what_it_resolves_to(
