@@ -13,6 +13,7 @@ command runs (sandboxd.mount_check) catches a mount point that leads elsewhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -49,3 +50,26 @@ def mount_points_below(directory: str, mountinfo: str) -> tuple[str, ...]:
 def read_mountinfo() -> str:
     """This process's mount table (OSError when /proc is not there)."""
     return MOUNTINFO.read_bytes().decode("utf-8", "surrogateescape")
+
+
+def uncovered_mount_points(
+    mounts: Sequence[tuple[str, bool]], mountinfo: str
+) -> list[tuple[str, str]]:
+    """(mount point, the read-only path holding it) for each mount point beneath a read-only
+    path of `mounts` (path, read_only) that is not one of `mounts` itself: the engine would
+    bring it along writable. A mount point belongs to the innermost path holding it, so one
+    inside a read-write path is not listed (it stays as the host has it)."""
+    paths = {path for path, _ in mounts}
+    found = []
+    for path, read_only in mounts:
+        if not read_only:
+            continue
+        for point in mount_points_below(path, mountinfo):
+            holder = max((p for p in paths if _within(point, p)), key=len)
+            if holder == path and point not in paths:
+                found.append((point, path))
+    return found
+
+
+def _within(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip("/") + "/")

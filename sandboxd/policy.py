@@ -39,7 +39,7 @@ from pathlib import Path
 
 from sandboxd.config import DaemonConfig
 from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
-from sandboxd.mount_table import mount_points_below, read_mountinfo
+from sandboxd.mount_table import read_mountinfo, uncovered_mount_points
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -350,8 +350,8 @@ class Policy:
                     )
                 granted[pinned.path] = GrantedPath(pinned.path, read_only, pinned.identity)
             grants = tuple(granted.values())
-            roots = [g for g in grants if g.read_only and g.identity.kind == "directory"]
-            below = _read_only_submounts(roots, grants, _mount_table()) if roots else []
+            read_only = any(g.read_only and g.identity.kind == "directory" for g in grants)
+            below = _read_only_submounts(grants, _mount_table()) if read_only else []
             for point, pinned in below:
                 pins.append(pinned)
                 granted[point] = GrantedPath(point, True, pinned.identity)
@@ -567,36 +567,27 @@ def _mount_table() -> str:
 
 
 def _read_only_submounts(
-    roots: Sequence[GrantedPath], grants: Sequence[GrantedPath], mountinfo: str
+    grants: Sequence[GrantedPath], mountinfo: str
 ) -> list[tuple[str, PinnedPath]]:
-    """Each mount point under a read-only directory of `roots` (among all the request's
-    `grants`), pinned, to be bound read-only on top.
+    """Each mount point beneath a read-only grant, pinned, to be bound read-only on top.
 
     WHY: the engine binds a grant recursively and (before API 1.44) can only make its top
-    mount read-only, so a file system mounted beneath would stay writable. A mount point
-    belongs to the innermost grant that holds it: one inside a read-write grant stays as the
-    host has it. Raises PolicyError naming a mount point that cannot be pinned.
+    mount read-only, so a file system mounted beneath would stay writable. Raises
+    PolicyError naming a mount point that cannot be pinned, or when there are too many.
     """
+    below = uncovered_mount_points([(g.path, g.read_only) for g in grants], mountinfo)
+    if len(below) > MAX_SUBMOUNTS:
+        raise PolicyError(
+            "too_many_submounts",
+            f"refused {below[0][1]}: the read-only paths of this request hold {len(below)} "
+            f"mount points, each of which would be mounted read-only too, and at most "
+            f"{MAX_SUBMOUNTS} are: grant directories that hold fewer",
+            status=422,
+        )
     found: list[tuple[str, PinnedPath]] = []
-    granted = {g.path for g in grants}
     try:
-        for grant in roots:
-            for point in mount_points_below(grant.path, mountinfo):
-                owner = max(
-                    (g for g in grants if Path(point).is_relative_to(g.path)),
-                    key=lambda g: len(g.path),
-                )
-                if point in granted or owner is not grant:
-                    continue
-                if len(found) == MAX_SUBMOUNTS:
-                    raise PolicyError(
-                        "too_many_submounts",
-                        f"refused {grant.path}: the read-only paths of this request hold more "
-                        f"than {MAX_SUBMOUNTS} mount points, each of which would be mounted "
-                        "read-only too: grant directories that hold fewer",
-                        status=422,
-                    )
-                found.append((point, _pin_submount(grant.path, point)))
+        for point, holder in below:
+            found.append((point, _pin_submount(holder, point)))
     except BaseException:
         for _, pinned in found:
             pinned.close()

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -24,12 +25,16 @@ import pytest
 
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.pinned import identify
+from sandboxd.policy import Policy
 from tests.support.host_mounts import tmpfs_at
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = pytest.mark.docker
+
+POLICY = Policy(image=SANDBOX_IMAGE)
 
 TRY_WRITE = """for d; do
   if touch "$d/planted" 2>/dev/null; then printf 'wrote %s\\n' "$d"
@@ -170,3 +175,31 @@ def test_the_identity_check_covers_each_mount_point_beneath(
                 assert await backend.list_sessions() == []
 
         anyio.run(attempt)
+
+
+def test_a_mount_made_between_the_check_and_the_start_destroys_the_sandbox(
+    docker_client: Any,
+) -> None:
+    """The engine binds what is there when the container starts: a mount point the policy did
+    not list comes along writable, so the host's table is read again once the container
+    runs, and the container is destroyed before any command."""
+    project = short_dir("ro")
+    with POLICY.grant_paths([(str(project), True)], caller_home=None) as grant:
+        checked = tuple(Mount(g.path, g.read_only, g.identity) for g in grant.paths)
+    spec = SandboxSpec(SANDBOX_IMAGE, checked, False, 1000, 1000)
+    with tmpfs_at(project / "late") as late:
+
+        async def attempt() -> None:
+            async with DockerBackend(image=SANDBOX_IMAGE, state_dir=short_dir("st")) as backend:
+                with pytest.raises(MountChangedError) as changed:
+                    await backend.run("late", spec, ExecRequest(f"touch {late}/planted"))
+                assert str(changed.value).startswith(
+                    f"{late} was mounted on the host beneath the read-only {project} after it "
+                    "was checked, so it would have been writable in the sandbox"
+                )
+                assert await backend.list_sessions() == []
+
+        anyio.run(attempt)
+        assert not (late / "planted").exists()
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}=late"})
+    assert left == []
