@@ -4,8 +4,10 @@ device node found in a grant.
 The engine has no nosuid/nodev for binds (no Binds mode nor BindOptions field takes them), so
 with the daemon running as root a command running as uid 0 could leave a setuid-root file in
 the project for the host to run. The container's seccomp profile refuses every way of giving
-a file those bits (chmod and its siblings, and open/creat/mknod with them in the mode), and
-its device cgroup refuses opening a device node, whoever made it.
+a file those bits (chmod and its siblings, and open/creat/mknod with them in the mode, an
+O_TMPFILE linked in afterwards included; openat2, whose mode a filter cannot read, not at
+all), a file capability needs CAP_SETFCAP, which commands lack, and the device cgroup
+refuses opening a device node, whoever made it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ number, path, mode = int(sys.argv[1]), os.fsencode(sys.argv[2]), int(sys.argv[3]
 if number == 452:  # fchmodat2(AT_FDCWD, path, mode, 0), on a file made first
     open(path, "w").close()
     result = libc.syscall(number, -100, path, mode, 0)
+elif number == 437:  # openat2(AT_FDCWD, path, {O_CREAT | O_WRONLY, mode, 0}, 24)
+    how = (ctypes.c_uint64 * 3)(0o101, mode, 0)
+    result = libc.syscall(number, -100, path, ctypes.byref(how), 24)
 elif number == 2:  # open(path, O_CREAT | O_WRONLY, mode)
     result = libc.syscall(number, path, 0o101, mode)
 else:  # creat(path, mode) or chmod(path, mode) on a file made first
@@ -46,6 +51,10 @@ PYTHON_PLANTS = {
     "python os.chmod": "open(f, 'w').close(); os.chmod(f, 0o4755)",
     "python os.fchmod": "os.fchmod(os.open(f, os.O_CREAT | os.O_WRONLY), 0o2755)",
     "mknod regular 04755": "os.mknod(f, stat.S_IFREG | 0o4755)",
+    "O_TMPFILE 04755 linked in": (
+        "fd = os.open(os.path.dirname(f), os.O_TMPFILE | os.O_WRONLY, 0o4755); "
+        "os.link('fd/%d' % fd, f, src_dir_fd=os.open('/proc/self', os.O_RDONLY))"
+    ),
 }
 """Python's way of each: `f` is the file to plant."""
 
@@ -65,6 +74,7 @@ PLANTS = {
     "creat(2) 04755": "python3 -c {raw} 85 {f} 4755",
     "chmod(2) 04755": "python3 -c {raw} 90 {f} 4755",
     "fchmodat2(2) 04755": "python3 -c {raw} 452 {f} 4755",
+    "openat2(2) 04755": "python3 -c {raw} 437 {f} 4755",
 }
 
 
@@ -150,3 +160,18 @@ def test_the_harmless_devices_the_engine_allows_stay_harmless(daemon: Daemon) ->
     os.mknod(project / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
     said = _run(daemon, f"echo gone > {project}/null; wc -c < {project}/null", project)
     assert said.strip() == "0"
+
+
+FILE_CAPABILITY = (
+    "import os, struct, sys; f = sys.argv[1]; open(f, 'w').close(); "
+    "os.setxattr(f, 'security.capability', struct.pack('<5I', 0x02000001, 1 << 7, 0, 0, 0))"
+)
+"""A file capability (cap_setuid+ep, revision 2): as good as setuid root to whoever runs it."""
+
+
+def test_no_file_capability_lands_in_a_read_write_grant(daemon: Daemon) -> None:
+    project = short_dir("fcap")
+    planted = project / "planted"
+    said = _run(daemon, f"python3 -c {shlex.quote(FILE_CAPABILITY)} {planted}", project)
+    assert "PermissionError" in said, said
+    assert "security.capability" not in os.listxattr(planted)
