@@ -39,7 +39,7 @@ from pathlib import Path
 
 from sandboxd.config import DaemonConfig
 from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
-from sandboxd.mount_table import read_mountinfo, uncovered_mount_points
+from sandboxd.mount_table import is_inside, read_mountinfo, uncovered_mount_points
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -646,9 +646,9 @@ def _check_form(raw: str, *, what: str) -> None:
 def _refusal(resolved: Path, rule: _Refused) -> str | None:
     if resolved == rule.path:
         return f"{rule.label} is never mountable"
-    if rule.inside and resolved.is_relative_to(rule.path):
+    if rule.inside and is_inside(str(resolved), str(rule.path)):
         return f"it is inside {rule.label}, which is never mountable"
-    if rule.contains and rule.path.is_relative_to(resolved):
+    if rule.contains and is_inside(str(rule.path), str(resolved)):
         return (
             f"it contains {rule.label}, which is never mountable; mount a directory that "
             "does not contain it"
