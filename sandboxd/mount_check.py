@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sandboxd.backend import Mount, MountChangedError
-from sandboxd.mount_table import read_mountinfo, uncovered_mount_points
+from sandboxd.mount_table import printable, read_mountinfo, uncovered_mount_points
 from sandboxd.supervisor_client import MountSeen
 
 
@@ -57,8 +57,8 @@ def check_nothing_new_beneath(mounts: Sequence[Mount]) -> None:
     if below:
         point, holder = below[0]
         raise MountChangedError(
-            f"{point} was mounted on the host beneath the read-only {holder} after it was "
-            "checked, so it would have been writable in the sandbox: the sandbox was "
+            f"{printable(point)} was mounted on the host beneath the read-only {holder} after "
+            "it was checked, so it would have been writable in the sandbox: the sandbox was "
             "destroyed before any command ran; retry (the next check mounts it read-only)"
         )
 

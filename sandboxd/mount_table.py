@@ -31,6 +31,12 @@ def decode_mountinfo_path(field: str) -> str:
     return decoded.decode("utf-8", "surrogateescape")
 
 
+def printable(path: str) -> str:
+    """`path` for a message: bytes that are not UTF-8 (kept by surrogateescape) as `\\xNN`,
+    so that nothing downstream (JSON, the audit log) fails on them."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def mount_points(mountinfo: str) -> tuple[str, ...]:
     """Every mount point in `mountinfo` (its text), decoded, each once, sorted."""
     points = set()

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from sandboxd.config import DaemonConfig
 from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
-from sandboxd.mount_table import is_inside, read_mountinfo, uncovered_mount_points
+from sandboxd.mount_table import is_inside, printable, read_mountinfo, uncovered_mount_points
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -521,6 +521,12 @@ class Policy:
     def _check_pinned(self, raw: str, pinned: PinnedPath, extra: Sequence[_Refused]) -> None:
         resolved = Path(pinned.path)
         shown = _shown(raw, resolved)
+        if printable(pinned.path) != pinned.path:
+            raise PolicyError(
+                "path_refused",
+                f"refused {raw} (resolves to {printable(pinned.path)}): its name is not UTF-8, "
+                "which the engine's API cannot carry: rename it",
+            )
         exempt = any(resolved.is_relative_to(p) for p in self._allowed_system_paths)
         reasons = [
             (reason, rule.system)
@@ -596,6 +602,13 @@ def _read_only_submounts(
 
 
 def _pin_submount(granted: str, point: str) -> PinnedPath:
+    if printable(point) != point:
+        raise PolicyError(
+            "submount_refused",
+            f"refused {granted}: the mount point {printable(point)} inside it has a name "
+            "that is not UTF-8, which the engine's API cannot carry, so it cannot be mounted "
+            "read-only: rename it, or grant a directory that does not hold it",
+        )
     try:
         return pin(point)
     except (PathChangedError, OSError) as exc:

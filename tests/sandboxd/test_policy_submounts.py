@@ -3,6 +3,7 @@ mount of its own (the engine binds grants recursively and keeps only the top rea
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -80,4 +81,16 @@ def test_a_mount_point_hidden_by_another_mount_refuses_the_grant(tmp_path: Path)
         f"refused {tmp_path}: the mount point {tmp_path / 'a' / 'b'} inside it cannot be "
         "mounted read-only (it does not exist), so it would be writable in the sandbox: "
         "unmount it, or grant a directory that does not hold it"
+    )
+
+
+def test_a_mount_point_whose_name_is_not_utf8_refuses_the_grant(tmp_path: Path) -> None:
+    """The engine's JSON API cannot carry such a name: a clear refusal, not a failed start."""
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    with tmpfs_at(odd), pytest.raises(PolicyError) as refused:
+        _granted([(tmp_path, True)])
+    assert (refused.value.status, refused.value.code) == (403, "submount_refused")
+    assert refused.value.message.startswith(
+        f"refused {tmp_path}: the mount point {tmp_path}/caf\\xe9 inside it has a name that "
+        "is not UTF-8"
     )

@@ -420,3 +420,19 @@ def test_allowed_system_paths_come_from_the_config(world: dict[str, Path]) -> No
     policy = Policy.from_config(config, socket_path=world["socket"])
     with policy.grant_paths([("/usr/share", True)], caller_home=None) as grant:
         assert [g.path for g in grant.paths] == ["/usr/share"]
+
+
+def test_a_path_that_resolves_to_a_name_that_is_not_utf8_is_refused(
+    world: dict[str, Path],
+) -> None:
+    """The engine's JSON API cannot carry such a name: a clear refusal, not a failed start."""
+    target = os.fsdecode(bytes(world["project"]) + b"/caf\xe9")
+    os.mkdir(target)
+    link = world["project"] / "cafe"
+    link.symlink_to(target)
+    error = _refusal(_policy(world), str(link), world["home"])
+    assert (error.status, error.code) == (403, "path_refused")
+    assert error.message == (
+        f"refused {link} (resolves to {world['project']}/caf\\xe9): its name is not UTF-8, "
+        "which the engine's API cannot carry: rename it"
+    )

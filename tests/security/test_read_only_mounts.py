@@ -11,6 +11,7 @@ host has them.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from collections.abc import Sequence
@@ -148,6 +149,18 @@ def test_a_mount_point_that_cannot_be_bound_read_only_refuses_the_grant(daemon: 
     error = response.json()["error"]
     assert error["code"] == "submount_refused"
     assert f"the mount point {hidden} inside it cannot be mounted read-only" in error["message"]
+
+
+def test_a_mount_point_whose_name_is_not_utf8_is_a_refusal_not_a_failure(
+    daemon: Daemon,
+) -> None:
+    project = short_dir("ro")
+    with tmpfs_at(Path(os.fsdecode(bytes(project) + b"/\xff"))):
+        response = _post(daemon, "true", [(project, True)], "ro-not-utf8")
+    assert response.status_code == 403, response.text
+    assert response.json()["error"]["message"].startswith(
+        f"refused {project}: the mount point {project}/\\xff inside it has a name that is not UTF-8"
+    )
 
 
 @pytest.mark.parametrize("image", ["python", "busybox"])
