@@ -586,8 +586,8 @@ def _read_only_submounts(
         raise PolicyError(
             "too_many_submounts",
             f"refused {below[0][1]}: the read-only paths of this request hold {len(below)} "
-            f"mount points, each of which would be mounted read-only too, and at most "
-            f"{MAX_SUBMOUNTS} are: grant directories that hold fewer",
+            f"mount points, each to be mounted read-only too, and at most "
+            f"{MAX_SUBMOUNTS} can be: grant directories that hold fewer",
             status=422,
         )
     found: list[tuple[str, PinnedPath]] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandboxd.pinned import identify
-from sandboxd.policy import GrantedPath, Policy, PolicyError
+from sandboxd.policy import MAX_SUBMOUNTS, GrantedPath, Policy, PolicyError
 from tests.support.host_mounts import tmpfs_at
 
 POLICY = Policy(image="img:1")
@@ -93,4 +93,19 @@ def test_a_mount_point_whose_name_is_not_utf8_refuses_the_grant(tmp_path: Path) 
     assert refused.value.message.startswith(
         f"refused {tmp_path}: the mount point {tmp_path}/caf\\xe9 inside it has a name that "
         "is not UTF-8"
+    )
+
+
+def test_too_many_mount_points_beneath_read_only_paths_are_refused(tmp_path: Path) -> None:
+    with ExitStack() as mounts:
+        for index in range(MAX_SUBMOUNTS + 1):
+            mounts.enter_context(tmpfs_at(tmp_path / f"m{index:03d}", options="size=4k"))
+        with pytest.raises(PolicyError) as refused:
+            _granted([(tmp_path, True)])
+        assert len(_granted([(tmp_path, False)])) == 1  # read-write: as the host has them
+    assert (refused.value.status, refused.value.code) == (422, "too_many_submounts")
+    assert refused.value.message == (
+        f"refused {tmp_path}: the read-only paths of this request hold {MAX_SUBMOUNTS + 1} "
+        f"mount points, each to be mounted read-only too, and at most "
+        f"{MAX_SUBMOUNTS} can be: grant directories that hold fewer"
     )
