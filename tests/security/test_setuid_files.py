@@ -110,16 +110,6 @@ def test_no_setuid_or_setgid_file_lands_in_a_read_write_grant(daemon: Daemon, at
         )
 
 
-def test_a_setgid_directory_is_not_a_privilege(daemon: Daemon) -> None:
-    """Directories keep g+s (new files inherit the group, nothing runs with it): shared
-    project directories rely on it."""
-    project = short_dir("suid")
-    said = _run(
-        daemon, f"mkdir {project}/shared && chmod g+s {project}/shared && echo made", project
-    )
-    assert said.strip() == "made"
-
-
 HOST_DEVICES = {
     "mem": (stat.S_IFCHR, 1, 1),
     "kmsg": (stat.S_IFCHR, 1, 11),
