@@ -12,13 +12,16 @@ command runs (sandboxd.mount_check) catches a mount point that leads elsewhere.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 MOUNTINFO = Path("/proc/self/mountinfo")
-MOUNT_POINT_FIELD = 4
-"""The fifth field of a mountinfo line: where the mount is, relative to this process's root."""
+DEVICE_FIELD, ROOT_FIELD, MOUNT_POINT_FIELD = 2, 3, 4
+"""Fields of a mountinfo line: the file system's device (major:minor), the directory of it
+the mount shows, and where the mount is (relative to this process's root)."""
 
 _OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
 
@@ -37,14 +40,49 @@ def printable(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def mount_points(mountinfo: str) -> tuple[str, ...]:
-    """Every mount point in `mountinfo` (its text), decoded, each once, sorted."""
-    points = set()
+@dataclass(frozen=True)
+class MountEntry:
+    """One line of mountinfo: where the mount is, which file system (its device) and which
+    directory of that file system it shows (`/` for a whole one, more for a bind)."""
+
+    point: str
+    device: str
+    root: str
+
+
+def mount_entries(mountinfo: str) -> list[MountEntry]:
+    """Every line of `mountinfo` (its text), decoded, in its order."""
+    entries = []
     for line in mountinfo.splitlines():
         fields = line.split(" ")
         if len(fields) > MOUNT_POINT_FIELD:
-            points.add(decode_mountinfo_path(fields[MOUNT_POINT_FIELD]))
-    return tuple(sorted(points))
+            entries.append(
+                MountEntry(
+                    point=decode_mountinfo_path(fields[MOUNT_POINT_FIELD]),
+                    device=fields[DEVICE_FIELD],
+                    root=decode_mountinfo_path(fields[ROOT_FIELD]),
+                )
+            )
+    return entries
+
+
+def mount_points(mountinfo: str) -> tuple[str, ...]:
+    """Every mount point in `mountinfo` (its text), decoded, each once, sorted."""
+    return tuple(sorted({entry.point for entry in mount_entries(mountinfo)}))
+
+
+def other_names(entry: MountEntry, entries: Sequence[MountEntry]) -> list[str]:
+    """The paths by which what `entry` shows is reached through the other mounts of its file
+    system (a bind of /run/docker.sock shows `/docker.sock` of the tmpfs mounted at /run:
+    `/run/docker.sock`). Empty when nothing else shows it (a file system mounted only there).
+    """
+    names = []
+    for other in entries:
+        if other == entry or other.device != entry.device or not is_inside(entry.root, other.root):
+            continue
+        rest = entry.root[len(other.root.rstrip("/")) :].lstrip("/")
+        names.append(posixpath.normpath(posixpath.join(other.point, rest)) if rest else other.point)
+    return names
 
 
 def mount_points_below(directory: str, mountinfo: str) -> tuple[str, ...]:

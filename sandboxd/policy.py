@@ -39,7 +39,14 @@ from pathlib import Path
 
 from sandboxd.config import DaemonConfig
 from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
-from sandboxd.mount_table import is_inside, printable, read_mountinfo, uncovered_mount_points
+from sandboxd.mount_table import (
+    is_inside,
+    mount_entries,
+    other_names,
+    printable,
+    read_mountinfo,
+    uncovered_mount_points,
+)
 from sandboxd.paths import lock_path
 from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
@@ -350,8 +357,10 @@ class Policy:
                     )
                 granted[pinned.path] = GrantedPath(pinned.path, read_only, pinned.identity)
             grants = tuple(granted.values())
+            mountinfo = _mount_table() if grants else ""
+            self._check_mounted_beneath(grants, mountinfo, extra)
             read_only = any(g.read_only and g.identity.kind == "directory" for g in grants)
-            below = _read_only_submounts(grants, _mount_table()) if read_only else []
+            below = _read_only_submounts(grants, mountinfo) if read_only else []
             for point, pinned in below:
                 pins.append(pinned)
                 granted[point] = GrantedPath(point, True, pinned.identity)
@@ -527,20 +536,8 @@ class Policy:
                 f"refused {raw} (resolves to {printable(pinned.path)}): its name is not UTF-8, "
                 "which the engine's API cannot carry: rename it",
             )
-        exempt = any(resolved.is_relative_to(p) for p in self._allowed_system_paths)
-        reasons = [
-            (reason, rule.system)
-            for rule in (*self._refused, *extra)
-            if not (rule.system and exempt) and (reason := _refusal(resolved, rule)) is not None
-        ]
-        if reasons:
-            reason = reasons[0][0]
-            if all(system for _, system in reasons):
-                # WHY only then: the exception is offered only where it would be enough.
-                reason += (
-                    f"; to mount it deliberately, list {resolved} in allowed_system_paths in "
-                    "the daemon's config"
-                )
+        reason = self._rules_refusal(resolved, extra)
+        if reason is not None:
             raise PolicyError("path_refused", f"refused {shown}: {reason}")
         if pinned.identity.kind == "other":
             raise PolicyError(
@@ -548,12 +545,60 @@ class Policy:
                 f"refused {shown}: only regular files and directories are mountable "
                 "(not sockets, devices or pipes)",
             )
+        reason = self._roots_refusal(resolved)
+        if reason is not None:
+            raise PolicyError("path_refused", f"refused {shown}: {reason}")
+
+    def _rules_refusal(self, resolved: Path, extra: Sequence[_Refused]) -> str | None:
+        """Why a refused-place rule refuses `resolved`, or None."""
+        exempt = any(resolved.is_relative_to(p) for p in self._allowed_system_paths)
+        reasons = [
+            (rule.system, order, reason)
+            for order, rule in enumerate((*self._refused, *extra))
+            if not (rule.system and exempt) and (reason := _refusal(resolved, rule)) is not None
+        ]
+        if not reasons:
+            return None
+        # WHY a rule the config cannot lift first: it is the one that decides.
+        reason = min(reasons)[2]
+        if all(system for system, _, _ in reasons):
+            # WHY only then: the exception is offered only where it would be enough.
+            reason += (
+                f"; to mount it deliberately, list {resolved} in allowed_system_paths in the "
+                "daemon's config"
+            )
+        return reason
+
+    def _roots_refusal(self, resolved: Path) -> str | None:
         if self._allowed_roots and not any(resolved.is_relative_to(r) for r in self._allowed_roots):
             roots = ", ".join(str(r) for r in self._allowed_roots)
-            raise PolicyError(
-                "path_refused",
-                f"refused {shown}: it is outside the config's allowed_roots ({roots})",
-            )
+            return f"it is outside the config's allowed_roots ({roots})"
+        return None
+
+    def _check_mounted_beneath(
+        self, grants: Sequence[GrantedPath], mountinfo: str, extra: Sequence[_Refused]
+    ) -> None:
+        """Refuse a grant at or beneath which the host mounted a place the rules refuse (a bind
+        of the engine's socket, of /etc, of a home): the engine would bring it along.
+
+        WHY by the mount table: the rules look at names, and a bind mount shows one place
+        under another name; the table says which directory of which file system it shows."""
+        entries = mount_entries(mountinfo)
+        for entry in entries:
+            holder = next((g.path for g in grants if is_inside(entry.point, g.path)), None)
+            if holder is None:
+                continue
+            for name in other_names(entry, entries):
+                reason = self._rules_refusal(Path(name), extra) or self._roots_refusal(Path(name))
+                if reason is not None:
+                    shown = (
+                        "it is a mount that shows"
+                        if entry.point == holder
+                        else f"the mount point {printable(entry.point)} inside it shows"
+                    )
+                    raise PolicyError(
+                        "path_refused", f"refused {holder}: {shown} {printable(name)}: {reason}"
+                    )
 
 
 MAX_SUBMOUNTS = 256

@@ -11,7 +11,7 @@ import pytest
 
 from sandboxd.pinned import identify
 from sandboxd.policy import MAX_SUBMOUNTS, GrantedPath, Policy, PolicyError
-from tests.support.host_mounts import tmpfs_at
+from tests.support.host_mounts import bound_at, tmpfs_at
 
 POLICY = Policy(image="img:1")
 
@@ -109,3 +109,40 @@ def test_too_many_mount_points_beneath_read_only_paths_are_refused(tmp_path: Pat
         f"mount points, each to be mounted read-only too, and at most "
         f"{MAX_SUBMOUNTS} can be: grant directories that hold fewer"
     )
+
+
+def test_a_bind_of_a_refused_place_beneath_a_grant_refuses_it(tmp_path: Path) -> None:
+    """The rules look at names; a bind mount shows one place under another name."""
+    policy = Policy(image="img:1", allowed_system_paths=(Path("/usr/share"),))
+    project = tmp_path / "project"
+    with bound_at(project / "etc", Path("/etc")):
+        for read_only in (True, False):
+            with pytest.raises(PolicyError) as refused:
+                policy.grant_paths([(str(project), read_only)], caller_home=None)
+            assert refused.value.message == (
+                f"refused {project}: the mount point {project}/etc inside it shows /etc: the "
+                "system directory /etc is never mountable; to mount it deliberately, list /etc "
+                "in allowed_system_paths in the daemon's config"
+            )
+    with bound_at(project / "ssl", Path("/etc/ssl")), pytest.raises(PolicyError) as refused:
+        policy.grant_paths([(str(project / "ssl"), True)], caller_home=None)
+    assert refused.value.message.startswith(
+        f"refused {project}/ssl: it is a mount that shows /etc/ssl: it is inside the system "
+        "directory /etc"
+    )
+    licenses = project / "licenses"
+    with (
+        bound_at(licenses, Path("/usr/share/common-licenses")),
+        policy.grant_paths([(str(project), True)], caller_home=None) as grant,
+    ):
+        assert [g.path for g in grant.paths] == [str(project), str(licenses)]
+
+
+def test_a_bind_of_another_project_beneath_a_grant_is_fine(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    with bound_at(tmp_path / "project" / "other", other) as bound:
+        assert _granted([(tmp_path / "project", False)]) == (
+            GrantedPath(str(tmp_path / "project"), False, identify(str(tmp_path / "project"))),
+        )
+        assert _granted([(bound, True)]) == (_read_only(bound),)

@@ -28,6 +28,23 @@ def tmpfs_at(directory: Path, *, options: str = "size=1m") -> Iterator[Path]:
         unmount(directory)
 
 
+@contextmanager
+def bound_at(target: Path, source: Path) -> Iterator[Path]:
+    """`source` bind-mounted at `target` (made when missing, as a file for a file) until the
+    block ends."""
+    require(os.geteuid() == 0, "bind mounts need root")
+    if source.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+    try:
+        yield target
+    finally:
+        unmount(target)
+
+
 def unmount(directory: Path) -> None:
     """Unmount `directory`; lazily when something still holds it (a test's container)."""
     if subprocess.run(["umount", str(directory)], capture_output=True).returncode != 0:
