@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.host_mounts import bound_at
-from tests.support.sandboxd_harness import Daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -23,14 +23,8 @@ ENGINE_SOCKET = Path("/var/run/docker.sock")
 @pytest.mark.parametrize("read_only", [True, False])
 def test_the_engine_socket_bound_into_a_project_is_refused(daemon: Daemon, read_only: bool) -> None:
     project = short_dir("bound")
-    with bound_at(project / "engine.sock", ENGINE_SOCKET) as bound, daemon.client() as client:
-        response = client.post(
-            "/v1/run",
-            json={
-                "command": f"test -S {bound} && echo REACHABLE",
-                "allowed_paths": [{"path": str(project), "read_only": read_only}],
-            },
-        )
+    with bound_at(project / "engine.sock", ENGINE_SOCKET) as bound:
+        response = run_with_paths(daemon, f"test -S {bound}", [(project, read_only)])
     assert response.status_code == 403, response.text
     error = response.json()["error"]
     assert error["code"] == "path_refused"

@@ -8,16 +8,13 @@ mount-escape tasks, shocker (open_by_handle_at), runc's tests of read-only binds
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.parts import require
+from tests.support.host_mounts import tmpfs_at
 from tests.support.sandbox_probe import SYSCALLS, probe, x86_64_only
 from tests.support.sandboxd_harness import Daemon, short_dir
 
@@ -144,19 +141,6 @@ except OSError as exc:
 """
 
 
-@contextlib.contextmanager
-def submount(directory: Path) -> Iterator[None]:
-    """A host filesystem mounted at `directory` (as a USB disk or a NFS share may be)."""
-    require(os.getuid() == 0, "mounting a host filesystem under a grant needs root")
-    directory.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "probe", str(directory)])
-    require(made.returncode == 0, "cannot mount a tmpfs here")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "-l", str(directory)], check=True)
-
-
 @pytest.mark.parametrize("write", list(WRITES))
 def test_a_read_only_grant_is_read_only_all_the_way_down(daemon: Daemon, write: str) -> None:
     """runc's read-only bind tests, and issue 33's finding 3: a read-only grant that holds a
@@ -164,7 +148,7 @@ def test_a_read_only_grant_is_read_only_all_the_way_down(daemon: Daemon, write: 
     naming it."""
     grant = short_dir("ro")
     (grant / "kept.txt").write_text("host\n")
-    with submount(grant / "sub"):
+    with tmpfs_at(grant / "sub"):
         before = sorted(str(p.relative_to(grant)) for p in grant.rglob("*"))
         command = shlex.join(["python3", "-c", SYSCALLS + WRITE, str(grant), WRITES[write]])
         with daemon.client() as client:

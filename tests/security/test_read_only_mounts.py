@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
@@ -31,7 +30,7 @@ from sandboxd.pinned import identify
 from sandboxd.policy import Policy
 from tests.support.host_mounts import tmpfs_at
 from tests.support.parts import SANDBOX_IMAGE
-from tests.support.sandboxd_harness import Daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -43,18 +42,8 @@ TRY_WRITE = """for d; do
 done"""
 
 
-def _post(
-    daemon: Daemon, command: str, paths: Sequence[tuple[Path, bool]], session: str
-) -> httpx.Response:
-    allowed = [{"path": str(p), "read_only": ro} for p, ro in paths]
-    with daemon.client() as client:
-        return client.post(
-            "/v1/run", json={"command": command, "allowed_paths": allowed, "session": session}
-        )
-
-
 def _run(daemon: Daemon, command: str, paths: Sequence[tuple[Path, bool]], session: str) -> str:
-    response = _post(daemon, command, paths, session)
+    response = run_with_paths(daemon, command, paths, session=session)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["error"] is None, body
@@ -144,7 +133,7 @@ def test_a_mount_point_that_cannot_be_bound_read_only_refuses_the_grant(daemon: 
     with ExitStack() as mounts:
         mounts.enter_context(tmpfs_at(hidden))
         mounts.enter_context(tmpfs_at(project / "a"))
-        response = _post(daemon, "true", [(project, True)], "ro-hidden")
+        response = run_with_paths(daemon, "true", [(project, True)])
     assert response.status_code == 403, response.text
     error = response.json()["error"]
     assert error["code"] == "submount_refused"
@@ -156,7 +145,7 @@ def test_a_mount_point_whose_name_is_not_utf8_is_a_refusal_not_a_failure(
 ) -> None:
     project = short_dir("ro")
     with tmpfs_at(Path(os.fsdecode(bytes(project) + b"/\xff"))):
-        response = _post(daemon, "true", [(project, True)], "ro-not-utf8")
+        response = run_with_paths(daemon, "true", [(project, True)])
     assert response.status_code == 403, response.text
     assert response.json()["error"]["message"].startswith(
         f"refused {project}: the mount point {project}/\\xff inside it has a name that is not UTF-8"

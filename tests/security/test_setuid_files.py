@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.support.parts import require
-from tests.support.sandboxd_harness import Daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -79,15 +79,7 @@ PLANTS = {
 
 
 def _run(daemon: Daemon, command: str, project: Path, *, read_only: bool = False) -> str:
-    with daemon.client() as client:
-        response = client.post(
-            "/v1/run",
-            json={
-                "command": command,
-                "allowed_paths": [{"path": str(project), "read_only": read_only}],
-            },
-        )
-    return _stdout(response)
+    return _stdout(run_with_paths(daemon, command, [(project, read_only)]))
 
 
 def _stdout(response: httpx.Response) -> str:

@@ -11,22 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.sandboxd_harness import Daemon, running_daemon
+from tests.support.sandboxd_harness import Daemon, run_with_paths, running_daemon
 
 pytestmark = pytest.mark.docker
 
 ASKED = ["/usr", "/usr/lib", "/lib", "/bin", "/opt", "/srv", "/home", "/var/log", "/etc/ssl"]
-
-
-def _post(daemon: Daemon, command: str, path: str, *, read_only: bool) -> httpx.Response:
-    with daemon.client() as client:
-        return client.post(
-            "/v1/run",
-            json={"command": command, "allowed_paths": [{"path": path, "read_only": read_only}]},
-        )
 
 
 @pytest.mark.parametrize("read_only", [True, False])
@@ -34,7 +25,7 @@ def test_system_directories_are_refused_with_how_to_allow_them(
     daemon: Daemon, read_only: bool
 ) -> None:
     for path in [p for p in ASKED if os.path.exists(p)]:
-        response = _post(daemon, "true", path, read_only=read_only)
+        response = run_with_paths(daemon, "true", [(path, read_only)])
         assert response.status_code == 403, (path, response.text)
         error = response.json()["error"]
         assert error["code"] == "path_refused"
@@ -47,10 +38,9 @@ def test_the_config_exception_mounts_what_it_names_and_no_more(docker_client: An
     if not os.path.isdir("/usr/share/common-licenses"):
         pytest.skip("/usr/share/common-licenses does not exist here")
     with running_daemon(docker_client, config) as daemon:
-        allowed = _post(
-            daemon, "ls /usr/share/common-licenses", "/usr/share/common-licenses", read_only=True
-        )
+        licenses = "/usr/share/common-licenses"
+        allowed = run_with_paths(daemon, f"ls {licenses}", [(licenses, True)])
         assert allowed.status_code == 200, allowed.text
         assert "GPL" in allowed.json()["stdout"]
-        wider = _post(daemon, "true", "/usr/share", read_only=True)
+        wider = run_with_paths(daemon, "true", [("/usr/share", True)])
         assert wider.status_code == 403 and "system directory /usr" in wider.text

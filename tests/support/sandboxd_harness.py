@@ -143,6 +143,16 @@ def start_daemon(
     return daemon
 
 
+def run_with_paths(
+    daemon: Daemon, command: str, paths: Sequence[tuple[Path | str, bool]], **fields: Any
+) -> httpx.Response:
+    """The daemon's answer to `POST /v1/run` of `command` with `paths` ((path, read_only)
+    each) as its allowed_paths, and any other fields of the request."""
+    allowed = [{"path": str(path), "read_only": read_only} for path, read_only in paths]
+    with daemon.client() as client:
+        return client.post("/v1/run", json={"command": command, "allowed_paths": allowed, **fields})
+
+
 def wait_until_serving(daemon: Daemon, timeout: float = 60.0) -> None:
     def serving() -> bool:
         if "serving on" in daemon.output():
