@@ -20,6 +20,7 @@ import contextlib
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -91,8 +92,18 @@ class FifoStream(anyio.abc.ByteStream):
         an empty read only means it has not opened yet (a FIFO then reads as ended)."""
 
     @property
+    def reading_fd(self) -> int | None:
+        return self._reading
+
+    @property
     def writing_fd(self) -> int | None:
         return self._writing
+
+    def detach(self) -> tuple[int | None, int | None]:
+        """Hand the two descriptors over (reading, writing): the stream no longer owns them."""
+        ends = (self._reading, self._writing)
+        self._reading = self._writing = None
+        return ends
 
     def replace_writing(self, fd: int) -> None:
         """Write through `fd` from now on (see reopen_writing); the old end is closed."""
@@ -100,6 +111,11 @@ class FifoStream(anyio.abc.ByteStream):
         os.set_blocking(fd, False)
         if old is not None:
             self._close(old)
+
+    async def wait_heard(self) -> None:
+        """Until the sandbox's end has written (or opened and closed) its FIFO."""
+        if self._reading is not None:
+            await anyio.wait_readable(self._reading)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if self._reading is None:
@@ -149,6 +165,49 @@ class FifoStream(anyio.abc.ByteStream):
 
     @staticmethod
     def _close(fd: int) -> None:
-        anyio.notify_closing(fd)
+        # Outside an event loop (a blocking caller settling a pair) nothing waits on it.
+        with contextlib.suppress(anyio.NoEventLoopError):
+            anyio.notify_closing(fd)
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+@dataclass
+class FifoPair:
+    """A two-way channel to a sandbox: a FIFO it writes (`reading` here) and one it reads
+    (`writing` here), made in its control directory, the host's ends open before the
+    sandbox opens its own. `settle` once it has both open."""
+
+    paths: tuple[Path, Path]
+    stream: FifoStream
+
+    @classmethod
+    def make(cls, reading: Path, writing: Path, uid: int, gid: int) -> FifoPair:
+        made: list[Path] = []
+        try:
+            for path in (reading, writing):
+                make_fifo(path, uid, gid)
+                made.append(path)
+            read_fd = open_reading(reading)
+            try:
+                write_fd = open_writing_early(writing)
+            except BaseException:
+                os.close(read_fd)
+                raise
+        except BaseException:
+            unlink(*made)
+            raise
+        return cls((reading, writing), FifoStream(read_fd, write_fd))
+
+    def settle(self) -> None:
+        """The sandbox holds both ends: no process may open the FIFOs again, and a write to
+        an end it closed fails (see reopen_writing). Raises OSError when it does not read."""
+        unlink(*self.paths)
+        early = self.stream.writing_fd
+        if early is None:
+            raise OSError(errno.EPIPE, "the channel's writing end is closed")
+        self.stream.replace_writing(reopen_writing(early))
+
+    async def aclose(self) -> None:
+        unlink(*self.paths)
+        await self.stream.aclose()

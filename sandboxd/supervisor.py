@@ -76,6 +76,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -727,14 +728,20 @@ class Spawned:
 def become_init(spawned: Spawned) -> None:
     """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and end the
     container on SIGTERM (PID 1 gets no signal it has no handler for)."""
-    wake = threading.Event()
-    signal.signal(signal.SIGCHLD, lambda *_: wake.set())
+    # WHY a wake-up pipe rather than a handler that sets an Event: a handler runs between two
+    # bytecodes of the main thread, possibly inside the previous one's lock, and a second
+    # SIGCHLD there waited on that lock for ever (a fork bomb's death sends hundreds).
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
 
     def reap() -> None:
         while True:
-            wake.wait(REAP_INTERVAL_S)
-            wake.clear()
+            select.select([woken], [], [], REAP_INTERVAL_S)
+            with contextlib.suppress(OSError):
+                os.read(woken, 4096)
             with spawned.lock:
                 for pid in zombie_children():
                     if pid not in spawned.pids:

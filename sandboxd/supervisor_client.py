@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,14 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.result import Result
 from logos.runners.live import LIMIT_BYTES, PIECE_BYTES, LiveOutput
-from sandboxd.fifo import (
-    FifoStream,
-    make_fifo,
-    open_reading,
-    open_writing_early,
-    reopen_writing,
-    unlink,
-)
+from sandboxd.fifo import FifoPair
 from sandboxd.supervisor import HELLO, IN_FIFO, OUT_FIFO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
@@ -500,52 +492,40 @@ class SupervisorChannel:
         self._sent.clear()
 
 
-@dataclass
 class ChannelFifos:
-    """The supervisor's two FIFOs, made and opened on the host before its container starts
-    (sandboxd.fifo): `in` written early, `out` read."""
+    """The supervisor's two FIFOs (`in`, `out`), made and opened on the host before its
+    container starts (sandboxd.fifo)."""
 
-    paths: tuple[Path, Path]
-    requests: int
-    replies: int
+    def __init__(self, pair: FifoPair) -> None:
+        self._pair: FifoPair | None = pair
 
     @classmethod
     def make(cls, control_dir: Path, uid: int, gid: int) -> ChannelFifos:
-        paths = (control_dir / IN_FIFO, control_dir / OUT_FIFO)
-        for path in paths:
-            make_fifo(path, uid, gid)
-        requests = open_writing_early(paths[0])
-        try:
-            replies = open_reading(paths[1])
-        except BaseException:
-            os.close(requests)
-            raise
-        return cls(paths, requests, replies)
+        return cls(FifoPair.make(control_dir / OUT_FIFO, control_dir / IN_FIFO, uid, gid))
 
     async def handshake(self) -> tuple[SupervisorChannel, SupervisorHello]:
         """The channel, once the supervisor said hello (it opened both FIFOs before): the
-        FIFOs are unlinked, the early end reopened write-only, and the channel owns both.
-        Waits as long as the caller lets it for the supervisor to start; then its hello
-        must come within HELLO_TIMEOUT_S."""
-        await anyio.wait_readable(self.replies)
-        stream = FifoStream(self.replies, self.requests)
-        self.requests = self.replies = -1
-        channel, hello = await SupervisorChannel.handshake(stream)
-        unlink(*self.paths)
-        early = stream.writing_fd
-        assert early is not None
+        channel owns the FIFOs from then on. Waits as long as the caller lets it for the
+        supervisor to start; then its hello must come within HELLO_TIMEOUT_S."""
+        pair, self._pair = self._pair, None
+        assert pair is not None, "a channel's FIFOs shake hands once"
         try:
-            stream.replace_writing(reopen_writing(early))
+            await pair.stream.wait_heard()
+        except BaseException:
+            await pair.aclose()
+            raise
+        channel, hello = await SupervisorChannel.handshake(pair.stream)
+        try:
+            pair.settle()
         except OSError:
             await channel.aclose()
             raise
         return channel, hello
 
-    def close(self) -> None:
-        unlink(*self.paths)
-        for fd in (self.requests, self.replies):
-            if fd >= 0:
-                os.close(fd)
+    async def aclose(self) -> None:
+        """Unless a channel took them over."""
+        if self._pair is not None:
+            await self._pair.aclose()
 
 
 def _unknown(command_id: int) -> ChannelLost:

@@ -86,14 +86,7 @@ from sandboxd.egress import (
     host_addresses,
 )
 from sandboxd.egress_forwarder import OPENED, fifo_names
-from sandboxd.fifo import (
-    FifoStream,
-    make_fifo,
-    open_reading,
-    open_writing_early,
-    reopen_writing,
-    unlink,
-)
+from sandboxd.fifo import FifoPair
 from sandboxd.host_rules import Allowlist
 from sandboxd.mount_check import check_mounts
 from sandboxd.pool import PoolSettings
@@ -627,7 +620,8 @@ class DockerBackend(AsyncCloseable):
         finally:
             self._starting.discard(name)
             if fifos is not None:
-                fifos.close()
+                with anyio.CancelScope(shield=True):
+                    await fifos.aclose()
             if not handed_over:
                 if container_id is not None:
                     with anyio.CancelScope(shield=True):
@@ -756,40 +750,34 @@ class DockerBackend(AsyncCloseable):
         if box.egress is None or box.retired is not None:
             return False
         up_name, down_name = fifo_names(number)
-        up, down = box.control_dir / up_name, box.control_dir / down_name
         try:
-            for path in (up, down):
-                make_fifo(path, box.spec.uid, box.spec.gid)
-            stream = FifoStream(open_reading(up), open_writing_early(down))
+            pair = FifoPair.make(
+                box.control_dir / up_name, box.control_dir / down_name, box.spec.uid, box.spec.gid
+            )
         except OSError as exc:
-            unlink(up, down)
             logger.warning("cannot make an egress connection's FIFOs: %s", exc)
             return False
-        self._background(self._serve_egress, box, stream, (up, down))
+        self._background(self._serve_egress, box, pair)
         return True
 
-    async def _serve_egress(
-        self, box: _Container, stream: FifoStream, paths: tuple[Path, Path]
-    ) -> None:
+    async def _serve_egress(self, box: _Container, pair: FifoPair) -> None:
         """One egress connection: once the forwarder opened both FIFOs (its first byte says
-        so) they are unlinked and the proxy serves it, until the sandbox is torn down."""
+        so) they are settled and the proxy serves it, until the sandbox is torn down."""
         assert box.egress is not None
         with anyio.CancelScope() as scope:
             box.egress.add(scope)
             try:
                 with anyio.fail_after(EGRESS_OPEN_TIMEOUT_S):
-                    opened = await stream.receive(1)
-                early = stream.writing_fd
-                if opened != OPENED or early is None:
+                    opened = await pair.stream.receive(1)
+                if opened != OPENED:
                     raise OSError("the forwarder did not open its FIFOs")
-                stream.replace_writing(reopen_writing(early))
+                pair.settle()
             except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
-                await stream.aclose()
+                await pair.aclose()
+                box.egress.discard(scope)
                 return
-            finally:
-                unlink(*paths)
             try:
-                await self._egress_proxy(box).handle(stream)
+                await self._egress_proxy(box).handle(pair.stream)
             finally:
                 box.egress.discard(scope)
 

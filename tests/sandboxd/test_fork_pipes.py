@@ -348,7 +348,7 @@ async def test_the_channel_holds_its_two_fifo_ends_and_none_once_lost(
             await process.wait()
             await process.aclose()
     finally:
-        fifos.close()
+        await fifos.aclose()
     assert open_fds() == before
 
 

@@ -306,7 +306,7 @@ async def test_a_hostile_reply_is_refused(tmp_path: Path, reply: str) -> None:
                 or "bytes of live output" in lost.reason
             ), lost.reason
     finally:
-        fifos.close()
+        await fifos.aclose()
 
 
 def _write_all(fd: int, data: bytes) -> None:

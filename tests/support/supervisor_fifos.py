@@ -22,7 +22,8 @@ import anyio
 import anyio.abc
 
 from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
-from sandboxd.fifo import reopen_writing, unlink
+from sandboxd.fifo import FifoPair, unlink
+from sandboxd.supervisor import IN_FIFO, OUT_FIFO
 from sandboxd.supervisor_client import ChannelFifos, SupervisorChannel, SupervisorHello
 
 START_TIMEOUT_S = 20.0
@@ -77,7 +78,7 @@ async def supervised(tmp_path: Path, output_dir: Path) -> AsyncIterator[Supervis
             await process.wait()
             await process.aclose()
     finally:
-        fifos.close()  # what the handshake did not take over (nothing once it succeeded)
+        await fifos.aclose()  # what the handshake did not take over (nothing once it succeeded)
 
 
 class RawFifos:
@@ -85,23 +86,19 @@ class RawFifos:
     the same steps as ChannelFifos.handshake (the hello read, the FIFOs unlinked, the early
     writing end reopened write-only), without a SupervisorChannel."""
 
-    def __init__(self, fifos: ChannelFifos, timeout_s: float = IO_TIMEOUT_S) -> None:
+    def __init__(self, pair: FifoPair, timeout_s: float = IO_TIMEOUT_S) -> None:
         self._timeout_s = timeout_s
         self._pending = bytearray()
         self._heard = False
-        self.replies = fifos.replies
-        early = fifos.requests
-        fifos.requests = fifos.replies = -1  # ours now
+        replies = pair.stream.reading_fd
+        assert replies is not None
+        self.replies = replies
         self.requests = -1
-        try:
-            self.hello = self.readline()
-            unlink(*fifos.paths)
-            self.requests = reopen_writing(early)
-        except BaseException:
-            self.close()
-            raise
-        finally:
-            os.close(early)
+        self.hello = self.readline()
+        pair.settle()  # as the backend does once it has the hello
+        replies, requests = pair.stream.detach()  # ours now
+        assert replies is not None and requests is not None
+        self.replies, self.requests = replies, requests
 
     def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -164,13 +161,13 @@ class RawFifos:
 def raw_supervisor(tmp_path: Path) -> Iterator[tuple[RawFifos, subprocess.Popen[bytes], Path]]:
     """A supervisor on this host, its FIFOs byte by byte, and its control directory."""
     control, script = control_dir(tmp_path)
-    fifos = make_fifos(control)
+    pair = FifoPair.make(control / OUT_FIFO, control / IN_FIFO, os.getuid(), os.getgid())
     try:
         process = subprocess.Popen(
             supervisor_argv(script, control, tmp_path / "out"), stdin=subprocess.DEVNULL
         )
         try:
-            raw = RawFifos(fifos)
+            raw = RawFifos(pair)
             try:
                 yield raw, process, control
             finally:
@@ -180,4 +177,7 @@ def raw_supervisor(tmp_path: Path) -> Iterator[tuple[RawFifos, subprocess.Popen[
                 process.kill()
             process.wait()
     finally:
-        fifos.close()
+        unlink(*pair.paths)
+        for fd in pair.stream.detach():
+            if fd is not None:
+                os.close(fd)
