@@ -78,6 +78,7 @@ def test_status_shows_health_and_sessions(daemon: Daemon) -> None:
     assert "image logos-sandbox:latest: present" in status.stdout
     assert "status-demo: 1 container(s), 0 running" in status.stdout
     assert re.search(r"containers: [1-9]\d* of at most \d+ \(\d+ per caller\)", status.stdout)
+    assert "warm pool: off ([pool] size = 0): every new session starts a container" in status.stdout
     down = sandboxd("status", "--socket", str(short_dir() / "absent.sock"))
     assert down.returncode == 1 and "start it with `sandboxd serve`" in down.stderr
 
