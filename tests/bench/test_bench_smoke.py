@@ -25,6 +25,7 @@ from bench.batch import SANDBOX_POOLED, SANDBOX_PREPARED, split
 from bench.egress import DIRECT as EGRESS_DIRECT
 from bench.egress import PROXY as EGRESS_PROXY
 from bench.plan import Plan
+from bench.pool_switch import NO_POOL, PHASES, RUNTIMES
 from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
@@ -291,6 +292,33 @@ def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
     assert [burst["errors"] for burst in bursts.values()] == [[], []]
     goals = {target["goal"] for target in section["targets"]}
     assert "new session from the warm pool <= 0.3x docker run --rm" in goals
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_pool_switch_family_runs_against_the_real_engine(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    completed = run_bench("--quick", "--only", "pool_switch", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    section = load_results(tmp_path)["sections"]["pool_switch"]
+    assert section["problems"] == []
+    hits = section["raw"]["hits"]
+    assert len(hits) == 3 * len(PHASES)
+    assert all(len(rounds) == plan.pool_switch_rounds for rounds in hits.values())
+    assert all(len(starts) == plan.pool_switch_starts for r in hits.values() for starts in r)
+    for phase in PHASES:
+        assert not any(any(starts) for starts in hits[f"{NO_POOL}: {phase}"]), "never warm"
+    assert {"create", "start", "handshake"} <= set(section["raw"]["steps_s"])
+    rows = section["table"]["rows"]
+    runtimes = [row for row in rows if row[0] == "bare container start"]
+    assert [row[1].removeprefix("docker start, ") for row in runtimes] == list(RUNTIMES)
+    goals = [target["goal"] for target in section["targets"]]
+    assert goals == [
+        "pool of 4: the spec switched to is warm from its start #3 on",
+        "pool of 4, memory for 2: the spec switched to is warm from its start #3 on",
+    ]
 
 
 @pytest.mark.docker
