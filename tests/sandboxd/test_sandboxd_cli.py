@@ -125,6 +125,13 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     for check in checks:
         assert f"ok    {check}:" in run.stdout, run.stdout
     assert "all checks passed" in run.stdout
+    note = re.search(
+        r"--    warm pool: off \(the default\): a new session's sandbox started here in "
+        r"(\d+) ms\. Turn it on with `\[pool\] size = 2`",
+        run.stdout,
+    )
+    assert note is not None and 0 < int(note[1]) < 60_000, run.stdout
+    assert "`sandboxd run` in a script or a loop" in run.stdout
 
 
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
