@@ -19,7 +19,6 @@ import shutil
 import statistics
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,13 @@ from typing import Any
 import anyio
 import httpx
 
-from bench.daemon import BenchSetupError, check_image, docker_client, running_daemon
+from bench.daemon import docker_client, running_daemon
 from bench.plan import Plan
+from bench.pool import pool_health
+from bench.prepare import timed_start
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
-from bench.roundtrip import CommandFailed, DockerCliMethod
+from bench.roundtrip import CommandFailed, docker_run_baseline
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
-from sandboxd.api import API_PREFIX, HealthResponse, StartResponse
 from sandboxd.client import async_daemon_client
 from sandboxd.sizes import parse_size
 
@@ -87,29 +87,11 @@ class _Tally:
     failures: list[str] = field(default_factory=list)
 
 
-async def _start(client: httpx.AsyncClient, body: bytes) -> tuple[float, StartResponse]:
-    session = f"bench-switch-{uuid.uuid4().hex[:8]}"
-    began = time.perf_counter()
-    response = await client.post(f"{API_PREFIX}/sessions/{session}/start", content=body)
-    elapsed = time.perf_counter() - began
-    await client.delete(f"{API_PREFIX}/sessions/{session}")
-    if response.status_code != 200:
-        raise CommandFailed(f"HTTP {response.status_code}: {response.text[:300]}")
-    answer = StartResponse.model_validate_json(response.content)
-    if answer.state != "started":
-        raise CommandFailed(f"the session was {answer.state}, not started")
-    return elapsed, answer
-
-
 async def _settled(client: httpx.AsyncClient, warm: int) -> bool:
     """Wait until the pool holds `warm` sandboxes and starts none; False after the timeout."""
     with anyio.move_on_after(SETTLE_TIMEOUT_S):
         while True:
-            health = HealthResponse.model_validate_json(
-                (await client.get(f"{API_PREFIX}/health")).content
-            )
-            if health.pool_problem is not None:
-                raise BenchSetupError(f"the warm pool cannot fill: {health.pool_problem}")
+            health = await pool_health(client)
             starting = sum(places.starting for places in health.pool_places)
             if health.warm == warm and not starting:
                 return True
@@ -131,7 +113,7 @@ async def _switch(
             hits: list[bool] = []
             for _ in range(starts):
                 try:
-                    elapsed, answer = await _start(client, body)
+                    elapsed, answer = await timed_start(client, "bench-switch", body)
                 except CommandFailed as exc:
                     if tally is not None:
                         tally.failures.append(f"{label}, {phase}: {exc}")
@@ -196,11 +178,7 @@ def _runtimes(image: str, iterations: int, tally: _Tally) -> None:
 
 
 async def run(plan: Plan) -> Section:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
-    check_image(plan.image)
-    docker_run = DockerCliMethod.run_each(docker, plan.image)
+    docker_run = docker_run_baseline(plan.image)
     caps = daemon_config((2 * POOL_SIZE,))
     per_box = parse_size(MEMORY_PER_CONTAINER)
     configs = {

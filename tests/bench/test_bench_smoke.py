@@ -59,6 +59,15 @@ def require_bench_extra(*modules: str) -> None:
         )
 
 
+def quick_section(family: str, out: Path) -> dict[str, Any]:
+    """`--quick --only FAMILY`, which must run cleanly: the family's section of the results."""
+    completed = run_bench("--quick", "--only", family, "--out", str(out), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    section: dict[str, Any] = load_results(out)["sections"][family]
+    assert section["problems"] == []
+    return section
+
+
 def load_results(out: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((out / "results.json").read_text())
     return document
@@ -253,11 +262,8 @@ def test_the_egress_family_compares_the_proxy_with_the_network_on(
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    completed = run_bench("--quick", "--only", "prepare", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["prepare"]
-    assert section["problems"] == []
+    section = quick_section("prepare", tmp_path)
     first = section["samples_s"]["A run's first command: block closed → result"]
     starts = section["samples_s"]["New session start"]
     assert [len(series) for series in first.values()] == [plan.prepare_iterations] * 3
@@ -280,11 +286,8 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    completed = run_bench("--quick", "--only", "pool", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["pool"]
-    assert section["problems"] == []
+    section = quick_section("pool", tmp_path)
     assert section["raw"]["missed"] == 0, "every pooled start found a warm sandbox"
     starts = section["samples_s"]["New session start, warm pool"]
     assert [len(series) for series in starts.values()] == [plan.pool_iterations] * 3
@@ -299,11 +302,8 @@ def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
 def test_pool_switch_family_runs_against_the_real_engine(
     tmp_path: Path, docker_client: Any
 ) -> None:
-    completed = run_bench("--quick", "--only", "pool_switch", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["pool_switch"]
-    assert section["problems"] == []
+    section = quick_section("pool_switch", tmp_path)
     hits = section["raw"]["hits"]
     assert len(hits) == 3 * len(PHASES)
     assert all(len(rounds) == plan.pool_switch_rounds for rounds in hits.values())
