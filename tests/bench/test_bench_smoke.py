@@ -316,8 +316,8 @@ def test_pool_switch_family_runs_against_the_real_engine(
     assert [row[1].removeprefix("docker start, ") for row in runtimes] == list(RUNTIMES)
     goals = [target["goal"] for target in section["targets"]]
     assert goals == [
-        "pool of 4: the spec switched to is warm from its start #3 on",
-        "pool of 4, memory for 2: the spec switched to is warm from its start #3 on",
+        "pool of 4: the spec switched to is served warm by its start #3",
+        "pool of 4, memory for 2: the spec switched to is served warm by its start #3",
     ]
 
 
