@@ -134,6 +134,19 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     assert "`sandboxd run` in a script or a loop" in run.stdout
 
 
+@pytest.mark.timeout(300)
+def test_doctor_says_when_the_warm_pool_is_on(tmp_path: Path) -> None:
+    config = tmp_path / "doctor.toml"
+    config.write_text(f'state_dir = "{short_dir()}"\n[pool]\nsize = 3\n')
+    run = sandboxd("doctor", "--socket", str(short_dir() / "absent.sock"), "--config", str(config))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(
+        r"ok    warm pool: on, \[pool\] size = 3: a new session's sandbox started here in \d+ "
+        r"ms; a spec started again within 600 s takes a warm one instead",
+        run.stdout,
+    ), run.stdout
+
+
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
     config = tmp_path / "doctor.toml"
     config.write_text(f'state_dir = "{short_dir()}"\nimage = "sandboxd-test-missing:latest"\n')
