@@ -10,8 +10,8 @@ weakens nothing: a hit needs the identity the policy pinned for this request to 
 the warm sandbox showed, and a bind mount held by a live container keeps its inode from
 being reused. A miss (a new workspace, another uid) is a normal start.
 
-The places follow demand: a spec claimed again takes the warm places of specs nobody has
-claimed since its previous claim, the least recently claimed first, within the size and
+The places follow demand: a spec claimed again takes the warm places of its caller's specs
+not claimed since its previous claim, the least recently claimed first, within the size and
 memory budgets (see `_current`). WHY: a person moves from one project to the next, a batch
 follows an interactive session; the places of what they left would sit idle for `remember_s`
 while what they use now starts cold.
@@ -219,15 +219,18 @@ class WarmPool(Generic[BoxT]):
 
     def _current(self) -> list[SandboxSpec]:
         """The specs kept warm now, the most lately claimed first: those claimed again, and
-        claimed at least once since the previous claim of the one claimed again last.
+        claimed at least once since the previous claim of their caller's (uid's) spec
+        claimed again last.
 
         WHY that window: a spec claimed twice with no claim of another in between is what
-        callers use now, and the others wait cold; specs claimed in turn share the places."""
+        its caller uses now, and the caller's others wait cold; specs claimed in turn share
+        the places. Per caller, so that one user's switch never makes another's specs
+        give their places up (they share them, as specs claimed in turn do)."""
         again = [spec for spec in reversed(self._asked) if spec in self._previous]
-        if not again:
-            return []
-        since = self._previous[again[0]]
-        return [spec for spec in again if self._asked[spec] >= since]
+        since: dict[int, float] = {}
+        for spec in again:
+            since.setdefault(spec.uid, self._previous[spec])
+        return [spec for spec in again if self._asked[spec] >= since[spec.uid]]
 
     def _trim(self) -> None:
         forgotten_before = time.monotonic() - self.settings.remember_s

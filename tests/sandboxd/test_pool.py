@@ -231,6 +231,22 @@ async def test_specs_claimed_in_turn_share_the_places(
         assert all(places.kept_warm for places in backend._sessions.pool.places())
 
 
+async def test_one_callers_switch_does_not_take_another_callers_places(
+    state_dir: Path, dirs: dict[str, Path]
+) -> None:
+    """Two users of one daemon: the second one's switch to a spec of its own shares the
+    places with the first one's spec instead of taking them all."""
+    first_user = spec(Mount.of(str(dirs["mine"])))
+    second_user = spec(Mount.of(str(dirs["theirs"])), uid=UID + 1)
+    async with pooled(state_dir, size=2) as backend:
+        await starts(backend, first_user, "first-1", "first-2")
+        await until_pool_is(backend, {first_user: 2})
+        await starts(backend, second_user, "second-1", "second-2")
+        await until_pool_is(backend, {first_user: 1, second_user: 1})
+        (got,) = await starts(backend, first_user, "first-3")
+        assert got.startswith(WARM_PREFIX), "the first user's spec kept a warm place"
+
+
 async def test_a_claimed_sandbox_is_never_handed_to_a_second_session(
     backend: DockerBackend, docker_client: Any
 ) -> None:
