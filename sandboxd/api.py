@@ -214,6 +214,8 @@ class WarmPlacesModel(_Response):
     """Its mounts; None for another caller's spec (theirs to see, not yours)."""
     warm: int
     starting: int
+    memory: int
+    """Each of its sandboxes' memory limit, bytes (they add up under `pool_memory`)."""
     last_claimed_at: float | None
     """Unix time of the last start that asked for it (None: forgotten, its places going)."""
     kept_warm: bool
@@ -241,6 +243,8 @@ class HealthResponse(_Response):
     """Why the warm pool could not fill lately: new sessions start without it, slower."""
     pool_size: int | None = None
     """`[pool] size` (0: the pool is off; None: an older daemon)."""
+    pool_memory: int | None = None
+    """`[pool] memory`: the warm sandboxes' memory limits add up to at most this, bytes."""
     pool_places: list[WarmPlacesModel] = Field(default_factory=list)
     """The specs holding warm places, the most lately claimed first."""
 

@@ -718,6 +718,7 @@ class App:
             warm=report.warm,
             pool_problem=report.pool_problem,
             pool_size=report.pool_size,
+            pool_memory=report.pool_memory,
             pool_places=[
                 _warm_places_model(places, _identity(request.peer)[0])
                 for places in report.pool_places
@@ -1053,6 +1054,7 @@ def _warm_places_model(places: WarmPlaces, caller: int) -> WarmPlacesModel:
         paths=paths if places.spec.uid == caller else None,
         warm=places.warm,
         starting=places.starting,
+        memory=places.spec.limits.memory,
         last_claimed_at=places.last_claimed_at,
         kept_warm=places.kept_warm,
     )

@@ -281,6 +281,8 @@ class HealthReport:
     problem: sandboxes still start."""
     pool_size: int = 0
     """`[pool] size`: 0 when the pool is off."""
+    pool_memory: int = 0
+    """`[pool] memory`, bytes."""
     pool_places: tuple[WarmPlaces, ...] = ()
     """The specs holding warm places, the most lately claimed first."""
 

@@ -233,7 +233,12 @@ def _pool_lines(health: HealthResponse, now: float) -> list[str]:
     if health.pool_size == 0:
         return ["warm pool: off ([pool] size = 0): every new session starts a container"]
     held = sum(places.warm + places.starting for places in health.pool_places)
-    lines = [f"warm pool: {held} of {health.pool_size} places held"]
+    memory = sum((places.warm + places.starting) * places.memory for places in health.pool_places)
+    budget = f" of at most {_gib(health.pool_memory)}" if health.pool_memory is not None else ""
+    lines = [
+        f"warm pool: {held} of at most {health.pool_size} places held, "
+        f"memory limits {_gib(memory)}{budget}"
+    ]
     for places in health.pool_places:
         if places.paths is None:
             what = f"uid {places.uid}, another caller's paths"
@@ -252,6 +257,10 @@ def _pool_lines(health: HealthResponse, now: float) -> list[str]:
                 claimed += ", its places go to specs claimed now"
         lines.append(f"  {what}: {count}; {claimed}")
     return lines
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB"
 
 
 def _ago(seconds: float) -> str:

@@ -280,6 +280,7 @@ class DockerBackend(AsyncCloseable):
             warm=len(self._sessions.pool.boxes()),
             pool_problem=self._sessions.pool.last_failure,
             pool_size=self._sessions.pool.settings.size,
+            pool_memory=self._sessions.pool.settings.memory,
             pool_places=tuple(self._sessions.pool.places()),
         )
 

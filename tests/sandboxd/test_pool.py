@@ -520,12 +520,16 @@ def test_status_names_the_specs_holding_warm_places_to_their_caller_only(
             assert ran.returncode == 0, ran.stderr
         deadline = time.monotonic() + 60
         while (
-            "1 of 1 places held" not in (mine := user.sandboxd("status", "--socket", socket)).stdout
+            "1 of at most 1 places held"
+            not in (mine := user.sandboxd("status", "--socket", socket)).stdout
         ):
             assert time.monotonic() < deadline, mine.stdout
             time.sleep(0.2)
         theirs = run_module("sandboxd", "status", "--socket", socket, cwd=REPO, timeout=60)
     assert "containers: 1 of at most" in mine.stdout and ", 1 of them warm" in mine.stdout
+    default_memory = f"{Limits().memory / 1024**3:.1f} GiB"
+    held = f"warm pool: 1 of at most 1 places held, memory limits {default_memory} of at most 4.0"
+    assert held in mine.stdout, mine.stdout
     assert f"  uid {UID}, {work} (read-write): 1 warm; last claimed " in mine.stdout, mine.stdout
     assert f"  uid {UID}, another caller's paths: 1 warm; last claimed " in theirs.stdout
     assert str(work) not in theirs.stdout, "another user's paths are theirs"
