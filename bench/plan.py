@@ -48,6 +48,12 @@ class Plan:
     """Interleaved new-session starts with a warm pool, without, and `docker run --rm`."""
     pool_sessions: int = 64
     """The warm pool's size, and the sessions started at once from it (and without it)."""
+    pool_switch_rounds: int = 5
+    """Rounds of the pool_switch family: on each daemon, a spec's starts, then another's."""
+    pool_switch_starts: int = 6
+    """New sessions of each spec per round, back to back."""
+    pool_switch_runtime_starts: int = 10
+    """Bare container starts per OCI runtime."""
     fork_mb: int = 200
     """Changes (MB of /tmp) of the session the fork family forks."""
     fork_into: int = 8
@@ -113,6 +119,9 @@ class Plan:
             prepare_sessions=4,
             pool_iterations=2,
             pool_sessions=4,
+            pool_switch_rounds=1,
+            pool_switch_starts=4,
+            pool_switch_runtime_starts=2,
             fork_mb=5,
             fork_into=2,
             fork_iterations=1,

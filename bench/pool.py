@@ -11,7 +11,6 @@ of sessions started at once on each daemon (the pooled one full first), with the
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,11 +18,11 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
-from bench.daemon import BenchSetupError, check_image, running_daemon
+from bench.daemon import BenchSetupError, running_daemon
 from bench.plan import Plan
 from bench.prepare import many_at_once, timed_start
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
-from bench.roundtrip import DockerCliMethod, sample_rotating
+from bench.roundtrip import docker_run_baseline, sample_rotating
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
 from sandboxd.api import API_PREFIX, HealthResponse
 from sandboxd.client import async_daemon_client
@@ -60,27 +59,25 @@ async def _start(client: httpx.AsyncClient) -> tuple[float, bool]:
     return elapsed, not answer.steps
 
 
+async def pool_health(client: httpx.AsyncClient) -> HealthResponse:
+    """The daemon's health, its pool able to fill (else BenchSetupError)."""
+    health = HealthResponse.model_validate_json((await client.get(f"{API_PREFIX}/health")).content)
+    if health.pool_problem is not None:
+        raise BenchSetupError(f"the warm pool cannot fill: {health.pool_problem}")
+    return health
+
+
 async def until_full(client: httpx.AsyncClient, size: int) -> float:
     """Seconds until the daemon's pool holds `size` warm sandboxes."""
     began = time.perf_counter()
     with anyio.fail_after(FULL_TIMEOUT_S):
-        while True:
-            health = HealthResponse.model_validate_json(
-                (await client.get(f"{API_PREFIX}/health")).content
-            )
-            if health.pool_problem is not None:
-                raise BenchSetupError(f"the warm pool cannot fill: {health.pool_problem}")
-            if (health.warm or 0) >= size:
-                return time.perf_counter() - began
+        while ((await pool_health(client)).warm or 0) < size:
             await anyio.sleep(POLL_S)
+    return time.perf_counter() - began
 
 
 async def run(plan: Plan) -> Section:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
-    check_image(plan.image)
-    docker_run = DockerCliMethod.run_each(docker, plan.image)
+    docker_run = docker_run_baseline(plan.image)
     size = plan.pool_sessions
     # WHY caps of twice the burst: the burst's sessions and the pool refilling behind them.
     caps = daemon_config((2 * size,))

@@ -13,7 +13,6 @@ Through one daemon, interleaved where figures compare:
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import time
 import uuid
@@ -24,10 +23,10 @@ import anyio
 import httpx
 
 import logos
-from bench.daemon import BenchSetupError, check_image, running_daemon
+from bench.daemon import running_daemon
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
-from bench.roundtrip import CommandFailed, DockerCliMethod, sample_rotating
+from bench.roundtrip import CommandFailed, docker_run_baseline, sample_rotating
 from bench.scripted_model import ScriptedModel
 from bench.throughput import daemon_config
 from logos.agent.config import Callbacks, Config
@@ -106,12 +105,14 @@ async def first_command_s(socket: Path, prepared: bool, model_delay_s: float) ->
     return marks["result"] - marks["closed"]
 
 
-async def timed_start(client: httpx.AsyncClient, prefix: str) -> tuple[float, StartResponse]:
-    """A new session's start by itself: its time and the daemon's answer; the session is
-    closed afterwards, outside the timing."""
+async def timed_start(
+    client: httpx.AsyncClient, prefix: str, body: bytes = b"{}"
+) -> tuple[float, StartResponse]:
+    """A new session's start by itself (`body`: its StartRequest): its time and the daemon's
+    answer; the session is closed afterwards, outside the timing."""
     session = f"{prefix}-{uuid.uuid4().hex[:8]}"
     began = time.perf_counter()
-    response = await client.post(f"{API_PREFIX}/sessions/{session}/start", content="{}")
+    response = await client.post(f"{API_PREFIX}/sessions/{session}/start", content=body)
     elapsed = time.perf_counter() - began
     await client.delete(f"{API_PREFIX}/sessions/{session}")
     if response.status_code != 200:
@@ -155,11 +156,7 @@ async def many_at_once(client: httpx.AsyncClient, sessions: int) -> tuple[float,
 
 
 async def run(plan: Plan) -> Section:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
-    check_image(plan.image)
-    docker_run = DockerCliMethod.run_each(docker, plan.image)
+    docker_run = docker_run_baseline(plan.image)
     tally = _Tally()
     with running_daemon(plan.image, daemon_config((plan.prepare_sessions,))) as daemon:
         async with async_daemon_client(daemon.socket, START_TIMEOUT_S) as http:

@@ -20,7 +20,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.daemon import BenchSetupError, docker_client, require_image, running_daemon
+from bench.daemon import (
+    BenchSetupError,
+    check_image,
+    docker_client,
+    require_image,
+    running_daemon,
+)
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
 from logos.options import ExecOptions
@@ -149,6 +155,16 @@ class DockerCliMethod(Method):
         elapsed = time.perf_counter() - started
         _check_process(completed)
         return elapsed
+
+
+def docker_run_baseline(image: str) -> DockerCliMethod:
+    """`docker run --rm` of `image`, the cold families' baseline, once the CLI and the image
+    are known to be there (else BenchSetupError)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        raise BenchSetupError("the docker CLI is not on PATH: install it (./scripts/setup-docker)")
+    check_image(image)
+    return DockerCliMethod.run_each(docker, image)
 
 
 class DockerPyMethod(Method):

@@ -201,6 +201,27 @@ class ErrorResponse(_Response):
     error: ErrorDetail
 
 
+class WarmPathModel(_Response):
+    path: str
+    read_only: bool
+
+
+class WarmPlacesModel(_Response):
+    """The warm pool's places held for one spec."""
+
+    uid: int
+    paths: list[WarmPathModel] | None
+    """Its mounts; None for another caller's spec (theirs to see, not yours)."""
+    warm: int
+    starting: int
+    memory: int
+    """Each of its sandboxes' memory limit, bytes (they add up under `pool_memory`)."""
+    last_claimed_at: float | None
+    """Unix time of the last start that asked for it (None: forgotten, its places going)."""
+    kept_warm: bool
+    """Whether a claim is refilled; False: its places go to the specs claimed now."""
+
+
 class HealthResponse(_Response):
     """GET /v1/health: 200 when ok, 503 with each problem and its fix otherwise."""
 
@@ -220,6 +241,12 @@ class HealthResponse(_Response):
     """Warm sandboxes waiting in the pool, counted in `containers` (None: an older daemon)."""
     pool_problem: str | None = None
     """Why the warm pool could not fill lately: new sessions start without it, slower."""
+    pool_size: int | None = None
+    """`[pool] size` (0: the pool is off; None: an older daemon)."""
+    pool_memory: int | None = None
+    """`[pool] memory`: the warm sandboxes' memory limits add up to at most this, bytes."""
+    pool_places: list[WarmPlacesModel] = Field(default_factory=list)
+    """The specs holding warm places, the most lately claimed first."""
 
 
 class SessionModel(_Response):

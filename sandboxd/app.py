@@ -71,6 +71,8 @@ from sandboxd.api import (
     TemenosJob,
     TemenosRunRequest,
     TemenosRunResponse,
+    WarmPathModel,
+    WarmPlacesModel,
     is_valid_session_id,
     job_number_of_temenos_id,
     temenos_job_id,
@@ -91,6 +93,7 @@ from sandboxd.backend import (
     SandboxSpec,
     StartOutcome,
     TooManySessionsError,
+    WarmPlaces,
 )
 from sandboxd.config import DaemonConfig
 from sandboxd.http import (
@@ -714,6 +717,12 @@ class App:
             max_sessions_per_caller=report.max_sessions_per_caller,
             warm=report.warm,
             pool_problem=report.pool_problem,
+            pool_size=report.pool_size,
+            pool_memory=report.pool_memory,
+            pool_places=[
+                _warm_places_model(places, _identity(request.peer)[0])
+                for places in report.pool_places
+            ],
         )
         return Response.json(200 if report.ok else 503, answer)
 
@@ -1034,6 +1043,21 @@ def _identity(peer: PeerCredentials | None) -> tuple[int, int]:
     if peer is None:
         return os.getuid(), os.getgid()
     return peer.uid, peer.gid
+
+
+def _warm_places_model(places: WarmPlaces, caller: int) -> WarmPlacesModel:
+    """WHY paths for the caller's own specs only: another user's paths are theirs."""
+    mounts = places.spec.mounts
+    paths = [WarmPathModel(path=mount.path, read_only=mount.read_only) for mount in mounts]
+    return WarmPlacesModel(
+        uid=places.spec.uid,
+        paths=paths if places.spec.uid == caller else None,
+        warm=places.warm,
+        starting=places.starting,
+        memory=places.spec.limits.memory,
+        last_claimed_at=places.last_claimed_at,
+        kept_warm=places.kept_warm,
+    )
 
 
 def _backend_session(uid: int, session: str) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "SessionInfo",
     "StartOutcome",
     "TooManySessionsError",
+    "WarmPlaces",
 ]
 
 MIN_MEMORY_BYTES = 16 * 1024**2
@@ -246,6 +247,22 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
+class WarmPlaces:
+    """The warm pool's places held for one spec (see sandboxd.pool)."""
+
+    spec: SandboxSpec
+    warm: int
+    """Warm sandboxes ready for it."""
+    starting: int
+    """Warm sandboxes starting for it."""
+    last_claimed_at: float | None
+    """Unix time of the last start that asked for it (None: forgotten, its places going)."""
+    kept_warm: bool
+    """Whether a claim is refilled; False: callers use other specs now, and its places go to
+    them when they need them."""
+
+
+@dataclass(frozen=True)
 class HealthReport:
     ok: bool
     engine_version: str | None
@@ -262,6 +279,12 @@ class HealthReport:
     pool_problem: str | None = None
     """Why the pool could not fill lately (new sessions then start cold): a warning, not a
     problem: sandboxes still start."""
+    pool_size: int = 0
+    """`[pool] size`: 0 when the pool is off."""
+    pool_memory: int = 0
+    """`[pool] memory`, bytes."""
+    pool_places: tuple[WarmPlaces, ...] = ()
+    """The specs holding warm places, the most lately claimed first."""
 
 
 class BackendError(Exception):

@@ -16,7 +16,7 @@ import httpx
 
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
-from sandboxd.api import API_PREFIX, GcResponse, SessionsResponse
+from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
 from sandboxd.client import daemon_client, error_detail
 from sandboxd.client import health as read_health
 from sandboxd.config import (
@@ -207,6 +207,8 @@ def _status(args: argparse.Namespace) -> int:
                 f"({health.max_sessions_per_caller} per caller)"
                 + (f", {health.warm} of them warm" if health.warm else "")
             )
+        for line in _pool_lines(health, time.time()):
+            print(line)
         if health.pool_problem is not None:
             print(f"warning: the warm pool cannot fill ({health.pool_problem})")
         for problem in health.problems:
@@ -222,6 +224,52 @@ def _status(args: argparse.Namespace) -> int:
             f"running, idle {max(0.0, now - session.last_used_at):.0f} s"
         )
     return 0 if health.ok else 1
+
+
+def _pool_lines(health: HealthResponse, now: float) -> list[str]:
+    """The warm pool: its size, then each spec holding warm places and its last claim."""
+    if health.pool_size is None:
+        return []  # an older daemon
+    if health.pool_size == 0:
+        return ["warm pool: off ([pool] size = 0): every new session starts a container"]
+    held = sum(places.warm + places.starting for places in health.pool_places)
+    memory = sum((places.warm + places.starting) * places.memory for places in health.pool_places)
+    budget = f" of at most {_gib(health.pool_memory)}" if health.pool_memory is not None else ""
+    lines = [
+        f"warm pool: {held} of at most {health.pool_size} places held, "
+        f"memory limits {_gib(memory)}{budget}"
+    ]
+    for places in health.pool_places:
+        if places.paths is None:
+            what = f"uid {places.uid}, another caller's paths"
+        else:
+            mounts = [
+                f"{path.path} ({'read-only' if path.read_only else 'read-write'})"
+                for path in places.paths
+            ]
+            what = f"uid {places.uid}, " + (", ".join(mounts) or "no paths")
+        count = f"{places.warm} warm" + (f", {places.starting} starting" if places.starting else "")
+        if places.last_claimed_at is None:
+            claimed = "forgotten, going"
+        else:
+            claimed = f"last claimed {_ago(now - places.last_claimed_at)} ago"
+            if not places.kept_warm:
+                claimed += ", its places go to specs claimed now"
+        lines.append(f"  {what}: {count}; {claimed}")
+    return lines
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB"
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def _run(args: argparse.Namespace) -> int:

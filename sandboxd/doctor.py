@@ -12,6 +12,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from sandboxd.backends import build_backend
 from sandboxd.client import daemon_client
 from sandboxd.client import health as read_health
 from sandboxd.config import DaemonConfig
+from sandboxd.pool import PoolSettings
 
 DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""
@@ -75,7 +77,7 @@ async def run_doctor(config: DaemonConfig, socket_path: Path, out: TextIO | None
         elif health.engine_version is not None:
             report.fail("image", f"{health.image} is missing", "run `sandboxd build-image`")
         if health.ok:
-            await _container_checks(backend, config.image, report)
+            await _container_checks(backend, config, report)
         else:
             report.note("sandbox", "skipped: the engine or the image is not ready")
     _daemon_check(socket_path, report)
@@ -86,7 +88,7 @@ async def run_doctor(config: DaemonConfig, socket_path: Path, out: TextIO | None
     return not report.failures
 
 
-async def _container_checks(backend: Backend, image: str, report: _Report) -> None:
+async def _container_checks(backend: Backend, config: DaemonConfig, report: _Report) -> None:
     session = f"doctor-{secrets.token_hex(4)}"
     scratch = Path(os.path.realpath(tempfile.mkdtemp(prefix="sandboxd-doctor-")))
     read_only, writable = scratch / "ro", scratch / "rw"
@@ -95,7 +97,7 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
     (read_only / "probe").write_text("doctor\n")
     uid, gid = os.getuid(), os.getgid()
     spec = SandboxSpec(
-        image=image,
+        image=config.image,
         mounts=(Mount.of(str(read_only)), Mount.of(str(writable), read_only=False)),
         network=False,
         uid=uid,
@@ -113,6 +115,10 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
         return result.stdout + result.stderr, result.exit_code, result.oom_killed
 
     try:
+        began = time.monotonic()
+        started = await backend.start(session, spec)
+        if started.state == "started":
+            _pool_note(config.pool, time.monotonic() - began, report)
         await _check_mounts(run, read_only, writable, uid, gid, report)
         output, _, _ = await run("ls /sys/class/net")
         interfaces = output.split()
@@ -154,6 +160,27 @@ async def _container_checks(backend: Backend, image: str, report: _Report) -> No
     finally:
         await backend.close_session(session)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _pool_note(pool: PoolSettings, start_s: float, report: _Report) -> None:
+    """Whether the warm pool is on, with the measured cold start it would save, and, when it
+    is off, when to turn it on (see the README's **Warm pool**)."""
+    cold = f"a new session's sandbox started here in {start_s * 1000:.0f} ms"
+    if pool.size > 0:
+        report.ok(
+            "warm pool",
+            f"on, [pool] size = {pool.size}: {cold}; a spec started again within "
+            f"{pool.remember_s:g} s takes a warm one instead",
+        )
+        return
+    report.note(
+        "warm pool",
+        f"off (the default): {cold}. Turn it on with `[pool] size = 2` in the config when "
+        "something starts many short sessions on the same paths with nothing to hide the "
+        "start behind: `sandboxd run` in a script or a loop, `logos exec --sandbox`, a "
+        "service opening a session per request. logos's own runs start their sandbox while "
+        "the model writes its first reply, so they gain nothing from it",
+    )
 
 
 EGRESS_PROBE_ALLOWED = "allowed.invalid"

@@ -10,6 +10,12 @@ weakens nothing: a hit needs the identity the policy pinned for this request to 
 the warm sandbox showed, and a bind mount held by a live container keeps its inode from
 being reused. A miss (a new workspace, another uid) is a normal start.
 
+The places follow demand: a spec claimed again takes the warm places of its caller's specs
+not claimed since its previous claim, the least recently claimed first, within the size and
+memory budgets (see `_current`). WHY: a person moves from one project to the next, a batch
+follows an interactive session; the places of what they left would sit idle for `remember_s`
+while what they use now starts cold.
+
 A warm sandbox holds its place under the session caps (SessionSlots) while it waits; a start
 that finds the caps full takes one back first. A claimed sandbox leaves the pool for good: it
 is never handed to a second session, and is removed, not returned, when its session ends.
@@ -26,7 +32,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandboxd.backend import BackendError, SandboxSpec, TooManySessionsError
+from sandboxd.backend import BackendError, SandboxSpec, TooManySessionsError, WarmPlaces
 from sandboxd.sizes import Size
 
 __all__ = ["PoolSettings", "WarmPool"]
@@ -89,11 +95,12 @@ class WarmPool(Generic[BoxT]):
         self._usable = usable
         self._spawn = spawn
         self._asked: dict[SandboxSpec, float] = {}
-        """Specs asked for, with when last, oldest first."""
-        self._again: set[SandboxSpec] = set()
-        """Those asked for again while remembered: only they are kept warm. WHY: a spec seen
-        once (each task of a batch mounts a workspace of its own) may never come back, and
-        warming it would cost a container start for nothing."""
+        """Specs claimed (a start asked for them), with when last, oldest first."""
+        self._previous: dict[SandboxSpec, float] = {}
+        """Those claimed again while remembered, with when they were claimed the time before:
+        only they are kept warm. WHY: a spec seen once (each task of a batch mounts a
+        workspace of its own) may never come back, and warming it would cost a container
+        start for nothing."""
         self._warm: dict[SandboxSpec, list[BoxT]] = {}
         self.filling: list[SandboxSpec] = []
         """Specs of the warm sandboxes starting now (one entry each): a caller's start that
@@ -120,17 +127,34 @@ class WarmPool(Generic[BoxT]):
         return [box for boxes in self._warm.values() for box in boxes]
 
     def note(self, spec: SandboxSpec) -> None:
-        """A start asked for `spec`: keep sandboxes warm for it."""
+        """A start claims `spec`: keep sandboxes warm for it."""
         if not self.enabled or self.closed:
             return
-        if self._asked.pop(spec, None) is not None:
-            self._again.add(spec)
+        before = self._asked.pop(spec, None)
+        if before is not None:
+            self._previous[spec] = before
             self._wake.set()
         self._asked[spec] = time.monotonic()
         while len(self._asked) > MAX_REMEMBERED:
-            oldest = next(iter(self._asked))
-            del self._asked[oldest]
-            self._again.discard(oldest)
+            self._forget(next(iter(self._asked)))
+
+    def places(self) -> list[WarmPlaces]:
+        """The specs holding warm places (ready or starting), the most lately claimed first."""
+        current = set(self._current())
+        ready = {spec: len(boxes) for spec, boxes in self._warm.items() if boxes}
+        specs = [spec for spec in reversed(self._asked) if spec in ready or spec in self.filling]
+        specs += [spec for spec in ready if spec not in self._asked]  # forgotten, going
+        now, wall = time.monotonic(), time.time()
+        return [
+            WarmPlaces(
+                spec=spec,
+                warm=ready.get(spec, 0),
+                starting=self.filling.count(spec),
+                last_claimed_at=wall - (now - self._asked[spec]) if spec in self._asked else None,
+                kept_warm=spec in current,
+            )
+            for spec in specs
+        ]
 
     def take(self, spec: SandboxSpec) -> BoxT | None:
         """A warm sandbox for exactly `spec`, removed from the pool; None on a miss."""
@@ -181,7 +205,7 @@ class WarmPool(Generic[BoxT]):
         """Fill no more; discard every warm sandbox."""
         self.closed = True
         self._asked.clear()
-        self._again.clear()
+        self._previous.clear()
         doomed = self.boxes()
         self._warm.clear()
         with anyio.CancelScope(shield=True):
@@ -189,12 +213,30 @@ class WarmPool(Generic[BoxT]):
                 for box in doomed:
                     removals.start_soon(self._discard, box, "the sandbox daemon shut down")
 
+    def _forget(self, spec: SandboxSpec) -> None:
+        del self._asked[spec]
+        self._previous.pop(spec, None)
+
+    def _current(self) -> list[SandboxSpec]:
+        """The specs kept warm now, the most lately claimed first: those claimed again, and
+        claimed at least once since the previous claim of their caller's (uid's) spec
+        claimed again last.
+
+        WHY that window: a spec claimed twice with no claim of another in between is what
+        its caller uses now, and the caller's others wait cold; specs claimed in turn share
+        the places. Per caller, so that one user's switch never makes another's specs
+        give their places up (they share them, as specs claimed in turn do)."""
+        again = [spec for spec in reversed(self._asked) if spec in self._previous]
+        since: dict[int, float] = {}
+        for spec in again:
+            since.setdefault(spec.uid, self._previous[spec])
+        return [spec for spec in again if self._asked[spec] >= since[spec.uid]]
+
     def _trim(self) -> None:
         forgotten_before = time.monotonic() - self.settings.remember_s
         for spec, asked_at in list(self._asked.items()):
             if asked_at < forgotten_before:
-                del self._asked[spec]
-                self._again.discard(spec)
+                self._forget(spec)
         for spec, boxes in list(self._warm.items()):
             keep = [box for box in boxes if self._usable(box)] if spec in self._asked else []
             for box in boxes:
@@ -206,26 +248,70 @@ class WarmPool(Generic[BoxT]):
                 del self._warm[spec]
 
     def _fill(self) -> None:
-        """Start warm sandboxes, the spec with the fewest first (ties: the latest asked), while
-        the size, memory and caps allow."""
+        """Start warm sandboxes for the current specs, the one with the fewest first (ties:
+        the latest claimed), while the size, memory and caps allow, once the other specs'
+        warm sandboxes have made room."""
         if self.closed or self._holds or time.monotonic() < self._retry_at:
             return
         while len(self.filling) < FILLS_AT_ONCE:
-            held = len(self.boxes()) + len(self.filling)
-            recent = [spec for spec in reversed(self._asked) if spec in self._again]
-            if held >= self.settings.size or not recent:
+            current = self._current()
+            if not current:
                 return
-            spec = min(recent, key=lambda s: len(self._warm.get(s, ())) + self.filling.count(s))
-            if self._memory() + spec.limits.memory > self.settings.memory:
-                return
-            if not self._has_room(spec.uid):
+            spec = min(current, key=lambda s: len(self._warm.get(s, ())) + self.filling.count(s))
+            if not self._room_for(spec, current) or not self._has_room(spec.uid):
                 return
             self.filling.append(spec)
             self._spawn(self._fill_one, spec)
 
-    def _memory(self) -> int:
-        specs = [spec for spec, boxes in self._warm.items() for _ in boxes] + self.filling
-        return sum(spec.limits.memory for spec in specs)
+    def _room_for(self, spec: SandboxSpec, current: list[SandboxSpec]) -> bool:
+        """Whether one more warm sandbox of `spec` fits the size and memory budgets, once
+        the warm sandboxes that may give way to it are discarded (see `_givers`); only as
+        many as it needs are. WHY all or nothing: a sandbox discarded for a place that
+        still does not fit would be lost for nothing."""
+        held = [s for s, boxes in self._warm.items() for _ in boxes] + self.filling
+
+        def fits(specs: list[SandboxSpec]) -> bool:
+            memory = sum(s.limits.memory for s in specs) + spec.limits.memory
+            return len(specs) < self.settings.size and memory <= self.settings.memory
+
+        if fits(held):
+            return True
+        taken: list[SandboxSpec] = []
+        for giver in self._givers(spec, current, held):
+            held.remove(giver)
+            taken.append(giver)
+            if fits(held):
+                break
+        else:
+            return False
+        for giver in taken:
+            self._spawn(self._give_back, self._warm[giver].pop(0))
+        return True
+
+    def _givers(
+        self, spec: SandboxSpec, current: list[SandboxSpec], held: list[SandboxSpec]
+    ) -> list[SandboxSpec]:
+        """The specs whose warm sandboxes may give way to one of `spec`, one entry each, in
+        order: specs not current, the least lately claimed first; then current ones holding
+        at least two places more than `spec` (so that specs claimed in turn share the places
+        without taking them back and forth), the one holding the most first."""
+        others = sorted(
+            (s for s in self._warm if s not in current),
+            key=lambda s: self._asked.get(s, float("-inf")),  # forgotten ones first
+        )
+        givers = [s for s in others for _ in self._warm[s]]
+        mine = held.count(spec)
+        for other in sorted(current, key=held.count, reverse=True):
+            spare = min(held.count(other) - mine - 1, len(self._warm.get(other, ())))
+            givers += [other] * max(0, spare)
+        return givers
+
+    async def _give_back(self, box: BoxT) -> None:
+        """Discard a warm sandbox whose place a spec claimed now takes, then fill."""
+        try:
+            await self._discard(box, "its place in the warm pool went to a spec claimed lately")
+        finally:
+            self._wake.set()
 
     async def _fill_one(self, spec: SandboxSpec) -> None:
         try:

@@ -272,6 +272,9 @@ class DockerBackend(AsyncCloseable):
             max_sessions_per_caller=self._sessions.slots.caps.per_caller,
             warm=len(self._sessions.pool.boxes()),
             pool_problem=self._sessions.pool.last_failure,
+            pool_size=self._sessions.pool.settings.size,
+            pool_memory=self._sessions.pool.settings.memory,
+            pool_places=tuple(self._sessions.pool.places()),
         )
 
     async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:

@@ -25,6 +25,7 @@ from bench.batch import SANDBOX_POOLED, SANDBOX_PREPARED, split
 from bench.egress import DIRECT as EGRESS_DIRECT
 from bench.egress import PROXY as EGRESS_PROXY
 from bench.plan import Plan
+from bench.pool_switch import NO_POOL, PHASES, RUNTIMES
 from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
@@ -56,6 +57,15 @@ def require_bench_extra(*modules: str) -> None:
             importlib.util.find_spec(module) is not None,
             f"{module} is missing: install the bench extra (pip install -e '.[bench]')",
         )
+
+
+def quick_section(family: str, out: Path) -> dict[str, Any]:
+    """`--quick --only FAMILY`, which must run cleanly: the family's section of the results."""
+    completed = run_bench("--quick", "--only", family, "--out", str(out), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    section: dict[str, Any] = load_results(out)["sections"][family]
+    assert section["problems"] == []
+    return section
 
 
 def load_results(out: Path) -> dict[str, Any]:
@@ -252,11 +262,8 @@ def test_the_egress_family_compares_the_proxy_with_the_network_on(
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    completed = run_bench("--quick", "--only", "prepare", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["prepare"]
-    assert section["problems"] == []
+    section = quick_section("prepare", tmp_path)
     first = section["samples_s"]["A run's first command: block closed → result"]
     starts = section["samples_s"]["New session start"]
     assert [len(series) for series in first.values()] == [plan.prepare_iterations] * 3
@@ -279,11 +286,8 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    completed = run_bench("--quick", "--only", "pool", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["pool"]
-    assert section["problems"] == []
+    section = quick_section("pool", tmp_path)
     assert section["raw"]["missed"] == 0, "every pooled start found a warm sandbox"
     starts = section["samples_s"]["New session start, warm pool"]
     assert [len(series) for series in starts.values()] == [plan.pool_iterations] * 3
@@ -291,6 +295,30 @@ def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
     assert [burst["errors"] for burst in bursts.values()] == [[], []]
     goals = {target["goal"] for target in section["targets"]}
     assert "new session from the warm pool <= 0.3x docker run --rm" in goals
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_pool_switch_family_runs_against_the_real_engine(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    plan = Plan.quick()
+    section = quick_section("pool_switch", tmp_path)
+    hits = section["raw"]["hits"]
+    assert len(hits) == 3 * len(PHASES)
+    assert all(len(rounds) == plan.pool_switch_rounds for rounds in hits.values())
+    assert all(len(starts) == plan.pool_switch_starts for r in hits.values() for starts in r)
+    for phase in PHASES:
+        assert not any(any(starts) for starts in hits[f"{NO_POOL}: {phase}"]), "never warm"
+    assert {"create", "start", "handshake"} <= set(section["raw"]["steps_s"])
+    rows = section["table"]["rows"]
+    runtimes = [row for row in rows if row[0] == "bare container start"]
+    assert [row[1].removeprefix("docker start, ") for row in runtimes] == list(RUNTIMES)
+    goals = [target["goal"] for target in section["targets"]]
+    assert goals == [
+        "pool of 4: the spec switched to is served warm by its start #3",
+        "pool of 4, memory for 2: the spec switched to is served warm by its start #3",
+    ]
 
 
 @pytest.mark.docker

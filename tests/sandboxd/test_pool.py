@@ -32,8 +32,8 @@ from sandboxd.pool import MAX_REMEMBERED, PoolSettings
 from sandboxd.session_caps import SessionCaps
 from sandboxd.sessions import POOL_SESSION
 from tests.support.parts import SANDBOX_IMAGE
-from tests.support.processes import killed_after_printing
-from tests.support.sandboxd_harness import running_daemon
+from tests.support.processes import killed_after_printing, run_module
+from tests.support.sandboxd_harness import REPO, running_daemon, running_daemon_as
 
 UID = GID = 1000
 SMALL = Limits(memory=256 * 1024**2)
@@ -151,6 +151,100 @@ async def test_a_new_session_takes_a_warm_sandbox_and_the_pool_refills(
     assert result.sandbox == claimed.sandbox and result.result.stdout == "hi\n"
     await until_warm(backend, 2)
     assert claimed.sandbox not in warm_names(backend)
+
+
+def warm_for(backend: DockerBackend) -> dict[SandboxSpec, int]:
+    """Warm sandboxes ready per spec."""
+    return {places.spec: places.warm for places in backend._sessions.pool.places() if places.warm}
+
+
+async def until_pool_is(backend: DockerBackend, expected: dict[SandboxSpec, int]) -> None:
+    with anyio.fail_after(60):
+        while warm_for(backend) != expected or backend._sessions.pool.filling:
+            await anyio.sleep(0.05)
+
+
+async def starts(backend: DockerBackend, box: SandboxSpec, *sessions: str) -> list[str]:
+    """Each session's start, one after the other, then closed: the sandboxes they got."""
+    got = []
+    for session in sessions:
+        started = await backend.start(session, box)
+        assert started.state == "started", started
+        got.append(started.sandbox)
+        await backend.close_session(session)
+    return got
+
+
+@pytest.mark.parametrize(
+    ("size", "memory"),
+    [(4, 4 * 1024**3), (4, 2 * SMALL.memory)],
+    ids=["size-bound", "memory-bound"],
+)
+async def test_the_places_follow_callers_to_another_spec(
+    state_dir: Path, docker_client: Any, dirs: dict[str, Path], size: int, memory: int
+) -> None:
+    """The issue's switch: a read-write spec fills the pool, then callers use a read-only spec
+    of the same directory. From its third start it is served warm, in sandboxes made for it."""
+    first = spec(Mount.of(str(dirs["mine"]), read_only=False))
+    then = spec(Mount.of(str(dirs["mine"]), read_only=True))
+    places = min(size, memory // SMALL.memory)
+    async with pooled(state_dir, size=size, memory=memory) as backend:
+        await starts(backend, first, "a1", "a2")
+        await until_pool_is(backend, {first: places})
+        left = warm_names(backend)
+        cold = await starts(backend, then, "b1", "b2")
+        assert not any(name.startswith(WARM_PREFIX) for name in cold)
+        await until_pool_is(backend, {then: places})
+        made_for_then = warm_names(backend)
+        running = {c.name for c in docker_client.containers.list(ignore_removed=True)}
+        assert not left & running, "the first spec's warm sandboxes gave their places up"
+        claimed = await run(backend, "b3", then, "cat marker; touch new 2>&1; true")
+        assert claimed.sandbox in made_for_then
+        assert claimed.result.stdout.startswith("mine\n")
+        assert "Read-only file system" in claimed.result.stdout
+        assert not (dirs["mine"] / "new").exists()
+        (latest,) = backend._sessions.pool.places()[:1]
+        assert latest.spec == then and latest.kept_warm and latest.last_claimed_at is not None
+        assert time.time() - latest.last_claimed_at < 30
+        back = await run(backend, "a3", first, "touch written && echo ok")
+        assert not back.sandbox.startswith(WARM_PREFIX), "no sandbox made for another spec"
+        assert back.result.stdout == "ok\n", back.result
+
+
+async def test_specs_claimed_in_turn_share_the_places(
+    state_dir: Path, dirs: dict[str, Path]
+) -> None:
+    one = spec(Mount.of(str(dirs["mine"])))
+    other = spec(Mount.of(str(dirs["theirs"])))
+    async with pooled(state_dir, size=2) as backend:
+        await starts(backend, one, "one-1")
+        await starts(backend, other, "other-1")
+        await starts(backend, one, "one-2")
+        await until_pool_is(backend, {one: 2})
+        await starts(backend, other, "other-2")
+        await until_pool_is(backend, {one: 1, other: 1})
+        for turn in range(3, 5):
+            (got_one,) = await starts(backend, one, f"one-{turn}")
+            (got_other,) = await starts(backend, other, f"other-{turn}")
+            assert got_one.startswith(WARM_PREFIX) and got_other.startswith(WARM_PREFIX)
+            await until_pool_is(backend, {one: 1, other: 1})
+        assert all(places.kept_warm for places in backend._sessions.pool.places())
+
+
+async def test_one_callers_switch_does_not_take_another_callers_places(
+    state_dir: Path, dirs: dict[str, Path]
+) -> None:
+    """Two users of one daemon: the second one's switch to a spec of its own shares the
+    places with the first one's spec instead of taking them all."""
+    first_user = spec(Mount.of(str(dirs["mine"])))
+    second_user = spec(Mount.of(str(dirs["theirs"])), uid=UID + 1)
+    async with pooled(state_dir, size=2) as backend:
+        await starts(backend, first_user, "first-1", "first-2")
+        await until_pool_is(backend, {first_user: 2})
+        await starts(backend, second_user, "second-1", "second-2")
+        await until_pool_is(backend, {first_user: 1, second_user: 1})
+        (got,) = await starts(backend, first_user, "first-3")
+        assert got.startswith(WARM_PREFIX), "the first user's spec kept a warm place"
 
 
 async def test_a_claimed_sandbox_is_never_handed_to_a_second_session(
@@ -400,9 +494,42 @@ def test_the_daemon_keeps_the_configured_pool_warm_and_reports_it(
             assert time.monotonic() < deadline, health
             time.sleep(0.05)
         assert health["containers"] == 3 and health["pool_problem"] is None
+        assert health["pool_size"] == 1
+        (places,) = health["pool_places"]
+        assert places["paths"] == [{"path": str(dirs["mine"]), "read_only": True}]
+        assert places["warm"] == 1 and places["kept_warm"] is True
         warm = http.post(f"{API_PREFIX}/sessions/b/start", json=body).json()
         assert warm["state"] == "started" and warm["sandbox"].startswith(WARM_PREFIX)
         ran = http.post(f"{API_PREFIX}/run", json={**body, "session": "b", "command": "cat marker"})
         assert ran.json()["stdout"] == "mine\n", ran.text
         other = http.post(f"{API_PREFIX}/sessions/c/start", json={}).json()
         assert not other["sandbox"].startswith(WARM_PREFIX), "another spec starts cold"
+
+
+@pytest.mark.timeout(180)
+def test_status_names_the_specs_holding_warm_places_to_their_caller_only(
+    docker_client: Any,
+) -> None:
+    with running_daemon_as(docker_client, UID, "[pool]\nsize = 1\n") as (serving, user):
+        work = serving.socket.parent / "work"
+        work.mkdir()
+        os.chown(work, UID, GID)
+        socket = str(serving.socket)
+        for _ in range(2):
+            ran = user.sandboxd("run", "--socket", socket, "--allow", f"{work}:rw", "--", "true")
+            assert ran.returncode == 0, ran.stderr
+        deadline = time.monotonic() + 60
+        while (
+            "1 of at most 1 places held"
+            not in (mine := user.sandboxd("status", "--socket", socket)).stdout
+        ):
+            assert time.monotonic() < deadline, mine.stdout
+            time.sleep(0.2)
+        theirs = run_module("sandboxd", "status", "--socket", socket, cwd=REPO, timeout=60)
+    assert "containers: 1 of at most" in mine.stdout and ", 1 of them warm" in mine.stdout
+    default_memory = f"{Limits().memory / 1024**3:.1f} GiB"
+    held = f"warm pool: 1 of at most 1 places held, memory limits {default_memory} of at most 4.0"
+    assert held in mine.stdout, mine.stdout
+    assert f"  uid {UID}, {work} (read-write): 1 warm; last claimed " in mine.stdout, mine.stdout
+    assert f"  uid {UID}, another caller's paths: 1 warm; last claimed " in theirs.stdout
+    assert str(work) not in theirs.stdout, "another user's paths are theirs"

@@ -78,6 +78,7 @@ def test_status_shows_health_and_sessions(daemon: Daemon) -> None:
     assert "image logos-sandbox:latest: present" in status.stdout
     assert "status-demo: 1 container(s), 0 running" in status.stdout
     assert re.search(r"containers: [1-9]\d* of at most \d+ \(\d+ per caller\)", status.stdout)
+    assert "warm pool: off ([pool] size = 0): every new session starts a container" in status.stdout
     down = sandboxd("status", "--socket", str(short_dir() / "absent.sock"))
     assert down.returncode == 1 and "start it with `sandboxd serve`" in down.stderr
 
@@ -124,6 +125,26 @@ def test_doctor_checks_everything_and_sees_the_daemon(daemon: Daemon, tmp_path: 
     for check in checks:
         assert f"ok    {check}:" in run.stdout, run.stdout
     assert "all checks passed" in run.stdout
+    note = re.search(
+        r"--    warm pool: off \(the default\): a new session's sandbox started here in "
+        r"(\d+) ms\. Turn it on with `\[pool\] size = 2`",
+        run.stdout,
+    )
+    assert note is not None and 0 < int(note[1]) < 60_000, run.stdout
+    assert "`sandboxd run` in a script or a loop" in run.stdout
+
+
+@pytest.mark.timeout(300)
+def test_doctor_says_when_the_warm_pool_is_on(tmp_path: Path) -> None:
+    config = tmp_path / "doctor.toml"
+    config.write_text(f'state_dir = "{short_dir()}"\n[pool]\nsize = 3\n')
+    run = sandboxd("doctor", "--socket", str(short_dir() / "absent.sock"), "--config", str(config))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(
+        r"ok    warm pool: on, \[pool\] size = 3: a new session's sandbox started here in \d+ "
+        r"ms; a spec started again within 600 s takes a warm one instead",
+        run.stdout,
+    ), run.stdout
 
 
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
