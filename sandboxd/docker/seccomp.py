@@ -15,7 +15,7 @@ default refuses to a container without capabilities, it refuses:
 - Unix sockets: socket(AF_UNIX, …), and socketpair(AF_UNIX, SOCK_DGRAM, …), whose ends can be
   connected elsewhere (a stream pair cannot: it stays allowed for pipes and asyncio). A host
   socket under a mount (a read-only one included) is out of reach. Unless the sandbox's spec
-  allows Unix sockets.
+  allows Unix sockets. Sockets of any family but IPv4, IPv6 and netlink.
 - io_uring, which opens and connects sockets without the system calls filtered here.
 - ptrace(PTRACE_ATTACH) and ptrace(PTRACE_SEIZE): a process is traced only by its parent, at its
   own request (PTRACE_TRACEME, as debuggers start what they debug), never one it did not start;
@@ -320,6 +320,10 @@ NOT_IMPLEMENTED = ("clone3", "openat2")
 """Fail with ENOSYS: the C library then uses clone and openat, whose arguments are checked."""
 
 _AF_UNIX = 1
+_SOCKET_FAMILIES = (2, 10, 16)
+"""AF_INET, AF_INET6, AF_NETLINK (interfaces and routes, as `ip` and getifaddrs read them):
+the rest (packet, vsock to the hypervisor, the kernel's crypto API, Bluetooth, and the
+rarely used families whose bugs were kernel exploits) never gets a socket."""
 _SOCK_STREAM = 1
 _SOCK_SEQPACKET = 5
 _SOCK_TYPE_MASK = 0xF
@@ -374,10 +378,11 @@ def profile(*, unix_sockets: bool = False, machine: str | None = None) -> dict[s
         raise ValueError(f"no seccomp profile for the {machine} architecture")
     names = [name for name in ALLOWED if not (machine == "aarch64" and name == "arch_prctl")]
     rules = [_allow(names)]
+    families = (*_SOCKET_FAMILIES, *((_AF_UNIX,) if unix_sockets else ()))
+    rules += [_allow(["socket"], _arg(0, "EQ", family)) for family in families]
     if unix_sockets:
-        rules.append(_allow(["socket", "socketpair"]))
+        rules.append(_allow(["socketpair"], _arg(0, "EQ", _AF_UNIX)))
     else:
-        rules.append(_allow(["socket", "socketpair"], _arg(0, "NE", _AF_UNIX)))
         for kind in (_SOCK_STREAM, _SOCK_SEQPACKET):
             rules.append(
                 _allow(

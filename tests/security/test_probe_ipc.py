@@ -110,3 +110,33 @@ def test_the_hosts_system_v_shared_memory_is_unreachable(daemon: Daemon) -> None
     finally:
         libc.shmctl(segment, 0, None)  # IPC_RMID
     assert outcome == "ENOENT", outcome
+
+
+FAMILIES = """
+import socket
+for family, kind in ((2, 2), (10, 2), (16, 2), (17, 3), (38, 5), (40, 1), (31, 3), (30, 5)):
+    try:
+        socket.socket(family, kind, 0).close()
+        print(family, "made")
+    except OSError as exc:
+        print(family, errno.errorcode.get(exc.errno, exc.errno))
+"""
+
+
+def test_only_ip_and_netlink_sockets_can_be_made(daemon: Daemon) -> None:
+    """linPEAS's and CDK's kernel surface checks: a socket of a rarely used family (packet,
+    the kernel's crypto API, vsock to the hypervisor, Bluetooth, TIPC) is where kernel
+    exploits of containers have started. Only IPv4, IPv6 and netlink are made; the rest is
+    refused by the container's profile, whatever the process's capabilities."""
+    with daemon.client() as client:
+        seen = dict(line.split() for line in probe(client, FAMILIES).splitlines())
+    assert seen == {
+        "2": "made",
+        "10": "made",
+        "16": "made",
+        "17": "EPERM",
+        "38": "EPERM",
+        "40": "EPERM",
+        "31": "EPERM",
+        "30": "EPERM",
+    }, seen
