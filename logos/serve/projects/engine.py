@@ -515,12 +515,14 @@ class Project:
                 try:
                     return await owner.approvals.wait(key, command, announce)
                 finally:
-                    project.record.approvals = [
-                        a
-                        for a in project.record.approvals
-                        if not (a.agent == agent.name and a.command == command and a.live)
-                    ]
-                    project.save()
+                    # WHY not as the server stops: the question is asked again after it starts
+                    if not project.closing:
+                        project.record.approvals = [
+                            a
+                            for a in project.record.approvals
+                            if not (a.agent == agent.name and a.command == command and a.live)
+                        ]
+                        project.save()
 
         return approver_for(agent.approval, owner.rules, _Asker())
 

@@ -10,10 +10,14 @@ resort. Pure: the engine asks, and holds the handoff for the person when told wh
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+_DIRECTIVE = re.compile(r"^[ \t]*@\S+", re.MULTILINE)
+"""A line's leading `@name`: a reply handed to someone else is the same reply."""
+
 IDLE_HOPS = 3
-"""Handoffs in a row whose author ran no command before the guard asks the person."""
+"""Handoffs in a row whose author ran no command that go on; the next asks the person."""
 
 
 @dataclass
@@ -33,7 +37,7 @@ class TurnGuard:
     def reply(self, agent: str, text: str, ran_commands: bool) -> str | None:
         """Record a reply; why it trips the guard when it repeats an earlier one."""
         self.idle_in_a_row = 0 if ran_commands else self.idle_in_a_row + 1
-        key = " ".join(text.split()).lower()
+        key = " ".join(_DIRECTIVE.sub("", text).split()).lower()
         if not key:
             return None
         earlier = self.replies.get(key)
@@ -49,7 +53,7 @@ class TurnGuard:
         try:
             if edge in self.edges:
                 return f"{source} → {target} again: the same handoff twice in one turn"
-            if self.idle_in_a_row >= self.idle_hops:
+            if self.idle_in_a_row > self.idle_hops:
                 return (
                     f"{self.idle_in_a_row} handoffs in a row without a command: the agents "
                     "are talking, not working"
