@@ -80,4 +80,4 @@ def route_handoff(
             continue
         why = f"@{target} named by {author}" + (f": {directive.note}" if directive.note else "")
         return Decision(target, why, tuple(notes), directive)
-    return Decision(None, f"{author} handed off to nobody: the turn ends", tuple(notes))
+    return Decision(None, f"{author} answered (no handoff)", tuple(notes))

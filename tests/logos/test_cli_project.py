@@ -1,0 +1,51 @@
+"""`logos project …` against a real `logos serve`: make a project, add agents, send a
+message and read the chat the terminal prints."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli_harness import Home, logos
+from tests.support.serve_harness import AUTO_LOCAL, serving
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_project_made_and_followed_from_the_terminal(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("@helper count the files"),
+        openai_stream("<cmd>echo 3 files</cmd>"),
+        openai_stream("There are 3 files."),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        env = home.env()
+
+        def project(*args: str) -> str:
+            done = logos(["project", "--url", served.url, *args], home, env)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        project_id = project("create", "files", "--goal", "count files").strip()
+        assert len(project_id) == 16
+        assert project("agent", "files", "boss", "--captain", "--approval", "auto") == (
+            "boss: captain, local, approval auto\n"
+        )
+        project("agent", project_id, "helper", "--approval", "auto")
+        chat = project("send", "files", "how many files?")
+        listed = project("list")
+        missing = logos(["project", "--url", served.url, "send", "nope", "hi"], home, env)
+    lines = chat.splitlines()
+    assert lines[0] == "you: how many files?"
+    assert "→ boss (captain by default)" in lines
+    assert "→ helper (@helper named by boss: count the files)" in lines
+    assert "  $ echo 3 files" in lines and "  │ 3 files" in lines and "  └ exit 0" in lines
+    assert lines[-2:] == [
+        "There are 3 files.",
+        "— turn answered: helper answered (no handoff)",
+    ]
+    assert f"{project_id}  files  idle" in listed and "  helper (talon, local): idle" in listed
+    assert missing.returncode != 0
+    assert "no project 'nope' on this server (projects: files)" in missing.stderr
