@@ -580,9 +580,11 @@ async function refreshApprovals() {
     reason.placeholder = "reason (sent to the model)";
     item.append(button("approve", "Approve", () => decide(pending.id, true, null, null)), " ", reason, " ",
       button("deny", "Deny", () => decide(pending.id, false, reason.value || null, null)), " ");
-    const show = element("a", "", "show run");
-    show.href = "#run=" + encodeURIComponent(pending.run);
-    show.onclick = (event) => { event.preventDefault(); openRun(pending.run); };
+    // A project's agent asks under "PROJECT/AGENT": its chat shows the question.
+    const project = pending.run.includes("/") ? pending.run.split("/")[0] : null;
+    const show = element("a", "", project ? "show project" : "show run");
+    show.href = project ? "#project=" + encodeURIComponent(project) : "#run=" + encodeURIComponent(pending.run);
+    show.onclick = (event) => { event.preventDefault(); if (project) openProject(project); else openRun(pending.run); };
     item.append(show);
     return item;
   }));
