@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -85,6 +86,16 @@ def test_a_handoff_goes_to_the_named_agent_within_the_same_turn(
     worker_reply = of_type(events, "message_start")[1]["id"]
     commands = [e for e in of_type(events, "command") if e["message"] == worker_reply]
     assert commands[0]["event"]["command"] == "echo hi > hello.txt"
+    # The spend is shown live, as each model turn ends, then for good as each call ends.
+    budgets = of_type(events, "budget")
+    assert [(b["live"], b["agent"], b["project"]["tokens"]) for b in budgets] == [
+        (True, "boss", 120),
+        (True, "boss", 240),
+        (False, "boss", 240),
+        (True, "worker", 360),
+        (True, "worker", 480),
+        (False, "worker", 480),
+    ]
     status = project.status()
     assert status["spent"]["tokens"] == 4 * 120
     assert {a["name"]: a["spent"]["tokens"] for a in status["agents"]} == {
@@ -433,3 +444,67 @@ def test_a_pending_approval_survives_a_restart_and_resumes_the_right_agent(
         live = events[-1].data
         project.client.post(f"{project.path}/approvals/{live['id']}", json={"approve": True})
         assert replies(project.turn())[-1] == ("careful", "complete", "Ran it after the restart.")
+
+
+def test_a_message_that_interrupts_stops_the_turn_and_goes_first(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        said("talking " * 100, chunk_size=4, event_pause_s=0.03),
+        said("Answering the interruption."),
+    )
+    project = team(served, double_texting="interrupt")
+    project.send("first")
+    project.events_until(lambda e: e.type == "delta")
+    assert project.send("stop that, do this")["state"] == "interrupting"
+    first = project.turn()
+    assert first[-1].data["state"] == "stopped"
+    assert first[-1].data["reason"] == "interrupted by a new message from the person"
+    assert replies(first)[-1][:2] == ("boss", "stopped")
+    second = project.turn()
+    assert replies(second) == [("boss", "complete", "Answering the interruption.")]
+    assert "[user] stop that, do this" in sent(sse_server, 1)
+
+
+def test_an_agent_removed_mid_turn_ends_the_turn_with_what_it_did(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        said("@worker go"),
+        said("working " * 100, chunk_size=4, event_pause_s=0.03),
+    )
+    project = team(served)
+    project.send("go")
+    project.events_until(lambda e: e.type == "message_start" and e.data["author"] == "worker")
+    project.events_until(lambda e: e.type == "delta")
+    assert project.client.delete(f"{project.path}/agents/worker").status_code == 204
+    events = project.turn()
+    assert events[-1].data["state"] == "stopped"
+    assert events[-1].data["reason"] == "worker was removed during its turn"
+    author, status, text = replies(events)[-1]
+    assert (author, status) == ("worker", "stopped") and text.startswith("work")
+    assert [a["name"] for a in project.status()["agents"]] == ["boss"]
+
+
+def test_a_client_that_falls_behind_is_told_where_to_resume(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(said("x" * 40_000, chunk_size=20))
+    with serving(home, sse_server, config=AUTO_LOCAL + "subscriber_buffer = 16\n") as served:
+        project = team(served)
+        client = served.client()
+        with client.stream("GET", f"{project.path}/events") as stream:
+            project.send("flood")
+            time.sleep(3)  # read nothing while two thousand deltas are published
+            lines = list(stream.iter_lines())
+        resume = [
+            json.loads(line[5:])
+            for line in lines
+            if line.startswith("data:") and '"resume"' in line
+        ]
+        assert resume and resume[-1]["type"] == "resume"
+        after = resume[-1]["after"]
+        assert any(f"reconnect with Last-Event-ID: {after}" in line for line in lines)
+        project.seen = after
+        rest = project.turn()
+        assert rest[0].id == after + 1 and rest[-1].data["state"] == "answered"

@@ -81,3 +81,12 @@ def add(spend: Spend, tokens: int, cost_usd: float | None, wall_s: float) -> Non
         spend.cost_known = False
     else:
         spend.cost_usd += cost_usd
+
+
+def plus(spend: Spend, more: Spend) -> Spend:
+    return Spend(
+        tokens=spend.tokens + more.tokens,
+        cost_usd=spend.cost_usd + more.cost_usd,
+        cost_known=spend.cost_known and more.cost_known,
+        wall_s=spend.wall_s + more.wall_s,
+    )

@@ -21,6 +21,7 @@ from logos.approvals.audit import AuditLog
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.envelope import command_preview
+from logos.providers.base import Usage
 from logos.records.events import (
     CommandOutputEvent,
     CommandResultEvent,
@@ -99,6 +100,8 @@ class _Observer:
     publish: Callable[[BaseModel], object]
     agent: str
     message: str
+    on_usage: Callable[[Usage], object]
+    """Each model turn's usage as it ends: the spend is shown live, not only at the end."""
     pending: dict[str, str] = field(default_factory=dict)
     """Command → the id of its approval question, while it waits."""
     prose: list[str] = field(default_factory=list)
@@ -135,8 +138,12 @@ class _Observer:
         self._command(JobEndEvent.of(end, seen))
 
     def step_end(self, turn: int, step: StepMessage) -> None:
-        if step.role == "assistant" and self.prose and not self.prose[-1].endswith("\n"):
+        if step.role != "assistant":
+            return
+        if self.prose and not self.prose[-1].endswith("\n"):
             self.prose.append("\n")
+        if step.usage is not None:
+            self.on_usage(step.usage)
 
     def retry(self, reason: str, attempt: int) -> None:
         pass
@@ -165,6 +172,7 @@ async def call_agent(
     plan: CallPlan,
     approver: Callable[[_Observer], Approver],
     publish: Callable[[BaseModel], object],
+    on_usage: Callable[[Usage], object],
 ) -> CallOutcome:
     """Run the agent's loop once; RecordFileError when its session cannot be written,
     ValueError when its runner cannot open."""
@@ -177,7 +185,7 @@ async def call_agent(
     system_prompt = setup.runners.system_prompt(choice, options, continued)
     runner = setup.runners.open(choice)
     writer = _writer(setup, path, choice, workdir, system_prompt, continued)
-    observer = _Observer(publish, agent.name, plan.message_id)
+    observer = _Observer(publish, agent.name, plan.message_id, on_usage)
     try:
         audit = AuditLog(
             setup.audit_path,

@@ -12,6 +12,7 @@ changes (`store`), and a server that restarts mid-turn ends that turn with a not
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from logos.approvals.audit import AuditLog
 from logos.approvals.rules import Verdicts, approver_for
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
+from logos.providers.base import Usage
+from logos.providers.pricing import estimate_cost
 from logos.records.events import ConfirmRequiredEvent
 from logos.serve.api import ApiError
 from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
@@ -403,6 +406,7 @@ class Project:
                 plan,
                 lambda observer: self._approver(agent, reply_id, observer.pending),
                 self.publish,
+                self._live_spend(agent),
             )
         except (RecordFileError, ValueError, OSError) as exc:
             problem = str(exc)
@@ -410,6 +414,27 @@ class Project:
             reply = self._ended(agent, reply_id, outcome, problem)
             self.call = None
         return reply
+
+    def _live_spend(self, agent: AgentRecord) -> Callable[[Usage], None]:
+        """Publish the spend with what the running call used so far (it is charged for good
+        as the call ends)."""
+        template = self._owner.setup.template
+        live = Spend()
+
+        def used(usage: Usage) -> None:
+            cost = estimate_cost(template.model_name, usage, template.prices)
+            budgets.add(live, usage.total_input_tokens + usage.output_tokens, cost, 0.0)
+            self.publish(
+                BudgetUpdate(
+                    project=budgets.plus(self.record.spent, live),
+                    turn=budgets.plus(self.turn_spend, live),
+                    agent=agent.name,
+                    agent_spent=budgets.plus(agent.spent, live),
+                    live=True,
+                )
+            )
+
+        return used
 
     def _ended(
         self, agent: AgentRecord, reply_id: str, outcome: CallOutcome | None, problem: str

@@ -122,6 +122,8 @@ class BudgetUpdate(_Event):
     turn: Spend
     agent: str | None = None
     agent_spent: Spend | None = None
+    live: bool = False
+    """With a call still running (its spend so far included); else after a call ended."""
 
 
 class ApprovalAsked(_Event):

@@ -12,7 +12,7 @@ window.logosProjectShown = [];  // the ids of the project events shown (tests ch
 
 function freshChat(projectId) {
   return { projectId, lastId: 0, controller: null, messages: new Map(), cards: new Map(),
-    approvals: new Map(), agents: new Map() };
+    approvals: new Map(), agentNames: [] };
 }
 
 async function refreshProjects() {
@@ -24,8 +24,9 @@ async function refreshProjects() {
     const open = element("a", "", project.name);
     open.href = "#project=" + encodeURIComponent(project.id);
     open.onclick = (event) => { event.preventDefault(); openProject(project.id); };
-    item.append(open, " " + project.status + " · " + project.agents.length + " agents · "
-      + project.spent.tokens + " tokens");
+    const agents = project.agents.map((agent) => agent.name + " (" + agent.role + ", " + agent.status + ")");
+    item.append(open, " " + project.status + " · " + project.spent.tokens + " tokens · "
+      + (agents.join(", ") || "no agents yet"));
     return item;
   }));
   if (!projects.length) list.append(element("li", "notice", "No projects yet."));
@@ -53,6 +54,7 @@ async function refreshRoster() {
   $("project-spend").textContent = "spent " + project.spent.tokens + " tokens"
     + (project.spent.cost_known && project.spent.cost_usd ? " · " + dollars(project.spent.cost_usd) : "")
     + " · " + project.status + (project.queue ? " · " + project.queue + " queued" : "");
+  chat.agentNames = project.agents.map((agent) => agent.name);
   const body = $("roster").tBodies[0];
   body.replaceChildren(...project.agents.map((agent) => {
     const row = element("tr", "agent-row " + agent.status);
@@ -223,14 +225,17 @@ function showGuard(event) {
   const box = chatItem(element("div", "guard-box"));
   box.append(element("span", "", event.reason + ": "));
   const note = element("span", "guard-note");
-  const answer = async (action) => {
+  const answer = async (action, agent) => {
     try {
-      await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/guard", { action });
-      box.replaceChildren(element("span", "decided", "you chose " + action));
+      await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/guard", { action, agent });
+      box.replaceChildren(element("span", "decided", "you chose " + action + (agent ? " " + agent : "")));
     } catch (error) { note.textContent = error.message; }
   };
+  const pick = element("select", "pick");
+  for (const name of chat.agentNames || []) pick.append(element("option", "", name));
   box.append(button("continue", "Continue", () => answer("continue")), " ",
-    button("stop", "Stop", () => answer("stop")), " ", note);
+    button("stop", "Stop", () => answer("stop")), " ", pick, " ",
+    button("pick-agent", "Let this agent go on", () => answer("pick", pick.value)), " ", note);
 }
 
 async function sendToProject(event) {
