@@ -17,13 +17,8 @@ project's real server-sent event stream. A project of `projects_agents` agents i
 from __future__ import annotations
 
 import json
-import shutil
-import signal
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,7 +26,7 @@ import httpx
 
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, ms, percentile
-from bench.serve import _start_server, _wait_serving
+from bench.serve import bench_server
 from logos.serve.projects.context import context_for
 from logos.serve.projects.routing import route_user_message
 from logos.serve.projects.wire import ChatEntry
@@ -72,24 +67,9 @@ class _Stream:
 
 
 async def run(plan: Plan) -> Section:
-    state = Path(tempfile.mkdtemp(prefix="logos-bench-projects-"))
-    server = _start_server(state)
     problems: list[str] = []
-    try:
-        url = _wait_serving(server)
-        token = (state / "token").read_text().strip()
-        headers = {"authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
-            measured = await _measure(client, plan, problems)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-            problems.append("the bench server did not stop within 30 s of SIGTERM")
-        shutil.rmtree(state, ignore_errors=True)
+    async with bench_server("logos-bench-projects-", problems) as (client, _):
+        measured = await _measure(client, plan, problems)
     pure_s = _pure_routing(plan.projects_history, plan.projects_agents)
     return _section(plan, measured, pure_s, problems)
 

@@ -5,7 +5,6 @@ the message it writes. What it did is kept however it ends (finished, stopped, f
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +13,9 @@ import anyio
 from pydantic import BaseModel
 
 from logos.agent.config import Config
-from logos.agent.loop import run as run_loop
-from logos.agent.steps import RunResult, StepMessage
+from logos.agent.steps import StepMessage
 from logos.approvals.approval import ApprovalDecision, ApprovalRunner, Approver
 from logos.approvals.audit import AuditLog
-from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.envelope import command_preview
 from logos.providers.base import Usage
@@ -31,15 +28,14 @@ from logos.records.events import (
     StartEvent,
 )
 from logos.records.recorder import RunRecorder
-from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter, load_trajectory
+from logos.records.trajectory import Trajectory, load_trajectory
 from logos.result import JobEnd, Result
 from logos.runners.live import LivePiece
 from logos.serve.projects.budget import Allowance
 from logos.serve.projects.events import ApprovalDecided, CommandActivity, MessageDelta
 from logos.serve.projects.wire import AgentRecord
+from logos.serve.runs import run_gated
 from logos.serve.setup import RunnerChoice, ServerSetup
-
-CLOSE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -183,9 +179,8 @@ async def call_agent(
     path = plan.session_path
     continued: Trajectory | None = load_trajectory(path) if path.exists() else None
     system_prompt = setup.runners.system_prompt(choice, options, continued)
-    runner = setup.runners.open(choice)
-    writer = _writer(setup, path, choice, workdir, system_prompt, continued)
-    observer = _Observer(publish, agent.name, plan.message_id, on_usage)
+    writer = setup.session_writer(path, choice, workdir, system_prompt, continued)
+    audit: AuditLog | None = None
     try:
         audit = AuditLog(
             setup.audit_path,
@@ -194,33 +189,30 @@ async def call_agent(
             cwd=workdir,
             trajectory=str(writer.path),
         )
+        runner = setup.runners.open(choice)
     except BaseException:
         writer.close()
+        if audit is not None:
+            audit.close()
         raise
     writer.prompt(plan.prompt)
+    observer = _Observer(publish, agent.name, plan.message_id, on_usage)
     recorder = RunRecorder(writer, audit, observer, model=setup.model.model)
     gated = ApprovalRunner(runner, approver(observer), recorder.decided)
     config = _config(setup, agent, plan.allowance, system_prompt, options)
-    started = time.monotonic()
-    result: RunResult | None = None
-    try:
-        result = await run_loop(
-            dataclasses.replace(config, runner=gated),
-            continued.history() if continued is not None else [],
-            plan.prompt,
-            recorder.callbacks(),
-            cancel=plan.cancel,
-        )
-    finally:
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(CLOSE_TIMEOUT_S):
-                await gated.aclose()
-            summary = recorder.summary(result, time.monotonic() - started)
-            try:
-                recorder.done(summary)
-            finally:
-                writer.close()
-                audit.close()
+    ended: list[RunSummary] = []
+
+    def finish(summary: RunSummary) -> None:
+        ended.append(summary)
+        try:
+            recorder.done(summary)
+        finally:
+            writer.close()
+            audit.close()
+
+    history = continued.history() if continued is not None else []
+    await run_gated(config, gated, history, plan.prompt, recorder, plan.cancel, finish)
+    summary = ended[0]
     return CallOutcome(summary, "".join(observer.prose).strip(), tuple(observer.commands))
 
 
@@ -249,28 +241,3 @@ def _config(
         if limit is not None:
             changes[name] = limit if ceiling is None else min(limit, ceiling)
     return dataclasses.replace(template, **changes)  # type: ignore[arg-type]
-
-
-def _writer(
-    setup: ServerSetup,
-    path: Path,
-    choice: RunnerChoice,
-    workdir: str,
-    system_prompt: str,
-    continued: Trajectory | None,
-) -> TrajectoryWriter:
-    if continued is not None:
-        return TrajectoryWriter.append_to(continued)
-    model = setup.model
-    header = RunHeader(
-        logos_version=setup.logos_version,
-        provider=model.provider,
-        model=model.model,
-        base_url=model.base_url,
-        gguf=model.gguf,
-        runner="sandbox" if choice.sandbox else "local",
-        cwd=workdir,
-        started_at=utc_now(),
-        system_prompt=system_prompt,
-    )
-    return TrajectoryWriter.create(path, header)

@@ -512,26 +512,16 @@ class Project:
 
         def announce(event: ConfirmRequiredEvent) -> None:
             pending[event.command] = event.id
-            self.record.approvals.append(
-                SavedApproval(
-                    id=event.id,
-                    agent=agent.name,
-                    command=event.command,
-                    summary=event.summary,
-                    message=message,
-                )
+            saved = SavedApproval(
+                id=event.id,
+                agent=agent.name,
+                command=event.command,
+                summary=event.summary,
+                message=message,
             )
+            self.record.approvals.append(saved)
             self.save()
-            self.publish(
-                ApprovalAsked(
-                    id=event.id,
-                    agent=agent.name,
-                    message=message,
-                    command=event.command,
-                    summary=event.summary,
-                    expires_at=event.expires_at,
-                )
-            )
+            self.publish(ApprovalAsked.of(saved, event.expires_at))
 
         project = self
 
@@ -623,16 +613,7 @@ class Project:
         for saved in record.approvals:
             if saved.live:
                 saved.live = False
-                self.publish(
-                    ApprovalAsked(
-                        id=saved.id,
-                        agent=saved.agent,
-                        message=saved.message,
-                        command=saved.command,
-                        summary=saved.summary,
-                        live=False,
-                    )
-                )
+                self.publish(ApprovalAsked.of(saved))
         self.save()
 
     def status(self) -> dict[str, Any]:

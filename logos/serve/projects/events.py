@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from logos.serve.projects.wire import AgentStatus, Spend
+from logos.serve.projects.wire import AgentStatus, SavedApproval, Spend
 
 MessageKind: TypeAlias = Literal["user", "agent", "note", "briefing"]
 MessageStatus: TypeAlias = Literal["complete", "stopped", "failed", "cut"]
@@ -135,6 +135,18 @@ class ApprovalAsked(_Event):
     summary: str
     expires_at: str | None = None
     live: bool = True
+
+    @classmethod
+    def of(cls, saved: SavedApproval, expires_at: str | None = None) -> ApprovalAsked:
+        return cls(
+            id=saved.id,
+            agent=saved.agent,
+            message=saved.message,
+            command=saved.command,
+            summary=saved.summary,
+            expires_at=expires_at,
+            live=saved.live,
+        )
 
 
 class ApprovalDecided(_Event):

@@ -3,8 +3,9 @@
 // streams (each message by its author, an agent's command cards with live output inside its
 // message, approvals inline, routing notes, guards that ask the person) and a box to write
 // in. Uses page.js's helpers (api, element, button, $, authorization, folded, statusOf,
-// outputText, TOKEN_KEY, viewing); like page.js, everything from a model, a command or a
-// person is put in the page as text, never as HTML.
+// outputText, readServerEvents, describeDecision, dollars, TOKEN_KEY, viewing); like
+// page.js, everything from a model, a command or a person is put in the page as text, never
+// as HTML.
 "use strict";
 
 const chat = freshChat(null);
@@ -77,36 +78,12 @@ async function followProject(projectId) {
       const response = await fetch("/v1/projects/" + encodeURIComponent(projectId) + "/events",
         { headers, signal: controller.signal });
       if (!response.ok) { $("project-error").textContent = (await response.json()).error; return; }
-      await readProjectEvents(response.body.getReader(), projectId);
+      await readServerEvents(response.body.getReader(), () => chat.projectId === projectId,
+        (id, type, data) => showProjectEvent(id || 0, type, JSON.parse(data)));
     } catch (error) {
       if (controller.signal.aborted) return;
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
-
-async function readProjectEvents(reader, projectId) {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let fields = {};
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done || chat.projectId !== projectId) return;
-    buffer += decoder.decode(value, { stream: true });
-    let start = 0;
-    let newline;
-    while ((newline = buffer.indexOf("\n", start)) >= 0) {
-      const line = buffer.slice(start, newline).replace(/\r$/, "");
-      start = newline + 1;
-      if (line === "") {
-        if (fields.data !== undefined) showProjectEvent(Number(fields.id || 0), fields.event, JSON.parse(fields.data));
-        fields = {};
-      } else if (!line.startsWith(":")) {
-        const colon = line.indexOf(":");
-        fields[line.slice(0, colon)] = line.slice(colon + 1).replace(/^ /, "");
-      }
-    }
-    buffer = buffer.slice(start);
   }
 }
 
