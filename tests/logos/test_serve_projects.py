@@ -508,3 +508,41 @@ def test_a_client_that_falls_behind_is_told_where_to_resume(
         project.seen = after
         rest = project.turn()
         assert rest[0].id == after + 1 and rest[-1].data["state"] == "answered"
+
+
+def test_pause_resume_goal_progress_and_a_stopped_agent(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(said("Answered after the pause."), said("The captain answers instead."))
+    project = team(served)
+    client = project.client
+    changed = client.patch(project.path, json={"goal": "greet twice", "progress": "half way"})
+    assert changed.status_code == 200
+    assert (changed.json()["goal"], changed.json()["progress"]) == ("greet twice", "half way")
+    assert client.post(f"{project.path}/pause").json()["status"] == "paused"
+    assert project.send("wait for me")["state"] == "queued"
+    time.sleep(0.5)
+    assert sse_server.requests == [], "a paused project calls no model"
+    assert client.post(f"{project.path}/resume").json()["status"] in ("idle", "busy")
+    events = project.turn()
+    changes = [(e["change"], e["goal"], e["progress"]) for e in of_type(events, "project")]
+    assert changes == [
+        ("created", "greet the world", ""),
+        ("goal", "greet twice", ""),
+        ("progress", "greet twice", "half way"),
+        ("paused", "greet twice", "half way"),
+        ("resumed", "greet twice", "half way"),
+    ]
+    assert "the project is paused: your message is queued (0 ahead of it)" in notes(events)
+    assert replies(events) == [("boss", "complete", "Answered after the pause.")]
+    stopped = client.post(f"{project.path}/agents/worker/stop")
+    assert stopped.json()["status"] == "stopped"
+    project.send("@worker are you there?")
+    events = project.turn()
+    assert "@worker is stopped: start it to address it; passed on instead" in notes(events)
+    assert replies(events) == [("boss", "complete", "The captain answers instead.")]
+    assert client.post(f"{project.path}/agents/worker/start").json()["status"] == "idle"
+    assert client.post(f"{project.path}/agents/ghost/stop").status_code == 404
+    assert client.delete(project.path).status_code == 204
+    assert client.get(project.path).status_code == 404
+    assert not (served.home.state / "serve" / "projects" / project.id).exists()

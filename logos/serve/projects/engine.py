@@ -294,9 +294,11 @@ class Project:
     async def _run_turn(self, message: QueuedMessage) -> tuple[TurnState, str]:
         record = self.record
         agents, available = self.names()
-        if message.to is not None:
+        if message.to is not None and message.to in available:
             decision = Decision(message.to, message.why or "")
         else:
+            if message.to is not None:
+                self.note(f"{message.to} cannot answer now (stopped or removed): routed anew")
             decision = route_user_message(
                 message.text,
                 agents=agents,
