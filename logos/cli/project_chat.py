@@ -44,8 +44,9 @@ class ChatPrinter:
                 f"? {data['agent']} wants to run: {data['summary']}\n"
                 f"  approve: logos project approve PROJECT {data['id']} [--deny] [--always]"
             )
-        elif kind == "approval_decided":
-            self._line(f"· {data['action']}: {data['command']}")
+        elif kind == "approval_decided" and data["action"] != "auto":  # WHY: auto is the rule
+            reason = f" ({data['reason']})" if data.get("reason") else ""
+            self._line(f"· {data['action']}: {data['command']}{reason}")
         elif kind == "guard":
             self._line(
                 f"! {data['reason']}: logos serve's API POST /v1/projects/ID/guard "

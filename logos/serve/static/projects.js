@@ -136,7 +136,7 @@ function showProjectEvent(id, type, event) {
     const open = chat.approvals.get(event.id);
     const said = describeDecision(event);
     if (open) open.replaceChildren(element("span", "decided " + event.action, said));
-    else chatItem(element("div", "note", event.agent + ": `" + event.command + "` " + said));
+    else if (event.action !== "auto") chatItem(element("div", "note", event.agent + ": `" + event.command + "` " + said));
   } else if (type === "guard") showGuard(event);
   else if (type === "turn" && event.state !== "started") {
     chatItem(element("div", "turn-end", "turn " + event.state + (event.reason ? ": " + event.reason : "")));
