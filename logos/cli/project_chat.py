@@ -49,8 +49,8 @@ class ChatPrinter:
             self._line(f"· {data['action']}: {data['command']}{reason}")
         elif kind == "guard":
             self._line(
-                f"! {data['reason']}: logos serve's API POST /v1/projects/ID/guard "
-                "continue, stop or pick"
+                f"! {data['reason']}\n"
+                "  answer: logos project guard PROJECT continue | stop | pick AGENT"
             )
         elif kind == "turn" and data["state"] != "started":
             self._line(

@@ -6,6 +6,7 @@
     logos project send PROJECT "TEXT"                         send a message, follow its turn
     logos project follow PROJECT                              print the chat, then follow it
     logos project approve PROJECT ID [--deny] [--always]      answer a command's approval
+    logos project guard PROJECT continue|stop|pick [AGENT]    answer a guard
     logos project stop PROJECT [--all]                        stop the turn (or the project)
 
 It speaks the server's HTTP API with the token `logos serve` wrote (its state directory),
@@ -88,6 +89,10 @@ def add_project_command(commands: Any) -> None:
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--reason")
     approve.add_argument("--always", action="store_true", help="allow commands like it from now on")
+    guard = actions.add_parser("guard", help="answer a guard that holds a handoff")
+    guard.add_argument("project")
+    guard.add_argument("action", choices=("continue", "stop", "pick"))
+    guard.add_argument("agent", nargs="?", help="with pick: who goes on")
     stop = actions.add_parser("stop", help="stop the running turn")
     stop.add_argument("project")
     stop.add_argument("--all", action="store_true", help="stop the whole project (it pauses)")
@@ -164,6 +169,13 @@ def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: I
                 client.post(f"/v1/projects/{project_id}/approvals/{args.approval}", json=body)
             )
             print(f"{'denied' if args.deny else 'approved'} ({decided['agent']})", file=out)
+        elif action == "guard":
+            project_id = _project_id(client, args.project)
+            body = {"action": args.action, "agent": args.agent}
+            after = _ok(client.get(f"/v1/projects/{project_id}"))["events"]
+            _ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
+            if args.action != "stop":
+                return _follow(client, project_id, after, out, until_turn_of=None, one_turn=True)
         elif action == "stop":
             project_id = _project_id(client, args.project)
             scope = "project" if args.all else "turn"
@@ -173,23 +185,31 @@ def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: I
 
 
 def _follow(
-    client: httpx.Client, project_id: str, after: int, out: IO[str], until_turn_of: str | None
+    client: httpx.Client,
+    project_id: str,
+    after: int,
+    out: IO[str],
+    until_turn_of: str | None,
+    *,
+    one_turn: bool = False,
 ) -> int:
-    """Print the chat from event `after`; with `until_turn_of`, until that message's turn
-    ends (reconnecting with Last-Event-ID if the stream ends first)."""
+    """Print the chat from event `after`: with `until_turn_of`, until that message's turn
+    ends; with `one_turn`, until the next turn ends; else as long as the server streams.
+    A stream that ends first is resumed with Last-Event-ID."""
     printer = ChatPrinter(out)
+    waiting = until_turn_of is not None or one_turn
     while True:
         for event_id, kind, data in _events(client, project_id, after):
             after = event_id or after
             printer.show(kind, data)
             if (
-                until_turn_of is not None
-                and kind == "turn"
-                and data.get("message") == until_turn_of
+                kind == "turn"
                 and data.get("state") in TURN_ENDS
+                and (one_turn or data.get("message") == until_turn_of)
+                and waiting
             ):
                 return EXIT_OK
-        if until_turn_of is None:
+        if not waiting:
             return EXIT_OK
 
 

@@ -49,3 +49,34 @@ def test_a_project_made_and_followed_from_the_terminal(
     assert f"{project_id}  files  idle" in listed and "  helper (talon, local): idle" in listed
     assert missing.returncode != 0
     assert "no project 'nope' on this server (projects: files)" in missing.stderr
+
+
+def test_a_guard_is_answered_from_the_terminal(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(
+        openai_stream("@helper check it"),
+        openai_stream("@boss checked"),
+        openai_stream("@helper check it once more"),
+        openai_stream("Checked twice."),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        env = home.env()
+
+        def project(*args: str) -> str:
+            done = logos(["project", "--url", served.url, *args], home, env)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        project("create", "checks")
+        project("agent", "checks", "boss", "--captain", "--approval", "auto")
+        project("agent", "checks", "helper", "--approval", "auto")
+        held = project("send", "checks", "check it")
+        resumed = project("guard", "checks", "continue")
+    assert "! boss → helper again: the same handoff twice in one turn" in held
+    assert "  answer: logos project guard PROJECT continue | stop | pick AGENT" in held
+    assert (
+        held.splitlines()[-1]
+        == "— turn held: boss → helper again: the same handoff twice in one turn"
+    )
+    lines = resumed.splitlines()
+    assert "→ helper (the person let boss's handoff go on)" in lines
+    assert lines[-2:] == ["Checked twice.", "— turn answered: helper answered (no handoff)"]

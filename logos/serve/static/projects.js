@@ -141,6 +141,7 @@ function showProjectEvent(id, type, event) {
   else if (type === "turn" && event.state !== "started") {
     chatItem(element("div", "turn-end", "turn " + event.state + (event.reason ? ": " + event.reason : "")));
     refreshRoster().catch(() => {});
+    refreshProjects().catch(() => {});
   } else if (type === "agent" || type === "budget" || type === "project") refreshRoster().catch(() => {});
 }
 
