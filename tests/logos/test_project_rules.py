@@ -129,6 +129,9 @@ def test_an_allowance_is_the_least_of_call_turn_and_project() -> None:
     # A handoff gets what is left of the turn, never a fresh budget.
     later = allowance(budget, Spend(tokens=2_500), Spend(tokens=2_500))
     assert later.tokens == 500
+    dollars = BudgetRequest(max_cost_usd=1.0, turn_max_cost_usd=0.5, call_max_wall_s=30)
+    priced = allowance(dollars, Spend(cost_usd=0.7), Spend(cost_usd=0.1))
+    assert (priced.cost_usd, priced.wall_s, priced.tokens) == (pytest.approx(0.3), 30, None)
     spent = allowance(budget, Spend(tokens=9_000), Spend(tokens=3_000))
     assert spent.exhausted == "tokens"
     assert level_spent(budget, Spend(tokens=9_000), Spend(tokens=3_000)) == (

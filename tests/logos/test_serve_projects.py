@@ -307,6 +307,7 @@ def test_bad_input_is_a_clear_refusal_or_a_note(
     served: Served, sse_server: ScriptedServer, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     client = served.client()
+    assert served.client(token="wrong").get("/v1/projects").status_code == 401
     bad_template = client.post(
         "/v1/projects", json={"name": "x", "briefings": {"talon": "You are {{ nmae }}"}}
     )
