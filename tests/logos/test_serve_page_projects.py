@@ -124,3 +124,34 @@ def test_a_reload_mid_turn_shows_every_message_exactly_once(
         assert messages[2].text.count("Worker done") == 1
         chat = browser.find_element("id", "project-chat").text
         assert chat.count("a long one") == 1
+
+
+def test_a_project_and_its_agents_are_made_from_the_page(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(openai_stream("Hello from the captain."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        browser.get(f"{served.url}/#token={served.token}")
+        text_appears(browser, "status", "connected")
+        browser.find_element("id", "new-project-name").send_keys("made here")
+        browser.find_element("id", "new-project-goal").send_keys("say hello")
+        browser.find_element("id", "create-project").click()
+        text_appears(browser, "project-name", "made here")
+        browser.find_element("id", "agent-name").send_keys("cap")
+        browser.find_element("css selector", "#agent-role option[value='captain']").click()
+        browser.find_element("css selector", "#agent-approval option[value='auto']").click()
+        browser.find_element("id", "add-agent").click()
+        text_appears(browser, "roster", "captain")
+        browser.find_element("id", "agent-name").send_keys("cap2")
+        browser.find_element("id", "add-agent").click()
+        text_appears(browser, "roster", "cap2")
+        browser.find_element("id", "agent-name").send_keys("Bad Name")
+        browser.find_element("id", "add-agent").click()
+        text_appears(browser, "agent-error", "'Bad Name' cannot be addressed as @name")
+        _send(browser, "hi")
+        text_appears(browser, "project-chat", "Hello from the captain.")
+        listed = served.client().get("/v1/hierarchy").json()["projects"]
+        assert [(p["name"], [a["name"] for a in p["agents"]]) for p in listed] == [
+            ("made here", ["cap", "cap2"])
+        ]
+        text_appears(browser, "project-list", "cap (captain, idle), cap2 (talon, idle)")

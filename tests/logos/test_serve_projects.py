@@ -391,6 +391,7 @@ def test_a_restart_mid_turn_ends_the_turn_with_a_note_and_keeps_everything(
         project = team(served)
         sent_message = project.send("a long task")
         project.events_until(lambda e: e.type == "delta")
+        queued = project.send("and then this")
         served.proc.send_signal(signal.SIGKILL)  # no chance to save anything more
         served.proc.wait(10)
     sse_server.enqueue(said("Back again."))
@@ -400,12 +401,22 @@ def test_a_restart_mid_turn_ends_the_turn_with_a_note_and_keeps_everything(
             lambda e: e.type == "turn" and e.data["state"] == "interrupted"
         )
         assert "the server stopped during this turn" in notes(recovered)[-1]
-        chat = project.client.get(f"{project.path}/messages").json()["messages"]
-        assert [(m["author"], m["text"]) for m in chat] == [("user", "a long task")]
-        assert chat[0]["id"] == sent_message["message"]
-        project.send("go on")
+        # The queued message is answered in its turn, after the restart, unasked.
         events = project.turn()
+        assert events[-1].data["message"] == queued["message"]
         assert replies(events) == [("boss", "complete", "Back again.")]
+        chat = project.client.get(f"{project.path}/messages").json()["messages"]
+        assert [(m["author"], m["text"]) for m in chat] == [
+            ("user", "a long task"),
+            ("user", "and then this"),
+            ("boss", "Back again."),
+        ]
+        assert chat[0]["id"] == sent_message["message"]
+        # The captain read the first message in its cut turn (its session keeps it): it is
+        # sent what came after.
+        history = [m["content"] for m in sse_server.requests[1].json["messages"]]
+        assert any("[user] a long task" in text for text in history[:-1])
+        assert "[user] and then this" in history[-1] and "a long task" not in history[-1]
         everything = read_stream(project.client, f"{project.path}/events", stop_after=events[-1].id)
         assert [e.id for e in everything] == list(range(1, len(everything) + 1))
         saved = json.loads(

@@ -37,7 +37,9 @@ def context_for(
     budget_chars = int(max_tokens * CHARS_PER_TOKEN)
     picked: list[str] = []
     used = 0
-    newer = [e for e in chat if since < e.seq <= upto and e.author != agent]
+    newer = [
+        e for e in chat[first_index_after(chat, since) :] if e.seq <= upto and e.author != agent
+    ]
     omitted = 0
     for position in range(len(newer) - 1, -1, -1):
         text = entry_text(newer[position])

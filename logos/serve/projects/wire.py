@@ -3,9 +3,10 @@ pydantic models, because both cross a process boundary (HTTP, the state file).""
 
 from __future__ import annotations
 
+import re
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from logos.approvals.approval import ApprovalMode
 from logos.serve.api import AllowedPathRequest
@@ -93,7 +94,7 @@ class ModelSettings(_Request):
 
 
 class AgentRequest(_Request):
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(max_length=200)
     role: Role = "talon"
     model: ModelSettings = Field(default_factory=ModelSettings)
     runner: AgentRunner = Field(default_factory=AgentRunner)
@@ -102,6 +103,16 @@ class AgentRequest(_Request):
     grant: bool = False
     """Let this agent's paths and hosts reach beyond the project's: recorded in the chat
     and the audit log."""
+
+    @field_validator("name")
+    @classmethod
+    def _addressable(cls, name: str) -> str:
+        if re.fullmatch(NAME_PATTERN, name) is None:
+            raise ValueError(
+                f"{name[:40]!r} cannot be addressed as @name: use lower-case letters, digits, "
+                "- and _, starting with a letter, at most 32 characters (e.g. talon-1)"
+            )
+        return name
 
 
 class MessageRequest(_Request):

@@ -243,6 +243,7 @@ async function addAgent(event) {
   try {
     await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/agents", body);
     $("agent-name").value = "";
+    $("agent-role").value = "talon";  // WHY: a project has one captain; the next is a talon
     $("agent-error").textContent = "";
     await refreshRoster();
   } catch (error) { $("agent-error").textContent = error.message; }
