@@ -12,6 +12,8 @@ changes (`store`), and a server that restarts mid-turn ends that turn with a not
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from logos.approvals.approval import ApprovalDecision, Approver
 from logos.approvals.audit import AuditLog
@@ -127,18 +129,9 @@ class Project:
     def publish(self, event: BaseModel) -> int:
         self.log.publish(event)
         seq = self.log.last_id
-        if isinstance(event, ChatMessage) and event.kind == "user":
-            self.chat.append(ChatEntry(seq=seq, id=event.id, author=event.author, text=event.text))
-        elif isinstance(event, MessageEnd):
-            self.chat.append(
-                ChatEntry(
-                    seq=seq,
-                    id=event.id,
-                    author=event.author,
-                    text=event.text,
-                    commands=event.commands,
-                )
-            )
+        entry = chat_entry(seq, event)
+        if entry is not None:
+            self.chat.append(entry)
         return seq
 
     def note(self, text: str, to: str | None = None) -> None:
@@ -261,7 +254,10 @@ class Project:
                     self._wake = anyio.Event()
                     continue
                 message = record.queue.pop(0)
-                await self._turn(message)
+                try:
+                    await self._turn(message)
+                except Exception:  # WHY: a bug ends its turn (said in the chat), not the server
+                    traceback.print_exc(file=sys.stderr)
         finally:
             self.done.set()
 
@@ -943,21 +939,31 @@ class Projects:
             project.log.close()
 
 
+def chat_entry(seq: int, event: BaseModel) -> ChatEntry | None:
+    """What the agents are told of event `seq`: the person's messages and the agents'
+    replies; None for the rest."""
+    if isinstance(event, ChatMessage) and event.kind == "user":
+        return ChatEntry(seq=seq, id=event.id, author=event.author, text=event.text)
+    if isinstance(event, MessageEnd):
+        return ChatEntry(
+            seq=seq, id=event.id, author=event.author, text=event.text, commands=event.commands
+        )
+    return None
+
+
 def read_chat(path: Path) -> list[ChatEntry]:
-    """The chat as the agents are told it, from the project's event log."""
+    """The chat as the agents are told it, from the project's event log (a line that is
+    no such event, say from a newer logos, is passed over)."""
+    kinds: dict[str, type[BaseModel]] = {"message": ChatMessage, "message_end": MessageEnd}
     chat = []
     for event in read_published(path, 0):
-        if event.type not in ("message", "message_end"):
+        kind = kinds.get(event.type)
+        if kind is None:
             continue
-        data = ChatMessage.model_validate_json(event.data) if event.type == "message" else None
-        if data is not None:
-            if data.kind == "user":
-                chat.append(ChatEntry(seq=event.id, id=data.id, author=data.author, text=data.text))
+        try:
+            entry = chat_entry(event.id, kind.model_validate_json(event.data))
+        except ValidationError:
             continue
-        end = MessageEnd.model_validate_json(event.data)
-        chat.append(
-            ChatEntry(
-                seq=event.id, id=end.id, author=end.author, text=end.text, commands=end.commands
-            )
-        )
+        if entry is not None:
+            chat.append(entry)
     return chat
