@@ -155,3 +155,23 @@ def test_a_project_and_its_agents_are_made_from_the_page(
             ("made here", ["cap", "cap2"])
         ]
         text_appears(browser, "project-list", "cap (captain, idle), cap2 (talon, idle)")
+
+
+def test_html_from_agents_commands_and_the_person_stays_text(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    hostile = '<img src="x" onerror="window.pwned = 1"><script>window.pwned = 2</script>'
+    sse_server.enqueue(
+        openai_stream(f"{hostile}\n<cmd>printf '%s' '<b onmouseover=x>bold</b>'</cmd>"),
+        openai_stream(f"Done {hostile}"),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = _team(served)
+        _open(browser, served, project)
+        _send(browser, f"me too {hostile}")
+        text_appears(browser, "project-chat", "turn answered")
+        assert browser.execute_script("return window.pwned") is None
+        assert css(browser, "#project-chat img, #project-chat script, #project-chat b") == []
+        chat = browser.find_element("id", "project-chat").text
+        assert chat.count(hostile) == 3  # the person's, the captain's twice
+        assert "<b onmouseover=x>bold</b>" in chat
