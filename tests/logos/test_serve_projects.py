@@ -558,3 +558,22 @@ def test_pause_resume_goal_progress_and_a_stopped_agent(
     assert client.delete(project.path).status_code == 204
     assert client.get(project.path).status_code == 404
     assert not (served.home.state / "serve" / "projects" / project.id).exists()
+
+
+def test_a_model_cut_mid_reply_leaves_what_was_streamed_marked(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("Half of my answer, and then", chunk_size=4, drop_after=5),
+        json_error(400, "the model went away"),
+    )
+    project = team(served)
+    project.send("answer")
+    events = project.turn()
+    end = of_type(events, "message_end")[0]
+    assert (end["author"], end["status"]) == ("boss", "failed")
+    assert end["text"].startswith("Half")
+    assert "the model went away" in end["reason"]
+    assert events[-1].data["state"] == "failed"
+    chat = project.client.get(f"{project.path}/messages").json()["messages"]
+    assert chat[-1]["author"] == "boss" and chat[-1]["text"].startswith("Half")
