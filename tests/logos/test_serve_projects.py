@@ -577,3 +577,38 @@ def test_a_model_cut_mid_reply_leaves_what_was_streamed_marked(
     assert events[-1].data["state"] == "failed"
     chat = project.client.get(f"{project.path}/messages").json()["messages"]
     assert chat[-1]["author"] == "boss" and chat[-1]["text"].startswith("Half")
+
+
+def test_a_stopping_server_ends_the_turn_and_keeps_the_routing_state_and_the_spend(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        said("Which port should it use? [listening]"),
+        said("slowly " * 300, chunk_size=7, event_pause_s=0.03),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = team(served)
+        project.send("@worker set it up")
+        project.turn()
+        project.send("@boss meanwhile, say something long")
+        project.events_until(lambda e: e.type == "delta")
+        assert served.stop() == 0  # SIGTERM: the turn ends, saved
+    sse_server.enqueue(said("Port 8080 then."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as again:
+        project.client = again.client()
+        ended = project.turn()
+        assert ended[-1].data["state"] == "stopped"
+        assert ended[-1].data["reason"] == "the server is stopping"
+        assert replies(ended)[-1][:2] == ("boss", "stopped")
+        status = project.status()
+        # Saved: the first reply's usage (the cut one ended before its model told any).
+        assert status["spent"]["tokens"] == 120
+        assert {a["name"]: a["spent"]["tokens"] for a in status["agents"]} == {
+            "boss": 0,
+            "worker": 120,
+        }
+        assert status["listening"] is None  # the person's second message took the claim
+        project.send("8080")
+        answered = project.turn()
+        assert of_type(answered, "routing")[0]["reason"] == "captain by default"
+        assert replies(answered) == [("boss", "complete", "Port 8080 then.")]
