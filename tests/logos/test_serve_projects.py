@@ -612,3 +612,24 @@ def test_a_stopping_server_ends_the_turn_and_keeps_the_routing_state_and_the_spe
         answered = project.turn()
         assert of_type(answered, "routing")[0]["reason"] == "captain by default"
         assert replies(answered) == [("boss", "complete", "Port 8080 then.")]
+
+
+def test_a_message_injected_into_a_turn_cut_by_a_restart_is_answered_after(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(said("slow " * 400, chunk_size=5, event_pause_s=0.05))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = team(served, double_texting="inject")
+        project.send("a long task")
+        project.events_until(lambda e: e.type == "delta")
+        injected = project.send("also this")
+        assert injected["state"] == "injected"
+        served.proc.send_signal(signal.SIGKILL)
+        served.proc.wait(10)
+    sse_server.enqueue(said("Got the second one."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as again:
+        project.client = again.client()
+        project.events_until(lambda e: e.type == "turn" and e.data["state"] == "interrupted")
+        events = project.turn()
+        assert events[-1].data["message"] == injected["message"]
+        assert replies(events) == [("boss", "complete", "Got the second one.")]

@@ -119,7 +119,6 @@ class Project:
         self.turn_spend = Spend()
         self.closing = False
         self.done = anyio.Event()
-        self._injected: list[QueuedMessage] = []
 
     # Saving and telling ----------------------------------------------------------------------
 
@@ -184,7 +183,7 @@ class Project:
         if self.busy and mode == "inject":
             state = "injected"
             self.note("a turn is running: your message reaches its next agent at the handoff")
-            self._injected.append(message)
+            record.injected.append(message)
         elif self.busy and mode == "interrupt":
             state = "interrupting"
             record.queue.insert(0, message)
@@ -264,7 +263,6 @@ class Project:
     async def _turn(self, message: QueuedMessage) -> None:
         record = self.record
         record.in_turn = message
-        self._injected = []
         self.turn_spend = Spend()
         self.turn_stop = anyio.Event()
         self.stop_reason = ""
@@ -276,12 +274,16 @@ class Project:
             state, reason = await self._run_turn(message)
         finally:
             self.publish(TurnChanged(message=message.id, state=state, reason=reason))
-            unseen = [m for m in self._injected if not self._seen_by_any(m.id)]
-            record.queue[0:0] = unseen
-            self._injected = []
+            self._requeue_injected()
             record.in_turn = None
             self.turn_stop = None
             self.save()
+
+    def _requeue_injected(self) -> None:
+        """The messages sent into a turn that no agent read go first in the queue."""
+        record = self.record
+        record.queue[0:0] = [m for m in record.injected if not self._seen_by_any(m.id)]
+        record.injected = []
 
     def _seen_by_any(self, message_id: str) -> bool:
         entry = next((e for e in self.chat if e.id == message_id), None)
@@ -594,6 +596,7 @@ class Project:
             if agent.status == "busy":
                 agent.status = "idle"
                 self.agent_changed(agent, "idle")
+        self._requeue_injected()
         if record.in_turn is not None:
             message = record.in_turn
             record.in_turn = None

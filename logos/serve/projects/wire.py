@@ -234,6 +234,8 @@ class ProjectRecord(_Saved):
     queue: list[QueuedMessage] = Field(default_factory=list)
     in_turn: QueuedMessage | None = None
     """The user message whose turn is running (a restart ends it with a note)."""
+    injected: list[QueuedMessage] = Field(default_factory=list)
+    """Messages sent into the running turn: queued after it unless an agent read them."""
     held: HeldHandoff | None = None
     approvals: list[SavedApproval] = Field(default_factory=list)
     spent: Spend = Field(default_factory=Spend)
