@@ -276,10 +276,16 @@ def test_a_command_waits_for_approval_in_the_chat(
     assert (asked["agent"], asked["command"]) == ("boss", "echo approved-and-ran")
     assert project.status()["approvals"][0]["id"] == asked["id"]
     assert served.client().get("/v1/approvals").json()["approvals"][0]["id"] == asked["id"]
+    refused = project.client.post(
+        f"{project.path}/approvals/{asked['id']}", json={"approve": False, "always": True}
+    )
+    assert refused.status_code == 422
     response = project.client.post(
-        f"{project.path}/approvals/{asked['id']}", json={"approve": True}
+        f"{project.path}/approvals/{asked['id']}", json={"approve": True, "always": True}
     )
     assert response.status_code == 200, response.text
+    rules = (served.home.state / "serve" / "approval-rules.toml").read_text()
+    assert 'program = "echo"' in rules and 'args = ["approved-and-ran", "**"]' in rules
     events = project.turn()
     decided = of_type(events, "approval_decided")[0]
     assert (decided["id"], decided["action"]) == (asked["id"], "yes")
