@@ -175,3 +175,25 @@ def test_html_from_agents_commands_and_the_person_stays_text(
         chat = browser.find_element("id", "project-chat").text
         assert chat.count(hostile) == 3  # the person's, the captain's twice
         assert "<b onmouseover=x>bold</b>" in chat
+
+
+def test_a_guard_is_answered_from_the_chat(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("@worker check it"),
+        openai_stream("@boss checked"),
+        openai_stream("@worker check it again"),
+        openai_stream("Checked again, all good."),
+    )
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = _team(served)
+        _open(browser, served, project)
+        _send(browser, "check")
+        text_appears(browser, "project-chat", "turn held")
+        box = css(browser, "#project-chat .guard-box")[0]
+        assert "boss → worker again: the same handoff twice in one turn" in box.text
+        box.find_element("css selector", "button.continue").click()
+        text_appears(browser, "project-chat", "you chose continue")
+        text_appears(browser, "project-chat", "Checked again, all good.")
+        text_appears(browser, "project-chat", "turn answered")

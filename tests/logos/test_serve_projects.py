@@ -163,7 +163,13 @@ def test_a_repeated_handoff_asks_the_person_and_continues_when_told(
 
 
 def test_an_identical_reply_trips_the_guard(served: Served, sse_server: ScriptedServer) -> None:
-    sse_server.enqueue(said("@worker your turn"), said("@boss your turn"))
+    sse_server.enqueue(
+        said("@worker your turn"),
+        said("@boss your turn"),
+        said("@worker your turn"),
+        said("@boss your turn"),
+        said("Picked, so I answer."),
+    )
     project = team(served)
     project.send("talk")
     events = project.turn()
@@ -173,6 +179,18 @@ def test_an_identical_reply_trips_the_guard(served: Served, sse_server: Scripted
     )
     stop = project.client.post(f"{project.path}/guard", json={"action": "stop"})
     assert stop.status_code == 200 and stop.json()["held"] is None
+    assert "you stopped the handoff worker → boss: the turn ended" in notes(project.turn_notes())
+    project.send("talk again")
+    assert project.turn()[-1].data["state"] == "held"
+    picked = project.client.post(
+        f"{project.path}/guard", json={"action": "pick", "agent": "worker"}
+    )
+    assert picked.status_code == 200, picked.text
+    events = project.turn()
+    assert of_type(events, "routing")[0]["reason"] == (
+        "the person picked worker to go on from worker's reply"
+    )
+    assert replies(events) == [("worker", "complete", "Picked, so I answer.")]
 
 
 def test_a_handoff_gets_what_is_left_of_the_turn_never_a_fresh_budget(

@@ -57,6 +57,10 @@ class ProjectClient:
             self.seen = events[-1].id
         return events
 
+    def turn_notes(self) -> list[Received]:
+        """The events up to the next note of logos's."""
+        return self.events_until(lambda e: e.type == "message" and e.data["kind"] == "note")
+
     def turn(self) -> list[Received]:
         """The events up to the end of the next turn that ends."""
         return self.events_until(lambda e: e.type == "turn" and e.data["state"] in ENDED)
