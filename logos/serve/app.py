@@ -52,7 +52,7 @@ from logos.serve.auth import bearer_matches, host_name, same_origin
 from logos.serve.http import event_stream, last_event_id, read_body
 from logos.serve.hub import Published, read_published
 from logos.serve.page import PAGE_FILES, page_response
-from logos.serve.projects.engine import Projects
+from logos.serve.projects.registry import Projects
 from logos.serve.projects.routes import project_routes
 from logos.serve.runs import Runs
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession

@@ -31,7 +31,7 @@ from logos.serve.app import build_app
 from logos.serve.approvals import Approvals, RuleBook
 from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
-from logos.serve.projects.engine import Projects
+from logos.serve.projects.registry import Projects
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
 from logos.serve.setup import ServerSetup
