@@ -3,13 +3,26 @@ message and read the chat the terminal prints."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.support.cli_harness import Home, logos
-from tests.support.serve_harness import AUTO_LOCAL, serving
+from tests.support.serve_harness import AUTO_LOCAL, Served, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def _cli(served: Served, home: Home) -> Callable[..., str]:
+    """`logos project ARGS` against `served`: its output, once it succeeded."""
+
+    def project(*args: str) -> str:
+        done = logos(["project", "--url", served.url, *args], home, home.env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    return project
 
 
 def test_a_project_made_and_followed_from_the_terminal(
@@ -21,12 +34,7 @@ def test_a_project_made_and_followed_from_the_terminal(
         openai_stream("There are 3 files."),
     )
     with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        env = home.env()
-
-        def project(*args: str) -> str:
-            done = logos(["project", "--url", served.url, *args], home, env)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
+        project = _cli(served, home)
 
         project_id = project("create", "files", "--goal", "count files").strip()
         assert len(project_id) == 16
@@ -36,7 +44,7 @@ def test_a_project_made_and_followed_from_the_terminal(
         project("agent", project_id, "helper", "--approval", "auto")
         chat = project("send", "files", "how many files?")
         listed = project("list")
-        missing = logos(["project", "--url", served.url, "send", "nope", "hi"], home, env)
+        missing = logos(["project", "--url", served.url, "send", "nope", "hi"], home, home.env())
     lines = chat.splitlines()
     assert lines[0] == "you: how many files?"
     assert "→ boss (captain by default)" in lines
@@ -59,12 +67,7 @@ def test_a_guard_is_answered_from_the_terminal(home: Home, sse_server: ScriptedS
         openai_stream("Checked twice."),
     )
     with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        env = home.env()
-
-        def project(*args: str) -> str:
-            done = logos(["project", "--url", served.url, *args], home, env)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
+        project = _cli(served, home)
 
         project("create", "checks")
         project("agent", "checks", "boss", "--captain", "--approval", "auto")
