@@ -338,6 +338,8 @@ def test_bad_input_is_a_clear_refusal_or_a_note(
     assert bad_template.status_code == 422
     assert "unknown placeholders nmae" in bad_template.json()["error"]
     project = team(served)
+    same_name = client.post("/v1/projects", json={"name": "demo"})
+    assert same_name.status_code == 409 and "exists already" in same_name.json()["error"]
     second_captain = client.post(f"{project.path}/agents", json={"name": "cap2", "role": "captain"})
     assert second_captain.status_code == 409 and "exactly one" in second_captain.json()["error"]
     again = client.post(f"{project.path}/agents", json={"name": "worker"})

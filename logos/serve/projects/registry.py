@@ -88,6 +88,13 @@ class Projects:
     def create(self, request: ProjectRequest) -> Project:
         if self._group is None:
             raise ApiError(503, "the server is shutting down: make the project on its next start")
+        same = next((p for p in self._projects.values() if p.record.name == request.name), None)
+        if same is not None:
+            raise ApiError(
+                409,
+                f"a project named {request.name!r} exists already ({same.record.id}): pick "
+                "another name (the CLI finds projects by name)",
+            )
         try:
             check_templates(request.briefings, request.name, request.goal)
         except BriefingError as exc:
