@@ -41,7 +41,11 @@ def add_project_command(commands: Any) -> None:
         description="Make projects, add agents, send messages and follow the chat of a "
         "running `logos serve` (its token is read from its state directory).",
     )
-    project.add_argument("--url", help=f"the server (default $LOGOS_SERVE_URL, else {DEFAULT_URL})")
+    project.add_argument(
+        "--url",
+        help=f"the server, or the path of its Unix socket (default $LOGOS_SERVE_URL, else "
+        f"{DEFAULT_URL})",
+    )
     project.add_argument("--token-file", help="default: the token `logos serve` wrote")
     actions = project.add_subparsers(dest="project_action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="make a project and print its id")
@@ -249,7 +253,13 @@ def _client(args: argparse.Namespace, environ: Mapping[str, str]) -> httpx.Clien
             f"cannot read the server's token {token_file} ({exc.strerror}): start `logos serve` "
             "first, or give --token-file"
         ) from None
-    return httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30)
+    headers = {"authorization": f"Bearer {token}"}
+    if url.startswith(("unix:", "/", "~")):  # the socket of `logos serve --socket PATH`
+        transport = httpx.HTTPTransport(uds=os.path.expanduser(url.removeprefix("unix:")))
+        return httpx.Client(
+            base_url="http://localhost", headers=headers, timeout=30, transport=transport
+        )
+    return httpx.Client(base_url=url, headers=headers, timeout=30)
 
 
 def _ok(response: httpx.Response) -> Any:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.cli_harness import Home, logos
+from tests.support.cli_harness import Home, logos, make_home
+from tests.support.sandboxd_harness import short_dir
 from tests.support.serve_harness import AUTO_LOCAL, Served, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
@@ -83,3 +84,20 @@ def test_a_guard_is_answered_from_the_terminal(home: Home, sse_server: ScriptedS
     lines = resumed.splitlines()
     assert "→ helper (the person let boss's handoff go on)" in lines
     assert lines[-2:] == ["Checked twice.", "— turn answered: helper answered (no handoff)"]
+
+
+def test_logos_project_reaches_a_server_on_a_unix_socket(sse_server: ScriptedServer) -> None:
+    root = short_dir("project")
+    home = make_home(root)
+    socket_path = root / "logos.sock"
+    sse_server.enqueue(openai_stream("Over the socket."))
+    with serving(home, sse_server, ["--socket", str(socket_path)], config=AUTO_LOCAL) as served:
+        assert served.url == str(socket_path)
+        project = _cli(served, home)
+        project("create", "local")
+        project("agent", "local", "boss", "--captain", "--approval", "auto")
+        chat = project("send", "local", "hello")
+    assert chat.splitlines()[-2:] == [
+        "Over the socket.",
+        "— turn answered: boss answered (no handoff)",
+    ]
