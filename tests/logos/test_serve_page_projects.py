@@ -197,3 +197,24 @@ def test_a_guard_is_answered_from_the_chat(
         text_appears(browser, "project-chat", "you chose continue")
         text_appears(browser, "project-chat", "Checked again, all good.")
         text_appears(browser, "project-chat", "turn answered")
+
+
+def test_a_running_commands_output_shows_live_in_its_agents_message(
+    browser: Any, home: Home, sse_server: ScriptedServer
+) -> None:
+    ticks = 'for i in 1 2 3 4 5; do echo "tick-$i"; sleep 0.5; done'
+    sse_server.enqueue(openai_stream(f"<cmd>{ticks}</cmd>"), openai_stream("It ticked."))
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = _team(served)
+        _open(browser, served, project)
+        _send(browser, "tick")
+        card = until(
+            browser,
+            lambda d: css(d, "#project-chat .message[data-author='boss'] .command.running"),
+        )[0]
+        until(browser, lambda d: "tick-2" in card.text)
+        assert "running" in card.find_element("css selector", ".card-state").text
+        text_appears(browser, "project-chat", "turn answered")
+        assert "exit 0" in card.text
+        output = card.find_element("css selector", ".output").text
+        assert output.splitlines() == [f"tick-{n}" for n in range(1, 6)]
