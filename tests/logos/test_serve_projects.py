@@ -659,3 +659,16 @@ def test_a_message_injected_into_a_turn_cut_by_a_restart_is_answered_after(
         events = project.turn()
         assert events[-1].data["message"] == injected["message"]
         assert replies(events) == [("boss", "complete", "Got the second one.")]
+
+
+def test_a_handoff_without_a_command_is_not_checked_back(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(said("@worker go"), said("Done."))
+    config = "[serve]\nallow_local_auto = true\n"  # the server checks back by default
+    with serving(home, sse_server, config=config) as served:
+        project = team(served)
+        project.send("delegate")
+        events = project.turn()
+    assert replies(events) == [("boss", "complete", "@worker go"), ("worker", "complete", "Done.")]
+    assert len(sse_server.requests) == 2

@@ -225,7 +225,13 @@ def _config(
 ) -> Config:
     template = setup.template
     settings = agent.model
-    changes: dict[str, object] = {"system_prompt": system_prompt, "exec_options": options}
+    # WHY no check-back: in a team a reply without a command is normal (a handoff, a question
+    # to the person), and the answer given after the check-back could drop its directive.
+    changes: dict[str, object] = {
+        "system_prompt": system_prompt,
+        "exec_options": options,
+        "check_back": False,
+    }
     if settings.max_steps is not None:
         changes["max_steps"] = settings.max_steps
     if settings.max_tokens is not None:
