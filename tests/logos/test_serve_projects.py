@@ -672,3 +672,27 @@ def test_a_handoff_without_a_command_is_not_checked_back(
         events = project.turn()
     assert replies(events) == [("boss", "complete", "@worker go"), ("worker", "complete", "Done.")]
     assert len(sse_server.requests) == 2
+
+
+def test_stopping_the_agent_that_answers_ends_its_call_and_the_turn(
+    served: Served, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(said("thinking " * 200, chunk_size=5, event_pause_s=0.03))
+    project = team(served)
+    project.send("go")
+    project.events_until(lambda e: e.type == "delta")
+    stopped = project.client.post(f"{project.path}/agents/boss/stop")
+    assert stopped.json()["status"] == "stopped"
+    events = project.turn()
+    assert events[-1].data["state"] == "stopped" and events[-1].data["reason"] == "boss was stopped"
+    assert replies(events)[-1][:2] == ("boss", "stopped")
+    changes = [(e["agent"], e["change"]) for e in of_type(events, "agent")]
+    assert ("boss", "stopped") in changes
+    nobody = project.send("anyone?")
+    events = project.turn()
+    assert events[-1].data == {
+        "type": "turn",
+        "message": nobody["message"],
+        "state": "no-agent",
+        "reason": "nobody can answer: the captain is stopped",
+    }
