@@ -383,6 +383,11 @@ def test_bad_input_is_a_clear_refusal_or_a_note(
     )
     roles = {a["name"]: a["role"] for a in project.status()["agents"]}
     assert roles == {"worker": "captain", "wide": "talon"}
+    sse_server.enqueue(said("Captain worker here."))
+    project.send("who leads?")
+    events = project.turn()
+    briefed = [e for e in of_type(events, "message") if e["kind"] == "briefing"]
+    assert briefed[0]["to"] == "worker" and "You are worker, the captain" in briefed[0]["text"]
 
 
 def test_a_reconnecting_client_gets_every_event_once_and_the_overview_counts(

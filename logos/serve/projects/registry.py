@@ -273,6 +273,7 @@ class Projects:
                     "takes over with ?promote=NAME, or delete the project",
                 )
             successor.role = "captain"
+            successor.briefed = False  # WHY: its next message brings the captain's briefing
             project.agent_changed(successor, "promoted")
             project.note(f"{successor.name} is the captain now")
         call = project.call
