@@ -166,7 +166,7 @@ def _pure_routing(history: int, agents: int) -> list[float]:
         decision = route_user_message(
             f"@{target} go on", agents=names, available=names, captain="captain", listening=None
         )
-        context_for(str(decision.agent), chat, since=0, upto=history, max_tokens=4_000)
+        context_for({str(decision.agent)}, chat, since=0, upto=history, max_tokens=4_000)
         took.append(time.perf_counter() - started)
     return took
 

@@ -148,7 +148,7 @@ def test_the_context_is_what_others_said_since_the_last_turn_with_an_exact_omiss
     chat.append(
         ChatEntry(seq=102, id="p", author="boss", text="built it", commands=["`make` → exit 0"])
     )
-    text, omitted = context_for("talon-1", chat, since=10, upto=102, max_tokens=600)
+    text, omitted = context_for({"talon-1"}, chat, since=10, upto=102, max_tokens=600)
     lines = text.splitlines()
     assert lines[0] == f"[logos] {omitted} earlier messages omitted"
     shown = [line for line in lines if line.startswith("[user] message")]

@@ -438,11 +438,13 @@ def test_a_restart_mid_turn_ends_the_turn_with_a_note_and_keeps_everything(
         assert replies(events) == [("boss", "complete", "Back again.")]
         chat = project.client.get(f"{project.path}/messages").json()["messages"]
         assert [(m["author"], m["text"]) for m in chat] == [
+            ("logos", "boss (captain) joined the project"),
+            ("logos", "worker (talon) joined the project"),
             ("user", "a long task"),
             ("user", "and then this"),
             ("boss", "Back again."),
         ]
-        assert chat[0]["id"] == sent_message["message"]
+        assert chat[2]["id"] == sent_message["message"]
         # The captain read the first message in its cut turn (its session keeps it): it is
         # sent what came after.
         history = [m["content"] for m in sse_server.requests[1].json["messages"]]
@@ -701,3 +703,17 @@ def test_stopping_the_agent_that_answers_ends_its_call_and_the_turn(
         "state": "no-agent",
         "reason": "nobody can answer: the captain is stopped",
     }
+
+
+def test_agents_are_told_of_changes_of_the_team(served: Served, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(said("Hello."), said("Noted, welcome."))
+    project = ProjectClient.create(served.client())
+    project.add("boss", "captain", approval="auto")
+    project.send("hi")
+    project.turn()
+    first = sent(sse_server, 0)
+    assert "joined the project" not in first  # its briefing holds the roster
+    project.add("newcomer", approval="auto")
+    project.send("we have help")
+    project.turn()
+    assert "[logos] newcomer (talon) joined the project\n[user] we have help" in sent(sse_server, 1)

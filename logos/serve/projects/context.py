@@ -1,14 +1,15 @@
 """What an agent is sent: what happened in the chat since its own last turn, bounded.
 
-The person's messages and the other agents' replies, each labelled by its author; the
-agent's own replies stay in its own session and are not sent again. Other agents' command
-output reaches it only as a line per command. Past `max_tokens`, the oldest messages are
-left out and counted exactly ("N earlier messages omitted"): the newest always go.
+The person's messages, the other agents' replies and changes of the team, each labelled by
+its author; the agent's own replies stay in its own session and are not sent again. Other
+agents' command output reaches it only as a line per command. Past `max_tokens`, the
+oldest messages are left out and counted exactly ("N earlier messages omitted"): the newest
+always go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from logos.agent.context import CHARS_PER_TOKEN
 from logos.serve.projects.wire import ChatEntry
@@ -30,15 +31,23 @@ def entry_text(entry: ChatEntry) -> str:
 
 
 def context_for(
-    agent: str, chat: Sequence[ChatEntry], *, since: int, upto: int, max_tokens: int
+    leave_out: Collection[str],
+    chat: Sequence[ChatEntry],
+    *,
+    since: int,
+    upto: int,
+    max_tokens: int,
 ) -> tuple[str, int]:
-    """The chat between sequence numbers `since` (exclusive) and `upto` (inclusive) as
-    `agent` should read it, and how many messages were omitted."""
+    """The chat between sequence numbers `since` (exclusive) and `upto` (inclusive) but for
+    the messages of the authors in `leave_out` (the agent itself; logos's news of the team
+    when the agent's briefing holds it), and how many messages were omitted."""
     budget_chars = int(max_tokens * CHARS_PER_TOKEN)
     picked: list[str] = []
     used = 0
     newer = [
-        e for e in chat[first_index_after(chat, since) :] if e.seq <= upto and e.author != agent
+        e
+        for e in chat[first_index_after(chat, since) :]
+        if e.seq <= upto and e.author not in leave_out
     ]
     omitted = 0
     for position in range(len(newer) - 1, -1, -1):

@@ -68,6 +68,12 @@ from logos.serve.setup import ServerSetup
 
 USER = "user"
 LOGOS = "logos"
+ROSTER_CHANGES = {
+    "created": "{agent} ({role}) joined the project",
+    "removed": "{agent} left the project",
+    "promoted": "{agent} is the captain now",
+}
+"""Changes of the team the agents are told of, in their context."""
 
 
 @dataclass(frozen=True)
@@ -383,6 +389,7 @@ class Project:
         agent.status = "busy"
         self.agent_changed(agent, "busy")
         parts = []
+        leave_out = {agent.name} if agent.briefed else {agent.name, LOGOS}
         if not agent.briefed:
             text = self._briefing(agent)
             self.publish(
@@ -392,7 +399,7 @@ class Project:
             agent.briefed = True
         upto = self.log.last_id
         context, _ = context_for(
-            agent.name, self.chat, since=agent.seen, upto=upto, max_tokens=record.context_tokens
+            leave_out, self.chat, since=agent.seen, upto=upto, max_tokens=record.context_tokens
         )
         if context:
             parts.append("What was said in the project's chat since your last turn:\n" + context)
@@ -667,21 +674,28 @@ def agent_status(agent: AgentRecord) -> dict[str, Any]:
 
 
 def chat_entry(seq: int, event: BaseModel) -> ChatEntry | None:
-    """What the agents are told of event `seq`: the person's messages and the agents'
-    replies; None for the rest."""
+    """What the agents are told of event `seq`: the person's messages, the agents' replies
+    and changes of the team; None for the rest."""
     if isinstance(event, ChatMessage) and event.kind == "user":
         return ChatEntry(seq=seq, id=event.id, author=event.author, text=event.text)
     if isinstance(event, MessageEnd):
         return ChatEntry(
             seq=seq, id=event.id, author=event.author, text=event.text, commands=event.commands
         )
+    if isinstance(event, AgentChanged) and event.change in ROSTER_CHANGES:
+        said = ROSTER_CHANGES[event.change].format(agent=event.agent, role=event.role)
+        return ChatEntry(seq=seq, id=f"agent-{seq}", author=LOGOS, text=said)
     return None
 
 
 def read_chat(path: Path) -> list[ChatEntry]:
     """The chat as the agents are told it, from the project's event log (a line that is
     no such event, say from a newer logos, is passed over)."""
-    kinds: dict[str, type[BaseModel]] = {"message": ChatMessage, "message_end": MessageEnd}
+    kinds: dict[str, type[BaseModel]] = {
+        "message": ChatMessage,
+        "message_end": MessageEnd,
+        "agent": AgentChanged,
+    }
     chat = []
     for event in read_published(path, 0):
         kind = kinds.get(event.type)
