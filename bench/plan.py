@@ -63,6 +63,11 @@ class Plan:
     serve_concurrent_runs: int = 50
     serve_idle_runs: int = 50
     """Runs left waiting for an approval, to measure the server's memory per run."""
+    projects_history: int = 1000
+    """Messages in the project's chat before the measured ones (half the person's)."""
+    projects_messages: int = 100
+    """Measured messages, and plain runs as their baseline."""
+    projects_agents: int = 10
     batch_tasks: int = 200
     """Tasks of `logos batch` with local bash, at each worker count and on Ray."""
     batch_workers: tuple[int, ...] = (1, 8, 32)
@@ -128,6 +133,8 @@ class Plan:
             serve_latency_events=50,
             serve_concurrent_runs=8,
             serve_idle_runs=8,
+            projects_history=100,
+            projects_messages=10,
             batch_tasks=6,
             batch_workers=(1, 4),
             batch_sandbox_tasks=3,

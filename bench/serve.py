@@ -16,6 +16,7 @@ loopback HTTP, reading real server-sent event streams.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -47,32 +49,13 @@ _REPO = Path(__file__).resolve().parents[1]
 
 
 async def run(plan: Plan) -> Section:
-    state = Path(tempfile.mkdtemp(prefix="logos-bench-serve-"))
-    server = _start_server(state)
     problems: list[str] = []
-    try:
-        url = _wait_serving(server)
-        token = (state / "token").read_text().strip()
-        headers = {"authorization": f"Bearer {token}"}
-        limits = httpx.Limits(max_connections=4 * plan.serve_concurrent_runs)
-        async with httpx.AsyncClient(
-            base_url=url, headers=headers, timeout=60, limits=limits
-        ) as client:
-            latency_s = await _latency(client, plan.serve_latency_events)
-            # WHY before the concurrent runs: memory they freed would hide the idle runs'.
-            per_idle, idle_before, idle_after = await _idle_memory(
-                client, server.pid, plan.serve_idle_runs
-            )
-            errors, run_s, wall_s = await _concurrent(client, plan.serve_concurrent_runs)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-            problems.append("the bench server did not stop within 30 s of SIGTERM")
-        shutil.rmtree(state, ignore_errors=True)
+    connections = 4 * plan.serve_concurrent_runs
+    async with bench_server("logos-bench-serve-", problems, connections) as (client, pid):
+        latency_s = await _latency(client, plan.serve_latency_events)
+        # WHY before the concurrent runs: memory they freed would hide the idle runs'.
+        per_idle, idle_before, idle_after = await _idle_memory(client, pid, plan.serve_idle_runs)
+        errors, run_s, wall_s = await _concurrent(client, plan.serve_concurrent_runs)
     problems += errors
     median = statistics.median(latency_s)
     runs = plan.serve_concurrent_runs
@@ -130,6 +113,35 @@ async def run(plan: Plan) -> Section:
             "idle_rss_after": idle_after,
         },
     )
+
+
+@contextlib.asynccontextmanager
+async def bench_server(
+    prefix: str, problems: list[str], connections: int = 16
+) -> AsyncIterator[tuple[httpx.AsyncClient, int]]:
+    """The bench server in a child process on a new state directory, and a client of it
+    (with its token) and its pid; stopped and removed after, a slow stop noted in
+    `problems`."""
+    state = Path(tempfile.mkdtemp(prefix=prefix))
+    server = _start_server(state)
+    try:
+        url = _wait_serving(server)
+        token = (state / "token").read_text().strip()
+        headers = {"authorization": f"Bearer {token}"}
+        limits = httpx.Limits(max_connections=connections)
+        async with httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=60, limits=limits
+        ) as client:
+            yield client, server.pid
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+            problems.append("the bench server did not stop within 30 s of SIGTERM")
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _start_server(state: Path) -> subprocess.Popen[str]:

@@ -4,7 +4,8 @@ runs, event logs) with a scripted in-process model, for the `serve` family.
 The model answers by the prompt: "stamp N INTERVAL DELAY" streams N deltas after DELAY
 seconds, each holding the time.monotonic() at which it was produced (the client computes
 the latency when it reads it); "work" runs `<cmd>true</cmd>` then answers; "wait" asks to
-run a command (left waiting for an approval nobody gives). A benchmark double, never
+run a command (left waiting for an approval nobody gives); "hello" answers at once, and so
+does a project's agent (its prompt ends "It is your turn…"). A benchmark double, never
 shipped.
 """
 
@@ -53,7 +54,11 @@ class BenchModel:
         self, request: ModelRequest, on_retry: OnRetry | None = None
     ) -> AsyncGenerator[StreamEvent, None]:
         prompt = request.messages[0].content.split()
-        if prompt[0] == "stamp":
+        if "It is your turn" in request.messages[-1].content:
+            yield TextDelta("Noted.")  # a project's agent (bench.projects)
+        elif prompt[0] == "hello":
+            yield TextDelta("Hello.")
+        elif prompt[0] == "stamp":
             count, interval = int(prompt[1]), float(prompt[2])
             await anyio.sleep(float(prompt[3]))
             for _ in range(count):

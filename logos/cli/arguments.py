@@ -9,6 +9,7 @@ logos memory {list,show,set,forget}  the memory notes new runs start with
 logos models [{list,pull,rm}]   GGUF models from the Hugging Face Hub, in its cache
 logos serve                     runs as a service over HTTP (`pip install 'logos[serve]'`)
 logos batch TASKS.jsonl --out DIR   run many tasks, each judged by its check
+logos project {create,agent,send,follow,…}  several agents in one chat, on a logos serve
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import NoReturn
 
 from logos.agent.config import DEFAULT_MAX_STEPS
 from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
+from logos.cli.project_command import add_project_command
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.models.hub import DEFAULT_MODEL
@@ -42,6 +44,7 @@ COMMANDS = (
     "serve",
     "batch",
     "view",
+    "project",
 )
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
@@ -255,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _batch_command(commands)
     _view_command(commands)
+    add_project_command(commands)
     return parser
 
 

@@ -43,6 +43,7 @@ from logos.cli.memory_command import memory_command
 from logos.cli.model import local_gguf, open_model
 from logos.cli.models_command import models_command
 from logos.cli.paths import memory_path, runs_dir
+from logos.cli.project_command import project_command
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
@@ -376,6 +377,11 @@ def _cmd_view(args: argparse.Namespace, flags: Flags) -> int:
     return view_command(args, sys.stderr)
 
 
+def _cmd_project(args: argparse.Namespace, flags: Flags) -> int:
+    with _guarded_stdout() as out:
+        return project_command(args, os.environ, out)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "run": _cmd_run,
     "resume": _cmd_run,
@@ -387,6 +393,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "models": _cmd_models,
     "serve": _cmd_serve,
     "view": _cmd_view,
+    "project": _cmd_project,
 }
 
 

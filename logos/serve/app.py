@@ -15,6 +15,8 @@ what was wrong, never a traceback.
     GET    /v1/sessions                saved conversations
     GET    /v1/sessions/{id}           one, as its trajectory's records
     DELETE /v1/sessions/{id}
+    …      /v1/projects, /v1/hierarchy, /v1/metrics: several agents in one chat
+                                       (`logos.serve.projects.routes`)
     GET    /v1/memory                  the memory notes
     GET|PUT|DELETE /v1/memory/{key}    one note ({"text": "…"} to PUT)
     GET    /                           the page (no data in it: it asks for the token)
@@ -35,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -44,11 +46,14 @@ from logos.errors import RecordFileError
 from logos.providers.base import Usage
 from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
-from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest, describe_invalid
+from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest
 from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
 from logos.serve.auth import bearer_matches, host_name, same_origin
+from logos.serve.http import event_stream, last_event_id, read_body
 from logos.serve.hub import Published, read_published
 from logos.serve.page import PAGE_FILES, page_response
+from logos.serve.projects.registry import Projects
+from logos.serve.projects.routes import project_routes
 from logos.serve.runs import Runs
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
 from logos.serve.setup import ServerSetup
@@ -77,6 +82,7 @@ def build_app(
     *,
     hosts: frozenset[str] | None = None,
     rule_book: RuleBook | None = None,
+    projects: Projects | None = None,
 ) -> ASGIApp:
     """The application; `runs` must be bound to the server's task group before requests.
     `hosts`: the names `Host` may give (None on a Unix socket, which no browser reaches)."""
@@ -99,6 +105,7 @@ def build_app(
         Route("/v1/memory/{key}", api.get_note, methods=["GET"]),
         Route("/v1/memory/{key}", api.put_note, methods=["PUT"]),
         Route("/v1/memory/{key}", api.delete_note, methods=["DELETE"]),
+        *(project_routes(projects) if projects is not None else []),
         *(Route(path, page_response, methods=["GET"]) for path in PAGE_FILES),
     ]
     return guarded(routes, token, hosts)
@@ -239,7 +246,7 @@ class _Api:
                     seen = version
                     yield _runs_changed(seen)
 
-        return _event_stream(versions())
+        return event_stream(versions())
 
     async def run_status(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -250,7 +257,7 @@ class _Api:
 
     async def run_events(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        after = _last_event_id(request)
+        after = last_event_id(request)
         keepalive_s = self._setup.settings.keepalive_s
         run = self._runs.get(run_id)
         if run is not None:
@@ -266,7 +273,7 @@ class _Api:
                         b"reconnect with Last-Event-ID to get the rest\n\n"
                     )
 
-            return _event_stream(live())
+            return event_stream(live())
         path = self._runs.log_path(run_id)
         if path is None:
             raise _no_run(run_id)
@@ -275,7 +282,7 @@ class _Api:
             for event in read_published(path, after):
                 yield event.frame()
 
-        return _event_stream(saved())
+        return event_stream(saved())
 
     async def cancel_run(self, request: Request) -> Response:
         run = self._runs.cancel(request.path_params["run_id"])
@@ -419,24 +426,7 @@ class _Api:
     # Bodies ---------------------------------------------------------------------------------
 
     async def _body(self, request: Request, model: type[M]) -> M:
-        """The JSON body as `model`: 415 unless JSON, 413 past the bound, 422 naming every
-        bad or unknown field."""
-        limit = self._setup.settings.max_body_bytes
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            raise ApiError(415, "send the body as JSON, with Content-Type: application/json")
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            raise _too_large(limit)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:  # WHY while reading: a body without a length is bounded too
-                raise _too_large(limit)
-        try:
-            return model.model_validate_json(bytes(body))
-        except ValidationError as exc:
-            raise ApiError(422, describe_invalid(exc)) from None
+        return await read_body(request, model, self._setup.settings.max_body_bytes)
 
 
 class LiveTally:
@@ -564,40 +554,11 @@ def _runs_changed(version: int) -> bytes:
     return f'event: runs\ndata: {{"version":{version}}}\n\n'.encode()
 
 
-def _event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        chunks,
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
-
-
-def _last_event_id(request: Request) -> int:
-    text = request.headers.get("last-event-id", "").strip()
-    if not text:
-        return 0
-    if not text.isdigit() or len(text) > 18:
-        raise ApiError(
-            400,
-            f"Last-Event-ID {text[:40]!r} is not an event id: send the `id` of the last event "
-            "received (a whole number), or no header to start from the first event",
-        )
-    return int(text)
-
-
 def _noted(action: Callable[[], Any]) -> Any:
     try:
         return action()
     except NoteError as exc:
         raise ApiError(400, str(exc)) from None
-
-
-def _too_large(limit: int) -> ApiError:
-    return ApiError(
-        413,
-        f"the request body is over {limit} bytes, the most max_body_bytes (in the config "
-        "file's [serve] table) allows: send less",
-    )
 
 
 def _no_run(run_id: str) -> ApiError:

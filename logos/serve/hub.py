@@ -126,14 +126,20 @@ class EventLog:
         replay_memory: int,
         subscriber_buffer: int,
         on_publish: Callable[[], None] = lambda: None,
+        resume: bool = False,
     ) -> None:
+        """`resume`: go on numbering a log the file holds already (a project's, after a
+        restart); else the file must be new."""
         self.path = path
         self._on_publish = on_publish
-        self._file = JsonLinesFile(path, open_private_append(path, exclusive=True))
+        self.last_id = 0
+        if resume and path.exists():
+            for saved in read_published(path, 0):
+                self.last_id = saved.id
+        self._file = JsonLinesFile(path, open_private_append(path, exclusive=not resume))
         self._recent: deque[Published] = deque(maxlen=replay_memory)
         self._buffer = subscriber_buffer
         self._senders: dict[MemoryObjectSendStream[Published], Subscription] = {}
-        self.last_id = 0
         self.closed = False
 
     def publish(self, event: BaseModel) -> None:

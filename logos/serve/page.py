@@ -17,6 +17,7 @@ PAGE_FILES: dict[str, tuple[str, str]] = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/page.js": ("page.js", "text/javascript; charset=utf-8"),
     "/page.css": ("page.css", "text/css; charset=utf-8"),
+    "/projects.js": ("projects.js", "text/javascript; charset=utf-8"),
     # uPlot (MIT, vendored unchanged with its LICENSE): the batch report's charts, offline.
     "/vendor/uPlot.iife.min.js": ("vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
     "/vendor/uPlot.min.css": ("vendor/uPlot.min.css", "text/css; charset=utf-8"),

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +38,7 @@ from logos.options import AllowedPath, ExecOptions
 from logos.providers.base import Message
 from logos.records.events import RunEvents, RunSummary, StartEvent
 from logos.records.recorder import RunRecorder
-from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
+from logos.records.trajectory import Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
@@ -195,7 +196,9 @@ class Runs:
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
         try:
-            writer = self._writer(session_id, choice, workdir, system_prompt, continued)
+            writer = setup.session_writer(
+                self.sessions.trajectory_path(session_id), choice, workdir, system_prompt, continued
+            )
         except RecordFileError as exc:
             raise ApiError(409, exc.message) from None
         try:
@@ -255,30 +258,6 @@ class Runs:
         except RecordFileError as exc:
             self.sessions.release(session_id)
             raise ApiError(409, exc.message) from None
-
-    def _writer(
-        self,
-        session_id: str,
-        choice: RunnerChoice,
-        workdir: str,
-        system_prompt: str,
-        continued: Trajectory | None,
-    ) -> TrajectoryWriter:
-        if continued is not None:
-            return TrajectoryWriter.append_to(continued)
-        model = self._setup.model
-        header = RunHeader(
-            logos_version=self._setup.logos_version,
-            provider=model.provider,
-            model=model.model,
-            base_url=model.base_url,
-            gguf=model.gguf,
-            runner="sandbox" if choice.sandbox else "local",
-            cwd=workdir,
-            started_at=utc_now(),
-            system_prompt=system_prompt,
-        )
-        return TrajectoryWriter.create(self.sessions.trajectory_path(session_id), header)
 
     def _exec_options(self, runner: RunnerRequest, limits: LimitsRequest) -> ExecOptions:
         server_timeout = self._setup.template.exec_options.timeout_s
@@ -408,22 +387,15 @@ class Runs:
                 trajectory=recorder.trajectory,
             )
         )
-        started = time.monotonic()
-        result: RunResult | None = None
-        try:
-            result = await run_loop(
-                dataclasses.replace(plan.config, runner=gated),
-                plan.history,
-                plan.prompt,
-                recorder.callbacks(),
-                cancel=run.cancel,
-            )
-        finally:
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(CLOSE_TIMEOUT_S):
-                    await gated.aclose()
-                # result None: the server's task group was cancelled under the run
-                self._finish(plan, recorder, recorder.summary(result, time.monotonic() - started))
+        await run_gated(
+            plan.config,
+            gated,
+            plan.history,
+            plan.prompt,
+            recorder,
+            run.cancel,
+            lambda summary: self._finish(plan, recorder, summary),
+        )
 
     def _approver(self, run: Run) -> Approver:
         asker = self._approvals.approver_for(run.id, run.log.publish)
@@ -447,6 +419,35 @@ class Runs:
             if not self._live:
                 self._all_done.set()
             self.changes.bump()
+
+
+async def run_gated(
+    config: Config,
+    gated: ApprovalRunner,
+    history: list[Message],
+    prompt: str,
+    recorder: RunRecorder,
+    cancel: anyio.Event,
+    finish: Callable[[RunSummary], None],
+) -> None:
+    """Run the loop on `gated`, then close the runner (killing what is left) and hand
+    `finish` the summary, however the loop ended: cancelled under it too, when the summary
+    holds what its recorded steps spent."""
+    started = time.monotonic()
+    result: RunResult | None = None
+    try:
+        result = await run_loop(
+            dataclasses.replace(config, runner=gated),
+            history,
+            prompt,
+            recorder.callbacks(),
+            cancel=cancel,
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S):
+                await gated.aclose()
+            finish(recorder.summary(result, time.monotonic() - started))
 
 
 def _wider(name: str, asked: float, ceiling: float, key: str) -> ApiError:

@@ -31,6 +31,7 @@ from logos.serve.app import build_app
 from logos.serve.approvals import Approvals, RuleBook
 from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
+from logos.serve.projects.registry import Projects
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
 from logos.serve.setup import ServerSetup
@@ -173,16 +174,33 @@ async def serve(
     sessions = Sessions(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
     runs = Runs(setup, sessions, approvals, rule_book)
-    app = build_app(setup, token, runs, approvals, hosts=listener.hosts, rule_book=rule_book)
+    projects = Projects(setup, approvals, rule_book, rule_book)
+    app = build_app(
+        setup,
+        token,
+        runs,
+        approvals,
+        hosts=listener.hosts,
+        rule_book=rule_book,
+        projects=projects,
+    )
     server = _uvicorn(app, settings.max_connections)
     try:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as group:
                 runs.bind(group)
+                projects.bind(group)
+                for problem in projects.problems:
+                    print(
+                        f"logos serve: warning: a project cannot be read: {problem}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 await _started(group, server, listener)
                 on_ready()
                 async for _ in signals:
                     break
+                await projects.shutdown()
                 await runs.shutdown()
                 server.should_exit = True
     finally:

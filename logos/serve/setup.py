@@ -14,8 +14,9 @@ from typing import Protocol
 from logos.agent.config import Config
 from logos.approvals.rules import ApprovalRules
 from logos.commands.memory_store import MemoryStore
+from logos.jsonl import utc_now
 from logos.options import ExecOptions
-from logos.records.trajectory import Trajectory
+from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.serve.settings import ServeSettings
 
@@ -77,3 +78,29 @@ class ServerSetup:
     logos_version: str
     workdir: str
     """Where local commands run unless a request names a directory."""
+
+    def session_writer(
+        self,
+        path: Path,
+        choice: RunnerChoice,
+        workdir: str,
+        system_prompt: str,
+        continued: Trajectory | None,
+    ) -> TrajectoryWriter:
+        """The writer of a session: `continued` appended to, or a new one at `path` whose
+        first record names this server's model and `choice`'s runner."""
+        if continued is not None:
+            return TrajectoryWriter.append_to(continued)
+        model = self.model
+        header = RunHeader(
+            logos_version=self.logos_version,
+            provider=model.provider,
+            model=model.model,
+            base_url=model.base_url,
+            gguf=model.gguf,
+            runner="sandbox" if choice.sandbox else "local",
+            cwd=workdir,
+            started_at=utc_now(),
+            system_prompt=system_prompt,
+        )
+        return TrajectoryWriter.create(path, header)

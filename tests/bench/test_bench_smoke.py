@@ -182,6 +182,25 @@ def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
     assert raw["idle_rss_after"] > 0 and raw["idle_rss_before"] > 0
 
 
+@pytest.mark.timeout(170)
+def test_projects_family_runs_and_reports(tmp_path: Path) -> None:
+    require_bench_extra("matplotlib", "starlette", "uvicorn")
+    completed = run_bench("--quick", "--only", "projects", "--out", str(tmp_path), timeout=150)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = Plan.quick()
+    assert "message → routing event (to the captain)" in completed.stdout
+    projects = load_results(tmp_path)["sections"]["projects"]
+    assert projects["problems"] == []
+    raw = projects["raw"]
+    for key in ("route", "delta", "turn", "plain"):
+        assert len(raw[key]) == plan.projects_messages, key  # every turn was answered
+    assert len(raw["fresh_delta"]) == plan.projects_agents - 1
+    assert all(
+        route <= delta <= turn
+        for route, delta, turn in zip(raw["route"], raw["delta"], raw["turn"], strict=True)
+    )
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(420)
 def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:

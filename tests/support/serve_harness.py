@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,9 +135,29 @@ def read_events(
     comments: list[str] | None = None,
 ) -> list[Received]:
     """The run's event stream until it ends (or `stop_after` events, then hang up)."""
+    return read_stream(
+        client,
+        f"/v1/runs/{run_id}/events",
+        last_event_id=last_event_id,
+        stop_after=stop_after,
+        comments=comments,
+    )
+
+
+def read_stream(
+    client: httpx.Client,
+    path: str,
+    *,
+    last_event_id: int | None = None,
+    stop_after: int | None = None,
+    comments: list[str] | None = None,
+    until: Callable[[Received], bool] | None = None,
+) -> list[Received]:
+    """The event stream at `path` until it ends, `stop_after` events or an event `until`
+    accepts (then hang up)."""
     headers = {} if last_event_id is None else {"last-event-id": str(last_event_id)}
     events: list[Received] = []
-    with client.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
+    with client.stream("GET", path, headers=headers) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         fields: dict[str, str] = {}
@@ -151,10 +171,12 @@ def read_events(
                 fields[name] = value[1:] if value.startswith(" ") else value
                 continue
             if "data" in fields:
-                events.append(
-                    Received(int(fields["id"]), fields["event"], json.loads(fields["data"]))
-                )
+                number = int(fields["id"]) if "id" in fields else 0
+                event = Received(number, fields["event"], json.loads(fields["data"]))
+                events.append(event)
                 if stop_after is not None and len(events) >= stop_after:
+                    break
+                if until is not None and until(event):
                     break
             fields = {}
     return events

@@ -134,14 +134,21 @@ async function follow(runId) {
 }
 
 async function readEvents(reader, runId) {
-  // Server-sent events: fields until a blank line. Events are queued and drawn a few
-  // milliseconds per frame, so a long replay never freezes the page.
+  // Events are queued and drawn a few milliseconds per frame, so a long replay never
+  // freezes the page.
+  await readServerEvents(reader, () => view.runId === runId,
+    (id, type, data) => enqueue(runId, id, type, data));
+}
+
+async function readServerEvents(reader, wanted, onEvent) {
+  // Server-sent events: fields until a blank line; each event goes to onEvent(id, type,
+  // data) until the stream ends or wanted() says it is no longer read.
   const decoder = new TextDecoder();
   let buffer = "";
   let fields = {};
   for (;;) {
     const { value, done } = await reader.read();
-    if (done || view.runId !== runId) return;
+    if (done || !wanted()) return;
     buffer += decoder.decode(value, { stream: true });
     let start = 0;
     let newline;
@@ -149,7 +156,7 @@ async function readEvents(reader, runId) {
       const line = buffer.slice(start, newline).replace(/\r$/, "");
       start = newline + 1;
       if (line === "") {
-        if (fields.data !== undefined) enqueue(runId, Number(fields.id), fields.event, fields.data);
+        if (fields.data !== undefined) onEvent(Number(fields.id), fields.event, fields.data);
         fields = {};
       } else if (!line.startsWith(":")) {
         const colon = line.indexOf(":");
@@ -580,9 +587,11 @@ async function refreshApprovals() {
     reason.placeholder = "reason (sent to the model)";
     item.append(button("approve", "Approve", () => decide(pending.id, true, null, null)), " ", reason, " ",
       button("deny", "Deny", () => decide(pending.id, false, reason.value || null, null)), " ");
-    const show = element("a", "", "show run");
-    show.href = "#run=" + encodeURIComponent(pending.run);
-    show.onclick = (event) => { event.preventDefault(); openRun(pending.run); };
+    // A project's agent asks under "PROJECT/AGENT": its chat shows the question.
+    const project = pending.run.includes("/") ? pending.run.split("/")[0] : null;
+    const show = element("a", "", project ? "show project" : "show run");
+    show.href = project ? "#project=" + encodeURIComponent(project) : "#run=" + encodeURIComponent(pending.run);
+    show.onclick = (event) => { event.preventDefault(); if (project) openProject(project); else openRun(pending.run); };
     item.append(show);
     return item;
   }));

@@ -1,0 +1,64 @@
+"""What every route of the API shares: bounded JSON bodies read into wire models, and
+server-sent event streams with `Last-Event-ID`. Imports Starlette (the optional extra)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from logos.serve.api import ApiError, describe_invalid
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_body(request: Request, model: type[M], limit: int) -> M:
+    """The JSON body as `model`: 415 unless JSON, 413 past `limit` bytes, 422 naming every
+    bad or unknown field."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(415, "send the body as JSON, with Content-Type: application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise too_large(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:  # WHY while reading: a body without a length is bounded too
+            raise too_large(limit)
+    try:
+        return model.model_validate_json(bytes(body))
+    except ValidationError as exc:
+        raise ApiError(422, describe_invalid(exc)) from None
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        f"the request body is over {limit} bytes, the most max_body_bytes (in the config "
+        "file's [serve] table) allows: send less",
+    )
+
+
+def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(
+        chunks,
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+def last_event_id(request: Request) -> int:
+    text = request.headers.get("last-event-id", "").strip()
+    if not text:
+        return 0
+    if not text.isdigit() or len(text) > 18:
+        raise ApiError(
+            400,
+            f"Last-Event-ID {text[:40]!r} is not an event id: send the `id` of the last event "
+            "received (a whole number), or no header to start from the first event",
+        )
+    return int(text)

@@ -1,0 +1,317 @@
+"""The projects of a server: made (their requests checked), loaded at start, changed,
+removed; each one's turns run by its `engine.Project`, in the server's task group."""
+
+from __future__ import annotations
+
+import os
+
+from anyio.abc import TaskGroup
+
+from logos.approvals.approval import ApprovalDecision
+from logos.approvals.audit import AuditLog
+from logos.approvals.rules import Verdicts
+from logos.jsonl import utc_now
+from logos.serve.api import ApiError
+from logos.serve.approvals import Approvals, RuleBook
+from logos.serve.hub import EventLog
+from logos.serve.projects.briefing import BriefingError, check_templates
+from logos.serve.projects.calls import runner_choice
+from logos.serve.projects.engine import LOGOS, USER, Project, Services, read_chat
+from logos.serve.projects.events import AgentChanged
+from logos.serve.projects.permissions import beyond_hosts, beyond_paths, resolved
+from logos.serve.projects.store import ProjectStore
+from logos.serve.projects.wire import (
+    AgentRecord,
+    AgentRequest,
+    ProjectChange,
+    ProjectRecord,
+    ProjectRequest,
+    SavedPath,
+)
+from logos.serve.sessions import new_id
+from logos.serve.setup import ServerSetup
+
+
+class Projects:
+    """Every project of the server."""
+
+    def __init__(
+        self,
+        setup: ServerSetup,
+        approvals: Approvals,
+        rules: Verdicts,
+        rule_book: RuleBook | None,
+    ) -> None:
+        self.setup = setup
+        self._services = Services(setup, approvals, rules, rule_book)
+        self.store = ProjectStore(setup.state_dir / "projects")
+        self._projects: dict[str, Project] = {}
+        self._group: TaskGroup | None = None
+        self.problems: list[str] = []
+        """Saved projects that could not be read (named at start)."""
+
+    def bind(self, group: TaskGroup) -> None:
+        """Load the saved projects and start their workers in the server's task group."""
+        self._group = group
+        for loaded in self.store.load_all():
+            if isinstance(loaded, tuple):
+                path, why = loaded
+                self.problems.append(f"{path}: {why}")
+                continue
+            project = self._open(loaded)
+            project.recover()
+            group.start_soon(project.work)
+
+    def _open(self, record: ProjectRecord) -> Project:
+        settings = self.setup.settings
+        path = self.store.events_path(record.id)
+        chat = read_chat(path) if path.exists() else []
+        log = EventLog(
+            path,
+            replay_memory=settings.replay_memory,
+            subscriber_buffer=settings.subscriber_buffer,
+            resume=True,
+        )
+        project = Project(record, self.store, log, chat, self._services)
+        self._projects[record.id] = project
+        return project
+
+    def all(self) -> list[Project]:
+        return list(self._projects.values())
+
+    def get(self, project_id: str) -> Project:
+        project = self._projects.get(project_id)
+        if project is None:
+            raise ApiError(404, f"no project {project_id[:64]!r}: GET /v1/projects lists them")
+        return project
+
+    def create(self, request: ProjectRequest) -> Project:
+        if self._group is None:
+            raise ApiError(503, "the server is shutting down: make the project on its next start")
+        same = next((p for p in self._projects.values() if p.record.name == request.name), None)
+        if same is not None:
+            raise ApiError(
+                409,
+                f"a project named {request.name!r} exists already ({same.record.id}): pick "
+                "another name (the CLI finds projects by name)",
+            )
+        try:
+            check_templates(request.briefings, request.name, request.goal)
+        except BriefingError as exc:
+            raise ApiError(422, str(exc)) from None
+        paths = [
+            SavedPath(path=resolved(p.path), read_only=p.read_only) for p in request.allowed_paths
+        ]
+        if not paths:
+            paths = [SavedPath(path=resolved(self.setup.workdir), read_only=False)]
+        for saved in paths:
+            if not os.path.isdir(saved.path):
+                raise ApiError(400, f"allowed path {saved.path!r} is no directory on this machine")
+        record = ProjectRecord(
+            id=new_id(),
+            name=request.name,
+            goal=request.goal,
+            description=request.description,
+            budget=request.budget,
+            allowed_paths=paths,
+            allowed_hosts=list(request.allowed_hosts),
+            double_texting=request.double_texting,
+            max_hops=request.max_hops,
+            max_rounds=request.max_rounds,
+            context_tokens=request.context_tokens,
+            briefings=request.briefings,
+            created_at=utc_now(),
+        )
+        self.store.save(record)
+        project = self._open(record)
+        project.project_changed("created")
+        self._group.start_soon(project.work)
+        return project
+
+    def change(self, project: Project, change: ProjectChange) -> None:
+        record = project.record
+        if change.goal is not None:
+            record.goal = change.goal
+            project.save()
+            project.project_changed("goal")
+        if change.progress is not None:
+            record.progress = change.progress
+            project.save()
+            project.project_changed("progress")
+        if change.double_texting is not None:
+            record.double_texting = change.double_texting
+            project.save()
+            project.project_changed("settings")
+
+    def add_agent(self, project: Project, request: AgentRequest) -> AgentRecord:
+        record = project.record
+        if record.agent(request.name) is not None:
+            raise ApiError(
+                409, f"the project has an agent {request.name!r} already: pick another name"
+            )
+        if request.name in (USER, LOGOS):
+            raise ApiError(
+                422, f"{request.name!r} is reserved (the person, logos's notes): pick another name"
+            )
+        captain = record.captain
+        if request.role == "captain" and captain is not None:
+            raise ApiError(
+                409,
+                f"the project has a captain already ({captain.name}): a project has exactly one; "
+                "add this agent as a talon",
+            )
+        runner = request.runner
+        if runner.kind == "local" and (runner.network or runner.allowed_hosts):
+            raise ApiError(
+                400,
+                'allowed_hosts and network are for the sandbox (runner.kind "sandbox"): local '
+                "commands reach the whole machine",
+            )
+        paths = [
+            SavedPath(path=resolved(p.path), read_only=p.read_only) for p in runner.allowed_paths
+        ]
+        paths = paths or [p.model_copy() for p in record.allowed_paths]
+        for saved in paths:
+            if not os.path.isdir(saved.path):
+                raise ApiError(400, f"allowed path {saved.path!r} is no directory on this machine")
+        hosts = list(runner.allowed_hosts) or (
+            list(record.allowed_hosts) if runner.kind == "sandbox" else []
+        )
+        beyond = beyond_paths(paths, record.allowed_paths) + beyond_hosts(
+            hosts, record.allowed_hosts
+        )
+        if runner.network:
+            beyond.append("network access to every host")
+        if beyond and not request.grant:
+            raise ApiError(
+                403,
+                f"agent {request.name} would reach beyond its project: {'; '.join(beyond)}. "
+                "Give it less, widen the project, or send grant: true to grant it explicitly "
+                "(recorded in the chat and the audit log)",
+            )
+        settings = self.setup.settings
+        approval = request.approval or ("auto" if runner.kind == "sandbox" else "confirm")
+        if approval == "auto" and runner.kind == "local" and not settings.allow_local_auto:
+            raise ApiError(
+                403,
+                'approval "auto" would run this agent\'s commands on this machine without asking '
+                "anyone: this server allows it only with allow_local_auto = true in its [serve] "
+                'table; ask for approval "confirm", or run it in the sandbox',
+            )
+        template = self.setup.template
+        if request.model.max_steps is not None and request.model.max_steps > template.max_steps:
+            raise ApiError(
+                403,
+                f"model.max_steps {request.model.max_steps} is above this server's "
+                f"{template.max_steps}: an agent may narrow the server's limits, never widen them",
+            )
+        agent = AgentRecord(
+            name=request.name,
+            role=request.role,
+            model=request.model,
+            runner_kind=runner.kind,
+            allowed_paths=paths,
+            allowed_hosts=hosts,
+            network=runner.network,
+            approval=approval,
+            granted=bool(beyond),
+            created_at=utc_now(),
+        )
+        problem = self.setup.runners.problem(runner_choice(agent))
+        if problem is not None:
+            raise ApiError(503, problem)
+        if beyond:
+            self._audit_grant(record, agent, beyond)
+        record.agents.append(agent)
+        project.save()
+        project.agent_changed(agent, "created")
+        if beyond:
+            project.note(f"the person granted {agent.name} beyond the project: {'; '.join(beyond)}")
+        return agent
+
+    def _audit_grant(self, record: ProjectRecord, agent: AgentRecord, beyond: list[str]) -> None:
+        with AuditLog(
+            self.setup.audit_path,
+            mode=agent.approval,
+            runner=agent.runner_kind,
+            cwd=agent.allowed_paths[0].path if agent.allowed_paths else self.setup.workdir,
+            trajectory=str(self.store.session_path(record.id, agent.name)),
+        ) as audit:
+            audit.record(
+                ApprovalDecision(
+                    "yes",
+                    f"grant agent {agent.name} of project {record.name!r} ({record.id}): "
+                    + "; ".join(beyond),
+                    reason="granted by the person as the agent was made",
+                )
+            )
+
+    def set_agent_running(self, project: Project, name: str, running: bool) -> AgentRecord:
+        agent = self._agent(project, name)
+        if running and agent.status == "stopped":
+            agent.status = "idle"
+            project.save()
+            project.agent_changed(agent, "started")
+        elif not running and agent.status != "stopped":
+            call = project.call
+            agent.status = "stopped"
+            project.save()
+            project.agent_changed(agent, "stopped")
+            if call is not None and call.agent == name:
+                project.stop_turn(f"{name} was stopped")
+        return agent
+
+    def remove_agent(self, project: Project, name: str, promote: str | None) -> None:
+        record = project.record
+        agent = self._agent(project, name)
+        if agent.role == "captain":
+            successor = record.agent(promote or "")
+            if successor is None or successor is agent:
+                raise ApiError(
+                    409,
+                    f"{name} is the captain, and a project has exactly one: name the talon that "
+                    "takes over with ?promote=NAME, or delete the project",
+                )
+            successor.role = "captain"
+            successor.briefed = False  # WHY: its next message brings the captain's briefing
+            project.agent_changed(successor, "promoted")
+            project.note(f"{successor.name} is the captain now")
+        call = project.call
+        record.agents.remove(agent)
+        if record.listening == name:
+            record.listening = None
+        project.save()
+        project.publish(
+            AgentChanged(agent=name, role=agent.role, status="removed", change="removed")
+        )
+        if call is not None and call.agent == name:
+            project.stop_turn(f"{name} was removed during its turn")
+
+    def _agent(self, project: Project, name: str) -> AgentRecord:
+        agent = project.record.agent(name)
+        if agent is None:
+            raise ApiError(
+                404,
+                f"project {project.record.name!r} has no agent {name[:64]!r} (agents: "
+                f"{', '.join(project.names()[0]) or 'none'})",
+            )
+        return agent
+
+    def delete(self, project: Project) -> None:
+        if project.busy:
+            raise ApiError(409, "a turn is running: stop the project first, then delete it")
+        project.closing = True
+        project.wake()
+        project.log.close()
+        del self._projects[project.record.id]
+        self.store.delete(project.record.id)
+
+    async def shutdown(self) -> None:
+        """End every turn (what was done is kept), then the workers, and close the logs."""
+        for project in self._projects.values():
+            project.closing = True
+            project.stop_turn("the server is stopping")
+            project.wake()
+        for project in self._projects.values():
+            await project.done.wait()
+            project.log.close()
