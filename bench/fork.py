@@ -141,9 +141,10 @@ def _section(plan: Plan, samples: dict[str, list[float]], failures: list[str]) -
             "without one for the cold row); a sample is POST .../fork until its answer (every "
             "fork started and filled); each fork's checksum is compared with the source's "
             "afterwards, outside the timing",
-            "the copy is one tar in the source, relayed by the daemon into one tar per fork "
-            "through pipes their supervisors hold (not the engine's exec streams); the pool "
-            "starts no refill until it is done",
+            "the copy is one tar in the source (every other process of it stopped), parsed and "
+            "checked by the daemon and written anew into one tar per fork through FIFOs in "
+            "their control directories (not the engine's exec streams); the pool starts no "
+            "refill until it is done",
         ),
         problems=tuple(failures[:3]),
         raw={"mb": plan.fork_mb, "into": plan.fork_into},

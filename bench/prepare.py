@@ -254,9 +254,9 @@ def _section(plan: Plan, tally: _Tally, many_s: float, many_errors: list[str]) -
             f"the slower model takes {plan.prepare_slow_model_delay_s:g} s (the command finds "
             "its container running even when the engine is slow to start one)",
             "start steps are the daemon's own timing of each start (medians): image (is it "
-            "one without python3), control_dir (the supervisor's files and socket), create "
-            "and start (the engine), handshake (until the supervisor connected and reported "
-            "its mounts and seccomp filter)",
+            "one without python3), control_dir (the supervisor's files and FIFOs), create "
+            "and start (the engine), handshake (until the supervisor said hello, with its "
+            "mounts and whether Unix sockets are refused)",
             f"the daemon's containers have the throughput family's limits and caps (max "
             f"{plan.prepare_sessions} sessions)",
         ),
