@@ -1,14 +1,16 @@
-"""The `sandboxd` command: serve, doctor, status, run, build-image, gc."""
+"""The `sandboxd` command: serve, doctor, status, run, mcp, build-image, gc."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -89,27 +91,71 @@ def _parser() -> argparse.ArgumentParser:
         "argument is a shell command line; several are quoted and joined.",
     )
     run.add_argument("--session", help="session id (default: a fresh session, closed after)")
-    run.add_argument(
-        "--allow",
-        action="append",
-        default=[],
-        metavar="PATH[:ro|:rw]",
-        help="mount PATH at the same path (read-only unless :rw); repeatable",
-    )
+    _sandbox_options(run)
     run.add_argument("--workdir", help="working directory (inside an allowed path)")
     run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
-    run.add_argument("--network", action="store_true", help="ask for network access")
-    run.add_argument(
-        "--allow-host",
+    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+
+    mcp = _daemon_command(
+        commands,
+        "mcp",
+        _mcp,
+        config=False,
+        help="serve the daemon's sandboxes as MCP tools (stdio, or --http on loopback)",
+        description="An MCP server whose tools (run, job_status, job_wait, job_kill, fork) run "
+        "commands in the daemon's sandboxes. The paths, hosts, image, env and limits given here "
+        "are the widest a client may get: a client can narrow them per call, never widen them. "
+        "One client keeps one sandbox session, closed when it goes.",
+    )
+    _sandbox_options(mcp)
+    mcp.add_argument(
+        "--env",
         action="append",
         default=[],
-        metavar="HOST",
-        help="with network off, a host reachable over HTTP(S) through the sandbox's proxy "
-        "(pypi.org, *.example.org, api.example.org:8443); repeatable",
+        metavar="NAME=VALUE",
+        help="set for every command; clients cannot change it; repeatable",
     )
-    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
-    run.add_argument("--image", help="one of the daemon's allowed images")
-    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    mcp.add_argument(
+        "--timeout", type=float, default=120.0, metavar="SECONDS", help="default per command"
+    )
+    mcp.add_argument(
+        "--max-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="the longest a client may ask for (default 600)",
+    )
+    mcp.add_argument(
+        "--background-after",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a command still running after this long goes on as a job (0: never; default 30)",
+    )
+    mcp.add_argument(
+        "--max-forks", type=int, default=4, help="forks one client may hold (0: no fork tool)"
+    )
+    mcp.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on this loopback address instead of stdio "
+        "(e.g. 127.0.0.1:8765); needs a token",
+    )
+    mcp.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="with --http: the bearer token clients must send, read from FILE (created with a "
+        "fresh token, mode 0600, if missing); default: $SANDBOXD_MCP_TOKEN",
+    )
+    mcp.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --http: a browser Origin allowed to call (default: none); repeatable",
+    )
 
     build = commands.add_parser("build-image", help="build the sandbox image from the Dockerfile")
     build.add_argument(
@@ -144,6 +190,27 @@ def _daemon_command(
         _config_option(command)
     command.set_defaults(handler=handler)
     return command
+
+
+def _sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """What the sandbox may see: paths, network, hosts, image."""
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PATH[:ro|:rw]",
+        help="mount PATH at the same path (read-only unless :rw); repeatable",
+    )
+    parser.add_argument("--network", action="store_true", help="ask for network access")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with network off, a host reachable over HTTP(S) through the sandbox's proxy "
+        "(pypi.org, *.example.org, api.example.org:8443); repeatable",
+    )
+    parser.add_argument("--image", help="one of the daemon's allowed images")
 
 
 def _socket_option(parser: argparse.ArgumentParser) -> None:
@@ -324,6 +391,56 @@ def _run(args: argparse.Namespace) -> int:
     if result.exit_code is None:
         return EXIT_SANDBOX_ERROR
     return result.exit_code
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("mcp") is None:
+        raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", EXIT_USAGE)
+    from sandboxd.mcp_limits import McpLaunch
+
+    try:
+        launch = McpLaunch(
+            socket=args.socket,
+            allowed_paths=tuple(_allowed_path(spec) for spec in args.allow),
+            allowed_hosts=tuple(args.allow_host),
+            network=args.network,
+            image=args.image,
+            env=dict(_env_pair(item) for item in args.env),
+            default_timeout_s=min(args.timeout, args.max_timeout),
+            max_timeout_s=args.max_timeout,
+            background_after_s=args.background_after or None,
+            max_forks=args.max_forks,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    if args.http is None:
+        from sandboxd.mcp_server import serve_stdio
+
+        anyio.run(serve_stdio, launch)
+        return 0
+    from sandboxd.mcp_http import McpHttpError, check_loopback, serve_http
+    from sandboxd.mcp_token import TokenError, launch_token
+
+    host, sep, port = args.http.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        raise CliError(f"--http {args.http!r}: write HOST:PORT, e.g. 127.0.0.1:8765", EXIT_USAGE)
+    try:
+        check_loopback(host)
+        token = launch_token(args.token_file, os.environ)
+        anyio.run(
+            partial(
+                serve_http,
+                launch,
+                host=host,
+                port=int(port),
+                token=token,
+                origins=tuple(args.allow_origin),
+            )
+        )
+    except (McpHttpError, TokenError) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    return 0
 
 
 def _build_image(args: argparse.Namespace) -> int:

@@ -1,0 +1,184 @@
+"""What an MCP client of `sandboxd mcp` may ask for: the launch's limits, and a call's narrowing
+of them.
+
+The person who launches the server decides which host paths, hosts, image, environment and
+limits its sandboxes get; a client (an editor's agent) can only narrow them per call: a
+sub-directory of an allowed path, read-only instead of read-write, fewer hosts, a shorter
+timeout. Anything wider is refused with the reason, before the daemon is asked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from logos.options import DEFAULT_MAX_OUTPUT_BYTES, AllowedPath, ExecOptions
+
+MAX_COMMAND_BYTES = 64 * 1024
+"""A longer command line is refused: a shell script that long belongs in a file."""
+MAX_ENV_ENTRIES = 64
+MAX_ENV_BYTES = 32 * 1024
+"""Per variable: name and value together."""
+RESERVED_ENV = frozenset(
+    {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "FTP_PROXY", "SSL_CERT_FILE"}
+)
+"""Set by the sandbox for its egress proxy: a client that changed them could only break (or try
+to bypass) the hosts the launch allowed."""
+
+
+class NarrowingError(ValueError):
+    """A call asked for more than the launch allows; the message says what and what to do."""
+
+
+@dataclass(frozen=True)
+class McpLaunch:
+    """What `sandboxd mcp` was launched with: the widest any call may get."""
+
+    socket: str | None = None
+    """The daemon's socket (None: sandboxd's default)."""
+    allowed_paths: tuple[AllowedPath, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    network: bool = False
+    image: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Set for every command; a client cannot change these."""
+    default_timeout_s: float = 120.0
+    max_timeout_s: float = 600.0
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    background_after_s: float | None = 30.0
+    """A command still running after this long goes on as a job (None: never)."""
+    max_forks: int = 4
+    """Forks one client may hold at once."""
+    max_concurrent_calls: int = 8
+    """Calls of one client that run at the same time; more wait their turn."""
+
+    def __post_init__(self) -> None:
+        for name in ("default_timeout_s", "max_timeout_s"):
+            value = getattr(self, name)
+            if not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a finite number of seconds > 0, got {value}")
+        if self.default_timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"the default timeout ({self.default_timeout_s:g} s) is longer than the maximum "
+                f"({self.max_timeout_s:g} s): lower the one or raise the other"
+            )
+        if self.max_forks < 0 or self.max_concurrent_calls < 1:
+            raise ValueError("max_forks must be >= 0 and max_concurrent_calls >= 1")
+        ExecOptions(env=self.env, allowed_hosts=self.allowed_hosts)  # the same checks as a run's
+
+
+@dataclass(frozen=True)
+class PathAsk:
+    """A path a call asks to see: one of the launch's, or a directory under one."""
+
+    path: str
+    writable: bool = False
+
+
+def narrowed_options(
+    launch: McpLaunch,
+    *,
+    paths: Sequence[PathAsk] | None,
+    hosts: Sequence[str] | None,
+    env: Mapping[str, str] | None,
+    workdir: str | None,
+    timeout_s: float | None,
+    background: bool,
+) -> ExecOptions:
+    """The options of one call: the launch's, narrowed as the call asks; NarrowingError when
+    it asks for more."""
+    allowed = launch.allowed_paths if paths is None else _narrowed_paths(launch, paths)
+    if timeout_s is None:
+        timeout_s = launch.default_timeout_s
+    elif not 0 < timeout_s <= launch.max_timeout_s:
+        raise NarrowingError(
+            f"timeout_s {timeout_s:g} is outside (0, {launch.max_timeout_s:g}]: the server was "
+            f"launched with at most {launch.max_timeout_s:g} s per command; a longer command "
+            "goes on as a job when the launch allows jobs"
+        )
+    options_env = {**_checked_env(launch, env or {}), **launch.env}
+    try:
+        return ExecOptions(
+            env=options_env,
+            allowed_paths=allowed,
+            allowed_hosts=launch.allowed_hosts if hosts is None else _narrowed_hosts(launch, hosts),
+            workdir=None if workdir is None else _checked_workdir(workdir, allowed),
+            timeout_s=timeout_s,
+            max_output_bytes=launch.max_output_bytes,
+            inherit_env=False,
+            background_after_s=launch.background_after_s if background else None,
+        )
+    except ValueError as exc:
+        raise NarrowingError(str(exc)) from None
+
+
+def _narrowed_paths(launch: McpLaunch, asked: Sequence[PathAsk]) -> tuple[AllowedPath, ...]:
+    narrowed = []
+    for ask in asked:
+        if not ask.path or "\0" in ask.path or not os.path.isabs(ask.path):
+            raise NarrowingError(f"path {ask.path!r} must be an absolute host path")
+        real = os.path.realpath(ask.path)
+        home = next((p for p in launch.allowed_paths if _within(real, p.path)), None)
+        if home is None:
+            allowed = ", ".join(p.path for p in launch.allowed_paths) or "none"
+            raise NarrowingError(
+                f"path {ask.path} is not one the server was launched with, nor under one "
+                f"(allowed: {allowed}); a client can narrow the paths, never widen them"
+            )
+        if ask.writable and home.read_only:
+            raise NarrowingError(
+                f"path {ask.path} is read-only at launch ({home.path}): a client cannot make it "
+                "writable; ask for it without writable"
+            )
+        narrowed.append(AllowedPath(path=real, read_only=not ask.writable))
+    return tuple(narrowed)
+
+
+def _narrowed_hosts(launch: McpLaunch, asked: Sequence[str]) -> tuple[str, ...]:
+    if launch.network:
+        raise NarrowingError(
+            "the server was launched with the network on: hosts cannot narrow it; leave hosts out"
+        )
+    allowed = {host.lower() for host in launch.allowed_hosts}
+    for host in asked:
+        if host.lower() not in allowed:
+            shown = ", ".join(launch.allowed_hosts) or "none"
+            raise NarrowingError(
+                f"host {host!r} was not allowed when the server was launched (allowed: "
+                f"{shown}); a client can narrow the hosts, never widen them"
+            )
+    return tuple(asked)
+
+
+def _checked_env(launch: McpLaunch, env: Mapping[str, str]) -> dict[str, str]:
+    if len(env) > MAX_ENV_ENTRIES:
+        raise NarrowingError(f"env has {len(env)} variables; at most {MAX_ENV_ENTRIES} are taken")
+    for name, value in env.items():
+        if name.upper() in RESERVED_ENV:
+            raise NarrowingError(
+                f"env {name} is set by the sandbox for its egress proxy: a client cannot change it"
+            )
+        if name in launch.env:
+            raise NarrowingError(
+                f"env {name} is fixed by the server's launch: a client cannot change it"
+            )
+        if len(name) + len(value) > MAX_ENV_BYTES:
+            raise NarrowingError(f"env {name} is longer than {MAX_ENV_BYTES} bytes")
+    return dict(env)
+
+
+def _checked_workdir(workdir: str, allowed: Sequence[AllowedPath]) -> str:
+    real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
+    if not any(_within(real, p.path) for p in allowed):
+        raise NarrowingError(
+            f"workdir {workdir!r} must be an absolute path inside one of the call's paths "
+            f"({', '.join(p.path for p in allowed) or 'none'})"
+        )
+    return real
+
+
+def _within(path: str, root: str) -> bool:
+    root = os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")

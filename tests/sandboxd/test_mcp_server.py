@@ -1,0 +1,277 @@
+"""`sandboxd mcp` over stdio, driven by the MCP SDK's own client, against a real daemon and
+engine: the tools, one sandbox session per client, narrowing, jobs, fork, and bad input."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from tests.support.mcp_servers import stdio_server
+from tests.support.processes import processes_matching
+from tests.support.sandboxd_harness import Daemon, short_dir
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+
+@pytest.fixture(scope="module")
+def places() -> Iterator[tuple[Path, Path]]:
+    """A read-write and a read-only host directory the launch allows."""
+    root = short_dir("mcp")
+    (root / "rw").mkdir()
+    (root / "ro").mkdir()
+    (root / "ro" / "data.txt").write_text("launch data\n")
+    yield root / "rw", root / "ro"
+
+
+def launch(daemon: Daemon, places: tuple[Path, Path], *extra: str) -> Any:
+    rw, ro = places
+    return stdio_server(
+        "sandboxd",
+        "mcp",
+        "--socket",
+        str(daemon.socket),
+        "--allow",
+        f"{rw}:rw",
+        "--allow",
+        f"{ro}:ro",
+        "--allow-host",
+        "pypi.org",
+        "--env",
+        "FIXED=launch",
+        "--max-timeout",
+        "30",
+        "--background-after",
+        "2",
+        *extra,
+    )
+
+
+def sessions(daemon: Daemon) -> list[str]:
+    with daemon.client() as http:
+        return [s["id"] for s in http.get("/v1/sessions").json()["sessions"]]
+
+
+async def test_lists_its_tools_with_schemas(daemon: Daemon, places: tuple[Path, Path]) -> None:
+    async with Client(launch(daemon, places)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == {"run", "job_status", "job_wait", "job_kill", "fork"}
+    run = tools["run"]
+    assert run.input_schema["required"] == ["command"]
+    assert {"stdout", "exit_code", "timed_out", "truncated", "signal"} <= set(
+        run.output_schema["properties"]  # type: ignore[index]
+    )
+    assert str(places[0]) in (run.description or "")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_run_answers_structured_and_as_text_and_keeps_one_sandbox(
+    daemon: Daemon, places: tuple[Path, Path], mode: str
+) -> None:
+    async with Client(launch(daemon, places), mode=mode) as client:
+        first = await client.call_tool(
+            "run", {"command": "echo hi; echo oops >&2; echo kept > /tmp/note; exit 3"}
+        )
+        second = await client.call_tool("run", {"command": "cat /tmp/note; echo $FIXED"})
+        opened = [s for s in sessions(daemon) if s.startswith("mcp-")]
+    assert first.structured_content is not None
+    out = first.structured_content
+    assert (out["stdout"], out["stderr"], out["exit_code"], out["timed_out"]) == (
+        "hi\n",
+        "oops\n",
+        3,
+        False,
+    )
+    assert first.is_error is False
+    text = first.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("exit code 3 in ")
+    assert "--- stdout ---\nhi" in text and "--- stderr ---\noops" in text
+    assert second.structured_content is not None
+    assert second.structured_content["stdout"] == "kept\nlaunch\n"
+    assert len(opened) == 1
+    with anyio.fail_after(30):
+        while opened[0] in sessions(daemon):
+            await anyio.sleep(0.2)
+
+
+async def test_paths_and_workdir_narrow_the_launch(
+    daemon: Daemon, places: tuple[Path, Path]
+) -> None:
+    rw, ro = places
+    (rw / "sub").mkdir(exist_ok=True)
+    async with Client(launch(daemon, places)) as client:
+        wrote = await client.call_tool(
+            "run", {"command": "echo made > made.txt && pwd", "workdir": str(rw / "sub")}
+        )
+        narrowed = await client.call_tool(
+            "run",
+            {
+                "command": f"cat {ro}/data.txt; ls {rw} 2>&1 | head -1",
+                "paths": [{"path": str(ro)}],
+            },
+        )
+    assert wrote.structured_content is not None
+    assert wrote.structured_content["stdout"] == f"{rw / 'sub'}\n"
+    assert (rw / "sub" / "made.txt").read_text() == "made\n"
+    assert narrowed.structured_content is not None
+    assert narrowed.structured_content["stdout"].startswith("launch data\n")
+    assert "No such file" in narrowed.structured_content["stdout"]
+
+
+WIDENINGS = [
+    ({"command": "true", "paths": [{"path": "/etc"}]}, "not one the server was launched with"),
+    ({"command": "true", "paths": [{"path": "/"}]}, "never widen"),
+    ({"command": "true", "paths": [{"path": "{rw}/../.."}]}, "not one the server was launched"),
+    ({"command": "true", "paths": [{"path": "{ro}", "writable": True}]}, "cannot make it writable"),
+    ({"command": "true", "hosts": ["evil.example"]}, "was not allowed when the server"),
+    ({"command": "true", "env": {"FIXED": "mine"}}, "fixed by the server's launch"),
+    ({"command": "true", "env": {"HTTPS_PROXY": "http://evil:1"}}, "egress proxy"),
+    ({"command": "true", "env": {"https_proxy": "http://evil:1"}}, "egress proxy"),
+    ({"command": "true", "timeout_s": 3600}, "at most 30 s per command"),
+    ({"command": "true", "workdir": "/etc"}, "must be an absolute path inside"),
+]
+
+
+async def test_a_client_cannot_widen_the_launch(daemon: Daemon, places: tuple[Path, Path]) -> None:
+    rw, ro = places
+    async with Client(launch(daemon, places)) as client:
+        for arguments, expected in WIDENINGS:
+            filled = _fill(arguments, rw=str(rw), ro=str(ro))
+            result = await client.call_tool("run", filled)
+            assert result.is_error, filled
+            assert expected in result.content[0].text, (filled, result.content)  # type: ignore[union-attr]
+        still = await client.call_tool("run", {"command": "echo fine"})
+    assert still.structured_content is not None
+    assert still.structured_content["stdout"] == "fine\n"
+
+
+def _fill(value: Any, **names: str) -> Any:
+    if isinstance(value, str):
+        return value.format(**names)
+    if isinstance(value, list):
+        return [_fill(item, **names) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill(item, **names) for key, item in value.items()}
+    return value
+
+
+async def test_bad_calls_get_clear_errors_and_the_server_goes_on(
+    daemon: Daemon, places: tuple[Path, Path]
+) -> None:
+    async with Client(launch(daemon, places)) as client:
+        answers = []
+        for name, arguments in (
+            ("no_such_tool", {}),
+            ("run", {"command": 42}),
+            ("run", {}),
+            ("run", {"command": "x" * (2 * 1024 * 1024)}),
+            ("run", {"command": "true", "surprise": 1}),
+            ("job_wait", {"job_id": "999"}),
+            ("run", {"command": "true", "sandbox": "fork-9"}),
+        ):
+            try:
+                result = await client.call_tool(name, arguments)
+                assert result.is_error, (name, arguments)
+                answers.append(result.content[0].text)  # type: ignore[union-attr]
+            except MCPError as exc:
+                answers.append(exc.error.message)
+        alive = await client.call_tool("run", {"command": "echo alive"})
+    assert "no_such_tool" in answers[0]
+    assert "takes no argument surprise" in answers[4]
+    assert "command" in answers[1] and "command" in answers[2]
+    assert "65536" in answers[3] or "at most" in answers[3]
+    assert "there is no job 999" in answers[5]
+    assert "there is no sandbox 'fork-9'" in answers[6]
+    assert alive.structured_content is not None
+    assert alive.structured_content["stdout"] == "alive\n"
+
+
+async def test_a_long_command_goes_on_as_a_job(daemon: Daemon, places: tuple[Path, Path]) -> None:
+    async with Client(launch(daemon, places)) as client:
+        started = await client.call_tool("run", {"command": "echo begun; sleep 4; echo over"})
+        assert started.structured_content is not None
+        job_id = started.structured_content["job_id"]
+        assert job_id is not None, started.structured_content
+        assert "goes on as job" in started.content[0].text  # type: ignore[union-attr]
+        listed = await client.call_tool("job_status", {})
+        ended = await client.call_tool("job_wait", {"job_id": job_id, "timeout_s": 20})
+        gone = await client.call_tool("job_wait", {"job_id": job_id})
+    assert listed.structured_content is not None
+    assert [j["job_id"] for j in listed.structured_content["jobs"]] == [job_id]
+    assert ended.structured_content is not None
+    assert ended.structured_content["running"] is False
+    assert ended.structured_content["result"]["exit_code"] == 0
+    assert "over" in ended.structured_content["result"]["stdout"]
+    assert gone.is_error
+
+
+async def test_fork_copies_the_sandbox(daemon: Daemon, places: tuple[Path, Path]) -> None:
+    async with Client(launch(daemon, places)) as client:
+        await client.call_tool("run", {"command": "echo base > /tmp/state"})
+        refused = await client.call_tool("fork", {"count": 2})
+        assert refused.is_error
+        assert "share_writable_mounts" in refused.content[0].text  # type: ignore[union-attr]
+        forked = await client.call_tool("fork", {"count": 2, "share_writable_mounts": True})
+        assert forked.structured_content is not None, forked.content
+        names = forked.structured_content["sandboxes"]
+        assert names == ["fork-1", "fork-2"]
+        await client.call_tool("run", {"command": "echo changed > /tmp/state", "sandbox": "fork-1"})
+        seen = [
+            (await client.call_tool("run", {"command": "cat /tmp/state", "sandbox": name}))
+            for name in ("main", "fork-1", "fork-2")
+        ]
+        too_many = await client.call_tool("fork", {"count": 3})
+    assert [s.structured_content["stdout"] for s in seen if s.structured_content] == [
+        "base\n",
+        "changed\n",
+        "base\n",
+    ]
+    assert too_many.is_error
+
+
+async def test_a_client_that_goes_mid_call_leaves_nothing(
+    daemon: Daemon, places: tuple[Path, Path], marker: str
+) -> None:
+    before = set(sessions(daemon))
+    with anyio.move_on_after(8):
+        async with Client(launch(daemon, places)) as client:
+            await client.call_tool("run", {"command": f"sleep {marker}", "timeout_s": 30})
+    with anyio.fail_after(30):
+        while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.2)
+
+
+async def test_a_flood_of_calls_is_answered(daemon: Daemon, places: tuple[Path, Path]) -> None:
+    answers: list[str] = []
+    async with Client(launch(daemon, places)) as client:
+
+        async def one(index: int) -> None:
+            result = await client.call_tool("run", {"command": f"echo {index}"})
+            assert result.structured_content is not None
+            answers.append(result.structured_content["stdout"])
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as group:
+                for index in range(40):
+                    group.start_soon(one, index)
+    assert sorted(answers) == sorted(f"{i}\n" for i in range(40))
+
+
+def test_the_help_says_what_a_client_can_narrow() -> None:
+    import subprocess
+    import sys
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "sandboxd", "mcp", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
+    assert "narrow them per call, never widen them" in shown

@@ -1,0 +1,101 @@
+"""MCP servers of this project, launched as their users launch them, for real MCP clients: the
+SDK's own `mcp.Client` (stdio and streamable HTTP) and the MCP Inspector's CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from mcp import StdioServerParameters
+
+from tests.support.parts import require
+from tests.support.processes import log_text, start_logged, stop_server
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "test-token-0123456789abcdef"
+
+
+def stdio_server(
+    module: str, *args: str, env: dict[str, str] | None = None
+) -> StdioServerParameters:
+    """`python -m MODULE ARGS` over stdio, as an editor's config launches it."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", module, *args],
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
+
+
+@dataclass
+class HttpServer:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def output(self) -> str:
+        return log_text(self.log)
+
+    def client(self, token: str | None = TOKEN, **headers: str) -> httpx2.AsyncClient:
+        """An HTTP client for the SDK's transport, sending `token` (None: no Authorization)."""
+        if token is not None:
+            headers = {"Authorization": f"Bearer {token}", **headers}
+        return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0))
+
+
+@contextlib.contextmanager
+def http_server(module: str, *args: str, log_dir: Path) -> Iterator[HttpServer]:
+    """`python -m MODULE mcp ARGS --http 127.0.0.1:0` with the test token; stopped after."""
+    log = log_dir / f"mcp-http-{time.monotonic_ns()}.log"
+    proc = start_logged(
+        [sys.executable, "-m", module, *args, "--http", "127.0.0.1:0"],
+        log=log,
+        cwd=REPO,
+        env={**os.environ, "SANDBOXD_MCP_TOKEN": TOKEN, "LOGOS_MCP_TOKEN": TOKEN},
+    )
+    deadline = time.monotonic() + 60
+    url = None
+    while url is None:
+        found = re.search(r"serving on (http://\S+)", log_text(log))
+        if found:
+            url = found.group(1)
+        elif proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the MCP HTTP server did not start:\n{log_text(log)}")
+        else:
+            time.sleep(0.05)
+    server = HttpServer(proc, url, log)
+    try:
+        yield server
+    finally:
+        if proc.poll() is None:
+            stop_server(proc, "the MCP server", server.output, signal.SIGTERM, 30)
+
+
+def inspector() -> str:
+    """The MCP Inspector's executable, as scripts/setup-mcp installs it."""
+    found = REPO / ".cache/npm/node_modules/.bin/mcp-inspector"
+    require(found.exists(), "the MCP Inspector is missing: run ./scripts/setup-mcp")
+    return os.fspath(found)
+
+
+def inspect(
+    target: Sequence[str], *method: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`mcp-inspector --cli TARGET --method ...`: the Inspector's CLI mode, one request."""
+    return subprocess.run(
+        [inspector(), "--cli", *target, *method],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
