@@ -15,12 +15,13 @@ import socket
 import sys
 from collections.abc import Sequence
 
+import anyio
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandboxd.mcp_limits import McpLaunch
-from sandboxd.mcp_server import build_server
+from sandboxd.mcp_server import CLIENT_GONE, build_server
 
 MCP_PATH = "/mcp"
 SESSION_IDLE_TIMEOUT_S = 600.0
@@ -85,6 +86,27 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
+class ClientGone:
+    """Give each request an event its tool calls watch, set when its client disconnects."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        gone = anyio.Event()
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+            return message
+
+        await self._app({**scope, CLIENT_GONE: gone}, watched, send)
+
+
 def http_app(
     launch: McpLaunch, *, host: str, port: int, token: str, origins: Sequence[str] = ()
 ) -> ASGIApp:
@@ -104,7 +126,7 @@ def http_app(
         max_sessions=MAX_SESSIONS,
         max_request_body_size=MAX_REQUEST_BYTES,
     )
-    return BearerAuth(app, token)
+    return BearerAuth(ClientGone(app), token)
 
 
 async def serve_http(

@@ -14,10 +14,11 @@ What a call may see is the launch's (`McpLaunch`), narrowed per call (`mcp_limit
 # registration, and they name the launch's limits (locals of _add_tools).
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from functools import partial
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -26,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from starlette.requests import Request
 
 from logos.options import ExecOptions
 from logos.result import JobEnd, Result
@@ -41,6 +43,9 @@ from sandboxd.runner import SandboxForkError, SandboxRunner
 SERVER_NAME = "sandboxd"
 MAIN_SANDBOX = "main"
 _CONNECTION_KEY = "sandboxd.client"
+CLIENT_GONE = "sandboxd.client_gone"
+"""The ASGI scope key of an `anyio.Event` set when the HTTP request's client disconnects."""
+T = TypeVar("T")
 
 INSTRUCTIONS = (
     "Runs shell commands in sandboxd's Docker sandboxes: no network unless the server was "
@@ -305,7 +310,7 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
             )
             runner = client.runner(sandbox)
             async with client.limiter:
-                result = await runner.run(command, options)
+                result = await unless_client_goes(ctx, partial(runner.run, command, options))
         return _tool_result(_run_output(result))
 
     @server.tool(
@@ -335,7 +340,9 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     ) -> JobWaitOutput:
         async with _sandboxes(ctx).for_call(ctx) as client:
             try:
-                end = await client.runner(sandbox).wait_job(job_id, timeout_s)
+                end = await unless_client_goes(
+                    ctx, partial(client.runner(sandbox).wait_job, job_id, timeout_s)
+                )
             except LookupError as exc:
                 raise ToolError(f"{exc}: job_status lists the jobs still running") from None
         return _job_output(job_id, end)
@@ -398,6 +405,29 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 client.runners[name] = runner
                 names.append(name)
         return ForkOutput(sandboxes=names)
+
+
+async def unless_client_goes(ctx: Context, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, cancelled (killing its command) if the HTTP connection that asked for it
+    breaks: streamable HTTP keeps the request going for a client that may come back, but
+    without an event store its answer has nowhere to go."""
+    request = ctx.request_context.request
+    gone = request.scope.get(CLIENT_GONE) if isinstance(request, Request) else None
+    if not isinstance(gone, anyio.Event):
+        return await call()
+    outcome: list[T] = []
+    async with anyio.create_task_group() as group:
+
+        async def cancel_when_gone() -> None:
+            await gone.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(cancel_when_gone)
+        outcome.append(await call())
+        group.cancel_scope.cancel()
+    if not outcome:
+        raise ToolError("the client's connection closed mid-call: the command was stopped")
+    return outcome[0]
 
 
 def _options(

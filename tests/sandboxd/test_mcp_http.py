@@ -1,0 +1,218 @@
+"""`sandboxd mcp --http`: streamable HTTP on loopback behind a bearer token, with Host and Origin
+checked, driven by the MCP SDK's own client and by raw HTTP for what a client must not get
+through, against a real daemon and engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.mcp_servers import TOKEN, HttpServer, http_server
+from tests.support.processes import processes_matching
+from tests.support.sandboxd_harness import Daemon, short_dir
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def server(daemon: Daemon) -> Iterator[HttpServer]:
+    root = short_dir("mcph")
+    (root / "rw").mkdir()
+    with http_server(
+        "sandboxd",
+        "mcp",
+        "--socket",
+        str(daemon.socket),
+        "--allow",
+        f"{root / 'rw'}:rw",
+        "--allow-origin",
+        "http://127.0.0.1:6274",
+        "--background-after",
+        "5",
+        log_dir=root,
+    ) as serving:
+        yield serving
+
+
+def sessions(daemon: Daemon) -> set[str]:
+    with daemon.client() as http:
+        return {s["id"] for s in http.get("/v1/sessions").json()["sessions"]}
+
+
+def connect(server: HttpServer, mode: str = "legacy", **headers: str) -> Client:
+    transport = streamable_http_client(server.url, http_client=server.client(**headers))
+    return Client(transport, mode=mode)
+
+
+def post(server: HttpServer, body: Any, **headers: str) -> httpx.Response:
+    with httpx.Client(timeout=30) as http:
+        return http.post(
+            server.url,
+            content=body if isinstance(body, bytes) else json.dumps(body),
+            headers={**HEADERS, "authorization": f"Bearer {TOKEN}", **headers},
+        )
+
+
+async def test_a_session_keeps_its_sandbox_until_the_client_goes(
+    server: HttpServer, daemon: Daemon
+) -> None:
+    before = sessions(daemon)
+    async with connect(server) as client:
+        await client.call_tool("run", {"command": "echo kept > /tmp/note"})
+        again = await client.call_tool("run", {"command": "cat /tmp/note"})
+        opened = sessions(daemon) - before
+    assert again.structured_content is not None
+    assert again.structured_content["stdout"] == "kept\n"
+    assert len(opened) == 1
+    with anyio.fail_after(30):
+        while opened & sessions(daemon):
+            await anyio.sleep(0.2)
+
+
+async def test_without_a_session_each_call_has_a_sandbox_of_its_own(
+    server: HttpServer, daemon: Daemon
+) -> None:
+    before = sessions(daemon)
+    async with connect(server, mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        await client.call_tool("run", {"command": "echo kept > /tmp/note"})
+        again = await client.call_tool("run", {"command": "cat /tmp/note 2>&1"})
+        fork = await client.call_tool("fork", {})
+        left = sessions(daemon) - before
+    assert again.structured_content is not None
+    assert "No such file" in again.structured_content["stdout"]
+    assert fork.is_error
+    assert "fork needs a session" in fork.content[0].text  # type: ignore[union-attr]
+    assert left == set()
+
+
+@pytest.mark.parametrize(
+    ("authorization", "expected"),
+    [(None, "missing bearer token"), ("Bearer wrong-token-0123456789", "wrong bearer token")],
+)
+def test_a_request_without_the_token_is_refused(
+    server: HttpServer, authorization: str | None, expected: str
+) -> None:
+    headers = {} if authorization is None else {"authorization": authorization}
+    with httpx.Client(timeout=30) as http:
+        response = http.post(server.url, json=INITIALIZE, headers={**HEADERS, **headers})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert expected in response.json()["message"]
+
+
+def test_host_and_origin_are_checked(server: HttpServer) -> None:
+    rebound = post(server, INITIALIZE, host="evil.example:80")
+    foreign = post(server, INITIALIZE, origin="https://evil.example")
+    allowed = post(server, INITIALIZE, origin="http://127.0.0.1:6274")
+    assert rebound.status_code == 421, rebound.text
+    assert "Host" in rebound.text
+    assert foreign.status_code == 403, foreign.text
+    assert "Origin" in foreign.text
+    assert allowed.status_code == 200, allowed.text
+
+
+def test_malformed_and_oversized_requests_get_clear_errors(server: HttpServer) -> None:
+    broken = post(server, b'{"jsonrpc": "2.0", "id": 1, "method": ')
+    not_rpc = post(server, {"hello": "world"})
+    huge = post(server, b"{" + b" " * (2 * 1024 * 1024) + b"}")
+    assert broken.status_code == 400
+    assert broken.json()["error"]["code"] == -32700
+    assert not_rpc.status_code == 400
+    assert huge.status_code == 413
+    assert post(server, INITIALIZE).status_code == 200
+
+
+async def test_a_client_that_vanishes_mid_call_leaves_nothing(
+    server: HttpServer, daemon: Daemon, marker: str
+) -> None:
+    before = sessions(daemon)
+    with anyio.move_on_after(6):
+        async with connect(server) as client:
+            await client.call_tool("run", {"command": f"sleep {marker}", "timeout_s": 120})
+    with anyio.fail_after(30):
+        while sessions(daemon) - before or processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--http", "0.0.0.0:8765"], "loopback only"),
+        (["--http", "127.0.0.1:8765"], "needs a bearer token"),
+        (["--http", "8765"], "write HOST:PORT"),
+    ],
+)
+def test_http_launch_mistakes_are_explained(argv: list[str], expected: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SANDBOXD_MCP_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sandboxd", "mcp", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert expected in done.stderr
+
+
+def test_a_token_file_is_created_private(tmp_path: Path) -> None:
+    from sandboxd.mcp_token import TokenError, launch_token
+
+    path = tmp_path / "token"
+    token = launch_token(path, {})
+    assert len(token) >= 32 and path.stat().st_mode & 0o777 == 0o600
+    assert launch_token(path, {}) == token
+    path.chmod(0o644)
+    with pytest.raises(TokenError, match="chmod 600"):
+        launch_token(path, {})
+
+
+async def test_a_dropped_connection_mid_call_kills_the_command(
+    server: HttpServer, daemon: Daemon, marker: str
+) -> None:
+    """No DELETE, no cancellation: the client's connection just breaks while its call runs."""
+    opened = post(server, INITIALIZE)
+    session = opened.headers["mcp-session-id"]
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "run", "arguments": {"command": f"sleep {marker}", "timeout_s": 120}},
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        with anyio.move_on_after(3):
+            await http.post(
+                server.url,
+                json=call,
+                headers={**HEADERS, "authorization": f"Bearer {TOKEN}", **headers},
+            )
+    assert processes_matching(f"sleep {marker}")
+    with anyio.fail_after(30):
+        while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.2)
