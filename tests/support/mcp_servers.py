@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -92,10 +93,13 @@ def inspect(
     target: Sequence[str], *method: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """`mcp-inspector --cli TARGET --method ...`: the Inspector's CLI mode, one request."""
-    return subprocess.run(
-        [inspector(), "--cli", *target, *method],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
+    with tempfile.TemporaryDirectory() as home:
+        return subprocess.run(
+            [inspector(), "--cli", *target, *method],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            # WHY: the Inspector keeps a catalog of servers; never the user's.
+            env={**os.environ, "MCP_CATALOG_PATH": f"{home}/mcp.json", "HOME": home},
+        )
