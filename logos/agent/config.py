@@ -9,6 +9,7 @@ from typing import Any
 from logos.agent.steps import StepMessage
 from logos.approvals.policy import CommandPolicy, check_command
 from logos.commands.family import CommandFamily
+from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
 from logos.protocol.grammar import ReplyGrammars
 from logos.providers.base import Message, Provider
@@ -43,6 +44,9 @@ class Config:
     """Commands the loop answers itself (`logos.commands.family`), asked before the policy;
     the jobs' own (`jobs`, `wait %1`, `kill %1`) are added when commands go on as jobs
     (`exec_options.background_after_s` on a `logos.runners.jobs.JobRunner`)."""
+    mcp_servers: Sequence[McpServer] = ()
+    """MCP servers whose tools the model may call (`mcp SERVER TOOL {...}`), started for the
+    run and stopped after it (`logos.mcp.tools`; needs the `mcp` extra)."""
     example: Sequence[Message] = ()
     """Turns sent before the conversation, after the system prompt, to show the protocol
     once (`logos.protocol.prompt.worked_example`); never part of the steps a run returns."""

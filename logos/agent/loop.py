@@ -19,8 +19,10 @@ the first model request is under way.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -113,9 +115,27 @@ async def run(
     scope) does the same cleanup but propagates the cancellation, as anyio requires; use
     `Callbacks.on_step_end` to keep the steps in that case.
     """
+    if config.mcp_servers:
+        async with _mcp_tools(config) as with_tools:
+            return await run(with_tools, history, prompt, callbacks, cancel=cancel)
     return await _Run(config, callbacks or Callbacks()).execute(
         normalize_history(history), prompt, cancel
     )
+
+
+@asynccontextmanager
+async def _mcp_tools(config: Config) -> AsyncIterator[Config]:
+    """`config` with its MCP servers started, their tools among the loop's commands."""
+    try:
+        from logos.mcp.tools import connected_tools
+    except ImportError as exc:
+        raise ValueError(
+            f"Config.mcp_servers needs the MCP SDK ({exc}): pip install 'logos[mcp]'"
+        ) from None
+    async with connected_tools(config.mcp_servers) as tools:
+        yield dataclasses.replace(
+            config, mcp_servers=(), loop_commands=(*config.loop_commands, tools)
+        )
 
 
 def run_sync(
