@@ -133,8 +133,14 @@ async def _mcp_tools(config: Config) -> AsyncIterator[Config]:
             f"Config.mcp_servers needs the MCP SDK ({exc}): pip install 'logos[mcp]'"
         ) from None
     async with connected_tools(config.mcp_servers) as tools:
+        system = config.system_prompt
+        if system is not None:  # WHY: a written prompt has no place for them; add one
+            system = system.rstrip("\n") + "\n\n" + tools.prompt_section()
         yield dataclasses.replace(
-            config, mcp_servers=(), loop_commands=(*config.loop_commands, tools)
+            config,
+            mcp_servers=(),
+            loop_commands=(*config.loop_commands, tools),
+            system_prompt=system,
         )
 
 

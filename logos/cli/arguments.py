@@ -399,10 +399,23 @@ def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     """The options of a task's run: `run` and `resume`."""
     _model_options(parser)
     _runner_options(parser)
+    _mcp_option(parser)
     _approval_options(parser, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
     _limit_options(parser)
     _reply_options(parser)
     _output_options(parser, trajectory=trajectory)
+
+
+def _mcp_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="MCP servers whose tools the model may call (`mcp NAME TOOL {...}`, approved like "
+        "commands): a JSON file of mcpServers (as Claude Code, Cursor and VS Code write them), "
+        "NAME=URL (streamable HTTP) or NAME='COMMAND ARGS' (stdio); repeatable",
+    )
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import sys
 import traceback
@@ -62,6 +63,7 @@ from logos.cli.view_command import view_command
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError
+from logos.mcp.servers import McpConfigError, McpServer, parse_mcp_option
 from logos.models.hub import Hub
 from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
@@ -133,6 +135,7 @@ def _run_or_resume(
 ) -> int:
     environ = os.environ
     settings = load_file_settings(flags.config, environ)
+    mcp_servers = _mcp_servers(flags)
     recorded: Trajectory | None = None
     if args.command == "resume":
         recorded = load_trajectory(Path(args.file))
@@ -211,6 +214,7 @@ def _run_or_resume(
         replies=replies,
         output=output,
         loop_commands=memory_commands(memory),
+        mcp_servers=mcp_servers,
     )
     gguf = None
     if local is not None:
@@ -228,6 +232,20 @@ def _run_or_resume(
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
     with open_model(choice, gguf) as model:
         return anyio.run(run_task, plan, model, reporter)
+
+
+def _mcp_servers(flags: Flags) -> list[McpServer]:
+    try:
+        servers = [server for value in flags.mcp for server in parse_mcp_option(value)]
+    except McpConfigError as exc:
+        raise CliError(str(exc)) from None
+    names = [server.name for server in servers]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise CliError(f"--mcp: two MCP servers are named {', '.join(twice)}; rename one")
+    if servers and importlib.util.find_spec("mcp") is None:
+        raise CliError("--mcp needs the MCP SDK: pip install 'logos[mcp]'")
+    return servers
 
 
 def _accepts_downloads(flags: Flags) -> bool:

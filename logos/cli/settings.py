@@ -420,6 +420,8 @@ class Flags:
     prompt_style: PromptStyle | None = None
     approval_rules: str | None = None
     trajectory: str | None = None
+    mcp: Sequence[str] = ()
+    """MCP servers whose tools the run may call: config files, NAME=URL, NAME=COMMAND."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from logos.cli.stopping import stop_signals
 from logos.cli.streams import GuardedOutput
 from logos.commands.family import CommandFamily
 from logos.jsonl import utc_now
+from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
 from logos.providers.base import Message
 from logos.records.events import StartEvent
@@ -80,6 +81,8 @@ class TaskPlan:
     """Approval rules over the mode: commands they let run, ask about or refuse."""
     loop_commands: Sequence[CommandFamily] = ()
     """Commands the loop answers itself (the memory notes' `remember`, `recall`, `forget`)."""
+    mcp_servers: Sequence[McpServer] = ()
+    """MCP servers whose tools the model may call (`--mcp`)."""
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -139,6 +142,7 @@ async def _run_and_record(
         system_prompt=plan.system_prompt,
         exec_options=plan.exec_options,
         loop_commands=plan.loop_commands,
+        mcp_servers=plan.mcp_servers,
     )
     config = plan.replies.apply(plan.limits.applied_to(config))
     reporter.start(

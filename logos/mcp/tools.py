@@ -107,6 +107,11 @@ class McpTools:
                 )
         return lines
 
+    def prompt_section(self) -> str:
+        """The usage as a section of its own, for a system prompt written without it."""
+        bullets = "\n".join(f"- {line}" for line in self.usage)
+        return f"## MCP tools\n{bullets}\n"
+
     def matches(self, command: str) -> bool:
         found = _COMMAND.fullmatch(command)
         return found is not None and found["server"] in self._connections

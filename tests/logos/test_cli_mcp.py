@@ -1,0 +1,47 @@
+"""`logos --mcp`: the command gives a run an MCP server's tools; the model (a scripted real
+HTTP server) calls one, and the approval and the audit log record it like a command."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.support.cli_harness import REPO, Home, logos, openai_env, sent_messages
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+NOTES = f"notes={sys.executable} -m tests.support.notes_mcp_server"
+
+
+@pytest.mark.timeout(90)
+def test_a_run_calls_an_mcp_tool_given_with_mcp(home: Home, sse_server: ScriptedServer) -> None:
+    sse_server.enqueue(
+        openai_stream('<cmd>mcp notes shout {"text": "hi", "times": 2}</cmd>'),
+        openai_stream("It shouted."),
+    )
+    done = logos(
+        ["--model", "m", "--yes", "--mcp", NOTES, "shout hi"],
+        home,
+        {**openai_env(home, sse_server), "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    system = sse_server.requests[0].json["messages"][0]["content"]
+    assert '`mcp notes shout {"text": string, "times"?: integer}`' in system
+    envelope = sent_messages(sse_server, 1)[-1]["content"]
+    assert "HI HI" in envelope
+    audit = home.audit()
+    assert [(a["action"], a["command"]) for a in audit] == [
+        ("auto", 'mcp notes shout {"text": "hi", "times": 2}')
+    ]
+
+
+def test_a_bad_mcp_option_is_explained(home: Home) -> None:
+    done = logos(["--model", "m", "--mcp", "nonsense", "task"], home, {})
+    assert done.returncode == 2
+    assert "--mcp 'nonsense': give a config file" in done.stderr
+    config = home.root / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x", "url": "http://y"}}}))
+    done = logos(["--model", "m", "--mcp", str(config), "task"], home, {})
+    assert done.returncode == 2
+    assert "give either a command (stdio) or a url (HTTP)" in done.stderr
