@@ -45,6 +45,7 @@ COMMANDS = (
     "batch",
     "view",
     "project",
+    "mcp",
 )
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
@@ -259,7 +260,30 @@ def build_parser() -> argparse.ArgumentParser:
     _batch_command(commands)
     _view_command(commands)
     add_project_command(commands)
+    _mcp_command(commands)
     return parser
+
+
+def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        prog="logos mcp",
+        help="serve a `task` tool over MCP (stdio): another agent hands logos whole tasks",
+        description="An MCP server on stdin/stdout (needs pip install 'logos[mcp]') whose "
+        "`task` tool runs a logos agent on a task with the model, runner and limits given "
+        "here; a call can only lower the limits. Steps are reported as MCP progress, and "
+        "cancelling a call stops its run. Commands that need approval are put to the person "
+        "through the client (MCP elicitation) and refused where the client cannot ask. "
+        "Each run is saved to a trajectory file and audited like `logos run`'s.",
+    )
+    _model_options(mcp)
+    _runner_options(mcp)
+    _mcp_option(mcp)
+    _approval_options(
+        mcp, APPROVAL_MODES, "confirm through the client for local bash, auto in the sandbox"
+    )
+    _limit_options(mcp)
+    _reply_options(mcp)
 
 
 def _view_command(commands: argparse._SubParsersAction[_Parser]) -> None:

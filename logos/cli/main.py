@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -41,7 +41,7 @@ from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
 from logos.cli.memory_command import memory_command
-from logos.cli.model import local_gguf, open_model
+from logos.cli.model import OpenModel, local_gguf, open_model
 from logos.cli.models_command import models_command
 from logos.cli.paths import memory_path, runs_dir
 from logos.cli.project_command import project_command
@@ -53,6 +53,8 @@ from logos.cli.settings import (
     FileSettings,
     Flags,
     HubModelSpec,
+    LocalModel,
+    ProviderChoice,
     default_config_path,
     load_file_settings,
 )
@@ -133,9 +135,6 @@ def _cmd_run(args: argparse.Namespace, flags: Flags) -> int:
 def _run_or_resume(
     args: argparse.Namespace, flags: Flags, reporter: Reporter, output: GuardedOutput | None
 ) -> int:
-    environ = os.environ
-    settings = load_file_settings(flags.config, environ)
-    mcp_servers = _mcp_servers(flags)
     recorded: Trajectory | None = None
     if args.command == "resume":
         recorded = load_trajectory(Path(args.file))
@@ -146,7 +145,35 @@ def _run_or_resume(
         if args.task is None:
             raise CliError('give a task: logos "TASK" (or - to read it from stdin)')
         prompt = _read_text_argument(args.task, "task")
+    prepared = _prepare_task(flags, reporter, prompt, recorded, terminal=_stdin_is_terminal())
+    plan = replace(prepared.plan, output=output)
+    with _open_model(prepared, flags, reporter, plain=args.json) as model:
+        return anyio.run(run_task, plan, model, reporter)
 
+
+@dataclass(frozen=True)
+class _PreparedTask:
+    """A task's plan, and the model it needs (a provider, or a local GGUF to serve)."""
+
+    plan: TaskPlan
+    choice: ProviderChoice | None
+    local: LocalModel | None
+
+
+def _prepare_task(
+    flags: Flags,
+    reporter: Reporter,
+    prompt: str,
+    recorded: Trajectory | None,
+    *,
+    terminal: bool,
+) -> _PreparedTask:
+    """Resolve and check everything a task's run needs, before any model is opened;
+    `terminal`: a person can be asked about commands (at a terminal, or through an MCP
+    client)."""
+    environ = os.environ
+    settings = load_file_settings(flags.config, environ)
+    mcp_servers = _mcp_servers(flags)
     local = resolve.local_model(flags, settings, environ, recorded)
     choice = (
         None
@@ -157,7 +184,7 @@ def _run_or_resume(
     recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
     sandbox = resolve.sandbox_choice(flags.sandbox, recorded_sandbox, settings.sandbox)
     spec = resolve.runner_spec(flags, settings, sandbox)
-    approval = resolve.approval_mode(flags, sandbox is not None, _stdin_is_terminal())
+    approval = resolve.approval_mode(flags, sandbox is not None, terminal)
     default_dir = os.getcwd()
     if recorded is not None and not flags.allow:
         default_dir = recorded.header.cwd
@@ -196,7 +223,7 @@ def _run_or_resume(
         )
 
     # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
-    can_ask_rules = rules is not None and approval != "never-run" and _stdin_is_terminal()
+    can_ask_rules = rules is not None and approval != "never-run" and terminal
     plan = TaskPlan(
         prompt=prompt,
         history=recorded.history() if recorded is not None else (),
@@ -212,11 +239,18 @@ def _run_or_resume(
         input_fd=sys.stdin.fileno() if approval == "confirm" or can_ask_rules else -1,
         rules=rules,
         replies=replies,
-        output=output,
         loop_commands=memory_commands(memory),
         mcp_servers=mcp_servers,
     )
+    return _PreparedTask(plan, choice, local)
+
+
+def _open_model(
+    prepared: _PreparedTask, flags: Flags, reporter: Reporter, *, plain: bool
+) -> contextlib.AbstractContextManager[OpenModel]:
+    """The prepared task's model, opened (a local one downloaded first, if need be)."""
     gguf = None
+    local = prepared.local
     if local is not None:
         if isinstance(local, HubModelSpec) and local.default:
             reporter.notice(
@@ -227,11 +261,10 @@ def _run_or_resume(
         gguf = local_gguf(
             local,
             ask=_stdin_is_terminal() and sys.stderr.isatty() and not _accepts_downloads(flags),
-            plain=args.json,
+            plain=plain,
         )
         reporter.notice(f"loading {gguf.path} with llama.cpp…")
-    with open_model(choice, gguf) as model:
-        return anyio.run(run_task, plan, model, reporter)
+    return open_model(prepared.choice, gguf)
 
 
 def _mcp_servers(flags: Flags) -> list[McpServer]:
@@ -254,6 +287,25 @@ def _accepts_downloads(flags: Flags) -> bool:
         return True
     settings = load_file_settings(flags.config, os.environ)
     return bool(settings.download_models)
+
+
+def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
+    if importlib.util.find_spec("mcp") is None:
+        raise CliError("logos mcp needs the MCP SDK: pip install 'logos[mcp]'")
+    from logos.cli.mcp_command import ProgressReporter, serve_tasks
+
+    notices = ProgressReporter(lambda line: None)
+    # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
+    prepared = _prepare_task(flags, notices, "", None, terminal=True)
+    plan = replace(prepared.plan, input_fd=-1)
+    about = f"model {prepared.choice.model if prepared.choice else 'local GGUF'}, " + (
+        f"commands in a {plan.runner.sandbox} sandbox"
+        if plan.runner.sandbox
+        else "commands run on this machine"
+    )
+    with _open_model(prepared, flags, notices, plain=True) as model:
+        anyio.run(serve_tasks, plan, model, about)
+    return EXIT_OK
 
 
 def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
@@ -401,6 +453,7 @@ def _cmd_project(args: argparse.Namespace, flags: Flags) -> int:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
+    "mcp": _cmd_mcp,
     "run": _cmd_run,
     "resume": _cmd_run,
     "show": _cmd_show,

@@ -8,11 +8,13 @@ it recorded; a second Ctrl-C cancels at once (runners still kill what they start
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,7 +25,7 @@ from logos.agent.config import Config
 from logos.agent.loop import run
 from logos.agent.replies import ReplySettings
 from logos.agent.steps import RunResult, StopReason
-from logos.approvals.approval import ApprovalMode, ApprovalRunner
+from logos.approvals.approval import ApprovalMode, ApprovalRunner, Approver
 from logos.approvals.audit import AuditLog
 from logos.approvals.rules import ApprovalRules, approver_for
 from logos.cli.confirm import ConfirmApprover
@@ -83,6 +85,11 @@ class TaskPlan:
     """Commands the loop answers itself (the memory notes' `remember`, `recall`, `forget`)."""
     mcp_servers: Sequence[McpServer] = ()
     """MCP servers whose tools the model may call (`--mcp`)."""
+    asker: Approver | None = None
+    """Who asks the person about a command; None: the terminal at `input_fd`, if any."""
+    serving: bool = False
+    """One task of a server that serves more (`logos mcp`): the model stays open after it,
+    and the signals are the server's."""
 
 
 def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
@@ -114,14 +121,16 @@ async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
             audit.close()
             raise
     except BaseException:
-        await _close_quietly(runner, model)
+        await _close_quietly(runner, None if plan.serving else model)
         raise
     audit.trajectory = str(writer.path)
     with writer, audit:
         writer.prompt(plan.prompt)
         recorder = RunRecorder(writer, audit, reporter, model=model.model)
         fd = plan.input_fd
-        asker = ConfirmApprover(reporter, fd, plan.environ) if fd >= 0 else None
+        asker = plan.asker
+        if asker is None and fd >= 0:
+            asker = ConfirmApprover(reporter, fd, plan.environ)
         approver = approver_for(plan.approval, plan.rules, asker)
         gated = ApprovalRunner(runner, approver, recorder.decided)
         return await _run_and_record(plan, model, reporter, gated, recorder, workdir)
@@ -162,12 +171,16 @@ async def _run_and_record(
     result: RunResult | None = None
     started = time.monotonic()
     try:
-        async with stop_signals(signals, partial(_stop_gently, cancel, reporter)):
+        async with _stopping(plan, signals, partial(_stop_gently, cancel, reporter)):
             result = await run(
                 config, plan.history, plan.prompt, recorder.callbacks(), cancel=cancel
             )
+    except anyio.get_cancelled_exc_class():
+        # A server's call was cancelled (`logos mcp`): the run still ends on the record.
+        recorder.done(recorder.summary(None, time.monotonic() - started))
+        raise
     finally:
-        await _close_quietly(runner, model)
+        await _close_quietly(runner, None if plan.serving else model)
     # result None: a second Ctrl-C cancelled the loop; the steps were recorded
     summary = recorder.summary(result, time.monotonic() - started)
     recorder.done(summary)
@@ -222,8 +235,16 @@ def _open_trajectory(plan: TaskPlan, model: OpenModel, workdir: str) -> Trajecto
         ) from None
 
 
-async def _close_quietly(runner: Runner, model: OpenModel) -> None:
+def _stopping(
+    plan: TaskPlan, received: list[int], first: Callable[[int], None]
+) -> AbstractAsyncContextManager[None]:
+    """Stop signals stop the run, unless a server's own handling of them is in charge."""
+    return contextlib.nullcontext() if plan.serving else stop_signals(received, first)
+
+
+async def _close_quietly(runner: Runner, model: OpenModel | None) -> None:
     """Close the runner (kill leftover jobs, end the sandbox session) and the provider."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
         await runner.aclose()
-        await model.provider.aclose()
+        if model is not None:
+            await model.provider.aclose()

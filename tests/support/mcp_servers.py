@@ -26,14 +26,15 @@ TOKEN = "test-token-0123456789abcdef"
 
 
 def stdio_server(
-    module: str, *args: str, env: dict[str, str] | None = None
+    module: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO
 ) -> StdioServerParameters:
-    """`python -m MODULE ARGS` over stdio, as an editor's config launches it."""
+    """`python -m MODULE ARGS` over stdio, as an editor's config launches it; `env` is its
+    whole environment (default: this process's)."""
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", module, *args],
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
+        env=dict(os.environ) if env is None else env,
+        cwd=cwd,
     )
 
 
