@@ -25,6 +25,7 @@ from bench import (
     fork,
     local_model,
     loop_overhead,
+    mcp,
     overlap,
     page,
     parser_speed,
@@ -71,6 +72,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     local_model.FAMILY: (local_model.TITLE, local_model.run),
     temenos.FAMILY: (temenos.TITLE, temenos.run),
     egress.FAMILY: (egress.TITLE, egress.run),
+    mcp.FAMILY: (mcp.TITLE, mcp.run),
 }
 DEFAULT_FAMILIES = [name for name in FAMILIES if name != small_model.FAMILY]
 """What runs without --only: the small-model family takes about an hour and needs the

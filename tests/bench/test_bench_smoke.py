@@ -24,6 +24,8 @@ from bench.__main__ import FAMILIES
 from bench.batch import SANDBOX_POOLED, SANDBOX_PREPARED, split
 from bench.egress import DIRECT as EGRESS_DIRECT
 from bench.egress import PROXY as EGRESS_PROXY
+from bench.mcp import MCP_HTTP, MCP_STDIO
+from bench.mcp import NATIVE as MCP_NATIVE
 from bench.plan import Plan
 from bench.pool_switch import NO_POOL, PHASES, RUNTIMES
 from bench.ray_cluster import ray_command
@@ -300,6 +302,20 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     assert "first command with preparation <= 15 ms (model 0.5 s to its first block)" in goals
     assert "new session start <= 120 ms" in goals
     assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_mcp_family_times_the_run_tool_beside_the_native_api(
+    tmp_path: Path, docker_client: Any
+) -> None:
+    completed = run_bench("--quick", "--only", "mcp", "--out", str(tmp_path), timeout=280)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    section = load_results(tmp_path)["sections"]["mcp"]
+    assert section["problems"] == []
+    samples = section["samples_s"]["Round trip through MCP: `true`"]
+    assert list(samples) == [MCP_NATIVE, MCP_STDIO, MCP_HTTP]
+    assert [len(series) for series in samples.values()] == [Plan.quick().roundtrip_iterations] * 3
 
 
 @pytest.mark.docker
