@@ -161,3 +161,26 @@ def test_config_files_and_options(tmp_path: Path) -> None:
     path.write_text('{"mcpServers": {"x": {"command": "a", "url": "http://b"}}}')
     with pytest.raises(McpConfigError, match="either a command"):
         load_mcp_config(path)
+
+
+def test_an_approval_rule_can_name_an_mcp_tool() -> None:
+    from logos.approvals.rules import parse_rules
+
+    rules = parse_rules(
+        {
+            "rule": [
+                {
+                    "name": "no crash",
+                    "verdict": "deny",
+                    "program": "mcp",
+                    "args": ["notes", "crash", "**"],
+                    "match": ["mcp notes crash"],
+                    "no_match": ['mcp notes add {"a": 1, "b": 2}'],
+                    "reason": "the notes server must stay up",
+                }
+            ]
+        },
+        "test rules",
+    )
+    assert rules.verdict("mcp notes crash", "auto").verdict == "deny"
+    assert rules.verdict('mcp notes add {"a": 1, "b": 2}', "auto").verdict == "auto"
