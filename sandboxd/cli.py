@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
@@ -30,6 +31,7 @@ from sandboxd.config import (
 )
 from sandboxd.paths import SocketPathError, resolve_socket_path
 
+T = TypeVar("T")
 EXIT_USAGE = 2
 EXIT_SANDBOX_ERROR = 125
 """`sandboxd run`: the command could not run (as `docker run` does)."""
@@ -117,24 +119,29 @@ def _parser() -> argparse.ArgumentParser:
         help="set for every command; clients cannot change it; repeatable",
     )
     mcp.add_argument(
-        "--timeout", type=float, default=120.0, metavar="SECONDS", help="default per command"
+        "--timeout", type=float, metavar="SECONDS", help="default per command (default 120)"
     )
     mcp.add_argument(
         "--max-timeout",
         type=float,
-        default=600.0,
         metavar="SECONDS",
         help="the longest a client may ask for (default 600)",
     )
     mcp.add_argument(
         "--background-after",
         type=float,
-        default=30.0,
         metavar="SECONDS",
         help="a command still running after this long goes on as a job (0: never; default 30)",
     )
     mcp.add_argument(
-        "--max-forks", type=int, default=4, help="forks one client may hold (0: no fork tool)"
+        "--max-forks", type=int, help="forks one client may hold (0: no fork tool; default 4)"
+    )
+    mcp.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML with these options as keys (allow, allow_host, network, image, env, timeout, "
+        "max_timeout, background_after, max_forks); flags add to its lists and override it",
     )
     mcp.add_argument(
         "--http",
@@ -396,20 +403,28 @@ def _run(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", EXIT_USAGE)
+    from sandboxd.mcp_config import McpLaunchFile, load_launch_file
     from sandboxd.mcp_limits import McpLaunch
 
+    file = McpLaunchFile() if args.config is None else load_launch_file(args.config)
+
+    def given(flag: T | None, from_file: T | None, default: T) -> T:
+        return flag if flag is not None else from_file if from_file is not None else default
+
+    max_timeout = given(args.max_timeout, file.max_timeout, 600.0)
+    background_after = given(args.background_after, file.background_after, 30.0)
     try:
         launch = McpLaunch(
             socket=args.socket,
-            allowed_paths=tuple(_allowed_path(spec) for spec in args.allow),
-            allowed_hosts=tuple(args.allow_host),
-            network=args.network,
-            image=args.image,
-            env=dict(_env_pair(item) for item in args.env),
-            default_timeout_s=min(args.timeout, args.max_timeout),
-            max_timeout_s=args.max_timeout,
-            background_after_s=args.background_after or None,
-            max_forks=args.max_forks,
+            allowed_paths=tuple(_allowed_path(spec) for spec in [*file.allow, *args.allow]),
+            allowed_hosts=(*file.allow_host, *args.allow_host),
+            network=args.network or file.network,
+            image=args.image or file.image,
+            env={**file.env, **dict(_env_pair(item) for item in args.env)},
+            default_timeout_s=min(given(args.timeout, file.timeout, 120.0), max_timeout),
+            max_timeout_s=max_timeout,
+            background_after_s=background_after or None,
+            max_forks=given(args.max_forks, file.max_forks, 4),
         )
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None

@@ -6,7 +6,11 @@ that crash, hang or never start."""
 from __future__ import annotations
 
 import dataclasses
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -184,3 +188,52 @@ def test_an_approval_rule_can_name_an_mcp_tool() -> None:
     )
     assert rules.verdict("mcp notes crash", "auto").verdict == "deny"
     assert rules.verdict('mcp notes add {"a": 1, "b": 2}', "auto").verdict == "auto"
+
+
+@pytest.fixture
+def notes_over_http() -> Iterator[str]:
+    """The notes server over streamable HTTP on a free loopback port: its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.notes_mcp_server", "--http", str(port)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while served.poll() is None and time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        served.terminate()
+        served.wait(timeout=30)
+
+
+async def test_a_server_over_http_and_one_that_hangs_at_start(notes_over_http: str) -> None:
+    web = McpServer(name="web", url=notes_over_http, start_timeout_s=30)
+    stuck = McpServer(
+        name="stuck",
+        command=(sys.executable, "-c", "import time; time.sleep(60)"),
+        start_timeout_s=1,
+    )
+    huge = "y" * 70000
+    provider = ScriptedProvider.saying(
+        '<cmd>mcp web add {"a": 20, "b": 22}</cmd>\n'
+        f'<cmd>mcp web shout {{"text": "{huge}"}}</cmd>',
+        "Done.",
+    )
+    result = await run(config(provider, web, stuck), [], "go")
+    assert result.stop_reason == "final"
+    assert (
+        "MCP server `stuck` is not available: it did not start and list its tools within 1 s"
+        in provider.requests[0].system
+    )
+    shown = envelope(provider, 1)
+    assert "42" in shown
+    assert "more than 65536: write large data to a file" in shown

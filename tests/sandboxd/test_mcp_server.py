@@ -275,3 +275,51 @@ def test_the_help_says_what_a_client_can_narrow() -> None:
         env={**os.environ, "COLUMNS": "200"},
     ).stdout
     assert "narrow them per call, never widen them" in shown
+
+
+async def test_without_a_daemon_the_run_tool_says_how_to_start_one(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sock"
+    async with Client(stdio_server("sandboxd", "mcp", "--socket", str(missing))) as client:
+        result = await client.call_tool("run", {"command": "true"})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("could not run: sandboxd is not running on")
+    assert "start it with `sandboxd serve`" in text
+
+
+async def test_the_launch_can_come_from_a_config_file(
+    daemon: Daemon, places: tuple[Path, Path], tmp_path: Path
+) -> None:
+    rw, ro = places
+    config = tmp_path / "mcp.toml"
+    config.write_text(
+        f'allow = ["{rw}:rw"]\nmax_timeout = 10\nenv = {{ FROM_FILE = "yes" }}\nmax_forks = 0\n'
+    )
+    server = stdio_server(
+        "sandboxd", "mcp", "--socket", str(daemon.socket), "--config", str(config)
+    )
+    async with Client(server) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        ran = await client.call_tool("run", {"command": "echo $FROM_FILE", "workdir": str(rw)})
+        too_long = await client.call_tool("run", {"command": "true", "timeout_s": 11})
+        outside = await client.call_tool("run", {"command": "true", "paths": [{"path": str(ro)}]})
+    assert "fork" not in names
+    assert ran.structured_content is not None and ran.structured_content["stdout"] == "yes\n"
+    assert too_long.is_error and outside.is_error
+
+
+def test_a_bad_config_file_is_explained(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "mcp.toml"
+    config.write_text('allow = ["/x"]\nmax_timeot = 10\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "sandboxd", "mcp", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "max_timeot: Extra inputs are not permitted" in done.stderr
+    assert "(keys: allow, allow_host" in done.stderr
