@@ -88,6 +88,8 @@ async def test_a_task_runs_with_progress_and_approval_through_the_client(
         ("legacy", {"approve": False, "reason": "not on my machine"}, "not on my machine"),
         ("legacy", None, "the person chose decline"),
         ("auto", None, "the MCP client cannot ask them (no elicitation)"),
+        # WHY refused: the 2026-07-28 protocol has no server-to-client request mid-call.
+        ("auto", {"approve": True}, "no back-channel for server-initiated requests"),
     ],
 )
 async def test_a_command_the_person_refuses_or_cannot_be_asked_about_does_not_run(
@@ -102,7 +104,7 @@ async def test_a_command_the_person_refuses_or_cannot_be_asked_about_does_not_ru
         openai_stream(f"<cmd>touch {marker}</cmd>"), openai_stream("It was refused.")
     )
     asked: list[str] = []
-    callback = approving(answer, asked) if mode == "legacy" else None
+    callback = approving(answer, asked) if mode == "legacy" or answer else None
     async with Client(launch(home, sse_server), mode=mode, elicitation_callback=callback) as c:
         result = await c.call_tool("task", {"task": "touch a file"})
     assert result.structured_content is not None, result.content
