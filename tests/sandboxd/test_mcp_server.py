@@ -323,3 +323,43 @@ def test_a_bad_config_file_is_explained(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "max_timeot: Extra inputs are not permitted" in done.stderr
     assert "(keys: allow, allow_host" in done.stderr
+
+
+async def test_malformed_json_rpc_on_stdio_is_dropped_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The SDK's stdio transport answers nothing to a line that is not JSON-RPC (there is no
+    id to answer); what matters is that the next requests are served."""
+    import json
+    import sys
+
+    lines = [
+        "{not json",
+        '{"jsonrpc": "2.0", "id": "x", "method": 42}',
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        ),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
+    ]
+    argv = [sys.executable, "-m", "sandboxd", "mcp", "--socket", str(tmp_path / "none.sock")]
+    async with await anyio.open_process(argv) as process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(("\n".join(lines) + "\n").encode())
+        received = b""
+        with anyio.fail_after(30):
+            while received.count(b"\n") < 2:
+                received += await process.stdout.receive()
+        process.terminate()
+    answers = [json.loads(line) for line in received.decode().splitlines()]
+    assert [answer.get("id") for answer in answers] == [1, 2]
+    assert {tool["name"] for tool in answers[1]["result"]["tools"]} >= {"run", "fork"}
