@@ -16,6 +16,7 @@ from mcp_types import ElicitRequestParams, ElicitResult
 from tests.support.cli_harness import Home, openai_env, sent_messages
 from tests.support.mcp_servers import stdio_server
 from tests.support.processes import processes_matching
+from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -142,3 +143,21 @@ async def test_a_call_can_only_lower_the_limits(home: Home, sse_server: Scripted
     assert too_long.is_error
     assert "can only lower it" in too_long.content[0].text  # type: ignore[union-attr]
     assert empty.is_error
+
+
+@pytest.mark.docker
+async def test_a_task_runs_its_commands_in_the_sandbox_without_asking(
+    home: Home, sse_server: ScriptedServer, daemon: Daemon
+) -> None:
+    sse_server.enqueue(
+        openai_stream("<cmd>echo in-sandbox > proof.txt && cat /etc/os-release | head -1</cmd>"),
+        openai_stream("Written."),
+    )
+    server = launch(home, sse_server, "--sandbox", "--socket", str(daemon.socket))
+    async with Client(server) as client:  # no elicitation: the sandbox is auto-approved
+        result = await client.call_tool("task", {"task": "write a file"})
+    assert result.structured_content is not None, result.content
+    assert result.structured_content["stop_reason"] == "final"
+    assert (home.work / "proof.txt").read_text() == "in-sandbox\n"
+    assert "Debian" in sent_messages(sse_server, 1)[-1]["content"]
+    assert [(a["action"], a["runner"]) for a in home.audit()] == [("auto", "sandbox")]
