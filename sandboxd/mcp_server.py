@@ -110,7 +110,8 @@ class ClientSandboxes:
     """One client's sandbox session and its forks."""
 
     launch: McpLaunch
-    keeps_jobs: bool
+    in_session: bool
+    """Its sandboxes last across calls (a session): jobs and forks make sense."""
     runners: dict[str, SandboxRunner] = field(default_factory=dict)
     forks_made: int = 0
     limiter: anyio.CapacityLimiter = field(init=False)
@@ -152,7 +153,7 @@ class Sandboxes:
     async def for_call(self, ctx: Context) -> AsyncIterator[ClientSandboxes]:
         if self._one_client:
             if self._shared is None:
-                self._shared = ClientSandboxes(self.launch, keeps_jobs=True)
+                self._shared = ClientSandboxes(self.launch, in_session=True)
             yield self._shared
             return
         connection = ctx.request_context.session._connection
@@ -160,7 +161,7 @@ class Sandboxes:
         # client goes) is what a session's sandbox lives and dies with; tools are handed only
         # the per-request session that wraps it.
         if connection.session_id is None:
-            own = ClientSandboxes(self.launch, keeps_jobs=False)
+            own = ClientSandboxes(self.launch, in_session=False)
             try:
                 yield own
             finally:
@@ -168,7 +169,7 @@ class Sandboxes:
             return
         found = connection.state.get(_CONNECTION_KEY)
         if not isinstance(found, ClientSandboxes):
-            found = ClientSandboxes(self.launch, keeps_jobs=True)
+            found = ClientSandboxes(self.launch, in_session=True)
             connection.state[_CONNECTION_KEY] = found
             connection.exit_stack.push_async_callback(found.aclose)
         yield found
@@ -382,7 +383,7 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         ] = False,
     ) -> ForkOutput:
         async with _sandboxes(ctx).for_call(ctx) as client:
-            if not client.keeps_jobs:
+            if not client.in_session:
                 raise ToolError(
                     "fork needs a session: this connection sends each call on its own, so "
                     "there is no sandbox to fork; connect over stdio or with the session "
@@ -450,7 +451,7 @@ def _options(
             env=env,
             workdir=workdir,
             timeout_s=timeout_s,
-            background=client.keeps_jobs,
+            background=client.in_session,
         )
     except NarrowingError as exc:
         raise ToolError(str(exc)) from None
