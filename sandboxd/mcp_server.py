@@ -18,17 +18,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import anyio
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.requests import Request
 
+from logos.mcp.strict_arguments import UnknownArguments
 from logos.options import ExecOptions
 from logos.result import JobEnd, Result
 from sandboxd.mcp_limits import (
@@ -199,40 +198,6 @@ def build_server(launch: McpLaunch, *, one_client: bool) -> MCPServer[Sandboxes]
     _add_tools(server, launch)
     server.middleware.append(UnknownArguments(server))
     return server
-
-
-class UnknownArguments:
-    """Refuse a call with an argument its tool does not take: the SDK would drop it, and a
-    misspelt limit (`timeout` for `timeout_s`) must not be silently ignored."""
-
-    def __init__(self, server: MCPServer[Any]) -> None:
-        self._server = server
-        self._taken: dict[str, frozenset[str]] | None = None
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        params = ctx.params
-        if ctx.method == "tools/call" and isinstance(params, Mapping):
-            arguments = params.get("arguments")
-            if isinstance(arguments, Mapping):
-                await self._refuse_unknown(str(params.get("name")), arguments)
-        return await call_next(ctx)
-
-    async def _refuse_unknown(self, name: str, arguments: Mapping[str, Any]) -> None:
-        if self._taken is None:
-            self._taken = {
-                tool.name: frozenset(tool.input_schema.get("properties", {}))
-                for tool in await self._server.list_tools()
-            }
-        taken = self._taken.get(name)
-        unknown = sorted(set(arguments) - taken) if taken is not None else []
-        if unknown:
-            raise MCPError(
-                INVALID_PARAMS,
-                f"tool {name} takes no argument {', '.join(unknown)}: it takes "
-                f"{', '.join(sorted(taken or ())) or 'none'}",
-            )
 
 
 def _sandboxes(ctx: Context) -> Sandboxes:

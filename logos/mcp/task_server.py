@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from pydantic import BaseModel, Field
 
 from logos.approvals.approval import ApprovalDecision, Approver
+from logos.mcp.strict_arguments import UnknownArguments
 
 MAX_TASK_CHARS = 64 * 1024
 MAX_PENDING_PROGRESS = 256
@@ -138,6 +139,7 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
         async with _progress(ctx) as progress:
             return await run_task(TaskCall(task, call_limits, progress, ElicitingApprover(ctx)))
 
+    server.middleware.append(UnknownArguments(server))
     return server
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.support.cli_harness import Home, openai_env, sent_messages
@@ -139,6 +140,8 @@ async def test_a_call_can_only_lower_the_limits(home: Home, sse_server: Scripted
         too_many = await c.call_tool("task", {"task": "x", "max_steps": 50})
         too_long = await c.call_tool("task", {"task": "x", "max_wall_s": 600})
         empty = await c.call_tool("task", {"task": ""})
+        with pytest.raises(MCPError, match="tool task takes no argument max_step: it takes"):
+            await c.call_tool("task", {"task": "x", "max_step": 3})
     assert too_many.is_error and "max_steps" in json.dumps(too_many.model_dump(mode="json"))
     assert too_long.is_error
     assert "can only lower it" in too_long.content[0].text  # type: ignore[union-attr]
