@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.support.cli_harness import Home, openai_env, sent_messages
-from tests.support.mcp_servers import stdio_server
+from tests.support.mcp_servers import raw_lines, stdio_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -164,3 +164,26 @@ async def test_a_task_runs_its_commands_in_the_sandbox_without_asking(
     assert (home.work / "proof.txt").read_text() == "in-sandbox\n"
     assert "Debian" in sent_messages(sse_server, 1)[-1]["content"]
     assert [(a["action"], a["runner"]) for a in home.audit()] == [("auto", "sandbox")]
+
+
+async def test_a_client_that_vanishes_mid_task_leaves_no_command_behind(
+    home: Home, sse_server: ScriptedServer, marker: str
+) -> None:
+    """No cancellation, no goodbye: the client's end of stdin just closes."""
+    sse_server.enqueue(openai_stream(f"<cmd>sleep {marker}</cmd>"))
+    server = launch(home, sse_server, "--yes")
+    argv = [server.command, *server.args]
+    async with await anyio.open_process(argv, cwd=server.cwd, env=server.env) as process:
+        assert process.stdin is not None
+        call = {"name": "task", "arguments": {"task": "wait"}}
+        await process.stdin.send(
+            raw_lines({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        )
+        with anyio.fail_after(30):
+            while not processes_matching(f"sleep {marker}"):
+                await anyio.sleep(0.1)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            while processes_matching(f"sleep {marker}"):
+                await anyio.sleep(0.1)
+            await process.wait()

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.support.mcp_servers import stdio_server
+from tests.support.mcp_servers import raw_lines, stdio_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
 
@@ -333,28 +333,12 @@ async def test_malformed_json_rpc_on_stdio_is_dropped_and_the_server_goes_on(
     import json
     import sys
 
-    lines = [
-        "{not json",
-        '{"jsonrpc": "2.0", "id": "x", "method": 42}',
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            }
-        ),
-        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
-        '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
-    ]
+    garbage = b'{not json\n{"jsonrpc": "2.0", "id": "x", "method": 42}\n'
+    tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     argv = [sys.executable, "-m", "sandboxd", "mcp", "--socket", str(tmp_path / "none.sock")]
     async with await anyio.open_process(argv) as process:
         assert process.stdin is not None and process.stdout is not None
-        await process.stdin.send(("\n".join(lines) + "\n").encode())
+        await process.stdin.send(garbage + raw_lines(tools_list))
         received = b""
         with anyio.fail_after(30):
             while received.count(b"\n") < 2:
@@ -363,3 +347,25 @@ async def test_malformed_json_rpc_on_stdio_is_dropped_and_the_server_goes_on(
     answers = [json.loads(line) for line in received.decode().splitlines()]
     assert [answer.get("id") for answer in answers] == [1, 2]
     assert {tool["name"] for tool in answers[1]["result"]["tools"]} >= {"run", "fork"}
+
+
+async def test_a_client_that_vanishes_mid_call_leaves_nothing(
+    daemon: Daemon, places: tuple[Path, Path], marker: str
+) -> None:
+    """No cancellation, no goodbye: the client's end of stdin just closes."""
+    before = set(sessions(daemon))
+    server = launch(daemon, places)
+    call = {"name": "run", "arguments": {"command": f"sleep {marker}", "timeout_s": 30}}
+    async with await anyio.open_process([server.command, *server.args], cwd=server.cwd) as process:
+        assert process.stdin is not None
+        await process.stdin.send(
+            raw_lines({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        )
+        with anyio.fail_after(30):
+            while not processes_matching(f"sleep {marker}"):
+                await anyio.sleep(0.1)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
+                await anyio.sleep(0.2)
+            await process.wait()

@@ -4,6 +4,7 @@ SDK's own `mcp.Client` (stdio and streamable HTTP) and the MCP Inspector's CLI."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -104,3 +105,22 @@ def inspect(
             # WHY: the Inspector keeps a catalog of servers; never the user's.
             env={**os.environ, "MCP_CATALOG_PATH": f"{home}/mcp.json", "HOME": home},
         )
+
+
+def raw_lines(*requests: dict[str, object]) -> bytes:
+    """What a client writes on a stdio server's stdin to open a session (the 2025 handshake)
+    and send `requests`: one JSON-RPC message per line."""
+    opening: list[dict[str, object]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    return "".join(json.dumps(message) + "\n" for message in [*opening, *requests]).encode()
