@@ -30,12 +30,12 @@ from logos.mcp.strict_arguments import UnknownArguments
 
 MAX_TASK_CHARS = 64 * 1024
 MAX_PENDING_PROGRESS = 256
-"""Progress messages waiting to be sent; beyond this the oldest news is dropped."""
+"""Progress messages waiting to be sent; more are dropped until the client catches up."""
 
 
 @dataclass(frozen=True)
 class TaskLimits:
-    """The widest a call may get: the launch's limits."""
+    """A run's limits: the launch's (the widest a call may get), or one call's."""
 
     max_steps: int
     max_wall_s: float | None = None
@@ -54,9 +54,6 @@ class TaskCall:
     """Asks the person behind the client about a command (or refuses where it cannot)."""
 
 
-RunTask = Callable[[TaskCall], Awaitable["TaskOutput"]]
-
-
 class TaskOutput(BaseModel):
     answer: str = Field(description="the agent's final answer (its last reply's prose)")
     stop_reason: str = Field(description="final, max_steps, max_cost, canceled, error, ...")
@@ -66,6 +63,9 @@ class TaskOutput(BaseModel):
     output_tokens: int
     cost_usd: float | None = Field(description="None when the price is not known")
     trajectory: str | None = Field(description="the file holding every step of the run")
+
+
+RunTask = Callable[[TaskCall], Awaitable[TaskOutput]]
 
 
 class Approval(BaseModel):
