@@ -173,7 +173,7 @@ def _prepare_task(
     client)."""
     environ = os.environ
     settings = load_file_settings(flags.config, environ)
-    mcp_servers = _mcp_servers(flags)
+    mcp_servers = _mcp_servers(flags, settings)
     local = resolve.local_model(flags, settings, environ, recorded)
     choice = (
         None
@@ -267,9 +267,10 @@ def _open_model(
     return open_model(prepared.choice, gguf)
 
 
-def _mcp_servers(flags: Flags) -> list[McpServer]:
+def _mcp_servers(flags: Flags, settings: FileSettings) -> list[McpServer]:
     try:
-        servers = [server for value in flags.mcp for server in parse_mcp_option(value)]
+        given = [*settings.mcp, *flags.mcp]
+        servers = [server for value in given for server in parse_mcp_option(value)]
     except McpConfigError as exc:
         raise CliError(str(exc)) from None
     names = [server.name for server in servers]

@@ -134,6 +134,9 @@ class FileSettings(BaseModel):
     which always ask, which never run."""
     memory_prompt_chars: int | None = Field(default=None, ge=0)
     """How much of the memory notes a new run's system prompt holds (0: none)."""
+    mcp: list[str] = Field(default_factory=list)
+    """MCP servers every run is given, as `--mcp` takes them (an mcpServers JSON file,
+    NAME=URL, NAME=COMMAND); `--mcp` adds to them."""
     serve: ServeSettings = Field(default_factory=ServeSettings)
     """The `[serve]` table: `logos serve`'s own settings."""
 

@@ -45,3 +45,31 @@ def test_a_bad_mcp_option_is_explained(home: Home) -> None:
     done = logos(["--model", "m", "--mcp", str(config), "task"], home, {})
     assert done.returncode == 2
     assert "give either a command (stdio) or a url (HTTP)" in done.stderr
+
+
+@pytest.mark.timeout(90)
+def test_the_config_file_gives_every_run_its_mcp_servers(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    servers = home.root / "servers.json"
+    servers.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {
+                        "command": sys.executable,
+                        "args": ["-m", "tests.support.notes_mcp_server"],
+                        "cwd": str(REPO),
+                    }
+                }
+            }
+        )
+    )
+    home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    home.config_file.write_text(f"mcp = [{json.dumps(str(servers))}]\n")
+    sse_server.enqueue(
+        openai_stream('<cmd>mcp notes add {"a": 1, "b": 2}</cmd>'), openai_stream("Three.")
+    )
+    done = logos(["--model", "m", "--yes", "add"], home, openai_env(home, sse_server))
+    assert done.returncode == 0, done.stderr
+    assert "<stdout>\n3\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
