@@ -40,6 +40,8 @@ from logos.runners.capture import OutputCapture
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 """A longer argument object is refused before the call: write the data to a file instead."""
+MAX_TOOLS_LISTED = 40
+"""Of one server, in the system prompt; `mcp SERVER` lists them all."""
 MAX_DESCRIPTION_CHARS = 120
 """Of a tool's description in the system prompt; `mcp SERVER` shows it whole."""
 _STDERR_TAIL_BYTES = 600
@@ -100,10 +102,16 @@ class McpTools:
             if connection.problem is not None:
                 lines.append(f"MCP server `{name}` is not available: {connection.problem}")
                 continue
-            for tool in connection.tools.values():
+            tools = list(connection.tools.values())
+            for tool in tools[:MAX_TOOLS_LISTED]:
                 lines.append(
                     f"`mcp {name} {tool.name} {compact_arguments(tool.input_schema)}`: "
                     f"{_short(tool.description)}"
+                )
+            if len(tools) > MAX_TOOLS_LISTED:
+                lines.append(
+                    f"… and {len(tools) - MAX_TOOLS_LISTED} more tools of `{name}`: "
+                    f"`mcp {name}` lists them all"
                 )
         return lines
 

@@ -237,3 +237,19 @@ async def test_a_server_over_http_and_one_that_hangs_at_start(notes_over_http: s
     shown = envelope(provider, 1)
     assert "42" in shown
     assert "more than 65536: write large data to a file" in shown
+
+
+async def test_a_server_with_many_tools_lists_the_first_in_the_prompt() -> None:
+    from mcp_types import Tool
+
+    from logos.mcp.tools import MAX_TOOLS_LISTED, McpTools, _Connection
+
+    connection = _Connection(McpServer(name="big", command=("x",)))
+    connection.tools = {
+        f"t{n}": Tool(name=f"t{n}", description=f"tool {n}", input_schema={"type": "object"})
+        for n in range(MAX_TOOLS_LISTED + 5)
+    }
+    usage = McpTools([connection]).usage
+    assert usage[1] == "`mcp big t0 {}`: tool 0"
+    assert usage[-1] == "… and 5 more tools of `big`: `mcp big` lists them all"
+    assert len(usage) == MAX_TOOLS_LISTED + 2
