@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.support.mcp_servers import raw_lines, stdio_server
+from tests.support.mcp_servers import raw_lines, sandboxd_mcp, stdio_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
 
@@ -31,26 +31,7 @@ def places() -> Iterator[tuple[Path, Path]]:
 
 
 def launch(daemon: Daemon, places: tuple[Path, Path], *extra: str) -> Any:
-    rw, ro = places
-    return stdio_server(
-        "sandboxd",
-        "mcp",
-        "--socket",
-        str(daemon.socket),
-        "--allow",
-        f"{rw}:rw",
-        "--allow",
-        f"{ro}:ro",
-        "--allow-host",
-        "pypi.org",
-        "--env",
-        "FIXED=launch",
-        "--max-timeout",
-        "30",
-        "--background-after",
-        "2",
-        *extra,
-    )
+    return sandboxd_mcp(daemon.socket, *places, *extra)
 
 
 def sessions(daemon: Daemon) -> list[str]:
@@ -122,43 +103,6 @@ async def test_paths_and_workdir_narrow_the_launch(
     assert narrowed.structured_content is not None
     assert narrowed.structured_content["stdout"].startswith("launch data\n")
     assert "No such file" in narrowed.structured_content["stdout"]
-
-
-WIDENINGS = [
-    ({"command": "true", "paths": [{"path": "/etc"}]}, "not one the server was launched with"),
-    ({"command": "true", "paths": [{"path": "/"}]}, "never widen"),
-    ({"command": "true", "paths": [{"path": "{rw}/../.."}]}, "not one the server was launched"),
-    ({"command": "true", "paths": [{"path": "{ro}", "writable": True}]}, "cannot make it writable"),
-    ({"command": "true", "hosts": ["evil.example"]}, "was not allowed when the server"),
-    ({"command": "true", "env": {"FIXED": "mine"}}, "fixed by the server's launch"),
-    ({"command": "true", "env": {"HTTPS_PROXY": "http://evil:1"}}, "egress proxy"),
-    ({"command": "true", "env": {"https_proxy": "http://evil:1"}}, "egress proxy"),
-    ({"command": "true", "timeout_s": 3600}, "at most 30 s per command"),
-    ({"command": "true", "workdir": "/etc"}, "must be an absolute path inside"),
-]
-
-
-async def test_a_client_cannot_widen_the_launch(daemon: Daemon, places: tuple[Path, Path]) -> None:
-    rw, ro = places
-    async with Client(launch(daemon, places)) as client:
-        for arguments, expected in WIDENINGS:
-            filled = _fill(arguments, rw=str(rw), ro=str(ro))
-            result = await client.call_tool("run", filled)
-            assert result.is_error, filled
-            assert expected in result.content[0].text, (filled, result.content)  # type: ignore[union-attr]
-        still = await client.call_tool("run", {"command": "echo fine"})
-    assert still.structured_content is not None
-    assert still.structured_content["stdout"] == "fine\n"
-
-
-def _fill(value: Any, **names: str) -> Any:
-    if isinstance(value, str):
-        return value.format(**names)
-    if isinstance(value, list):
-        return [_fill(item, **names) for item in value]
-    if isinstance(value, dict):
-        return {key: _fill(item, **names) for key, item in value.items()}
-    return value
 
 
 async def test_bad_calls_get_clear_errors_and_the_server_goes_on(
@@ -245,22 +189,6 @@ async def test_a_client_that_goes_mid_call_leaves_nothing(
     with anyio.fail_after(30):
         while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
             await anyio.sleep(0.2)
-
-
-async def test_a_flood_of_calls_is_answered(daemon: Daemon, places: tuple[Path, Path]) -> None:
-    answers: list[str] = []
-    async with Client(launch(daemon, places)) as client:
-
-        async def one(index: int) -> None:
-            result = await client.call_tool("run", {"command": f"echo {index}"})
-            assert result.structured_content is not None
-            answers.append(result.structured_content["stdout"])
-
-        with anyio.fail_after(90):
-            async with anyio.create_task_group() as group:
-                for index in range(40):
-                    group.start_soon(one, index)
-    assert sorted(answers) == sorted(f"{i}\n" for i in range(40))
 
 
 def test_the_help_says_what_a_client_can_narrow() -> None:

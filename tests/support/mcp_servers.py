@@ -124,3 +124,28 @@ def raw_lines(*requests: dict[str, object]) -> bytes:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
     ]
     return "".join(json.dumps(message) + "\n" for message in [*opening, *requests]).encode()
+
+
+def sandboxd_mcp(socket: Path, rw: Path, ro: Path, *extra: str) -> StdioServerParameters:
+    """`sandboxd mcp` over stdio as the tests launch it: `rw` read-write and `ro` read-only,
+    pypi.org the one host, FIXED=launch in every command's env, at most 30 s a command, jobs
+    after 2 s."""
+    return stdio_server(
+        "sandboxd",
+        "mcp",
+        "--socket",
+        str(socket),
+        "--allow",
+        f"{rw}:rw",
+        "--allow",
+        f"{ro}:ro",
+        "--allow-host",
+        "pypi.org",
+        "--env",
+        "FIXED=launch",
+        "--max-timeout",
+        "30",
+        "--background-after",
+        "2",
+        *extra,
+    )
