@@ -299,13 +299,13 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
     # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
     prepared = _prepare_task(flags, notices, "", None, terminal=True)
     plan = replace(prepared.plan, input_fd=-1)
-    about = f"model {prepared.choice.model if prepared.choice else 'local GGUF'}, " + (
+    where = (
         f"commands in a {plan.runner.sandbox} sandbox"
         if plan.runner.sandbox
         else "commands run on this machine"
     )
     with _open_model(prepared, flags, notices, plain=True) as model:
-        anyio.run(serve_tasks, plan, model, about)
+        anyio.run(serve_tasks, plan, model, f"model {model.model}, {where}")
     return EXIT_OK
 
 

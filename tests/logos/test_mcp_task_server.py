@@ -5,6 +5,7 @@ cancellation, and limits a call can only lower."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.support.cli_harness import Home, openai_env, sent_messages
-from tests.support.mcp_servers import raw_lines, stdio_server
+from tests.support.mcp_servers import cancel_once_running, raw_lines, stdio_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -120,8 +121,8 @@ async def test_cancelling_a_call_stops_the_run_and_kills_its_command(
 ) -> None:
     sse_server.enqueue(openai_stream(f"<cmd>sleep {marker}</cmd>"))
     async with Client(launch(home, sse_server, "--yes"), mode="legacy") as client:
-        with anyio.move_on_after(4):
-            await client.call_tool("task", {"task": "wait a long time"})
+        task = partial(client.call_tool, "task", {"task": "wait a long time"})
+        await cancel_once_running(task, f"sleep {marker}")
         with anyio.fail_after(20):
             while processes_matching(f"sleep {marker}"):
                 await anyio.sleep(0.1)

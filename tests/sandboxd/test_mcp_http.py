@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.mcp_servers import TOKEN, HttpServer, http_server
+from tests.support.mcp_servers import TOKEN, HttpServer, cancel_once_running, http_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
 
@@ -150,9 +151,9 @@ async def test_a_client_that_vanishes_mid_call_leaves_nothing(
     server: HttpServer, daemon: Daemon, marker: str
 ) -> None:
     before = sessions(daemon)
-    with anyio.move_on_after(6):
-        async with connect(server) as client:
-            await client.call_tool("run", {"command": f"sleep {marker}", "timeout_s": 120})
+    async with connect(server) as client:
+        call = {"command": f"sleep {marker}", "timeout_s": 120}
+        await cancel_once_running(partial(client.call_tool, "run", call), f"sleep {marker}")
     with anyio.fail_after(30):
         while sessions(daemon) - before or processes_matching(f"sleep {marker}"):
             await anyio.sleep(0.2)
@@ -205,14 +206,15 @@ async def test_a_dropped_connection_mid_call_kills_the_command(
         "method": "tools/call",
         "params": {"name": "run", "arguments": {"command": f"sleep {marker}", "timeout_s": 120}},
     }
-    async with httpx.AsyncClient(timeout=30) as http:
-        with anyio.move_on_after(3):
-            await http.post(
-                server.url,
-                json=call,
-                headers={**HEADERS, "authorization": f"Bearer {TOKEN}", **headers},
-            )
-    assert processes_matching(f"sleep {marker}")
+    async with httpx.AsyncClient(timeout=120) as http:
+        call_over_http = partial(
+            http.post,
+            server.url,
+            json=call,
+            headers={**HEADERS, "authorization": f"Bearer {TOKEN}", **headers},
+        )
+        # Cancelling the post closes the connection under the running call.
+        await cancel_once_running(call_over_http, f"sleep {marker}")
     with anyio.fail_after(30):
         while processes_matching(f"sleep {marker}"):
             await anyio.sleep(0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,12 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.support.mcp_servers import raw_lines, sandboxd_mcp, stdio_server
+from tests.support.mcp_servers import (
+    cancel_once_running,
+    raw_lines,
+    sandboxd_mcp,
+    stdio_server,
+)
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
 
@@ -183,9 +189,9 @@ async def test_a_client_that_goes_mid_call_leaves_nothing(
     daemon: Daemon, places: tuple[Path, Path], marker: str
 ) -> None:
     before = set(sessions(daemon))
-    with anyio.move_on_after(8):
-        async with Client(launch(daemon, places)) as client:
-            await client.call_tool("run", {"command": f"sleep {marker}", "timeout_s": 30})
+    async with Client(launch(daemon, places)) as client:
+        call = {"command": f"sleep {marker}", "timeout_s": 30}
+        await cancel_once_running(partial(client.call_tool, "run", call), f"sleep {marker}")
     with anyio.fail_after(30):
         while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
             await anyio.sleep(0.2)

@@ -12,15 +12,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import httpx2
 from mcp import StdioServerParameters
 
 from tests.support.parts import require
-from tests.support.processes import log_text, start_logged, stop_server
+from tests.support.processes import log_text, processes_matching, start_logged, stop_server
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
@@ -149,3 +150,13 @@ def sandboxd_mcp(socket: Path, rw: Path, ro: Path, *extra: str) -> StdioServerPa
         "2",
         *extra,
     )
+
+
+async def cancel_once_running(call: Callable[[], Awaitable[object]], marker: str) -> None:
+    """Start `call`, wait until a process carries `marker` (its command runs), then cancel it."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        with anyio.fail_after(60):
+            while not processes_matching(marker):
+                await anyio.sleep(0.1)
+        group.cancel_scope.cancel()
