@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -217,4 +218,21 @@ async def test_a_dropped_connection_mid_call_kills_the_command(
         await cancel_once_running(call_over_http, f"sleep {marker}")
     with anyio.fail_after(30):
         while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.2)
+
+
+async def test_stopping_the_server_closes_its_clients_sandboxes(daemon: Daemon) -> None:
+    before = sessions(daemon)
+    with http_server(
+        "sandboxd", "mcp", "--socket", str(daemon.socket), log_dir=short_dir("mcps")
+    ) as own:
+        async with connect(own) as client:
+            await client.call_tool("run", {"command": "true"})
+            opened = sessions(daemon) - before
+            assert len(opened) == 1
+            own.proc.terminate()
+            # WHY -SIGTERM: uvicorn re-raises the signal once it has shut down gracefully.
+            assert own.proc.wait(timeout=30) in (0, -signal.SIGTERM), own.output()
+    with anyio.fail_after(30):
+        while opened & sessions(daemon):
             await anyio.sleep(0.2)
