@@ -23,6 +23,7 @@ from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from logos.approvals.approval import ApprovalDecision, Approver
@@ -127,6 +128,7 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
         f"{steps_most} model turns{cost_note}{time_note}; the arguments can only lower them. "
         "Each step is reported as progress; cancelling the call stops the agent and its "
         "commands.",
+        annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True),
     )
     async def task(
         ctx: Context,
