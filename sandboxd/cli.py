@@ -10,7 +10,6 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -433,27 +432,22 @@ def _mcp(args: argparse.Namespace) -> int:
 
         anyio.run(serve_stdio, launch)
         return 0
-    from sandboxd.mcp_http import McpHttpError, check_loopback, serve_http
-    from sandboxd.mcp_token import TokenError, launch_token
+    from logos.mcp.loopback_http import (
+        LoopbackHttp,
+        McpHttpError,
+        check_loopback,
+        parse_http_address,
+    )
+    from logos.mcp.token import TokenError, launch_token
+    from sandboxd.mcp_http import NAME, serve_http
 
-    host, sep, port = args.http.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit():
-        raise CliError(f"--http {args.http!r}: write HOST:PORT, e.g. 127.0.0.1:8765", EXIT_USAGE)
     try:
-        check_loopback(host)
-        token = launch_token(args.token_file, os.environ)
-        anyio.run(
-            partial(
-                serve_http,
-                launch,
-                host=host,
-                port=int(port),
-                token=token,
-                origins=tuple(args.allow_origin),
-            )
-        )
-    except (McpHttpError, TokenError) as exc:
+        host, port = parse_http_address(args.http)
+        check_loopback(NAME, host)
+        token = launch_token(args.token_file, os.environ, "SANDBOXD_MCP_TOKEN")
+        where = LoopbackHttp(NAME, host, port, token, tuple(args.allow_origin))
+        anyio.run(serve_http, launch, where)
+    except (ValueError, McpHttpError, TokenError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     return 0
 

@@ -182,15 +182,15 @@ def test_http_launch_mistakes_are_explained(argv: list[str], expected: str) -> N
 
 
 def test_a_token_file_is_created_private(tmp_path: Path) -> None:
-    from sandboxd.mcp_token import TokenError, launch_token
+    from logos.mcp.token import TokenError, launch_token
 
     path = tmp_path / "token"
-    token = launch_token(path, {})
+    token = launch_token(path, {}, "SANDBOXD_MCP_TOKEN")
     assert len(token) >= 32 and path.stat().st_mode & 0o777 == 0o600
-    assert launch_token(path, {}) == token
+    assert launch_token(path, {}, "SANDBOXD_MCP_TOKEN") == token
     path.chmod(0o644)
     with pytest.raises(TokenError, match="chmod 600"):
-        launch_token(path, {})
+        launch_token(path, {}, "SANDBOXD_MCP_TOKEN")
 
 
 async def test_a_dropped_connection_mid_call_kills_the_command(

@@ -1,6 +1,7 @@
-"""The bearer token of `sandboxd mcp --http`: from $SANDBOXD_MCP_TOKEN or a file of the
-caller's own (created 0600 with a fresh token when missing), never from the command line, where
-any user of the machine could read it in the process list."""
+"""The bearer token of an MCP server over HTTP (`sandboxd mcp --http`, `logos mcp --http`):
+from an environment variable or a file of the caller's own (created 0600 with a fresh token when
+missing), never from the command line, where any user of the machine could read it in the
+process list."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-TOKEN_ENV = "SANDBOXD_MCP_TOKEN"
 MIN_TOKEN_CHARS = 16
 
 
@@ -18,15 +18,16 @@ class TokenError(Exception):
     """No usable token; the message says what to do."""
 
 
-def launch_token(token_file: Path | None, environ: Mapping[str, str]) -> str:
+def launch_token(token_file: Path | None, environ: Mapping[str, str], variable: str) -> str:
+    """The token in `token_file`, else in the environment `variable`; TokenError if none."""
     if token_file is None:
-        token = environ.get(TOKEN_ENV, "").strip()
+        token = environ.get(variable, "").strip()
         if not token:
             raise TokenError(
-                f"--http needs a bearer token: set ${TOKEN_ENV} or give --token-file FILE "
+                f"--http needs a bearer token: set ${variable} or give --token-file FILE "
                 "(created with a fresh token if missing)"
             )
-        return _checked(token, f"${TOKEN_ENV}")
+        return _checked(token, f"${variable}")
     path = token_file.expanduser().resolve()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
