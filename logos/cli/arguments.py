@@ -274,7 +274,8 @@ def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         "here; a call can only lower the limits. Steps are reported as MCP progress, and "
         "cancelling a call stops its run. Commands that need approval are put to the person "
         "through the client (MCP elicitation) and refused where the client cannot ask. "
-        "Each run is saved to a trajectory file and audited like `logos run`'s.",
+        "Each run is saved to a trajectory file and audited like `logos run`'s. With --http, "
+        "it serves streamable HTTP on loopback behind a bearer token instead.",
     )
     _model_options(mcp)
     _runner_options(mcp)
@@ -284,6 +285,25 @@ def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     _limit_options(mcp)
     _reply_options(mcp)
+    serving = mcp.add_argument_group("serving over HTTP instead of stdio")
+    serving.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on this loopback address (e.g. 127.0.0.1:8766); needs a token",
+    )
+    serving.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the bearer token clients must send, read from FILE (created with a fresh token, "
+        "mode 0600, if missing); default: $LOGOS_MCP_TOKEN",
+    )
+    serving.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed to call (default: none); repeatable",
+    )
 
 
 def _view_command(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -294,18 +294,38 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise CliError("logos mcp needs the MCP SDK: pip install 'logos[mcp]'")
     from logos.cli.mcp_command import ProgressReporter, serve_tasks
+    from logos.mcp.loopback_http import (
+        LoopbackHttp,
+        McpHttpError,
+        check_loopback,
+        parse_http_address,
+    )
+    from logos.mcp.token import TokenError, launch_token
 
+    where = None
+    if args.http is not None:
+        try:
+            host, port = parse_http_address(args.http)
+            check_loopback("logos mcp", host)
+            token_file = None if args.token_file is None else Path(args.token_file)
+            token = launch_token(token_file, os.environ, "LOGOS_MCP_TOKEN")
+        except (ValueError, McpHttpError, TokenError) as exc:
+            raise CliError(str(exc)) from None
+        where = LoopbackHttp("logos mcp", host, port, token, tuple(args.allow_origin))
     notices = ProgressReporter(lambda line: None)
     # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
     prepared = _prepare_task(flags, notices, "", None, terminal=True)
     plan = replace(prepared.plan, input_fd=-1)
-    where = (
+    runs_in = (
         f"commands in a {plan.runner.sandbox} sandbox"
         if plan.runner.sandbox
         else "commands run on this machine"
     )
     with _open_model(prepared, flags, notices, plain=True) as model:
-        anyio.run(serve_tasks, plan, model, f"model {model.model}, {where}")
+        try:
+            anyio.run(serve_tasks, plan, model, f"model {model.model}, {runs_in}", where)
+        except McpHttpError as exc:
+            raise CliError(str(exc)) from None
     return EXIT_OK
 
 

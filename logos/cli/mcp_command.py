@@ -7,6 +7,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 
 from rich.console import Console
 
@@ -14,6 +15,7 @@ from logos.agent.steps import StepMessage
 from logos.approvals.approval import ApprovalDecision
 from logos.cli.model import OpenModel
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
+from logos.mcp.loopback_http import LoopbackHttp, guarded_app, serve_loopback
 from logos.mcp.task_server import TaskCall, TaskLimits, TaskOutput, build_task_server
 from logos.protocol.envelope import command_preview
 from logos.records.events import RunEvents, RunSummary
@@ -66,8 +68,10 @@ class ProgressReporter(RunEvents):
         self.summary = summary
 
 
-async def serve_tasks(plan: TaskPlan, model: OpenModel, about: str) -> None:
-    """Serve `logos mcp` on stdin/stdout until the client goes."""
+async def serve_tasks(
+    plan: TaskPlan, model: OpenModel, about: str, http: LoopbackHttp | None = None
+) -> None:
+    """Serve `logos mcp` on stdin/stdout until the client goes, or on `http` until stopped."""
     assert isinstance(plan.trajectory, NewTrajectory)
     directory = plan.trajectory.directory
     limits = plan.limits
@@ -102,4 +106,8 @@ async def serve_tasks(plan: TaskPlan, model: OpenModel, about: str) -> None:
         )
 
     launch = TaskLimits(limits.max_steps, limits.max_wall_s, limits.max_cost_usd)
-    await build_task_server(launch, run_one, about).run_stdio_async()
+    server = build_task_server(launch, run_one, about)
+    if http is None:
+        await server.run_stdio_async()
+    else:
+        await serve_loopback(http, partial(guarded_app, server))

@@ -73,3 +73,17 @@ def test_the_config_file_gives_every_run_its_mcp_servers(
     done = logos(["--model", "m", "--yes", "add"], home, openai_env(home, sse_server))
     assert done.returncode == 0, done.stderr
     assert "<stdout>\n3\n</stdout>" in sent_messages(sse_server, 1)[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--http", "0.0.0.0:8766"], "logos mcp listens on loopback only"),
+        (["--http", "127.0.0.1:8766"], "needs a bearer token: set $LOGOS_MCP_TOKEN"),
+        (["--http", "8766"], "write HOST:PORT"),
+    ],
+)
+def test_logos_mcp_http_mistakes_are_explained(home: Home, argv: list[str], expected: str) -> None:
+    done = logos(["mcp", "--model", "m", *argv], home, {})
+    assert done.returncode == 2
+    assert expected in done.stderr

@@ -12,11 +12,12 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.support.cli_harness import Home, openai_env, sent_messages
-from tests.support.mcp_servers import cancel_once_running, raw_lines, stdio_server
+from tests.support.mcp_servers import cancel_once_running, http_server, raw_lines, stdio_server
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -188,3 +189,41 @@ async def test_a_client_that_vanishes_mid_task_leaves_no_command_behind(
             while processes_matching(f"sleep {marker}"):
                 await anyio.sleep(0.1)
             await process.wait()
+
+
+async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    sse_server.enqueue(
+        openai_stream("<cmd>echo over http</cmd>"), openai_stream("It said: over http.")
+    )
+    asked: list[str] = []
+    progress: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    with http_server(
+        "logos",
+        "mcp",
+        "--model",
+        "m",
+        log_dir=home.root,
+        env=openai_env(home, sse_server),
+        cwd=home.work,
+    ) as server:
+        async with server.client(token=None) as anonymous:
+            refused = await anonymous.post(server.url, json={})
+        transport = streamable_http_client(server.url, http_client=server.client())
+        async with Client(
+            transport, mode="legacy", elicitation_callback=approving({"approve": True}, asked)
+        ) as client:
+            result = await client.call_tool(
+                "task", {"task": "say it"}, progress_callback=on_progress
+            )
+    assert refused.status_code == 401
+    assert "logos mcp was launched with" in refused.json()["message"]
+    assert result.structured_content is not None, result.content
+    assert result.structured_content["answer"] == "It said: over http."
+    assert len(asked) == 1 and "echo over http" in asked[0]
+    assert any("running echo over http" in line for line in progress), progress

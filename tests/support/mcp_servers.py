@@ -57,14 +57,25 @@ class HttpServer:
 
 
 @contextlib.contextmanager
-def http_server(module: str, *args: str, log_dir: Path) -> Iterator[HttpServer]:
-    """`python -m MODULE mcp ARGS --http 127.0.0.1:0` with the test token; stopped after."""
+def http_server(
+    module: str,
+    *args: str,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+) -> Iterator[HttpServer]:
+    """`python -m MODULE ARGS --http 127.0.0.1:0` with the test token (`env`: its whole
+    environment, default this process's); stopped after."""
     log = log_dir / f"mcp-http-{time.monotonic_ns()}.log"
     proc = start_logged(
         [sys.executable, "-m", module, *args, "--http", "127.0.0.1:0"],
         log=log,
-        cwd=REPO,
-        env={**os.environ, "SANDBOXD_MCP_TOKEN": TOKEN, "LOGOS_MCP_TOKEN": TOKEN},
+        cwd=cwd,
+        env={
+            **(dict(os.environ) if env is None else env),
+            "SANDBOXD_MCP_TOKEN": TOKEN,
+            "LOGOS_MCP_TOKEN": TOKEN,
+        },
     )
     deadline = time.monotonic() + 60
     url = None
