@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
+from mcp.server.mcpserver.exceptions import ToolError
 from rich.console import Console
 
 from logos.agent.steps import StepMessage
 from logos.approvals.approval import ApprovalDecision
+from logos.cli.errors import CliError
 from logos.cli.model import OpenModel
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
+from logos.errors import RecordFileError
 from logos.mcp.loopback_http import LoopbackHttp, guarded_app, serve_loopback
 from logos.mcp.task_server import TaskCall, TaskLimits, TaskOutput, build_task_server
 from logos.protocol.envelope import command_preview
@@ -92,7 +95,10 @@ async def serve_tasks(
             input_fd=-1,
             serving=True,
         )
-        await run_task(task_plan, model, reporter)
+        try:
+            await run_task(task_plan, model, reporter)
+        except (CliError, RecordFileError) as exc:  # the audit log or trajectory cannot open
+            raise ToolError(exc.message) from None
         summary = reporter.summary or RunSummary(stop_reason="canceled")
         return TaskOutput(
             answer=summary.response,

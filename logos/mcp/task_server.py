@@ -138,8 +138,11 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
         max_cost_usd: Annotated[float | None, Field(gt=0)] = None,
     ) -> TaskOutput:
         call_limits = narrowed(limits, max_steps, max_wall_s, max_cost_usd)
-        async with _progress(ctx) as progress:
-            return await run_task(TaskCall(task, call_limits, progress, ElicitingApprover(ctx)))
+        try:
+            async with _progress(ctx) as progress:
+                return await run_task(TaskCall(task, call_limits, progress, ElicitingApprover(ctx)))
+        except* ToolError as failed:  # out of the progress task group, as the SDK expects it
+            raise failed.exceptions[0] from None
 
     server.middleware.append(UnknownArguments(server))
     return server

@@ -227,3 +227,20 @@ async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(
     assert result.structured_content["answer"] == "It said: over http."
     assert len(asked) == 1 and "echo over http" in asked[0]
     assert any("running echo over http" in line for line in progress), progress
+
+
+async def test_a_run_that_cannot_be_recorded_is_a_clear_tool_error(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    runs = home.state / "runs"
+    runs.parent.mkdir(parents=True, exist_ok=True)
+    runs.write_text("")  # where the trajectories go is a file, not a directory
+    async with Client(launch(home, sse_server, "--yes")) as client:
+        result = await client.call_tool("task", {"task": "anything"})
+        sse_server.enqueue(openai_stream("Fine."), openai_stream("Fine."))
+        runs.unlink()
+        again = await client.call_tool("task", {"task": "answer"})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert f"cannot write {runs}/" in text and "check its permissions" in text, text
+    assert again.structured_content is not None and again.structured_content["answer"] == "Fine."
