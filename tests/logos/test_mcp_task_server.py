@@ -17,7 +17,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult
 
 from tests.support.cli_harness import Home, openai_env, sent_messages
-from tests.support.mcp_servers import cancel_once_running, http_server, raw_lines, stdio_server
+from tests.support.mcp_servers import (
+    cancel_once_running,
+    http_server,
+    stdio_server,
+    vanish_mid_call,
+)
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -129,7 +134,9 @@ async def test_cancelling_a_call_stops_the_run_and_kills_its_command(
                 await anyio.sleep(0.1)
         runs = list((home.state / "runs").glob("*.jsonl"))
         assert len(runs) == 1
-        assert '"stop_reason": "canceled"' in runs[0].read_text().replace('":"', '": "')
+        with anyio.fail_after(20):  # the run's end is written as it unwinds
+            while '"stop_reason": "canceled"' not in runs[0].read_text().replace('":"', '": "'):
+                await anyio.sleep(0.1)
         # the server is still there for the next call
         sse_server.enqueue(openai_stream("Fine."), openai_stream("Fine."))  # check-back asks twice
         again = await client.call_tool("task", {"task": "answer"})
@@ -174,21 +181,10 @@ async def test_a_client_that_vanishes_mid_task_leaves_no_command_behind(
     """No cancellation, no goodbye: the client's end of stdin just closes."""
     sse_server.enqueue(openai_stream(f"<cmd>sleep {marker}</cmd>"))
     server = launch(home, sse_server, "--yes")
-    argv = [server.command, *server.args]
-    async with await anyio.open_process(argv, cwd=server.cwd, env=server.env) as process:
-        assert process.stdin is not None
-        call = {"name": "task", "arguments": {"task": "wait"}}
-        await process.stdin.send(
-            raw_lines({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-        )
-        with anyio.fail_after(30):
-            while not processes_matching(f"sleep {marker}"):
-                await anyio.sleep(0.1)
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            while processes_matching(f"sleep {marker}"):
-                await anyio.sleep(0.1)
-            await process.wait()
+    await vanish_mid_call(server, "task", {"task": "wait"}, f"sleep {marker}")
+    with anyio.fail_after(30):
+        while processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.1)
 
 
 async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(

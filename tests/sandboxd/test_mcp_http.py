@@ -20,22 +20,18 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.mcp_servers import TOKEN, HttpServer, cancel_once_running, http_server
+from tests.support.mcp_servers import (
+    INITIALIZE,
+    TOKEN,
+    HttpServer,
+    cancel_once_running,
+    http_server,
+)
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 

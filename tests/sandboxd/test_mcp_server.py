@@ -19,6 +19,7 @@ from tests.support.mcp_servers import (
     raw_lines,
     sandboxd_mcp,
     stdio_server,
+    vanish_mid_call,
 )
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import Daemon, short_dir
@@ -288,18 +289,8 @@ async def test_a_client_that_vanishes_mid_call_leaves_nothing(
 ) -> None:
     """No cancellation, no goodbye: the client's end of stdin just closes."""
     before = set(sessions(daemon))
-    server = launch(daemon, places)
-    call = {"name": "run", "arguments": {"command": f"sleep {marker}", "timeout_s": 30}}
-    async with await anyio.open_process([server.command, *server.args], cwd=server.cwd) as process:
-        assert process.stdin is not None
-        await process.stdin.send(
-            raw_lines({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-        )
-        with anyio.fail_after(30):
-            while not processes_matching(f"sleep {marker}"):
-                await anyio.sleep(0.1)
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
-                await anyio.sleep(0.2)
-            await process.wait()
+    command = {"command": f"sleep {marker}", "timeout_s": 30}
+    await vanish_mid_call(launch(daemon, places), "run", command, f"sleep {marker}")
+    with anyio.fail_after(30):
+        while set(sessions(daemon)) - before or processes_matching(f"sleep {marker}"):
+            await anyio.sleep(0.2)

@@ -119,23 +119,55 @@ def inspect(
         )
 
 
+INITIALIZE: dict[str, object] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+"""A raw client's opening request (the 2025 handshake)."""
+
+
 def raw_lines(*requests: dict[str, object]) -> bytes:
-    """What a client writes on a stdio server's stdin to open a session (the 2025 handshake)
-    and send `requests`: one JSON-RPC message per line."""
-    opening: list[dict[str, object]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    ]
+    """What a client writes on a stdio server's stdin to open a session and send `requests`:
+    one JSON-RPC message per line."""
+    opening = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
     return "".join(json.dumps(message) + "\n" for message in [*opening, *requests]).encode()
+
+
+async def vanish_mid_call(
+    server: StdioServerParameters, tool: str, arguments: dict[str, object], marker: str
+) -> None:
+    """A client that calls `tool`, waits until a process carries `marker` (its command runs),
+    then goes without a word (its end of stdin closes); returns once the server has exited."""
+    params = {"name": tool, "arguments": arguments}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    argv = [server.command, *server.args]
+    async with await anyio.open_process(argv, cwd=server.cwd, env=server.env) as process:
+        assert process.stdin is not None
+        await process.stdin.send(
+            raw_lines({**call, "params": {"name": tool, "arguments": arguments}})
+        )
+        with anyio.fail_after(60):
+            while not processes_matching(marker):
+                await anyio.sleep(0.1)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            await process.wait()
+
+
+async def cancel_once_running(call: Callable[[], Awaitable[object]], marker: str) -> None:
+    """Start `call`, wait until a process carries `marker` (its command runs), then cancel it."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        with anyio.fail_after(60):
+            while not processes_matching(marker):
+                await anyio.sleep(0.1)
+        group.cancel_scope.cancel()
 
 
 def sandboxd_mcp(socket: Path, rw: Path, ro: Path, *extra: str) -> StdioServerParameters:
@@ -161,13 +193,3 @@ def sandboxd_mcp(socket: Path, rw: Path, ro: Path, *extra: str) -> StdioServerPa
         "2",
         *extra,
     )
-
-
-async def cancel_once_running(call: Callable[[], Awaitable[object]], marker: str) -> None:
-    """Start `call`, wait until a process carries `marker` (its command runs), then cancel it."""
-    async with anyio.create_task_group() as group:
-        group.start_soon(call)
-        with anyio.fail_after(60):
-            while not processes_matching(marker):
-                await anyio.sleep(0.1)
-        group.cancel_scope.cancel()
