@@ -77,6 +77,10 @@ class Config:
     """llama.cpp grammars for the replies, one per kind of turn (`logos.protocol.grammar`), sent as
     each request's `grammar`: a first reply that acts, well-formed replies after it, an
     answer after a repeated reply. Only for a server that takes a grammar (llama.cpp)."""
+    plain_answers: bool = False
+    """For small local models: an answer the loop forces (`grammars.answer`) is asked from a
+    plain view of the task and the commands' outputs (`logos.protocol.plain_answer`), and
+    the final answer is cleared of protocol debris (`logos.protocol.debris`)."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Prices for models missing from the built-in table (model-name prefix → price)."""
     context_window: int | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +47,7 @@ from logos.errors import (
     ProviderError,
     StreamInterruptedError,
 )
+from logos.protocol.debris import clean_answer
 from logos.protocol.envelope import format_results
 from logos.protocol.fabricated_result import RESULT_TAG, find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command
@@ -70,6 +72,7 @@ from logos.protocol.parse import (
     strip_cmd_blocks,
 )
 from logos.protocol.pitfalls import pitfall_note, pitfall_notes
+from logos.protocol.plain_answer import ANSWER_SYSTEM, plain_answer_view
 from logos.protocol.prompt import build_system_prompt
 from logos.protocol.repeated_failure import RepeatedFailures
 from logos.protocol.repetition import Repetition
@@ -362,6 +365,8 @@ class _Run:
                 await self._add_results(turn.results, notices)
                 continue
             answer = strip_cmd_blocks(turn.content)
+            if self.config.plain_answers:
+                answer = clean_answer(answer)
             if not answer.strip():
                 empty_replies += 1
                 if empty_replies >= MAX_EMPTY_REPLIES:
@@ -434,11 +439,17 @@ class _Run:
         extra = config.provider_options
         if config.grammars is not None:
             extra = {**extra, "grammar": config.grammars.for_turn(kind)}
+        system, conversation = self.system, self._conversation()
+        if kind == "answer" and config.plain_answers:
+            system = ANSWER_SYSTEM
+            conversation = plain_answer_view(
+                self.task,
+                [result for step in self.steps for result in step.results],
+                config.exec_options.resolved_workdir() or os.getcwd(),
+            )
         request = ModelRequest(
-            system=self.system,
-            messages=fit_to_window(
-                self.system, self._conversation(), self.context_window, config.max_tokens
-            ),
+            system=system,
+            messages=fit_to_window(system, conversation, self.context_window, config.max_tokens),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             extra=extra,

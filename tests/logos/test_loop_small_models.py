@@ -15,6 +15,7 @@ from logos.agent.config import Config
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import repeated_reply_notice
+from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.prompt import worked_example
 from logos.providers.base import Message
 from tests.support.scripted import Reply, ScriptedProvider, config_for
@@ -145,3 +146,42 @@ async def test_two_grammars_are_refused() -> None:
             grammars=ReplyGrammars(),
             provider_options={"grammar": "root ::= [a-z]+"},
         )
+
+
+async def test_a_forced_answer_is_asked_from_the_outputs_alone_and_comes_back_clean() -> None:
+    """What the README's first question does with the default model: a first look, the
+    same look again, then the answer, which sees the task and the outputs, not the
+    conversation with its worked example (whose made-up project a small model copies)."""
+    look = "<cmd>echo '# tool: adds numbers'</cmd>\n<cmd>printf 'a.py\\nREADME.md\\n'</cmd>"
+    provider = ScriptedProvider(
+        [Reply(look), Reply(look), Reply("- It adds numbers.<3cmd>info<3cmd>" + "<->" * 40)]
+    )
+    config = config_for(
+        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+    )
+    result = await run(config, [], "what does this do?")
+    assert (result.stop_reason, result.response) == ("final", "- It adds numbers. info")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
+    answering = provider.requests[2]
+    assert answering.system == ANSWER_SYSTEM
+    (view,) = answering.messages
+    assert view.content.count("\n# tool: adds numbers\n") == 1  # the repeat is shown once
+    assert view.content.endswith("Question: what does this do?")
+    assert "tides" not in view.content  # nothing of the worked example
+    # The steps keep what the model wrote.
+    assert "<3cmd>" in result.steps[-1].content
+
+
+async def test_without_plain_answers_the_answer_is_taken_as_written() -> None:
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("It is <-> done.")])
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert result.response == "It is <-> done."
+
+
+async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>true</cmd>"), Reply("<-><-><-><->"), Reply("It ran true.")]
+    )
+    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    result = await run(config, [], "go")
+    assert result.response == "It ran true."
