@@ -58,6 +58,7 @@ from logos.protocol.notices import (
     CUT_AFTER_BLOCKS_NOTICE,
     FABRICATED_RESULT_NOTICE,
     INTERRUPTED_NOTICE,
+    answer_notice,
     empty_reply_notice,
     not_run_notice,
     repeated_reply_notice,
@@ -385,6 +386,13 @@ class _Run:
                 empty_replies = 0
                 running = await self.jobs.running()
                 await self._add_results([], [running_jobs_notice(running)] if running else [])
+                continue
+            if self.config.plain_answers and ran_commands and kind != "answer" and not last_turn:
+                # WHY: a small model's own answer at the end of the conversation copies the
+                # worked example's ("Python: the directory holds setup.py") as often as it
+                # reads the outputs; asked from the outputs alone, it reads them.
+                must_answer = True
+                await self._add_results([], [answer_notice(self.task)])
                 continue
             if self.config.check_back and not (ran_commands or checked_back or last_turn):
                 checked_back = True

@@ -14,7 +14,7 @@ from logos import run
 from logos.agent.config import Config
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import repeated_reply_notice
+from logos.protocol.notices import answer_notice, repeated_reply_notice
 from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.prompt import worked_example
 from logos.providers.base import Message
@@ -178,10 +178,34 @@ async def test_without_plain_answers_the_answer_is_taken_as_written() -> None:
     assert result.response == "It is <-> done."
 
 
+async def test_an_answer_after_commands_is_asked_again_from_the_outputs_alone() -> None:
+    """What the default model did on "what does this repository do?" in a web app: it
+    answered the worked example's question; asked from the outputs, it reads them."""
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>echo 'a pastebin'</cmd>"),
+            Reply("Python: the directory holds setup.py, and README.md says so."),
+            Reply("It is a pastebin."),
+        ]
+    )
+    config = config_for(
+        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+    )
+    result = await run(config, [], "what does this do?")
+    assert result.response == "It is a pastebin."
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
+    assert provider.requests[2].system == ANSWER_SYSTEM
+    assert [step.content for step in result.steps[2:4]] == [
+        "Python: the directory holds setup.py, and README.md says so.",
+        answer_notice("what does this do?"),
+    ]
+
+
 async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:
     provider = ScriptedProvider(
-        [Reply("<cmd>true</cmd>"), Reply("<-><-><-><->"), Reply("It ran true.")]
+        [Reply("<cmd>true</cmd>"), Reply("It ran."), Reply("<-><-><-><->"), Reply("It ran true.")]
     )
     config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
     result = await run(config, [], "go")
     assert result.response == "It ran true."
+    assert grammars_sent(provider)[2:] == [ANSWER_GRAMMAR, ANSWER_GRAMMAR]
