@@ -13,13 +13,14 @@ one of three grammars for each turn (`ReplyGrammars`):
 * **reply** (every other turn): free prose and well-formed `<cmd>` blocks, and none of the
   slips: no tag-like `<` in prose (no made-up `<result>`, not even as `< result>`, no
   `<tool_call>`, `<invoke>`, `<function=…>` or `<|…|>` token, no stray `</cmd>`, no tag
-  bent out of shape such as `<3cmd>`, `<->` or `<=>`; `x < 3` and `x <= 3` stay possible); no bracket token such as `[TOOL_CALLS]`; no shell code fence
-  (```` ```bash ````, `sh`, `shell`, `zsh`, `console`); every block closed, holding a
-  command and no other `<cmd>` or `</cmd>`.
+  bent out of shape such as `<3cmd>`, `<->` or `<=>`; `x < 3` and `x <= 3` stay
+  possible); no bracket token such as `[TOOL_CALLS]`; no shell code fence (```` ```bash ````,
+  `sh`, `shell`, `zsh`, `console`); every block closed, holding a command and no other
+  `<cmd>` or `</cmd>`.
 * **answer** (after the model ran the very commands of its previous reply and got the very
-  same output, `logos.protocol.repetition`): prose only, starting with neither a `<` nor a
-  space. Running them a third time cannot tell it
-  anything new, so it answers from what it has.
+  same output, `logos.protocol.repetition`, or once commands ran and the model answered,
+  when `Config.plain_answers`): prose only, starting with neither a `<` nor a space.
+  Running them a third time cannot tell it anything new, so it answers from what it has.
 
 The text right after a `<`, a `[` or a backtick run is checked with it, so none of them can
 smuggle a tag past these rules. A free reply may start with a `<think>…</think>` section
