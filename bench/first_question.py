@@ -11,7 +11,7 @@ out counts as **invented**, and one holding protocol debris (`logos.protocol.deb
 Rows, on the same server:
 
 * `logos` with its defaults, `first_question_tries` times per question;
-* mini-swe-agent once per question (`bench.mini_small`, its default configuration);
+* mini-swe-agent once per question in each of its configurations (`bench.mini_small`);
 * the same model asked once with the repository's README pasted in (no README: the
   question alone): no command runs, so its "done" is its right answers, the floor any
   agent should beat.
@@ -39,6 +39,7 @@ from bench.small_model import (
     CONTEXT,
     DONE,
     MAIN_MODEL,
+    MINI_CONFIGS,
     MODELS_DIR,
     Endpoint,
     TryOutcome,
@@ -209,19 +210,20 @@ def _run_sync(plan: Plan) -> Section:
                 )
             )
             if plan.first_question_baselines:
-                rows.append(
-                    run_row(
-                        "mini-swe-agent (mini.yaml)",
-                        1,
-                        questions,
-                        partial(
-                            run_mini_try,
-                            endpoint=endpoint,
-                            config="mini.yaml",
-                            time_limit_s=MINI_TIME_S,
-                        ),
+                for config in MINI_CONFIGS:
+                    rows.append(
+                        run_row(
+                            f"mini-swe-agent ({config})",
+                            1,
+                            questions,
+                            partial(
+                                run_mini_try,
+                                endpoint=endpoint,
+                                config=config,
+                                time_limit_s=MINI_TIME_S,
+                            ),
+                        )
                     )
-                )
                 rows.append(
                     run_row(
                         "same model, README pasted, asked once",
