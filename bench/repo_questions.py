@@ -82,6 +82,9 @@ class Question:
     must: Facts
     must_not: Sequence[str] = ()
     """Facts the answer must not state (matched as regular expressions, any case)."""
+    reference: str = ""
+    """A right answer, as a person would give it: the suite's own test checks that it
+    passes (no check is one nothing can pass)."""
 
     def lay_out(self, workspace: Path) -> None:
         self.repository.lay_out(workspace)
@@ -308,6 +311,9 @@ QUESTIONS: tuple[Question, ...] = (
         FIRST_QUESTION,
         must=(("agent", r"\bloop\b"), ("command", "shell")),
         must_not=("storing (and managing )?files", "store data", "web app", "django"),
+        reference="- logos is an agent loop: the model writes shell commands in blocks and "
+        "logos runs them.\n- sandboxd runs those commands in Docker containers.\n- It works "
+        "with hosted or local models.",
     ),
     Question(
         "logos-stack",
@@ -315,7 +321,8 @@ QUESTIONS: tuple[Question, ...] = (
         "stack",
         "which programming language is this project written in?",
         must=(("python",),),
-        must_not=("javascript", "typescript", r"\bgo\b", "rust", "java\\b"),
+        must_not=("javascript", "typescript", r"\bgo\b", "rust", r"java\b", r"setup\.py"),
+        reference="It is written in Python (pyproject.toml).",
     ),
     Question(
         "pastebin-what",
@@ -324,6 +331,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what does this repository do?",
         must=(("paste", "snippet"),),
         must_not=_NOT_PYTHON_WEB,
+        reference="It is a small web app to share text snippets: paste text, get a short link.",
     ),
     Question(
         "pastebin-stack",
@@ -332,6 +340,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what language and framework does this project use?",
         must=(("python",), ("flask",)),
         must_not=_NOT_PYTHON_WEB,
+        reference="Python, with the Flask framework.",
     ),
     Question(
         "pastebin-changed",
@@ -340,6 +349,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what changed in the last commit?",
         must=(("expir", "seven days", "7 days"),),
         must_not=("django",),
+        reference="The last commit made snippets expire after seven days.",
     ),
     Question(
         "wordfreq-tests",
@@ -347,7 +357,8 @@ QUESTIONS: tuple[Question, ...] = (
         "tests",
         "how do I run the tests of this project?",
         must=(("cargo test",),),
-        must_not=("pytest", "npm test", "make test", "go test"),
+        must_not=("pytest", "npm test", "make test", r"\bgo test"),
+        reference="Run `cargo test`.",
     ),
     Question(
         "wordfreq-changed",
@@ -355,6 +366,7 @@ QUESTIONS: tuple[Question, ...] = (
         "changed",
         "what was the most recent change to this repository?",
         must=(("punctuation",),),
+        reference="The last commit ignores punctuation around words.",
     ),
     Question(
         "slugkit-where",
@@ -363,6 +375,7 @@ QUESTIONS: tuple[Question, ...] = (
         "in which file is the function slugify defined?",
         must=(("text\\.py",),),
         must_not=("limits\\.py", "slugify\\.py", "utils\\.py"),
+        reference="In src/slugkit/text.py.",
     ),
     Question(
         "slugkit-what",
@@ -371,6 +384,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what does this library do?",
         must=(("slug",),),
         must_not=_NOT_PYTHON_WEB,
+        reference="It turns titles into URL slugs.",
     ),
     Question(
         "sales-what",
@@ -379,6 +393,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what does this repository do?",
         must=(("sales", "revenue"), ("region", "month")),
         must_not=("web app", "flask", "django", "machine learning"),
+        reference="It reads data/sales.csv and prints the total revenue per region for each month.",
     ),
     Question(
         "shortener-stack",
@@ -387,6 +402,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what language and framework does this project use?",
         must=(("javascript", r"node(\.js)?\b"), ("express",)),
         must_not=("python", "flask", "django", "typescript", "react"),
+        reference="JavaScript on Node.js, with Express.",
     ),
     Question(
         "shortener-tests",
@@ -395,6 +411,7 @@ QUESTIONS: tuple[Question, ...] = (
         "how do I run the tests of this project?",
         must=(("npm test", "npm run test", "jest"),),
         must_not=("pytest", "cargo", "make test"),
+        reference="Run `npm test` (it runs jest).",
     ),
     Question(
         "shop-what",
@@ -403,6 +420,7 @@ QUESTIONS: tuple[Question, ...] = (
         "what are the parts of this repository?",
         must=(("api",), ("web", "storefront")),
         must_not=("mobile", "android", "django", "flask"),
+        reference="Two packages: packages/api, the HTTP API, and packages/web, the storefront.",
     ),
     Question(
         "shop-changed",
@@ -410,6 +428,7 @@ QUESTIONS: tuple[Question, ...] = (
         "changed",
         "what changed last in this repository?",
         must=(("product",),),
+        reference="The web package now shows the product list.",
     ),
     Question(
         "csvpick-tests",
@@ -418,6 +437,7 @@ QUESTIONS: tuple[Question, ...] = (
         "how do I run the tests of this project?",
         must=(("make test", "pytest"),),
         must_not=("cargo", "npm", "jest"),
+        reference="Run `make test`.",
     ),
     Question(
         "csvpick-where",
@@ -426,6 +446,7 @@ QUESTIONS: tuple[Question, ...] = (
         "where is the main function of this tool defined?",
         must=(("cli\\.py",),),
         must_not=("main\\.py", "__main__\\.py"),
+        reference="In csvpick/cli.py.",
     ),
 )
 
