@@ -156,6 +156,8 @@ class _Turn:
     interrupted: StreamInterruptedError | None = None
     results: list[Result] = field(default_factory=list)
     executor: BlockExecutor | None = None
+    shown: bool = True
+    """Whether its prose goes to `Callbacks.on_delta` as it streams."""
 
     @property
     def fabricated_result(self) -> bool:
@@ -287,7 +289,14 @@ class _Run:
             # the work is done; made to write a block, it runs the command the refusal
             # offered, or fixes the one that failed. Repeating a failure forces an answer.
             kind: Turn = "answer" if must_answer else "reply" if acted else "act"
-            turn = await self._turn_within_window(kind)
+            # WHY not shown: with plain answers, once commands ran, a reply without a block
+            # is asked again from the outputs; a small model's draft (often copied from the
+            # worked example) would only be read as an answer that is not the one.
+            last_turn = step == self.config.max_steps - 1
+            draft = (
+                self.config.plain_answers and ran_commands and kind != "answer" and not last_turn
+            )
+            turn = await self._turn_within_window(kind, shown=not draft)
             self.current = None
             # WHY in a row: a long run over a flaky network may see a few drops; only a
             # connection that keeps failing ends it.
@@ -376,7 +385,6 @@ class _Run:
                 continue
             # WHY not on the last turn: with no turn left to answer it, a check-back (or
             # the jobs' notice) would only lose the answer.
-            last_turn = step == self.config.max_steps - 1
             if (
                 self.jobs is not None
                 and not (jobs_told or last_turn)
@@ -402,7 +410,7 @@ class _Run:
             return "final", None, answer
         return "max_steps", None, ""
 
-    async def _turn_within_window(self, kind: Turn) -> _Turn:
+    async def _turn_within_window(self, kind: Turn, shown: bool = True) -> _Turn:
         """A model turn of this kind (which grammar it gets, `logos.protocol.grammar`). When the
         server says the conversation is longer than the model's context window (unknown to
         us, or smaller than we were told), older command outputs are elided further and the
@@ -410,7 +418,7 @@ class _Run:
         shrinks = 0
         while True:
             try:
-                return await self._model_turn(kind)
+                return await self._model_turn(kind, shown)
             except ContextWindowExceededError:
                 shrinks += 1
                 if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
@@ -440,8 +448,8 @@ class _Run:
         it holds no results to elide), then the conversation."""
         return [*self.config.example, *self.messages]
 
-    async def _model_turn(self, kind: Turn) -> _Turn:
-        turn = _Turn()
+    async def _model_turn(self, kind: Turn, shown: bool) -> _Turn:
+        turn = _Turn(shown=shown)
         self.current = turn
         config = self.config
         extra = config.provider_options
@@ -535,7 +543,8 @@ class _Run:
             if text:
                 turn.prose.append(text)
                 turn.prose_tail = (turn.prose_tail + text)[-len(RESULT_TAG) :]
-                await invoke_callback(self.callbacks.on_delta, text)
+                if turn.shown:
+                    await invoke_callback(self.callbacks.on_delta, text)
         elif isinstance(parsed, UnclosedBlock):
             turn.unclosed_block = True
 

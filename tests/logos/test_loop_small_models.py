@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from logos import run
-from logos.agent.config import Config
+from logos.agent.config import Callbacks, Config
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import answer_notice, repeated_reply_notice
@@ -199,6 +199,17 @@ async def test_an_answer_after_commands_is_asked_again_from_the_outputs_alone() 
         "Python: the directory holds setup.py, and README.md says so.",
         answer_notice("what does this do?"),
     ]
+
+
+async def test_with_plain_answers_only_the_answer_asked_from_the_outputs_streams() -> None:
+    provider = ScriptedProvider(
+        [Reply("Looking.<cmd>true</cmd>"), Reply("A draft."), Reply("It ran true.")]
+    )
+    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    streamed: list[str] = []
+    result = await run(config, [], "go", Callbacks(on_delta=streamed.append))
+    assert result.response == "It ran true."
+    assert "".join(streamed) == "Looking.It ran true."  # not the draft
 
 
 async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:

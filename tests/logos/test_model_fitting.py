@@ -57,7 +57,9 @@ def test_the_why_names_what_ruled_the_larger_model_out() -> None:
 def test_a_setting_pins_a_model_and_a_wrong_name_says_the_choices() -> None:
     pinned = choose_local_model(Machine(2, 8 * GiB), "qwen2.5-coder-1.5b")
     assert pinned.option == LARGER and "local_model" in pinned.why
-    with pytest.raises(UnknownLocalModel, match=re.escape("qwen2.5-coder-0.5b, qwen2.5-coder-1.5b")):
+    with pytest.raises(
+        UnknownLocalModel, match=re.escape("qwen2.5-coder-0.5b, qwen2.5-coder-1.5b")
+    ):
         choose_local_model(Machine(2, 8 * GiB), "qwen-7b")
 
 
