@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -459,9 +458,7 @@ class _Run:
         if kind == "answer" and config.plain_answers:
             system = ANSWER_SYSTEM
             conversation = plain_answer_view(
-                self.task,
-                [result for step in self.steps for result in step.results],
-                config.exec_options.resolved_workdir() or os.getcwd(),
+                self.task, [result for step in self.steps for result in step.results]
             )
         request = ModelRequest(
             system=system,
