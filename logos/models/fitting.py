@@ -25,7 +25,7 @@ import platform
 from dataclasses import dataclass
 from typing import Literal
 
-from logos.models.hub import HubFile
+from logos.models.hub import DEFAULT_MODEL, HubFile
 
 MIN_TOKENS_PER_S = 10.0
 """Slower than this, a first answer takes minutes: the model is not offered by default."""
@@ -59,7 +59,7 @@ class LocalModelOption:
 
 SMALLEST = LocalModelOption(
     "qwen2.5-coder-0.5b",
-    HubFile("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+    DEFAULT_MODEL,
     491_400_064,
     1.0,
     "runs anywhere: 25 tokens/s on two CPU cores (measured); follows the protocol on short "
