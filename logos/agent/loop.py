@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -458,7 +459,9 @@ class _Run:
         if kind == "answer" and config.plain_answers:
             system = ANSWER_SYSTEM
             conversation = plain_answer_view(
-                self.task, [result for step in self.steps for result in step.results]
+                self.task,
+                [result for step in self.steps for result in step.results],
+                config.exec_options.resolved_workdir() or os.getcwd(),
             )
         request = ModelRequest(
             system=system,

@@ -18,8 +18,7 @@ from logos.result import Result
 
 ANSWER_SYSTEM = (
     "You work in a Linux shell. Answer the user's question from the output of the commands "
-    "that ran, and only from it: name files, commands and tools exactly as the output shows "
-    "them. Answer briefly, in plain prose or bullet points."
+    "that ran, and only from it. Answer briefly, in plain prose or bullet points."
 )
 MAX_OUTPUT_CHARS = 6000
 """Of each command's output: the start of a long file is what a first look reads."""
@@ -27,9 +26,9 @@ MAX_VIEW_CHARS = 16000
 """Of all outputs together: the latest ones are kept, within a small model's window."""
 
 
-def plain_answer_view(task: str, results: Iterable[Result]) -> list[Message]:
-    """One user message: each distinct command and its output (the same command with the
-    same output once), the latest last, then the task."""
+def plain_answer_view(task: str, results: Iterable[Result], working_dir: str) -> list[Message]:
+    """One user message: each distinct command's output (the same command with the same
+    output once), the latest last, then the task."""
     shown: list[str] = []
     seen: set[tuple[str, str, str]] = set()
     for result in results:
@@ -46,8 +45,7 @@ def plain_answer_view(task: str, results: Iterable[Result]) -> list[Message]:
             break
         kept.insert(0, part)
     outputs = "\n".join(kept) if kept else "(no command printed anything)\n"
-    # WHY no working directory: the default model copied its temporary path into answers.
-    content = f"Commands that ran, and their output:\n\n{outputs}\nQuestion: {task.strip()}"
+    content = f"Commands ran in {working_dir}:\n\n{outputs}\nQuestion: {task.strip()}"
     return [Message(role="user", content=content)]
 
 
