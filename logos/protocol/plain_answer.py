@@ -6,7 +6,9 @@ the end of the whole conversation, it copies the worked example's made-up projec
 answer, writes the files of `ls` as bullets, or bends the `<cmd>` it read in a README into
 `< 2>`; shown the same outputs as one plain message, it summarises them, as it does with a
 README pasted into a chat. The worked example is for learning the protocol; an answer needs
-none of it.
+none of it. The wording is measured too: "Commands that ran, and their output:" with a
+system prompt asking to name files exactly made the model echo the question back as its
+answer, three times of three.
 """
 
 from __future__ import annotations
