@@ -21,6 +21,7 @@ import anyio
 from bench import (
     batch,
     egress,
+    first_question,
     flood,
     fork,
     local_model,
@@ -69,14 +70,18 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     fork.FAMILY: (fork.TITLE, fork.run),
     batch.FAMILY: (batch.TITLE, batch.run),
     small_model.FAMILY: (small_model.TITLE, small_model.run),
+    first_question.FAMILY: (first_question.TITLE, first_question.run),
     local_model.FAMILY: (local_model.TITLE, local_model.run),
     temenos.FAMILY: (temenos.TITLE, temenos.run),
     egress.FAMILY: (egress.TITLE, egress.run),
     mcp.FAMILY: (mcp.TITLE, mcp.run),
 }
-DEFAULT_FAMILIES = [name for name in FAMILIES if name != small_model.FAMILY]
-"""What runs without --only: the small-model family takes about an hour and needs the
-models (scripts/fetch-model NAME), so it runs when asked for."""
+DEFAULT_FAMILIES = [
+    name for name in FAMILIES if name not in (small_model.FAMILY, first_question.FAMILY)
+]
+"""What runs without --only: the small-model family takes about an hour, the first-question
+one half an hour, and both need the models (scripts/fetch-model NAME), so they run when
+asked for."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,7 +210,7 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_FAMILIES,
         metavar="NAMES",
         help=f"comma-separated subset, in order, of {','.join(FAMILIES)} (default: all but "
-        f"{small_model.FAMILY})",
+        f"{small_model.FAMILY} and {first_question.FAMILY})",
     )
     parser.add_argument(
         "--out",

@@ -90,6 +90,12 @@ class Plan:
     """The suite's first N tasks only (0: all of them)."""
     small_model_baselines: bool = True
     """The ablation and mini-swe-agent rows, on the main model."""
+    first_question_tries: int = 3
+    """Tries of each first question with logos's defaults (the baselines once each)."""
+    first_question_count: int = 0
+    """The first-question suite's first N questions only (0: all of them)."""
+    first_question_baselines: bool = True
+    """The mini-swe-agent and README-pasted rows."""
     local_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
     """Models the localmodel family loads and runs (the default first)."""
     egress_rounds: int = 10
@@ -147,6 +153,9 @@ class Plan:
             small_model_other_tries=1,
             small_model_tasks=3,
             small_model_baselines=False,
+            first_question_tries=1,
+            first_question_count=2,
+            first_question_baselines=False,
             local_models=("smollm2",),
             temenos_callers=6,
             egress_rounds=2,

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -83,6 +83,20 @@ MAIN_MODEL = MODELS[0]
 """The 0.5B model the target is measured on."""
 ABLATION_ARGS = ("--no-grammar", "--prompt-style", "full", "--temperature", "0.8")
 MINI_CONFIGS = ("mini.yaml", "mini_textbased.yaml")
+
+
+class SuiteTask(Protocol):
+    """What a try needs of a task: the small-task suite's, or the first-question suite's
+    (`bench.repo_questions`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def prompt(self) -> str: ...
+    def lay_out(self, workspace: Path) -> None: ...
+    def check(self, workspace: Path, answer: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,7 @@ def classify(stop_reason: object, commands: int, right: bool) -> str:
 
 
 def run_logos_try(
-    task: SmallTask,
+    task: SuiteTask,
     endpoint: Endpoint,
     extra_args: Sequence[str] = (),
     environ: dict[str, str] | None = None,
@@ -215,7 +229,9 @@ def run_logos_try(
         )
 
 
-def run_mini_try(task: SmallTask, endpoint: Endpoint, config: str) -> TryOutcome:
+def run_mini_try(
+    task: SuiteTask, endpoint: Endpoint, config: str, time_limit_s: float = TRY_TIME_S
+) -> TryOutcome:
     """One try of `task` with mini-swe-agent (`bench.mini_small`), in a fresh directory."""
     with tempfile.TemporaryDirectory(prefix=f"small-mini-{task.id}-") as scratch:
         workspace = Path(scratch)
@@ -223,7 +239,7 @@ def run_mini_try(task: SmallTask, endpoint: Endpoint, config: str) -> TryOutcome
         argv = [
             *(sys.executable, "-m", "bench.mini_small", "--config", config),
             *("--base-url", endpoint.base_url, "--api-key", endpoint.api_key),
-            *("--workspace", str(workspace), "--time-limit", str(int(TRY_TIME_S))),
+            *("--workspace", str(workspace), "--time-limit", str(int(time_limit_s))),
             task.prompt,
         ]
         ran = _run_try(argv, REPO)
@@ -279,7 +295,7 @@ def _run_try(
     return completed, time.perf_counter() - started
 
 
-def _hung(task: SmallTask) -> TryOutcome:
+def _hung(task: SuiteTask) -> TryOutcome:
     return TryOutcome(task.id, task.kind, TIME_LIMIT, 0, 0, 0, TRY_TIME_S, "", "hung")
 
 

@@ -81,6 +81,11 @@ class Config:
     """llama.cpp grammars for the replies, one per kind of turn (`logos.protocol.grammar`), sent as
     each request's `grammar`: a first reply that acts, well-formed replies after it, an
     answer after a repeated reply. Only for a server that takes a grammar (llama.cpp)."""
+    plain_answers: bool = False
+    """For small local models: once commands ran, the final answer is asked from a plain view
+    of the task and the commands' outputs (`logos.protocol.plain_answer`), with the answer
+    grammar, whether the model answered or repeated itself; and it is cleared of protocol
+    debris (`logos.protocol.debris`). The model's own answer stays in the steps."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Prices for models missing from the built-in table (model-name prefix → price)."""
     context_window: int | None = None

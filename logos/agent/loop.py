@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from logos.errors import (
     ProviderError,
     StreamInterruptedError,
 )
+from logos.protocol.debris import clean_answer
 from logos.protocol.envelope import format_results
 from logos.protocol.fabricated_result import RESULT_TAG, find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command
@@ -58,6 +60,7 @@ from logos.protocol.notices import (
     CUT_AFTER_BLOCKS_NOTICE,
     FABRICATED_RESULT_NOTICE,
     INTERRUPTED_NOTICE,
+    answer_notice,
     empty_reply_notice,
     not_run_notice,
     repeated_reply_notice,
@@ -72,6 +75,7 @@ from logos.protocol.parse import (
     strip_cmd_blocks,
 )
 from logos.protocol.pitfalls import pitfall_note, pitfall_notes
+from logos.protocol.plain_answer import ANSWER_SYSTEM, plain_answer_view
 from logos.protocol.prompt import build_system_prompt
 from logos.protocol.repeated_failure import RepeatedFailures
 from logos.protocol.repetition import Repetition
@@ -178,6 +182,8 @@ class _Turn:
     interrupted: StreamInterruptedError | None = None
     results: list[Result] = field(default_factory=list)
     executor: BlockExecutor | None = None
+    shown: bool = True
+    """Whether its prose goes to `Callbacks.on_delta` as it streams."""
 
     @property
     def fabricated_result(self) -> bool:
@@ -309,7 +315,14 @@ class _Run:
             # the work is done; made to write a block, it runs the command the refusal
             # offered, or fixes the one that failed. Repeating a failure forces an answer.
             kind: Turn = "answer" if must_answer else "reply" if acted else "act"
-            turn = await self._turn_within_window(kind)
+            # WHY not shown: with plain answers, once commands ran, a reply without a block
+            # is asked again from the outputs; a small model's draft (often copied from the
+            # worked example) would only be read as an answer that is not the one.
+            last_turn = step == self.config.max_steps - 1
+            draft = (
+                self.config.plain_answers and ran_commands and kind != "answer" and not last_turn
+            )
+            turn = await self._turn_within_window(kind, shown=not draft)
             self.current = None
             # WHY in a row: a long run over a flaky network may see a few drops; only a
             # connection that keeps failing ends it.
@@ -388,6 +401,8 @@ class _Run:
                 await self._add_results(turn.results, notices)
                 continue
             answer = strip_cmd_blocks(turn.content)
+            if self.config.plain_answers:
+                answer = clean_answer(answer)
             if not answer.strip():
                 empty_replies += 1
                 if empty_replies >= MAX_EMPTY_REPLIES:
@@ -396,7 +411,6 @@ class _Run:
                 continue
             # WHY not on the last turn: with no turn left to answer it, a check-back (or
             # the jobs' notice) would only lose the answer.
-            last_turn = step == self.config.max_steps - 1
             if (
                 self.jobs is not None
                 and not (jobs_told or last_turn)
@@ -407,6 +421,13 @@ class _Run:
                 running = await self.jobs.running()
                 await self._add_results([], [running_jobs_notice(running)] if running else [])
                 continue
+            if self.config.plain_answers and ran_commands and kind != "answer" and not last_turn:
+                # WHY: a small model's own answer at the end of the conversation copies the
+                # worked example's ("Python: the directory holds setup.py") as often as it
+                # reads the outputs; asked from the outputs alone, it reads them.
+                must_answer = True
+                await self._add_results([], [answer_notice(self.task)])
+                continue
             if self.config.check_back and not (ran_commands or checked_back or last_turn):
                 checked_back = True
                 empty_replies = 0
@@ -415,7 +436,7 @@ class _Run:
             return "final", None, answer
         return "max_steps", None, ""
 
-    async def _turn_within_window(self, kind: Turn) -> _Turn:
+    async def _turn_within_window(self, kind: Turn, shown: bool = True) -> _Turn:
         """A model turn of this kind (which grammar it gets, `logos.protocol.grammar`). When the
         server says the conversation is longer than the model's context window (unknown to
         us, or smaller than we were told), older command outputs are elided further and the
@@ -423,7 +444,7 @@ class _Run:
         shrinks = 0
         while True:
             try:
-                return await self._model_turn(kind)
+                return await self._model_turn(kind, shown)
             except ContextWindowExceededError:
                 shrinks += 1
                 if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
@@ -453,18 +474,24 @@ class _Run:
         it holds no results to elide), then the conversation."""
         return [*self.config.example, *self.messages]
 
-    async def _model_turn(self, kind: Turn) -> _Turn:
-        turn = _Turn()
+    async def _model_turn(self, kind: Turn, shown: bool) -> _Turn:
+        turn = _Turn(shown=shown)
         self.current = turn
         config = self.config
         extra = config.provider_options
         if config.grammars is not None:
             extra = {**extra, "grammar": config.grammars.for_turn(kind)}
+        system, conversation = self.system, self._conversation()
+        if kind == "answer" and config.plain_answers:
+            system = ANSWER_SYSTEM
+            conversation = plain_answer_view(
+                self.task,
+                [result for step in self.steps for result in step.results],
+                config.exec_options.resolved_workdir() or os.getcwd(),
+            )
         request = ModelRequest(
-            system=self.system,
-            messages=fit_to_window(
-                self.system, self._conversation(), self.context_window, config.max_tokens
-            ),
+            system=system,
+            messages=fit_to_window(system, conversation, self.context_window, config.max_tokens),
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             extra=extra,
@@ -542,7 +569,8 @@ class _Run:
             if text:
                 turn.prose.append(text)
                 turn.prose_tail = (turn.prose_tail + text)[-len(RESULT_TAG) :]
-                await invoke_callback(self.callbacks.on_delta, text)
+                if turn.shown:
+                    await invoke_callback(self.callbacks.on_delta, text)
         elif isinstance(parsed, UnclosedBlock):
             turn.unclosed_block = True
 

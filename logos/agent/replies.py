@@ -49,4 +49,5 @@ class ReplySettings:
             check_back=self.check_back,
             grammars=self.grammars,
             example=worked_example(self.prompt_style),
+            plain_answers=self.prompt_style == "compact",
         )

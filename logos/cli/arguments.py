@@ -25,7 +25,6 @@ from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.project_command import add_project_command
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
-from logos.models.hub import DEFAULT_MODEL
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.protocol.prompt import PROMPT_STYLES
 from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
@@ -333,7 +332,9 @@ def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     models.add_argument("--json", action="store_true", help="list: print a JSON list")
     actions = models.add_subparsers(dest="models_action", metavar="ACTION")
     listing = actions.add_parser(
-        "list", help="the models in the cache: spec, size and path; the default one is marked"
+        "list",
+        help="the models in the cache: spec, size and path; the default one is marked; then "
+        "the models the default is chosen from, with their sizes and speed here",
     )
     # WHY SUPPRESS: a default here would overwrite `logos models --json list`'s flag.
     listing.add_argument(
@@ -343,7 +344,9 @@ def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         "pull",
         help="download a model into the cache (resumes a cut download), then print its path",
     )
-    pull.add_argument("spec", nargs="?", metavar="SPEC", help=f"default: {DEFAULT_MODEL}")
+    pull.add_argument(
+        "spec", nargs="?", metavar="SPEC", help="default: the default model for this machine"
+    )
     remove = actions.add_parser("rm", help="remove a model from the cache")
     remove.add_argument("spec", metavar="SPEC", help="as logos models list shows it")
 

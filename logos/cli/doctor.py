@@ -51,7 +51,8 @@ def describe_model_choice(
         keys = ", ".join(kind.api_key_env for kind in PROVIDER_KINDS.values())
         return (
             f"the default local model {local.file}, {where}; because none of {keys}, "
-            "--base-url, --gguf or --model is set (any of them chooses another model)"
+            "--base-url, --gguf or --model is set (any of them chooses another model); "
+            f"this one because {local.why} (logos models lists the choices)"
         )
     assert choice is not None
     if choice.uses_default_server:

@@ -456,8 +456,11 @@ def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, flags: Flags) -> int:
+    pinned = load_file_settings(flags.config, os.environ).local_model
     with _guarded_stdout() as out:
-        return models_command(args, Hub.from_environment(os.environ), out, sys.stderr, os.environ)
+        return models_command(
+            args, Hub.from_environment(os.environ), out, sys.stderr, os.environ, pinned
+        )
 
 
 def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:

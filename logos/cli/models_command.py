@@ -1,5 +1,5 @@
 """`logos models`: the GGUF models in the Hugging Face cache (`logos.models.hub`): list, pull,
-rm."""
+rm; the list also shows the models the default is chosen from (`logos.models.fitting`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from pydantic import BaseModel, TypeAdapter
 
 from logos.cli.download_progress import download_progress
 from logos.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError
-from logos.models.hub import DEFAULT_MODEL, CachedModel, Hub, HubError, HubFile, megabytes
+from logos.models.fitting import (
+    Choice,
+    Machine,
+    UnknownLocalModel,
+    choose_local_model,
+)
+from logos.models.hub import CachedModel, Hub, HubError, HubFile, megabytes
 
 
 class ModelEntry(BaseModel):
@@ -33,15 +39,29 @@ _ENTRIES = TypeAdapter(list[ModelEntry])
 
 
 def models_command(
-    args: argparse.Namespace, hub: Hub, out: TextIO, err: TextIO, environ: Mapping[str, str]
+    args: argparse.Namespace,
+    hub: Hub,
+    out: TextIO,
+    err: TextIO,
+    environ: Mapping[str, str],
+    pinned: str | None = None,
 ) -> int:
-    """Run one action (`list` when none is given); progress and notes go to `err`."""
+    """Run one action (`list` when none is given); progress and notes go to `err`.
+    `pinned`: the config file's `local_model`."""
     action = args.models_action or "list"
+    machine = Machine.this_one()
+    try:
+        choice = choose_local_model(machine, pinned)
+    except UnknownLocalModel as exc:
+        raise CliError(f"{exc} (local_model in the config file)") from None
+    default = choice.option.file
     try:
         if action == "list":
-            _list(hub, out, as_json=args.json)
+            _list(hub, out, default, as_json=args.json)
+            if not args.json:
+                _choices(choice, machine, out)
         elif action == "pull":
-            _pull(hub, _file(args.spec) if args.spec else DEFAULT_MODEL, out, err, environ)
+            _pull(hub, _file(args.spec) if args.spec else default, out, err, environ)
         else:
             file = _file(args.spec)
             freed = hub.remove(file)
@@ -51,19 +71,33 @@ def models_command(
     return EXIT_OK
 
 
-def _list(hub: Hub, out: TextIO, *, as_json: bool) -> None:
+def _list(hub: Hub, out: TextIO, default: HubFile, *, as_json: bool) -> None:
     models = hub.models()
     if as_json:
-        out.write(_ENTRIES.dump_json([_entry(model) for model in models]).decode() + "\n")
+        entries = [_entry(model, default) for model in models]
+        out.write(_ENTRIES.dump_json(entries).decode() + "\n")
         return
     for model in models:
-        default = "\tdefault" if model.file == DEFAULT_MODEL else ""
-        out.write(f"{model.file}\t{megabytes(model.size)}\t{model.path}{default}\n")
+        mark = "\tdefault" if model.file == default else ""
+        out.write(f"{model.file}\t{megabytes(model.size)}\t{model.path}{mark}\n")
     if not models:
         out.write(
             f"no models in {hub.cache_dir} yet: logos models pull fetches the default one, "
-            f"{DEFAULT_MODEL}\n"
+            f"{default}\n"
         )
+
+
+def _choices(choice: Choice, machine: Machine, out: TextIO) -> None:
+    """The models the default is chosen from, each with its size and estimated speed here."""
+    out.write(f"\nthe default local model, chosen for this machine ({machine.describe()}):\n")
+    for fit in choice.fits:
+        option = fit.option
+        mark = f"\tdefault: {choice.why}" if option == choice.option else ""
+        out.write(
+            f"{option.name}\t{option.file}\t{megabytes(option.size_bytes)}\t"
+            f"about {fit.tokens_per_s:.0f} tokens/s here{mark}\n"
+        )
+    out.write('local_model = "NAME" in the config file pins one\n')
 
 
 def _pull(hub: Hub, file: HubFile, out: TextIO, err: TextIO, environ: Mapping[str, str]) -> None:
@@ -88,7 +122,7 @@ def _file(spec: str) -> HubFile:
         raise CliError(str(exc)) from None
 
 
-def _entry(model: CachedModel) -> ModelEntry:
+def _entry(model: CachedModel, default: HubFile) -> ModelEntry:
     return ModelEntry(
         spec=str(model.file),
         repo_id=model.file.repo_id,
@@ -97,5 +131,5 @@ def _entry(model: CachedModel) -> ModelEntry:
         commit=model.commit,
         size=model.size,
         path=str(model.path),
-        default=model.file == DEFAULT_MODEL,
+        default=model.file == default,
     )

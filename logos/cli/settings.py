@@ -39,7 +39,8 @@ from logos.commands.memory_store import (
     MemoryStore,
     memory_prompt,
 )
-from logos.models.hub import DEFAULT_MODEL, HubFile
+from logos.models.fitting import UnknownLocalModel, default_for_this_machine
+from logos.models.hub import HubFile
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
 from logos.protocol.grammar import GRAMMARS, LOGOS_GRAMMAR_NAME
 from logos.protocol.prompt import PromptStyle
@@ -127,6 +128,9 @@ class FileSettings(BaseModel):
     prompt_style: PromptStyle | None = None
     """The system prompt: "full", or "compact" with a worked example (by default "compact"
     for a model served by llama.cpp, "full" for any other)."""
+    local_model: str | None = None
+    """The default local model by name (`logos models` lists them), instead of the one
+    chosen for this machine (`logos.models.fitting`)."""
     download_models: bool | None = None
     """Fetch a Hugging Face Hub model the run needs without asking first (as --yes does)."""
     approval_rules: str | None = None
@@ -443,6 +447,8 @@ class HubModelSpec:
     threads: int | None = None
     default: bool = False
     """Chosen because nothing else was: no key, no base URL, no --gguf, no hf: model."""
+    why: str = ""
+    """For the default: why this model of `logos.models.fitting.LOCAL_MODELS`."""
 
     def at(self, path: Path) -> GgufSpec:
         return GgufSpec(path, self.context_size, self.threads)
@@ -521,7 +527,13 @@ def local_model(
         return HubModelSpec(file, flags.context_size, flags.threads)
     if recorded is not None or _provider_configured(flags, settings, environ):
         return None
-    return HubModelSpec(DEFAULT_MODEL, flags.context_size, flags.threads, default=True)
+    try:
+        choice = default_for_this_machine(settings.local_model)
+    except UnknownLocalModel as exc:
+        raise CliError(f"{exc} (local_model in the config file)") from None
+    return HubModelSpec(
+        choice.option.file, flags.context_size, flags.threads, default=True, why=choice.why
+    )
 
 
 def _provider_configured(flags: Flags, settings: FileSettings, environ: Mapping[str, str]) -> bool:

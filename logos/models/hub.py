@@ -136,7 +136,8 @@ class HubFile:
 DEFAULT_MODEL = HubFile(
     "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 )
-"""The model logos runs when it is given no other: small enough to fetch and run anywhere."""
+"""The smallest model logos runs when it is given no other, small enough to fetch and run
+anywhere: the default where no larger one runs fast enough (`logos.models.fitting`)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The text protocol between the model and logos: parsing `<cmd>` blocks out of streamed text
 (`parse`), the `<result>` envelope (`envelope`), the system prompt (`prompt`), the checks on
 what the model wrote (`hallucination`, `fenced_command`, `code_fences`, `fabricated_result`)
-and on what it ran (`repetition`, `repeated_failure`), the corrective messages (`notices`)
-and the llama.cpp grammars (`grammar`).
+and on what it ran (`repetition`, `repeated_failure`), the corrective messages (`notices`),
+the llama.cpp grammars (`grammar`), and for small models the plain view a forced answer is
+asked from (`plain_answer`) and the cleaning of a final answer's debris (`debris`).
 
 Pure text in, text out: imports the shared vocabulary (`logos.result`) and the providers'
 message types (`logos.providers.base`) only; no runner, no provider, no front.

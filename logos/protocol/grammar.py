@@ -7,21 +7,26 @@ fence, makes up a `<result>`, or runs the same command again and again. So the l
 one of three grammars for each turn (`ReplyGrammars`):
 
 * **act** (a conversation's first reply, and the next after a reply whose commands all
-  failed or were refused): a line or two of prose at most, then one to three blocks, and
-  nothing after them. The model looks before it answers, and cannot guess.
+  failed or were refused): one or two blocks, with no prose before, between or after
+  them. The model looks before it answers, and cannot guess: the default model, allowed a
+  few lines first, wrote its made-up answer there and a third block of nonsense.
 * **reply** (every other turn): free prose and well-formed `<cmd>` blocks, and none of the
   slips: no tag-like `<` in prose (no made-up `<result>`, not even as `< result>`, no
-  `<tool_call>`, `<invoke>`, `<function=…>` or `<|…|>` token, no stray `</cmd>`; `x < 3` and
-  `x <= 3` stay possible); no bracket token such as `[TOOL_CALLS]`; no shell code fence
-  (```` ```bash ````, `sh`, `shell`, `zsh`, `console`); every block closed, holding a
-  command and no other `<cmd>` or `</cmd>`.
+  `<tool_call>`, `<invoke>`, `<function=…>` or `<|…|>` token, no stray `</cmd>`, no tag
+  bent out of shape such as `<3cmd>`, `<->` or `<=>`; `x < 3` and `x <= 3` stay
+  possible); no bracket token such as `[TOOL_CALLS]`; no shell code fence (```` ```bash ````,
+  `sh`, `shell`, `zsh`, `console`); every block closed, holding a command and no other
+  `<cmd>` or `</cmd>`.
 * **answer** (after the model ran the very commands of its previous reply and got the very
-  same output, `logos.protocol.repetition`): prose only. Running them a third time cannot tell it
-  anything new, so it answers from what it has.
+  same output, `logos.protocol.repetition`, or once commands ran and the model answered,
+  when `Config.plain_answers`): prose only, starting with neither a `<` nor a space.
+  Running them a third time cannot tell it anything new, so it answers from what it has.
 
 The text right after a `<`, a `[` or a backtick run is checked with it, so none of them can
-smuggle a tag past these rules. A reply may start with a `<think>…</think>` section, for
-models that think in tags.
+smuggle a tag past these rules. A free reply may start with a `<think>…</think>` section
+(with no `<` inside), for models that think in tags; an acting reply and an answer may not:
+the default model, denied a `<cmd>` in its answer, opened a `<think>` instead and wrote
+the tag there.
 
 OpenAI's and Anthropic's APIs refuse the field, and the grammars rule out an answer that
 quotes an HTML tag, so they are for llama.cpp only: the `logos` command uses them whenever
@@ -36,12 +41,12 @@ from typing import Literal
 
 _SHARED = r"""
 thinking ::= "<think>" thought "</think>" [ \t\n]*
-thought  ::= ( [^<] | "<" [^/] )*
+thought  ::= ( [^<] | lt )*
 block    ::= "<cmd>" command "</cmd>"
 command  ::= ( [^<] | "<" [^/c] | "<c" [^m] | "<cm" [^d] | "<cmd" [^>]
              | "</" [^c] | "</c" [^m] | "</cm" [^d] | "</cmd" [^>] )+
 prose    ::= [^<`\x5B] | lt | "\x5B" [^A-Z/<`\x5B]
-lt       ::= "<" " "* [-0-9=>\n]
+lt       ::= "<" "="? " "+ [-0-9]
 code     ::= "`" [^`<\x5B] | "``" [^`<\x5B] | "```" info
 info     ::= ( [^bszc`<\x5B] | "b" [^a<\x5B] | "ba" [^s<\x5B] | "bas" [^h<\x5B]
              | "s" [^h<\x5B] | "z" [^s<\x5B] | "zs" [^h<\x5B] | "c" [^o<\x5B]
@@ -59,15 +64,12 @@ item     ::= block | prose | code
 )
 """Free prose and well-formed `<cmd>` blocks, nothing tag-like besides (module docstring)."""
 
-ACT_LEAD_CHARS = 200
-ACT_MAX_BLOCKS = 3
+ACT_MAX_BLOCKS = 2
 """At most this many blocks in an acting reply: a small model can write hundreds."""
-"""At most this many characters of prose before the first block of an acting reply."""
 
 ACT_GRAMMAR = (
     rf"""
-root     ::= thinking? lead block ( [ \t\n]* block ){{0,{ACT_MAX_BLOCKS - 1}}}
-lead     ::= ( [^<`\x5B] | lt ){{0,{ACT_LEAD_CHARS}}}
+root     ::= block ( [ \t\n]* block ){{0,{ACT_MAX_BLOCKS - 1}}}
 """
     + _SHARED
 )
@@ -75,8 +77,8 @@ lead     ::= ( [^<`\x5B] | lt ){{0,{ACT_LEAD_CHARS}}}
 
 ANSWER_GRAMMAR = (
     r"""
-root     ::= thinking? answer ticks?
-answer   ::= ( prose | code )+
+root     ::= answer ticks?
+answer   ::= ( [^<`\x5B \t\n] | code ) ( prose | code )*
 """
     + _SHARED
 )

@@ -114,11 +114,17 @@ def repeated_reply_notice(forced: bool, task: str) -> str:
     (`logos.protocol.repetition`); `forced`: the next reply is held to an answer by a grammar, so
     the notice asks the task again (a small model copies any other words into its answer)."""
     if forced:
-        return f"Answer from the output above: {task.strip()}"
+        return answer_notice(task)
     return (
         "You ran the same command again and got the same output; running it a third time "
         "will not change it. Answer from that output, or run a different command."
     )
+
+
+def answer_notice(task: str) -> str:
+    """Sent before an answer the loop asks for (`Config.plain_answers`): the task again,
+    and nothing a small model could copy into its answer."""
+    return f"Answer from the output above: {task.strip()}"
 
 
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:

@@ -67,23 +67,34 @@ def build_system_prompt(
     return rendered.rstrip() + "\n"
 
 
-EXAMPLE_TASK = "How many files are in this directory?"
-EXAMPLE_COMMAND = "ls | wc -l"
+EXAMPLE_TASK = "Which language is this project written in?"
+EXAMPLE_LISTING = "README.md\nsetup.py\ntides/\n"
+EXAMPLE_README = (
+    "# tides\n\nA Python tool that prints the times of high and low tide for a harbour.\n"
+)
+EXAMPLE_COMMANDS = ("ls", "head -n 40 README.md")
+EXAMPLE_ANSWER = "Python: the directory holds setup.py, and README.md says so."
 
 
 def worked_example(style: PromptStyle) -> tuple[Message, ...]:
-    """The turns that show a `style` prompt's model the protocol once: a task, a block, its
-    result as the harness renders it, an answer taken from it. Empty for `full`, whose
-    prompt explains it in words. Its command reads and changes nothing, so a model that
-    copies it does no harm."""
+    """The turns that show a `style` prompt's model the protocol once: a question about
+    the directory, the first look that grounds an answer (list it, read the start of its
+    README), the results as the harness renders them, an answer taken only from them.
+    Empty for `full`, whose prompt explains it in words. Its commands read and change
+    nothing, so a model that copies them does no harm; its project is made up and unlike
+    any real one, so an answer that copies its facts is plainly wrong."""
     if style == "full":
         return ()
-    result = Result(command=EXAMPLE_COMMAND, stdout="3\n", exit_code=0)
+    listing, readme = EXAMPLE_COMMANDS
+    results = [
+        Result(command=listing, stdout=EXAMPLE_LISTING, exit_code=0),
+        Result(command=readme, stdout=EXAMPLE_README, exit_code=0),
+    ]
     return (
         Message(role="user", content=EXAMPLE_TASK),
-        Message(role="assistant", content=f"<cmd>{EXAMPLE_COMMAND}</cmd>"),
-        Message(role="user", content=format_results([result])),
-        Message(role="assistant", content="There are 3 files in this directory."),
+        Message(role="assistant", content=f"<cmd>{listing}</cmd>\n<cmd>{readme}</cmd>"),
+        Message(role="user", content=format_results(results)),
+        Message(role="assistant", content=EXAMPLE_ANSWER),
     )
 
 

@@ -19,13 +19,16 @@ from logos.cli.download_progress import (
     ask_to_download,
     download_progress,
 )
-from logos.models.hub import DEFAULT_MODEL, HubFile, RemoteFile
+from logos.models.fitting import LOCAL_MODELS, Machine, default_for_this_machine
+from logos.models.hub import HubFile, RemoteFile, megabytes
 from tests.support.cli_harness import Home, logos, running_logos
 from tests.support.hub_server import HubServer, gguf_bytes, hub_env
 from tests.support.processes import interrupt, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
+DEFAULT_MODEL = default_for_this_machine().option.file
+"""The default model here: the 0.5B on a 2-core machine, the 1.5B on a larger one."""
 REPO = "tiny/tiny-GGUF"
 SIZE = 24_000_000
 PIECE = 10 * 1024 * 1024
@@ -50,7 +53,7 @@ def test_pull_list_and_rm(home: Home, hub_server: HubServer) -> None:
     ), ended
 
     listed = logos(["models"], home, env)
-    assert listed.stdout == f"{served.spec}\t24.0 MB\t{path}\n"
+    assert listed.stdout.startswith(f"{served.spec}\t24.0 MB\t{path}\n\n")
     assert logos(["models", "list"], home, env).stdout == listed.stdout
     for arguments in (["models", "--json"], ["models", "list", "--json"]):
         (entry,) = json.loads(logos(arguments, home, env).stdout)
@@ -85,9 +88,9 @@ def test_pull_list_and_rm(home: Home, hub_server: HubServer) -> None:
         "logos models list shows the models there\n"
     )
     empty = logos(["models"], home, env)
-    assert empty.stdout == (
+    assert empty.stdout.startswith(
         f"no models in {home.root / 'hf' / 'hub'} yet: logos models pull fetches the "
-        f"default one, {DEFAULT_MODEL}\n"
+        f"default one, {DEFAULT_MODEL}\n\n"
     )
 
 
@@ -99,9 +102,39 @@ def test_pull_without_a_spec_fetches_the_default_model_which_list_marks(
     pulled = logos(["models", "pull"], home, env)
     assert pulled.returncode == 0, pulled.stderr
     assert Path(pulled.stdout.strip()).read_bytes() == served.content
-    assert logos(["models"], home, env).stdout.endswith("\tdefault\n")
+    listed = logos(["models"], home, env).stdout.splitlines()
+    assert listed[0].startswith(str(DEFAULT_MODEL)) and listed[0].endswith("\tdefault")
     (entry,) = json.loads(logos(["models", "--json"], home, env).stdout)
     assert entry["spec"] == str(DEFAULT_MODEL) and entry["default"] is True
+
+
+def test_the_list_shows_the_models_the_default_is_chosen_from_and_a_setting_pins_one(
+    home: Home, hub_server: HubServer
+) -> None:
+    env = hub_env(home, hub_server)
+    listed = logos(["models"], home, env)
+    assert listed.returncode == 0, listed.stderr
+    here = default_for_this_machine()
+    assert f"chosen for this machine ({Machine.this_one().describe()}):" in listed.stdout
+    for option in LOCAL_MODELS:
+        line = next(x for x in listed.stdout.splitlines() if x.startswith(option.name + "\t"))
+        assert f"\t{option.file}\t{megabytes(option.size_bytes)}\tabout " in line
+        assert line.endswith(f"\tdefault: {here.why}") == (option == here.option)
+    # Pinned in the config file: pulled without a spec, marked in the list.
+    larger = LOCAL_MODELS[-1]
+    served = hub_server.add(larger.file.repo_id, larger.file.filename, gguf_bytes(4096))
+    home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    home.config_file.write_text(f'local_model = "{larger.name}"\n')
+    pulled = logos(["models", "pull"], home, env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert Path(pulled.stdout.strip()).read_bytes() == served.content
+    pinned = logos(["models"], home, env).stdout
+    assert pinned.splitlines()[0].endswith("\tdefault")
+    assert "default: local_model = 'qwen2.5-coder-1.5b' in the config file" in pinned
+    home.config_file.write_text('local_model = "qwen-7b"\n')
+    wrong = logos(["models"], home, env)
+    assert wrong.returncode == 2
+    assert "unknown local model 'qwen-7b': choose one of qwen2.5-coder-0.5b" in wrong.stderr
 
 
 def test_a_bad_spec_or_a_missing_file_is_an_error(home: Home, hub_server: HubServer) -> None:

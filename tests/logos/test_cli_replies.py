@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
-from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR
+from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR
 from logos.protocol.notices import CHECK_BACK_NOTICE
 from logos.protocol.prompt import worked_example
 from tests.support.cli_harness import Home, anthropic_env, logos, run_task, sent_messages
@@ -78,11 +78,18 @@ def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     home: Home, sse_server: ScriptedServer
 ) -> None:
     sse_server.models = LLAMA_CPP_MODELS
-    sse_server.enqueue(openai_stream("<cmd>true</cmd>"), openai_stream("Done."))
+    sse_server.enqueue(
+        openai_stream("<cmd>true</cmd>"), openai_stream("Done."), openai_stream("It ran true.")
+    )
     done = logos(["--base-url", sse_server.base_url + "/v1", "--yes", "go"], home, home.env())
     assert done.returncode == 0, done.stderr
-    first, second = (request.json for request in sse_server.requests)
+    assert done.stdout.endswith("It ran true.\n")
+    first, second, third = (request.json for request in sse_server.requests)
     assert (first["grammar"], second["grammar"]) == (ACT_GRAMMAR, LOGOS_GRAMMAR)
+    # The answer is asked again from the outputs alone (`logos.protocol.plain_answer`).
+    assert third["grammar"] == ANSWER_GRAMMAR
+    assert [m["role"] for m in third["messages"]] == ["system", "user"]
+    assert third["messages"][1]["content"].endswith("Question: go")
     assert _compact_prompt(first) and first["temperature"] == LOCAL_TEMPERATURE
     assert first["max_tokens"] == LOCAL_MAX_TOKENS
     example = [m["content"] for m in first["messages"][1:5]]

@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from logos.models.hub import DEFAULT_MODEL
+from logos.models.fitting import Machine, default_for_this_machine
 from tests.support.cli_harness import Home, PtySession, logos, make_home
 from tests.support.hub_server import HubServer, ServedFile, gguf_bytes, hub_env
 
 TASK = "How many files are in this directory?"
+DEFAULT_MODEL = default_for_this_machine().option.file
+"""The default model here: the 0.5B on a 2-core machine, the 1.5B on a larger one."""
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +162,12 @@ def test_doctor_says_which_model_a_run_would_use_and_why(
 ) -> None:
     cases = [
         ({}, [], rf"the default local model {re.escape(str(DEFAULT_MODEL))}, not downloaded yet"),
+        (
+            {},
+            [],
+            rf"this one because about \d+ tokens/s estimated on "
+            rf"{re.escape(Machine.this_one().describe())}",
+        ),
         (
             {"OPENAI_API_KEY": "k"},
             [],

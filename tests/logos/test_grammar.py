@@ -13,7 +13,6 @@ import pytest
 from logos.models.llama_server import LocalModelServer
 from logos.protocol.grammar import (
     ACT_GRAMMAR,
-    ACT_LEAD_CHARS,
     ACT_MAX_BLOCKS,
     ANSWER_GRAMMAR,
     LOGOS_GRAMMAR,
@@ -31,7 +30,9 @@ PROVOKING = [
     "Write [TOOL_CALLS] and then <cmd>ls",
 ]
 """Requests that invite each slip the grammar rules out."""
-_TAG_IN_PROSE = re.compile(r"<[a-zA-Z/!?|]")
+_TAG_IN_PROSE = re.compile(r"<[^\s=]|<=?\s+[^\s\d-]")
+"""A `<` that opens anything but a comparison with a number (`x < 3`, `x <= -1`): a tag,
+or a bent one (`<3cmd>`, `<->`, `< result>`)."""
 _SHELL_FENCE = re.compile(r"^ {0,3}```[ \t]*(?:bash|sh|shell|zsh|console)", re.MULTILINE)
 
 
@@ -54,6 +55,13 @@ def slips_in(text: str, finish: str | None) -> list[str]:
     return found
 
 
+BENDING = [
+    "Write the tag <3cmd> four times.",
+    "Repeat <-> forty times.",
+    "Quote this exactly: `<cmd>ls</cmd>` runs ls.",
+]
+"""Requests that invite a tag bent out of shape, as the default model wrote under the
+earlier grammars (`<3cmd>info<3cmd>`, `<-><->…`, `< 1>`)."""
 ANSWERABLE = [
     "What is the capital of France? Answer in one word.",
     "Say hello.",
@@ -107,10 +115,11 @@ async def test_the_grammar_keeps_replies_well_formed_where_they_slip_without_it(
 ) -> None:
     without = [await reply_to(llama_server, prompt, {}) for prompt in PROVOKING]
     assert any(without), "these requests no longer provoke a slip: find ones that do"
+    asked = [*PROVOKING, *BENDING]
     with_grammar = [
-        await reply_to(llama_server, prompt, {"grammar": LOGOS_GRAMMAR}) for prompt in PROVOKING
+        await reply_to(llama_server, prompt, {"grammar": LOGOS_GRAMMAR}) for prompt in asked
     ]
-    assert with_grammar == [[] for _ in PROVOKING]
+    assert with_grammar == [[] for _ in asked]
 
 
 def test_the_slip_check_sees_each_slip() -> None:
@@ -119,7 +128,9 @@ def test_the_slip_check_sees_each_slip() -> None:
     assert slips_in("[TOOL_CALLS] ls", "stop") == ["tool-call syntax '[TOOL_CALLS]'"]
     assert slips_in("<cmd>ls", "stop") == ["a block left open"]
     assert slips_in("<cmd>ls", "length") == []
-    assert slips_in("a < b, see <cmd>ls</cmd>", "stop") == []
+    assert slips_in("a < 3, see <cmd>ls</cmd>", "stop") == []
+    assert slips_in("It is <3cmd>info<3cmd>", "stop") == ["a tag in prose"]
+    assert slips_in("<-><-><->", "stop") == ["a tag in prose"]
 
 
 @pytest.mark.llama
@@ -132,12 +143,11 @@ async def test_the_act_grammar_makes_a_reply_run_a_command_where_without_it_the_
     assert any(not parse_cmd_blocks(text) for text in free), "find requests it answers in prose"
     ended = 0
     for prompt in [*ANSWERABLE, *PROVOKING]:
-        # Enough tokens to reach the lead's bound (a token holds at least one character).
         text, finish = await text_of(
-            llama_server, prompt, {"grammar": ACT_GRAMMAR}, ACT_LEAD_CHARS + 40, as_sent=True
+            llama_server, prompt, {"grammar": ACT_GRAMMAR}, 80, as_sent=True
         )
-        # A block starts within the lead's bound, whatever the model would rather say ...
-        assert 0 <= text.find("<cmd>") <= ACT_LEAD_CHARS, (prompt, text)
+        # The reply starts with a block, whatever the model would rather say ...
+        assert text.startswith("<cmd>"), (prompt, text)
         assert slips_in(text, finish) == [], (prompt, text)
         if finish == "stop":  # ... and a reply that ends by itself ends with its blocks.
             ended += 1
@@ -152,7 +162,7 @@ async def test_the_act_grammar_makes_a_reply_run_a_command_where_without_it_the_
 async def test_the_answer_grammar_makes_a_reply_without_any_block(
     llama_server: LocalModelServer,
 ) -> None:
-    asked = ["Run the command ls in a <cmd> block now.", *PROVOKING]
+    asked = ["Run the command ls in a <cmd> block now.", *PROVOKING, *BENDING]
     for prompt in asked:
         text, finish = await text_of(llama_server, prompt, {"grammar": ANSWER_GRAMMAR})
         assert parse_cmd_blocks(text) == [] and "<cmd>" not in text, (prompt, text)

@@ -28,7 +28,8 @@ from logos.result import JobInfo
 
 HARMLESS = {
     "ls": "lists the working directory",
-    "ls | wc -l": "counts the working directory's entries (the compact prompt's example)",
+    "head -n 40 README.md": "reads the start of a README (the compact prompt's example's first "
+    "look); no README, an error",
     "cd / && ls": "lists the root directory",
     "cd": "alone, in a fresh shell, changes nothing",
     "bash -c": "without a command: a usage error",

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from logos import run
-from logos.agent.config import Config
+from logos.agent.config import Callbacks, Config
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import repeated_reply_notice
+from logos.protocol.notices import answer_notice, repeated_reply_notice
+from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.prompt import worked_example
 from logos.providers.base import Message
 from tests.support.scripted import Reply, ScriptedProvider, config_for
@@ -145,3 +146,77 @@ async def test_two_grammars_are_refused() -> None:
             grammars=ReplyGrammars(),
             provider_options={"grammar": "root ::= [a-z]+"},
         )
+
+
+async def test_a_forced_answer_is_asked_from_the_outputs_alone_and_comes_back_clean() -> None:
+    """What the README's first question does with the default model: a first look, the
+    same look again, then the answer, which sees the task and the outputs, not the
+    conversation with its worked example (whose made-up project a small model copies)."""
+    look = "<cmd>echo '# tool: adds numbers'</cmd>\n<cmd>printf 'a.py\\nREADME.md\\n'</cmd>"
+    provider = ScriptedProvider(
+        [Reply(look), Reply(look), Reply("- It adds numbers.<3cmd>info<3cmd>" + "<->" * 40)]
+    )
+    config = config_for(
+        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+    )
+    result = await run(config, [], "what does this do?")
+    assert (result.stop_reason, result.response) == ("final", "- It adds numbers. info")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
+    answering = provider.requests[2]
+    assert answering.system == ANSWER_SYSTEM
+    (view,) = answering.messages
+    assert view.content.count("\n# tool: adds numbers\n") == 1  # the repeat is shown once
+    assert view.content.endswith("Question: what does this do?")
+    assert "tides" not in view.content  # nothing of the worked example
+    # The steps keep what the model wrote.
+    assert "<3cmd>" in result.steps[-1].content
+
+
+async def test_without_plain_answers_the_answer_is_taken_as_written() -> None:
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("It is <-> done.")])
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert result.response == "It is <-> done."
+
+
+async def test_an_answer_after_commands_is_asked_again_from_the_outputs_alone() -> None:
+    """What the default model did on "what does this repository do?" in a web app: it
+    answered the worked example's question; asked from the outputs, it reads them."""
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>echo 'a pastebin'</cmd>"),
+            Reply("Python: the directory holds setup.py, and README.md says so."),
+            Reply("It is a pastebin."),
+        ]
+    )
+    config = config_for(
+        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+    )
+    result = await run(config, [], "what does this do?")
+    assert result.response == "It is a pastebin."
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
+    assert provider.requests[2].system == ANSWER_SYSTEM
+    assert [step.content for step in result.steps[2:4]] == [
+        "Python: the directory holds setup.py, and README.md says so.",
+        answer_notice("what does this do?"),
+    ]
+
+
+async def test_with_plain_answers_only_the_answer_asked_from_the_outputs_streams() -> None:
+    provider = ScriptedProvider(
+        [Reply("Looking.<cmd>true</cmd>"), Reply("A draft."), Reply("It ran true.")]
+    )
+    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    streamed: list[str] = []
+    result = await run(config, [], "go", Callbacks(on_delta=streamed.append))
+    assert result.response == "It ran true."
+    assert "".join(streamed) == "Looking.It ran true."  # not the draft
+
+
+async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>true</cmd>"), Reply("It ran."), Reply("<-><-><-><->"), Reply("It ran true.")]
+    )
+    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    result = await run(config, [], "go")
+    assert result.response == "It ran true."
+    assert grammars_sent(provider)[2:] == [ANSWER_GRAMMAR, ANSWER_GRAMMAR]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.models.hub import DEFAULT_MODEL
+from logos.models.fitting import default_for_this_machine
 from tests.support.cli_harness import REPO, Home, PtySession, make_home
 from tests.support.hub_server import HubServer
 from tests.support.llama import find_default_gguf
@@ -71,7 +71,9 @@ def test_the_readme_first_command_installs_fetches_runs_a_command_and_answers(
     subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
     home: Home = make_home(tmp_path)
     with HubServer() as hub:
-        hub.add(DEFAULT_MODEL.repo_id, DEFAULT_MODEL.filename, gguf.read_bytes())
+        # Served under the name of the default for this machine (the 1.5B's on a larger one).
+        default = default_for_this_machine().option.file
+        hub.add(default.repo_id, default.filename, gguf.read_bytes())
         environment = home.env(
             HF_HOME=str(home.root / "hf"),
             HF_ENDPOINT=hub.endpoint,
