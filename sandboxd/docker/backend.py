@@ -752,6 +752,12 @@ class DockerBackend(AsyncCloseable):
         whether the pair was made (the forwarder closes its connection otherwise)."""
         if box.egress is None or box.retired is not None:
             return False
+        if len(box.egress) >= 2 * self._egress.max_connections:
+            # WHY here too, and not only in the proxy: the request comes from inside the
+            # sandbox, and each pair holds two of the daemon's descriptors until it is served.
+            # Twice the proxy's bound, so that it still answers the first ones over it with a
+            # 429 a client can read.
+            return False
         up_name, down_name = fifo_names(number)
         try:
             pair = FifoPair.make(
@@ -760,29 +766,32 @@ class DockerBackend(AsyncCloseable):
         except OSError as exc:
             logger.warning("cannot make an egress connection's FIFOs: %s", exc)
             return False
-        self._background(self._serve_egress, box, pair)
+        scope = anyio.CancelScope()
+        box.egress.add(scope)  # counted from now: the serving task may start later
+        self._background(self._serve_egress, box, pair, scope)
         return True
 
-    async def _serve_egress(self, box: _Container, pair: FifoPair) -> None:
+    async def _serve_egress(
+        self, box: _Container, pair: FifoPair, scope: anyio.CancelScope
+    ) -> None:
         """One egress connection: once the forwarder opened both FIFOs (its first byte says
         so) they are settled and the proxy serves it, until the sandbox is torn down."""
         assert box.egress is not None
-        with anyio.CancelScope() as scope:
-            box.egress.add(scope)
-            try:
-                with anyio.fail_after(EGRESS_OPEN_TIMEOUT_S):
-                    opened = await pair.stream.receive(1)
-                if opened != OPENED:
-                    raise OSError("the forwarder did not open its FIFOs")
-                pair.settle()
-            except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
-                await pair.aclose()
-                box.egress.discard(scope)
-                return
-            try:
+        try:
+            with scope:
+                try:
+                    with anyio.fail_after(EGRESS_OPEN_TIMEOUT_S):
+                        opened = await pair.stream.receive(1)
+                    if opened != OPENED:
+                        raise OSError("the forwarder did not open its FIFOs")
+                    pair.settle()
+                except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
+                    return
                 await self._egress_proxy(box).handle(pair.stream)
-            finally:
-                box.egress.discard(scope)
+        finally:
+            box.egress.discard(scope)
+            with anyio.CancelScope(shield=True):
+                await pair.aclose()  # whatever ended it, a tear-down included
 
     def _egress_proxy(self, box: _Container) -> EgressProxy:
         """The sandbox's one proxy (its bounds are per sandbox), made at its first connection."""
