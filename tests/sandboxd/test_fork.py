@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -252,18 +251,14 @@ async def until_held_as(fds: dict[int, str]) -> None:
 
 
 def held_by_us() -> dict[int, str]:
-    """This process's descriptors (what each is), but its connections to the Docker engine:
-    docker-py pools those, as many as its calls ever ran at once."""
+    """This process's descriptors (what each is), but its sockets: a fork holds FIFOs and
+    pipes, no socket, and docker-py pools its connections to the engine, as many as its
+    calls ever ran at once (a loaded machine made one more during the fork)."""
     held = {}
     for fd in open_fds():
         with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
             held[fd] = os.readlink(f"/proc/self/fd/{fd}")
-    # Listed after: a connection made meanwhile (by a worker thread) is in it too.
-    engine_side = subprocess.run(
-        ["ss", "-xn", "src", "/var/run/docker.sock"], capture_output=True, text=True, check=True
-    ).stdout
-    to_engine = {f"socket:[{line.split()[-1]}]" for line in engine_side.splitlines()[1:]}
-    return {fd: what for fd, what in held.items() if what not in to_engine}
+    return {fd: what for fd, what in held.items() if not what.startswith("socket:")}
 
 
 async def containers_of(docker_client: Any, *sessions: str) -> list[Any]:
