@@ -639,19 +639,12 @@ def group_exists(group: int) -> bool:
 
 
 def session_members(session: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        # After the command name: state ppid pgrp session ...
-        if len(fields) > 3 and int(fields[3]) == session and int(fields[2]) != session:
-            members.append(int(entry))
-    return members
+    """The processes of `session` outside its leader's group (state ppid pgrp session ...)."""
+    return [
+        pid
+        for pid, fields in process_stats()
+        if len(fields) > 3 and int(fields[3]) == session and int(fields[2]) != session
+    ]
 
 
 def prefer_as_oom_victim(pid: int) -> None:
@@ -751,8 +744,9 @@ def become_init(spawned: Spawned) -> None:
     threading.Thread(target=reap, name="reaper", daemon=True).start()
 
 
-def container_processes() -> list[tuple[int, bytes, int]]:
-    """Every process but this one: (pid, state, parent pid)."""
+def process_stats() -> list[tuple[int, list[bytes]]]:
+    """Every process but this one, with the fields of its /proc stat after its command's name
+    (state, parent pid, process group, session, ...)."""
     me = os.getpid()
     found = []
     for entry in os.listdir("/proc"):
@@ -760,11 +754,15 @@ def container_processes() -> list[tuple[int, bytes, int]]:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                fields = stat_file.read().rsplit(b")", 1)[1].split()
-            found.append((int(entry), fields[0], int(fields[1])))
-        except (OSError, IndexError, ValueError):
+                found.append((int(entry), stat_file.read().rsplit(b")", 1)[1].split()))
+        except (OSError, IndexError):
             continue
     return found
+
+
+def container_processes() -> list[tuple[int, bytes, int]]:
+    """Every process but this one: (pid, state, parent pid)."""
+    return [(pid, fields[0], int(fields[1])) for pid, fields in process_stats() if len(fields) > 1]
 
 
 def zombie_children() -> list[int]:
