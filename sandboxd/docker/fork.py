@@ -359,7 +359,7 @@ async def copy_through_fifos(source: ForkEnd, targets: Sequence[ForkEnd], plan: 
             unclaimed.add(target_writes[-1])
             with contextlib.suppress(OSError):
                 fcntl.fcntl(target_writes[-1], fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        abort_read, abort_write = _pipe()
+        abort_read, abort_write = os.pipe()
         unclaimed.add(abort_read)
         relay_ends = [source_read, *target_writes, abort_read]
         check = ArchiveCheck(plan.roots, plan.mounts)
@@ -440,13 +440,6 @@ def _failure(reply: SupervisorReply | ChannelLost | None, *, strict: bool) -> st
         status = reply.exit_code if reply.signal is None else f"signal {reply.signal}"
         return f"(status {status}): {reply.stderr.strip() or '-'}"
     return None
-
-
-def _pipe() -> tuple[int, int]:
-    read, write = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):
-        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    return read, write
 
 
 class _Reader:
