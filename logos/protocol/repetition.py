@@ -9,7 +9,10 @@ next reply an answer (`logos.protocol.grammar.ANSWER_GRAMMAR`).
   collapsed.
 * The same output: the same exit code, signal, timeout, out-of-memory kill, runner error,
   stdout and stderr. A command whose output changed (a file it reads was edited between the
-  runs) is not a repetition.
+  runs) is not a repetition. A command that failed is compared by how it failed, not by its
+  output: the default model ran `pytest` twenty times in a Rust crate until its time ran
+  out, and every run printed another duration ("no tests ran in 0.01s"); nothing ran between
+  two of them that could make the next end otherwise.
 * The previous reply: the last one that ran commands; a reply that ran none (a corrective
   notice) is skipped over. A command still running as a job has no outcome yet: a reply
   that started one is never a repetition.
@@ -52,6 +55,8 @@ _Outcome = tuple[Ending, str, str]
 
 
 def _outcome(result: Result) -> _Outcome:
+    if not result.ok:
+        return Ending.of(result), "", ""
     return Ending.of(result), result.stdout, result.stderr
 
 

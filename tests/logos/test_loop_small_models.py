@@ -106,6 +106,32 @@ async def test_output_that_changed_is_not_a_repetition(tmp_path: Path) -> None:
     assert "Answer from the output above" not in result.steps[3].content
 
 
+async def test_the_same_commands_failing_the_same_way_force_an_answer_whatever_they_printed() -> (
+    None
+):
+    """What the default model did in a Rust crate: `pytest` again and again, each run
+    printing another duration, until its time ran out."""
+    flaky = "echo no tests ran in $RANDOM$RANDOM s; exit 5"
+    provider = ScriptedProvider(
+        [Reply(f"<cmd>{flaky}</cmd>"), Reply(f"<cmd>{flaky}</cmd>"), Reply("No tests ran.")]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "run the tests")
+    first, second = (step.results[0].stdout for step in result.steps[1:4:2])
+    assert first != second
+    assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, ANSWER_GRAMMAR]
+    assert result.steps[3].content.endswith(repeated_reply_notice(True, "run the tests"))
+
+
+async def test_a_command_failing_another_way_is_not_a_repetition() -> None:
+    provider = ScriptedProvider(
+        [Reply("<cmd>exit 5</cmd>"), Reply("<cmd>exit 4</cmd>"), Reply("<cmd>true</cmd>")]
+        + [Reply("ok")]
+    )
+    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    assert result.response == "ok"
+    assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
+
+
 async def test_the_worked_example_is_sent_first_and_never_returned() -> None:
     example = worked_example("compact")
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
