@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 
 from logos.models.llama_server import LocalModelServer
-from logos.protocol.prompt import build_system_prompt, worked_example
+from logos.protocol.prompt import build_system_prompt
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 
 TASK = "How many lines does notes.txt have?"
 SAMPLES = 3
@@ -35,7 +36,7 @@ def main() -> int:
         headers = {"authorization": f"Bearer {server.api_key}"}
         messages = [
             {"role": "system", "content": build_system_prompt(working_dir="/w", style="compact")},
-            *({"role": m.role, "content": m.content} for m in worked_example("compact")),
+            *({"role": m.role, "content": m.content} for m in SMALL_MODEL_EXAMPLES.turns(TASK)),
             {"role": "user", "content": TASK},
         ]
         with httpx.Client(base_url=server.openai_base_url, headers=headers, timeout=300) as client:

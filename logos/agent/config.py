@@ -12,6 +12,7 @@ from logos.commands.family import CommandFamily
 from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
 from logos.protocol.grammar import ReplyGrammars
+from logos.protocol.worked_examples import WorkedExamples
 from logos.providers.base import Message, Provider
 from logos.providers.pricing import Price
 from logos.result import JobEnd, Result
@@ -47,9 +48,11 @@ class Config:
     mcp_servers: Sequence[McpServer] = ()
     """MCP servers whose tools the model may call (`mcp SERVER TOOL {...}`), started for the
     run and stopped after it (`logos.mcp.tools`; needs the `mcp` extra)."""
-    example: Sequence[Message] = ()
+    example: Sequence[Message] | WorkedExamples = ()
     """Turns sent before the conversation, after the system prompt, to show the protocol
-    once (`logos.protocol.prompt.worked_example`); never part of the steps a run returns."""
+    once; or worked examples that fit them to the task (`logos.protocol.worked_examples`,
+    whose plain answers also see the examples marked for it). Never part of the steps a run
+    returns."""
     max_concurrency: int = 8
     """Commands of one reply that may run at the same time."""
     max_steps: int = DEFAULT_MAX_STEPS

@@ -79,6 +79,7 @@ from logos.protocol.plain_answer import ANSWER_SYSTEM, plain_answer_view
 from logos.protocol.prompt import build_system_prompt
 from logos.protocol.repeated_failure import RepeatedFailures
 from logos.protocol.repetition import Repetition
+from logos.protocol.worked_examples import WorkedExamples
 from logos.providers.base import (
     Finish,
     FinishReason,
@@ -215,6 +216,8 @@ class _Run:
         self.cost_usd = 0.0
         self.cost_known = True
         self.messages: list[Message] = []
+        self.example: tuple[Message, ...] = ()
+        self.answering_example: tuple[Message, ...] = ()
         self.current: _Turn | None = None
         self.canceled = False
         self.repeated_failures = (
@@ -250,6 +253,12 @@ class _Run:
         self, history: list[Message], prompt: str, cancel: anyio.Event | None
     ) -> RunResult:
         self.task = prompt
+        examples = self.config.example
+        if isinstance(examples, WorkedExamples):
+            self.example = examples.turns(prompt)
+            self.answering_example = examples.answering_turns(prompt)
+        else:
+            self.example = tuple(examples)
         self.messages = [*history, Message(role="user", content=prompt)]
         stop: StopReason = "error"
         error: str | None = None
@@ -472,7 +481,7 @@ class _Run:
     def _conversation(self) -> list[Message]:
         """What the model is sent after the system prompt: the worked example (never elided:
         it holds no results to elide), then the conversation."""
-        return [*self.config.example, *self.messages]
+        return [*self.example, *self.messages]
 
     async def _model_turn(self, kind: Turn, shown: bool) -> _Turn:
         turn = _Turn(shown=shown)
@@ -484,11 +493,14 @@ class _Run:
         system, conversation = self.system, self._conversation()
         if kind == "answer" and config.plain_answers:
             system = ANSWER_SYSTEM
-            conversation = plain_answer_view(
-                self.task,
-                [result for step in self.steps for result in step.results],
-                config.exec_options.resolved_workdir() or os.getcwd(),
-            )
+            conversation = [
+                *self.answering_example,
+                *plain_answer_view(
+                    self.task,
+                    [result for step in self.steps for result in step.results],
+                    config.exec_options.resolved_workdir() or os.getcwd(),
+                ),
+            ]
         request = ModelRequest(
             system=system,
             messages=fit_to_window(system, conversation, self.context_window, config.max_tokens),

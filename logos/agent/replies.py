@@ -19,7 +19,8 @@ from typing import Any
 
 from logos.agent.config import Config
 from logos.protocol.grammar import ReplyGrammars
-from logos.protocol.prompt import PromptStyle, worked_example
+from logos.protocol.prompt import PromptStyle
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 
 LOCAL_TEMPERATURE = 0.0
 """Sampling temperature for a llama.cpp model unless one is set: on the small-task suite a
@@ -48,6 +49,6 @@ class ReplySettings:
             provider_options=self.provider_options,
             check_back=self.check_back,
             grammars=self.grammars,
-            example=worked_example(self.prompt_style),
+            example=SMALL_MODEL_EXAMPLES if self.prompt_style == "compact" else (),
             plain_answers=self.prompt_style == "compact",
         )

@@ -2,11 +2,11 @@
 
 Two styles. `full` (`prompts/system.md`) explains the whole protocol — concurrency, limits,
 jobs, what comes back — for models that can use every word of it. `compact`
-(`prompts/compact.md`) is a few sentences, plus one worked example (`worked_example`) sent
-as the conversation's first turns, for small local models: measured on the small-task suite
-(`bench/small_tasks.py`), a 0.5B model loses the thread in the full text and copies its
-phrases, while it follows an example it sees as real turns far more often than the same
-example told in prose.
+(`prompts/compact.md`) is a few sentences, plus one worked example
+(`logos.protocol.worked_examples`) sent as the conversation's first turns, for small local
+models: measured on the small-task suite (`bench/small_tasks.py`), a 0.5B model loses the
+thread in the full text and copies its phrases, while it follows an example it sees as
+real turns far more often than the same example told in prose.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal, TypeAlias
-
-from logos.protocol.envelope import format_results
-from logos.providers.base import Message
-from logos.result import Result
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
@@ -65,37 +61,6 @@ def build_system_prompt(
     }
     rendered = _PLACEHOLDER.sub(lambda match: values[match.group(1)], load_template(style))
     return rendered.rstrip() + "\n"
-
-
-EXAMPLE_TASK = "Which language is this project written in?"
-EXAMPLE_LISTING = "README.md\nsetup.py\ntides/\n"
-EXAMPLE_README = (
-    "# tides\n\nA Python tool that prints the times of high and low tide for a harbour.\n"
-)
-EXAMPLE_COMMANDS = ("ls", "head -n 40 README.md")
-EXAMPLE_ANSWER = "Python: the directory holds setup.py, and README.md says so."
-
-
-def worked_example(style: PromptStyle) -> tuple[Message, ...]:
-    """The turns that show a `style` prompt's model the protocol once: a question about
-    the directory, the first look that grounds an answer (list it, read the start of its
-    README), the results as the harness renders them, an answer taken only from them.
-    Empty for `full`, whose prompt explains it in words. Its commands read and change
-    nothing, so a model that copies them does no harm; its project is made up and unlike
-    any real one, so an answer that copies its facts is plainly wrong."""
-    if style == "full":
-        return ()
-    listing, readme = EXAMPLE_COMMANDS
-    results = [
-        Result(command=listing, stdout=EXAMPLE_LISTING, exit_code=0),
-        Result(command=readme, stdout=EXAMPLE_README, exit_code=0),
-    ]
-    return (
-        Message(role="user", content=EXAMPLE_TASK),
-        Message(role="assistant", content=f"<cmd>{listing}</cmd>\n<cmd>{readme}</cmd>"),
-        Message(role="user", content=format_results(results)),
-        Message(role="assistant", content=EXAMPLE_ANSWER),
-    )
 
 
 def describe_platform() -> str:

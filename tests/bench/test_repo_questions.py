@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.repo_questions import EXAMPLE_FACTS, QUESTIONS, REPOSITORIES, Question, Repository
-from logos.protocol.prompt import EXAMPLE_ANSWER
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 
 KINDS = {"what", "stack", "tests", "where", "changed"}
 
@@ -43,7 +43,8 @@ def test_the_reference_answer_passes_and_invented_ones_do_not(
 ) -> None:
     assert question.check(tmp_path, question.reference), question.reference
     assert not question.check(tmp_path, "")
-    assert not question.check(tmp_path, EXAMPLE_ANSWER)
+    for example in (*SMALL_MODEL_EXAMPLES.general, *SMALL_MODEL_EXAMPLES.kinds):
+        assert not question.check(tmp_path, example.answer), example.answer
     for fact in EXAMPLE_FACTS:
         assert question.invented(f"{question.reference} Like {fact}.")
 

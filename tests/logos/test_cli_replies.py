@@ -11,7 +11,7 @@ import pytest
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR
 from logos.protocol.notices import CHECK_BACK_NOTICE
-from logos.protocol.prompt import worked_example
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 from tests.support.cli_harness import Home, anthropic_env, logos, run_task, sent_messages
 from tests.support.sse_server import ScriptedServer, anthropic_stream, openai_stream
 
@@ -92,9 +92,9 @@ def test_a_llama_cpp_server_gets_the_small_model_defaults_without_any_flag(
     assert third["messages"][1]["content"].endswith("Question: go")
     assert _compact_prompt(first) and first["temperature"] == LOCAL_TEMPERATURE
     assert first["max_tokens"] == LOCAL_MAX_TOKENS
-    example = [m["content"] for m in first["messages"][1:5]]
-    assert example == [m.content for m in worked_example("compact")]
-    assert first["messages"][5] == {"role": "user", "content": "go"}
+    example = [m.content for m in SMALL_MODEL_EXAMPLES.turns("go")]
+    assert [m["content"] for m in first["messages"][1:-1]] == example
+    assert first["messages"][-1] == {"role": "user", "content": "go"}
     # The example is sent, never recorded: the run's own steps start with the task.
     steps = [r for r in home.run_records() if r["type"] == "step"]
     assert steps[0]["content"] == "<cmd>true</cmd>"

@@ -19,7 +19,8 @@ from logos.protocol.grammar import (
 )
 from logos.protocol.hallucination import find_tool_call_hallucination
 from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks, strip_cmd_blocks
-from logos.protocol.prompt import build_system_prompt, worked_example
+from logos.protocol.prompt import build_system_prompt
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 from logos.providers import Finish, Message, ModelRequest, OpenAIProvider, RetryPolicy, TextDelta
 
 SYSTEM = "You run shell commands by writing them in <cmd> blocks."
@@ -83,7 +84,7 @@ async def text_of(
     system, example = SYSTEM, ()
     if as_sent:
         system = build_system_prompt(working_dir="/tmp/work", style="compact")
-        example = worked_example("compact")
+        example = SMALL_MODEL_EXAMPLES.turns(prompt)
     request = ModelRequest(
         system=system,
         messages=[*example, Message("user", prompt)],

@@ -23,13 +23,18 @@ from logos.protocol import notices
 from logos.protocol.fabricated_result import find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command, looks_like_command
 from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks
-from logos.protocol.prompt import build_system_prompt, load_template, worked_example
+from logos.protocol.prompt import build_system_prompt, load_template
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 from logos.result import JobInfo
 
 HARMLESS = {
     "ls": "lists the working directory",
     "head -n 40 README.md": "reads the start of a README (the compact prompt's example's first "
     "look); no README, an error",
+    'grep -rn --exclude-dir=.git "high_tide" .': "searches the files for a name (the example of "
+    "a question where something is defined): reads only",
+    "git log -1 --stat --format=%s": "shows the last commit's message and files (the example of "
+    "a question what changed); outside a repository, an error",
     "cd / && ls": "lists the root directory",
     "cd": "alone, in a fresh shell, changes nothing",
     "bash -c": "without a command: a usage error",
@@ -92,8 +97,9 @@ def shown_texts() -> list[tuple[str, str]]:
         # The example's result turn is the harness's own envelope, made by format_results;
         # the turns a model could copy are the task and the two replies.
         *(
-            (f"worked example {n}", m.content)
-            for n, m in enumerate(worked_example("compact"))
+            (f"worked example {example.task!r} {n}", m.content)
+            for example in (*SMALL_MODEL_EXAMPLES.general, *SMALL_MODEL_EXAMPLES.kinds)
+            for n, m in enumerate((*example.turns(), *example.answering_turns()))
             if not m.content.startswith("<result>")
         ),
         *notice_texts(),

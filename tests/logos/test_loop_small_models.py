@@ -16,7 +16,7 @@ from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import answer_notice, repeated_reply_notice
 from logos.protocol.plain_answer import ANSWER_SYSTEM
-from logos.protocol.prompt import worked_example
+from logos.protocol.worked_examples import DEFINITION, LAST_CHANGE, SMALL_MODEL_EXAMPLES
 from logos.providers.base import Message
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 
@@ -124,8 +124,7 @@ async def test_the_same_commands_failing_the_same_way_force_an_answer_whatever_t
 
 async def test_a_command_failing_another_way_is_not_a_repetition() -> None:
     provider = ScriptedProvider(
-        [Reply("<cmd>exit 5</cmd>"), Reply("<cmd>exit 4</cmd>"), Reply("<cmd>true</cmd>")]
-        + [Reply("ok")]
+        [Reply(f"<cmd>{command}</cmd>") for command in ("exit 5", "exit 4", "true")] + [Reply("ok")]
     )
     result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
     assert result.response == "ok"
@@ -133,13 +132,42 @@ async def test_a_command_failing_another_way_is_not_a_repetition() -> None:
 
 
 async def test_the_worked_example_is_sent_first_and_never_returned() -> None:
-    example = worked_example("compact")
+    example = (Message("user", "Which way?"), Message("assistant", "North."))
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
     result = await run(config_for(provider, example=example), [], "go")
     first, second = provider.requests
-    assert tuple(first.messages[:4]) == example and first.messages[4] == Message("user", "go")
-    assert tuple(second.messages[:4]) == example
+    assert tuple(first.messages[:2]) == example and first.messages[2] == Message("user", "go")
+    assert tuple(second.messages[:2]) == example
     assert all(step.content not in {m.content for m in example} for step in result.steps)
+
+
+async def test_the_worked_examples_sent_are_those_of_the_task() -> None:
+    task = "where is parse_config defined?"
+    provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
+    result = await run(config_for(provider, example=SMALL_MODEL_EXAMPLES), [], task)
+    sent = SMALL_MODEL_EXAMPLES.turns(task)
+    assert sent[-4].content == DEFINITION.task  # the general ones, then the task's kind
+    for request in provider.requests:
+        assert tuple(request.messages[: len(sent)]) == sent
+    assert result.steps[0].content == "<cmd>true</cmd>"
+
+
+async def test_an_answer_about_the_last_commit_sees_the_example_of_its_kind_first() -> None:
+    """From `git log`'s output alone the default model named a file or the hash."""
+    task = "what changed in the last commit?"
+    provider = ScriptedProvider(
+        [Reply("<cmd>echo Fix the clock</cmd>"), Reply("Fixed."), Reply("It fixed the clock.")]
+    )
+    config = config_for(
+        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
+    )
+    result = await run(config, [], task)
+    assert result.response == "It fixed the clock."
+    *example, view = provider.requests[2].messages
+    assert tuple(example) == LAST_CHANGE.answering_turns()
+    assert example[-1] == Message("assistant", LAST_CHANGE.answer)
+    assert view.content.startswith("Commands ran in ") and "Fix the clock" in view.content
+    assert view.content.endswith(f"Question: {task}")
 
 
 async def test_a_refused_sed_in_place_is_followed_by_the_edit_it_offered(tmp_path: Path) -> None:
@@ -183,7 +211,7 @@ async def test_a_forced_answer_is_asked_from_the_outputs_alone_and_comes_back_cl
         [Reply(look), Reply(look), Reply("- It adds numbers.<3cmd>info<3cmd>" + "<->" * 40)]
     )
     config = config_for(
-        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
     )
     result = await run(config, [], "what does this do?")
     assert (result.stop_reason, result.response) == ("final", "- It adds numbers. info")
@@ -215,7 +243,7 @@ async def test_an_answer_after_commands_is_asked_again_from_the_outputs_alone() 
         ]
     )
     config = config_for(
-        provider, grammars=ReplyGrammars(), example=worked_example("compact"), plain_answers=True
+        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
     )
     result = await run(config, [], "what does this do?")
     assert result.response == "It is a pastebin."
