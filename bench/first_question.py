@@ -14,7 +14,10 @@ Rows, on the same server:
 * mini-swe-agent once per question in each of its configurations (`bench.mini_small`);
 * the same model asked once with the repository's README pasted in (no README: the
   question alone): no command runs, so its "done" is its right answers, the floor any
-  agent should beat.
+  agent should beat;
+* `logos` with its defaults once per question on each other model found
+  (`Plan.first_question_other_models`; the 1.5B the default is chosen against), reported
+  without a target.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from bench.small_model import (
     DONE,
     MAIN_MODEL,
     MINI_CONFIGS,
+    MODELS,
     MODELS_DIR,
     Endpoint,
+    SmallModel,
     TryOutcome,
     run_logos_try,
     run_mini_try,
@@ -110,6 +115,14 @@ class Row:
             f"{self.median('wall_s'):.1f} s",
             f"{self.median('turns'):.0f}",
         )
+
+
+LOGOS_LABEL = "logos (defaults)"
+
+
+def _is_baseline(row: Row) -> bool:
+    """A row logos must be ahead of: another agent, or the model asked without one."""
+    return not row.label.startswith(LOGOS_LABEL)
 
 
 def _right(answered: Answered) -> bool:
@@ -203,7 +216,7 @@ def _run_sync(plan: Plan) -> Section:
             endpoint = Endpoint(server.openai_base_url, server.api_key)
             rows.append(
                 run_row(
-                    "logos (defaults)",
+                    LOGOS_LABEL,
                     plan.first_question_tries,
                     questions,
                     partial(run_logos_try, endpoint=endpoint),
@@ -235,14 +248,40 @@ def _run_sync(plan: Plan) -> Section:
                 )
     except LocalModelError as exc:
         problems.append(f"{MAIN_MODEL.label} could not be served: {exc}")
+    for model in _other_models(plan, problems):
+        try:
+            with LocalModelServer(MODELS_DIR / model.file, n_ctx=CONTEXT) as server:
+                endpoint = Endpoint(server.openai_base_url, server.api_key)
+                rows.append(
+                    run_row(
+                        f"{LOGOS_LABEL}, {model.label}",
+                        1,
+                        questions,
+                        partial(run_logos_try, endpoint=endpoint),
+                    )
+                )
+        except LocalModelError as exc:
+            problems.append(f"{model.label} could not be served: {exc}")
     return _section(rows, questions, problems)
+
+
+def _other_models(plan: Plan, problems: list[str]) -> list[SmallModel]:
+    """The other models to ask, of those fetched; a missing one is a problem to report."""
+    found = []
+    for name in plan.first_question_other_models:
+        model = next((m for m in MODELS if m.name == name), None)
+        if model is not None and (MODELS_DIR / model.file).is_file():
+            found.append(model)
+        else:
+            problems.append(f"model {name} is not in {MODELS_DIR}: run scripts/fetch-model {name}")
+    return found
 
 
 def _section(
     rows: Sequence[Row], questions: Sequence[Question], problems: Sequence[str]
 ) -> Section:
     targets = []
-    main = rows[0] if rows else None
+    main = next((row for row in rows if row.label == LOGOS_LABEL), None)
     if main is not None and len(questions) == len(QUESTIONS):
         targets.append(
             Target(
@@ -253,7 +292,7 @@ def _section(
         )
         debris = sum(1 for t in main.tries if t.debris)
         targets.append(Target("no answer with protocol debris", str(debris), debris == 0))
-        for other in rows[1:]:
+        for other in (row for row in rows if _is_baseline(row)):
             targets.append(
                 Target(
                     f"logos ahead of {other.label}",

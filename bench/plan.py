@@ -96,7 +96,15 @@ class Plan:
     """The first-question suite's first N questions only (0: all of them)."""
     first_question_baselines: bool = True
     """The mini-swe-agent and README-pasted rows."""
-    local_models: tuple[str, ...] = ("qwen2.5-coder-0.5b", "gemma3-270m", "smollm2")
+    first_question_other_models: tuple[str, ...] = ("qwen2.5-coder-1.5b",)
+    """Models asked each first question once too, with logos's defaults (reported, no
+    target): the larger model the default is chosen against."""
+    local_models: tuple[str, ...] = (
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b",
+        "gemma3-270m",
+        "smollm2",
+    )
     """Models the localmodel family loads and runs (the default first)."""
     egress_rounds: int = 10
     """Alternating rounds of GETs through the egress proxy and with the network on."""
@@ -156,6 +164,7 @@ class Plan:
             first_question_tries=1,
             first_question_count=2,
             first_question_baselines=False,
+            first_question_other_models=(),
             local_models=("smollm2",),
             temenos_callers=6,
             egress_rounds=2,

@@ -76,6 +76,11 @@ MODELS = (
         "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         "Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
     ),
+    SmallModel(
+        "qwen2.5-coder-1.5b",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+    ),
     SmallModel("gemma3-270m", "gemma-3-270m-q4_k_m.gguf", "Gemma 3 270M Q4_K_M"),
     SmallModel("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct Q4_1"),
 )
