@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +47,7 @@ from bench.small_model import (
     Endpoint,
     SmallModel,
     TryOutcome,
+    in_rounds,
     run_logos_try,
     run_mini_try,
 )
@@ -188,15 +188,16 @@ def run_row(
     *,
     needs_command: bool = True,
 ) -> Row:
-    row = Row(label, needs_command=needs_command)
-    for round_number in range(tries):
-        for question in questions:
-            answered = judge(question, one_try(question))
-            row.tries.append(answered)
-            status = "done" if answered.done else answered.outcome.outcome
-            extra = f" invented {list(answered.invented)}" if answered.invented else ""
-            _progress(f"{label} [{round_number + 1}/{tries}] {question.id}: {status}{extra}")
-    return row
+    return Row(
+        label,
+        in_rounds(label, tries, questions, lambda q: judge(q, one_try(q)), _status),
+        needs_command=needs_command,
+    )
+
+
+def _status(answered: Answered) -> str:
+    status = "done" if answered.done else answered.outcome.outcome
+    return f"{status} invented {list(answered.invented)}" if answered.invented else status
 
 
 async def run(plan: Plan) -> Section:
@@ -356,7 +357,3 @@ def _section(
             ]
         },
     )
-
-
-def _progress(message: str) -> None:
-    print(f"      {message}", file=sys.stderr, flush=True)

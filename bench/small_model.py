@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -102,6 +102,10 @@ class SuiteTask(Protocol):
     def prompt(self) -> str: ...
     def lay_out(self, workspace: Path) -> None: ...
     def check(self, workspace: Path, answer: str) -> bool: ...
+
+
+Task = TypeVar("Task", bound=SuiteTask)
+Tried = TypeVar("Tried")
 
 
 @dataclass(frozen=True)
@@ -345,14 +349,25 @@ def run_row(
     tasks: Sequence[SmallTask],
     one_try: Callable[[SmallTask], TryOutcome],
 ) -> Row:
-    """`tries` rounds over `tasks`, in task order within each round."""
-    row = Row(label, model.label)
+    return Row(label, model.label, in_rounds(label, tries, tasks, one_try, lambda o: o.outcome))
+
+
+def in_rounds(
+    label: str,
+    tries: int,
+    tasks: Sequence[Task],
+    one_try: Callable[[Task], Tried],
+    status: Callable[[Tried], str],
+) -> list[Tried]:
+    """`tries` rounds over `tasks`, in task order within each round; each try's status is
+    printed as it ends (a suite takes an hour)."""
+    tried = []
     for round_number in range(tries):
         for task in tasks:
             outcome = one_try(task)
-            row.tries.append(outcome)
-            _progress(f"{label} [{round_number + 1}/{tries}] {task.id}: {outcome.outcome}")
-    return row
+            tried.append(outcome)
+            _progress(f"{label} [{round_number + 1}/{tries}] {task.id}: {status(outcome)}")
+    return tried
 
 
 async def run(plan: Plan) -> Section:
