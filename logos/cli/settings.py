@@ -15,14 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from logos.agent.config import DEFAULT_MAX_STEPS, Config
+from logos.agent.config import DEFAULT_MAX_STEPS, Limits
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
 from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import ApprovalRules, RulesError, load_rules, read_toml
@@ -455,19 +455,6 @@ class HubModelSpec:
 
 
 LocalModel = GgufSpec | HubModelSpec
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int
-    max_cost_usd: float | None = None
-    max_wall_s: float | None = None
-    max_tokens: int | None = None
-    max_total_tokens: int | None = None
-
-    def applied_to(self, config: Config) -> Config:
-        """`config` with these limits: each field is the `Config` field of the same name."""
-        return replace(config, **asdict(self))
 
 
 def choose_provider_for(
