@@ -54,6 +54,7 @@ from logos.providers.registry import (
     provider_kind,
 )
 from logos.records.trajectory import Trajectory
+from logos.runners.sandboxes import SandboxSettings
 from logos.serve.settings import ServeSettings
 
 _MODEL_LIST_TIMEOUT_S = 10.0
@@ -568,14 +569,14 @@ def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> Ru
             "--sandbox-token-file is for a sandbox daemon that asks for a token: add "
             "--sandbox temenos"
         )
-    return RunnerSpec(
-        sandbox=sandbox,
+    asked = SandboxSettings(
         socket=flags.socket or settings.socket,
         image=flags.image or settings.image,
         network=flags.network,
         allowed_hosts=tuple(flags.allow_host),
         auth_token_file=flags.sandbox_token_file or settings.sandbox_token_file,
     )
+    return RunnerSpec(sandbox, asked)
 
 
 def asked_approval(flags: Flags) -> ApprovalMode | None:
