@@ -257,6 +257,9 @@ def test_stop_ends_the_turn_and_keeps_what_was_streamed(
     sse_server.enqueue(said("word " * 200, chunk_size=5, event_pause_s=0.03))
     project = team(served)
     project.streaming("talk at length")
+    # WHY a second delta: on a loaded machine the stop could land before the second word,
+    # and the text kept would be one word.
+    project.events_until(lambda e: e.type == "delta")
     stopped = project.client.post(f"{project.path}/stop", json={"scope": "turn"})
     assert stopped.status_code == 202 and stopped.json()["stopped"] is True
     events = project.turn()
