@@ -36,6 +36,7 @@ from tests.support.sandboxd_harness import Daemon, running_daemon  # noqa: E402
 pytest_plugins = [
     "tests.support.sse_server",
     "tests.support.cli_harness",
+    "tests.support.batch_model",
     "tests.support.hub_server",
     "tests.support.llama",
     "tests.support.browser",

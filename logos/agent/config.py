@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from logos.agent.steps import StepMessage
@@ -116,6 +116,21 @@ class Config:
     @property
     def model_name(self) -> str:
         return self.model or self.provider.model
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's limits, as a front end resolved them (flags, a request, a task)."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+
+    def applied_to(self, config: Config) -> Config:
+        """`config` with these limits: each field is the `Config` field of the same name."""
+        return replace(config, **asdict(self))
 
 
 @dataclass(frozen=True)

@@ -310,23 +310,17 @@ async def _agent(
             writer.step(step)
             on_recorded()
 
-        config = settings.replies.apply(
-            Config(
-                provider=provider,
-                model=settings.model.model,
-                system_prompt=system_prompt,
-                runner=runner,
-                exec_options=options,
-                max_steps=task.max_steps or settings.max_steps,
-                max_tokens=settings.max_tokens,
-                max_total_tokens=settings.max_total_tokens,
-                max_wall_s=task.max_time or settings.max_time,
-                max_cost_usd=task.max_cost or settings.max_cost,
-                # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
-                # independent tries; notes shared between them, or with the user's own runs,
-                # would make one task's result depend on the others.
-            )
+        config = Config(
+            provider=provider,
+            model=settings.model.model,
+            system_prompt=system_prompt,
+            runner=runner,
+            exec_options=options,
+            # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
+            # independent tries; notes shared between them, or with the user's own runs,
+            # would make one task's result depend on the others.
         )
+        config = settings.replies.apply(task.limits(settings.limits).applied_to(config))
         started = time.monotonic()
         result = await run(
             config, [], task.prompt, Callbacks(on_step_end=on_step_end), cancel=cancel

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from logos.agent.config import DEFAULT_MAX_STEPS
+from logos.agent.config import Limits
 from logos.agent.replies import ReplySettings
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.base import Provider
@@ -54,11 +54,8 @@ class BatchSettings:
     model: ModelSpec
     sandbox: BatchSandbox | None = None
     """None: commands run with local bash, in the task's workspace."""
-    max_steps: int = DEFAULT_MAX_STEPS
-    max_time: float | None = None
-    max_cost: float | None = None
-    max_tokens: int | None = None
-    max_total_tokens: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    """A task's own max_steps, max_time and max_cost win."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Each command's time limit: the agent's, the setup's and the check's."""
     replies: ReplySettings = field(default_factory=ReplySettings)

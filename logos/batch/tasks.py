@@ -13,12 +13,13 @@ duplicate id) is reported with its line number and skipped: one typo never stops
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from logos.agent.config import Limits
 from logos.errors import MessageError
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
@@ -67,6 +68,15 @@ class TaskSpec(_Strict):
     """US dollars of the agent's run."""
     image: str | None = Field(default=None, min_length=1)
     """The sandbox image (needs --sandbox)."""
+
+    def limits(self, batch: Limits) -> Limits:
+        """The batch's limits, with the task's own where it sets them."""
+        return replace(
+            batch,
+            max_steps=self.max_steps or batch.max_steps,
+            max_wall_s=self.max_time or batch.max_wall_s,
+            max_cost_usd=self.max_cost or batch.max_cost_usd,
+        )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from logos.agent.config import DEFAULT_MAX_STEPS
 from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
-from logos.cli.project_command import add_project_command
+from logos.cli.project_command import add_project_options
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.options import DEFAULT_TIMEOUT_S
@@ -32,20 +32,90 @@ from logos.runners.sandboxes import installed_kinds
 from logos.serve.settings import DEFAULT_PORT
 from logos.version import logos_version
 
-COMMANDS = (
-    "run",
-    "resume",
-    "show",
-    "exec",
-    "doctor",
-    "memory",
-    "models",
-    "serve",
-    "batch",
-    "view",
-    "project",
-    "mcp",
-)
+_ABOUT: dict[str, tuple[str, str]] = {
+    "run": (
+        "run a task (the default command)",
+        "Run TASK to its end and print the model's answer. The answer goes to "
+        "stdout (when stdout is a terminal, all prose streams there); commands, their "
+        "output and a summary go to stderr. Every step is saved to a trajectory file.",
+    ),
+    "resume": (
+        "continue a recorded run",
+        "Continue the conversation of a trajectory file, appending to it. The "
+        "provider, model, sandbox and working directory are the run's unless options say "
+        "otherwise.",
+    ),
+    "show": (
+        "show a recorded run",
+        "Print a trajectory for reading: prompts, the model's prose, commands "
+        "with the tail of their output, decisions, and how each run ended.",
+    ),
+    "exec": (
+        "run the <cmd> blocks of a message read from stdin",
+        "Read an assistant message from stdin, run its <cmd> blocks concurrently "
+        "and print the <result> envelope the model reads next. Exit 0 when every block "
+        "succeeded, 1 when any failed, 2 on a usage or setup error. Running locally needs "
+        "--yes (stdin holds the message, so nothing can be confirmed).",
+    ),
+    "doctor": (
+        "check the provider, the runner and the sandbox",
+        "Send the model a one-token request, run `true` where commands would "
+        "run, and with --sandbox check the sandbox daemon's health. Prints ok or FAIL with "
+        "the fix for each; exits 1 when any check fails.",
+    ),
+    "memory": (
+        "list, show, set or forget the memory notes new runs start with",
+        "Memory notes are short notes by key (trimmed, lower-case) that every "
+        "new run finds in its system prompt. They live in $XDG_STATE_HOME/logos/memory.json "
+        "(~/.local/state/logos without XDG_STATE_HOME), private to you.",
+    ),
+    "models": (
+        "list, download or remove the GGUF models logos runs offline",
+        "GGUF models from the Hugging Face Hub, written hf:OWNER/REPO/FILE.gguf "
+        "(add @REVISION for another branch, tag or commit), kept in huggingface_hub's cache "
+        "($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub); HF_ENDPOINT, "
+        "HF_HUB_OFFLINE and HF_TOKEN apply. Without an action: list.",
+    ),
+    "serve": (
+        "serve runs over HTTP: live events, approvals, sessions, memory, a web page",
+        "Start the logos server (needs pip install 'logos[serve]'). Every "
+        "request needs the bearer token it creates on first start (its path is printed); "
+        "the printed URL opens the page with the token. Settings come from the config "
+        "file, its [serve] table and these options.",
+    ),
+    "batch": (
+        "run many tasks, each in a fresh workspace and judged by its check",
+        "Run every task of TASKS.jsonl (one JSON object per line: id, prompt, "
+        "workspace, and optional setup, check, max_steps, max_time, max_cost, image) in a "
+        "fresh copy of its workspace, then its check there: exit 0 is success. Results, "
+        "trajectories and a summary go to --out; running it again skips the tasks done. "
+        "Exit 0 when every task passed, 1 when any did not (or a line was bad), 2 on an "
+        "error, 130 on Ctrl-C (running tasks are recorded as canceled and run next time).",
+    ),
+    "view": (
+        "open a saved run (a trajectory) or a batch's results.jsonl in the web page",
+        "Serve the page on 127.0.0.1 with this one file (needs pip install "
+        "'logos[serve]'): a trajectory in the run viewer, a batch's results as its report. "
+        "Open the printed URL; Ctrl-C stops it.",
+    ),
+    "project": (
+        "several agents in one chat, on a running logos serve",
+        "Make projects, add agents, send messages and follow the chat of a "
+        "running `logos serve` (its token is read from its state directory).",
+    ),
+    "mcp": (
+        "serve a `task` tool over MCP (stdio): another agent hands logos whole tasks",
+        "An MCP server on stdin/stdout (needs pip install 'logos[mcp]') whose "
+        "`task` tool runs a logos agent on a task with the model, runner and limits given "
+        "here; a call can only lower the limits. Steps are reported as MCP progress, and "
+        "cancelling a call stops its run. Commands that need approval are put to the person "
+        "through the client (MCP elicitation) and refused where the client cannot ask. "
+        "Each run is saved to a trajectory file and audited like `logos run`'s. With --http, "
+        "it serves streamable HTTP on loopback behind a bearer token instead.",
+    ),
+}
+"""Each command's help line and description, in the order `logos --help` lists them."""
+COMMANDS = tuple(_ABOUT)
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
 SANDBOX_OPTION = "--sandbox"
@@ -132,6 +202,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
+def _command(commands: argparse._SubParsersAction[_Parser], name: str) -> _Parser:
+    """A command's parser, with its help line and description from `_ABOUT`."""
+    help_line, description = _ABOUT[name]
+    return commands.add_parser(name, help=help_line, description=description)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
@@ -145,27 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
         "a closed terminal, 141 stdout's reader left). See `logos run --help` for the options.",
     )
     parser.add_argument("--version", action="version", version=f"logos {logos_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # WHY prog: argparse would start each command's usage with the whole usage above.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", prog="logos")
 
-    run = commands.add_parser(
-        "run",
-        prog="logos run",
-        help="run a task (the default command)",
-        description="Run TASK to its end and print the model's answer. The answer goes to "
-        "stdout (when stdout is a terminal, all prose streams there); commands, their "
-        "output and a summary go to stderr. Every step is saved to a trajectory file.",
-    )
+    run = _command(commands, "run")
     run.add_argument("task", nargs="?", metavar="TASK", help="what to do; - reads it from stdin")
     _task_options(run, trajectory=True)
 
-    resume = commands.add_parser(
-        "resume",
-        prog="logos resume",
-        help="continue a recorded run",
-        description="Continue the conversation of a trajectory file, appending to it. The "
-        "provider, model, sandbox and working directory are the run's unless options say "
-        "otherwise.",
-    )
+    resume = _command(commands, "resume")
     resume.add_argument("file", metavar="FILE", help="the run's .jsonl trajectory")
     resume.add_argument(
         "follow_up",
@@ -175,47 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _task_options(resume, trajectory=False)
 
-    show = commands.add_parser(
-        "show",
-        prog="logos show",
-        help="show a recorded run",
-        description="Print a trajectory for reading: prompts, the model's prose, commands "
-        "with the tail of their output, decisions, and how each run ended.",
-    )
+    show = _command(commands, "show")
     show.add_argument("file", metavar="FILE", help="the run's .jsonl trajectory")
 
-    exec_ = commands.add_parser(
-        "exec",
-        prog="logos exec",
-        help="run the <cmd> blocks of a message read from stdin",
-        description="Read an assistant message from stdin, run its <cmd> blocks concurrently "
-        "and print the <result> envelope the model reads next. Exit 0 when every block "
-        "succeeded, 1 when any failed, 2 on a usage or setup error. Running locally needs "
-        "--yes (stdin holds the message, so nothing can be confirmed).",
-    )
+    exec_ = _command(commands, "exec")
     _config_option(exec_)
     _runner_options(exec_)
     _approval_options(exec_, ("auto", "never-run"), "auto in the sandbox; local runs need --yes")
 
-    doctor = commands.add_parser(
-        "doctor",
-        prog="logos doctor",
-        help="check the provider, the runner and the sandbox",
-        description="Send the model a one-token request, run `true` where commands would "
-        "run, and with --sandbox check the sandbox daemon's health. Prints ok or FAIL with "
-        "the fix for each; exits 1 when any check fails.",
-    )
+    doctor = _command(commands, "doctor")
     _model_options(doctor)
     _runner_options(doctor)
 
-    memory = commands.add_parser(
-        "memory",
-        prog="logos memory",
-        help="list, show, set or forget the memory notes new runs start with",
-        description="Memory notes are short notes by key (trimmed, lower-case) that every "
-        "new run finds in its system prompt. They live in $XDG_STATE_HOME/logos/memory.json "
-        "(~/.local/state/logos without XDG_STATE_HOME), private to you.",
-    )
+    memory = _command(commands, "memory")
     actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
     actions.add_parser("list", help="every note, the most recent first")
     show_note = actions.add_parser("show", help="one note's text")
@@ -228,15 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _models_command(commands)
 
-    serve = commands.add_parser(
-        "serve",
-        prog="logos serve",
-        help="serve runs over HTTP: live events, approvals, sessions, memory, a web page",
-        description="Start the logos server (needs pip install 'logos[serve]'). Every "
-        "request needs the bearer token it creates on first start (its path is printed); "
-        "the printed URL opens the page with the token. Settings come from the config "
-        "file, its [serve] table and these options.",
-    )
+    serve = _command(commands, "serve")
     _model_options(serve)
     listen = serve.add_argument_group("where to listen")
     listen.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -249,41 +276,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="serve on this Unix socket (created 0600) instead",
     )
-    listen.add_argument(
+    _switch(
+        listen,
         "--allow-remote",
-        action="store_true",
-        help="allow an address other than loopback: anyone who can reach it and has the "
+        help_text="allow an address other than loopback: anyone who can reach it and has the "
         "token runs commands on this machine",
     )
 
     _batch_command(commands)
     _view_command(commands)
-    add_project_command(commands)
+    add_project_options(_command(commands, "project"))
     _mcp_command(commands)
     return parser
 
 
 def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
-    mcp = commands.add_parser(
-        "mcp",
-        prog="logos mcp",
-        help="serve a `task` tool over MCP (stdio): another agent hands logos whole tasks",
-        description="An MCP server on stdin/stdout (needs pip install 'logos[mcp]') whose "
-        "`task` tool runs a logos agent on a task with the model, runner and limits given "
-        "here; a call can only lower the limits. Steps are reported as MCP progress, and "
-        "cancelling a call stops its run. Commands that need approval are put to the person "
-        "through the client (MCP elicitation) and refused where the client cannot ask. "
-        "Each run is saved to a trajectory file and audited like `logos run`'s. With --http, "
-        "it serves streamable HTTP on loopback behind a bearer token instead.",
-    )
-    _model_options(mcp)
-    _runner_options(mcp)
-    _mcp_option(mcp)
-    _approval_options(
-        mcp, APPROVAL_MODES, "confirm through the client for local bash, auto in the sandbox"
-    )
-    _limit_options(mcp)
-    _reply_options(mcp)
+    mcp = _command(commands, "mcp")
+    _agent_options(mcp, "confirm through the client for local bash, auto in the sandbox")
     serving = mcp.add_argument_group("serving over HTTP instead of stdio")
     serving.add_argument(
         "--http",
@@ -296,40 +305,24 @@ def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="the bearer token clients must send, read from FILE (created with a fresh token, "
         "mode 0600, if missing); default: $LOGOS_MCP_TOKEN",
     )
-    serving.add_argument(
+    _repeatable(
+        serving,
         "--allow-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="a browser Origin allowed to call (default: none); repeatable",
+        "ORIGIN",
+        "a browser Origin allowed to call (default: none); repeatable",
     )
 
 
 def _view_command(commands: argparse._SubParsersAction[_Parser]) -> None:
-    view = commands.add_parser(
-        "view",
-        prog="logos view",
-        help="open a saved run (a trajectory) or a batch's results.jsonl in the web page",
-        description="Serve the page on 127.0.0.1 with this one file (needs pip install "
-        "'logos[serve]'): a trajectory in the run viewer, a batch's results as its report. "
-        "Open the printed URL; Ctrl-C stops it.",
-    )
+    view = _command(commands, "view")
     view.add_argument("file", metavar="FILE", help="a trajectory .jsonl, or results.jsonl")
     view.add_argument("--port", type=_port, default=0, help="TCP port (default: a free one)")
-    view.add_argument("--open", action="store_true", help="open the page in a browser too")
+    _switch(view, "--open", help_text="open the page in a browser too")
 
 
 def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:
-    models = commands.add_parser(
-        "models",
-        prog="logos models",
-        help="list, download or remove the GGUF models logos runs offline",
-        description="GGUF models from the Hugging Face Hub, written hf:OWNER/REPO/FILE.gguf "
-        "(add @REVISION for another branch, tag or commit), kept in huggingface_hub's cache "
-        "($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub); HF_ENDPOINT, "
-        "HF_HUB_OFFLINE and HF_TOKEN apply. Without an action: list.",
-    )
-    models.add_argument("--json", action="store_true", help="list: print a JSON list")
+    models = _command(commands, "models")
+    _switch(models, "--json", help_text="list: print a JSON list")
     actions = models.add_subparsers(dest="models_action", metavar="ACTION")
     listing = actions.add_parser(
         "list",
@@ -352,17 +345,7 @@ def _models_command(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
-    batch = commands.add_parser(
-        "batch",
-        prog="logos batch",
-        help="run many tasks, each in a fresh workspace and judged by its check",
-        description="Run every task of TASKS.jsonl (one JSON object per line: id, prompt, "
-        "workspace, and optional setup, check, max_steps, max_time, max_cost, image) in a "
-        "fresh copy of its workspace, then its check there: exit 0 is success. Results, "
-        "trajectories and a summary go to --out; running it again skips the tasks done. "
-        "Exit 0 when every task passed, 1 when any did not (or a line was bad), 2 on an "
-        "error, 130 on Ctrl-C (running tasks are recorded as canceled and run next time).",
-    )
+    batch = _command(commands, "batch")
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="the task file")
     batch.add_argument(
         "--out",
@@ -406,29 +389,29 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     _model_options(batch)
     _runner_options(batch, allow=False, jobs=False)
-    batch.add_argument_group("approval").add_argument(
+    _switch(
+        batch.add_argument_group("approval"),
         "-y",
         "--yes",
-        action="store_true",
-        help="run the commands with local bash, unasked (without --sandbox, this is required)",
+        help_text="run the commands with local bash, unasked (without --sandbox, this is required)",
     )
     _limit_options(batch)
     _reply_options(batch)
     output = batch.add_argument_group("output")
-    output.add_argument(
+    _switch(
+        output,
         "--retry-failed",
-        action="store_true",
-        help="run the tasks that failed or hit an error in earlier runs again",
+        help_text="run the tasks that failed or hit an error in earlier runs again",
     )
-    output.add_argument(
+    _switch(
+        output,
         "--keep-workspaces",
-        action="store_true",
-        help="keep each task's workspace under DIR/workspaces (default: removed after it)",
+        help_text="keep each task's workspace under DIR/workspaces (default: removed after it)",
     )
-    output.add_argument(
+    _switch(
+        output,
         "--json",
-        action="store_true",
-        help="print one JSON event per line on stdout: batch_start, task_end, batch_done",
+        help_text="print one JSON event per line on stdout: batch_start, task_end, batch_done",
     )
 
 
@@ -444,22 +427,38 @@ def _port(text: str) -> int:
 
 def _task_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     """The options of a task's run: `run` and `resume`."""
-    _model_options(parser)
-    _runner_options(parser)
-    _mcp_option(parser)
-    _approval_options(parser, APPROVAL_MODES, _RUN_APPROVAL_DEFAULT)
-    _limit_options(parser)
-    _reply_options(parser)
+    _agent_options(parser, _RUN_APPROVAL_DEFAULT)
     _output_options(parser, trajectory=trajectory)
 
 
+def _agent_options(parser: argparse.ArgumentParser, approval_default: str) -> None:
+    """The options of an agent's run: `run`, `resume` and the runs `logos mcp` starts."""
+    _model_options(parser)
+    _runner_options(parser)
+    _mcp_option(parser)
+    _approval_options(parser, APPROVAL_MODES, approval_default)
+    _limit_options(parser)
+    _reply_options(parser)
+
+
+def _repeatable(
+    container: argparse._ActionsContainer, flag: str, metavar: str, help_text: str
+) -> None:
+    """An option given once per value, collected into a list (empty when not given)."""
+    container.add_argument(flag, action="append", default=[], metavar=metavar, help=help_text)
+
+
+def _switch(container: argparse._ActionsContainer, *flags: str, help_text: str) -> None:
+    """An option that turns something on (False when not given)."""
+    container.add_argument(*flags, action="store_true", help=help_text)
+
+
 def _mcp_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    _repeatable(
+        parser,
         "--mcp",
-        action="append",
-        default=[],
-        metavar="SERVER",
-        help="MCP servers whose tools the model may call (`mcp NAME TOOL {...}`, approved like "
+        "SERVER",
+        "MCP servers whose tools the model may call (`mcp NAME TOOL {...}`, approved like "
         "commands): a JSON file of mcpServers (as Claude Code, Cursor and VS Code write them), "
         "NAME=URL (streamable HTTP) or NAME='COMMAND ARGS' (stdio); repeatable",
     )
@@ -554,13 +553,12 @@ def _runner_options(
     )
     if allow:
         _allow_option(group)
-    group.add_argument("--network", action="store_true", help="allow network access in the sandbox")
-    group.add_argument(
+    _switch(group, "--network", help_text="allow network access in the sandbox")
+    _repeatable(
+        group,
         "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="with --sandbox and no --network: a host commands may reach over HTTP(S) through "
+        "HOST",
+        "with --sandbox and no --network: a host commands may reach over HTTP(S) through "
         "the sandbox's proxy (pypi.org, *.example.org, api.example.org:8443); repeatable",
     )
     group.add_argument(
@@ -581,12 +579,11 @@ def _runner_options(
 
 
 def _allow_option(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+    _repeatable(
+        group,
         "--allow",
-        action="append",
-        default=[],
-        metavar="PATH[:ro|:rw]",
-        help="a directory commands may use, read-only unless :rw; repeatable; the first is "
+        "PATH[:ro|:rw]",
+        "a directory commands may use, read-only unless :rw; repeatable; the first is "
         "the working directory (default: the current directory, read-write). Only the "
         "sandbox enforces it",
     )
@@ -608,7 +605,7 @@ def _approval_options(
         choices=modes,
         help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
     )
-    group.add_argument("-y", "--yes", action="store_true", help="same as --approve auto")
+    _switch(group, "-y", "--yes", help_text="same as --approve auto")
     group.add_argument(
         "--approval-rules",
         metavar="FILE",
@@ -678,11 +675,7 @@ def _reply_options(parser: argparse.ArgumentParser) -> None:
 
 def _output_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     group = parser.add_argument_group("output")
-    group.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON event per line on stdout (and nothing else)",
-    )
+    _switch(group, "--json", help_text="print one JSON event per line on stdout (and nothing else)")
     if trajectory:
         group.add_argument(
             "--trajectory",

@@ -60,15 +60,10 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
         resolve.choose_provider_for(flags, settings, environ, None)
     )
     assert choice.model is not None  # resolve_model fills it in
-    limits = resolve.limits(flags, settings, llama_cpp=choice.llama_cpp)
     batch_settings = BatchSettings(
         model=ModelSpec(choice.kind.name, choice.model, choice.base_url, choice.api_key),
         sandbox=None if sandbox is None else BatchSandbox(sandbox, spec.sandbox_settings()),
-        max_steps=limits.max_steps,
-        max_time=limits.max_wall_s,
-        max_cost=limits.max_cost_usd,
-        max_tokens=limits.max_tokens,
-        max_total_tokens=limits.max_total_tokens,
+        limits=resolve.limits(flags, settings, llama_cpp=choice.llama_cpp),
         timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
         replies=resolve.replies(flags, settings, choice),
         prompt_extra=settings.prompt_extra or "",

@@ -33,14 +33,7 @@ DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 TURN_ENDS = ("answered", "held", "stopped", "failed", "budget", "interrupted", "no-agent")
 
 
-def add_project_command(commands: Any) -> None:
-    project = commands.add_parser(
-        "project",
-        prog="logos project",
-        help="several agents in one chat, on a running logos serve",
-        description="Make projects, add agents, send messages and follow the chat of a "
-        "running `logos serve` (its token is read from its state directory).",
-    )
+def add_project_options(project: argparse.ArgumentParser) -> None:
     project.add_argument(
         "--url",
         help=f"the server, or the path of its Unix socket (default $LOGOS_SERVE_URL, else "

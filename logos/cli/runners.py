@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from logos.cli.errors import CliError
@@ -30,27 +30,17 @@ DEFAULT_SANDBOX_KIND = "sandboxd"
 class RunnerSpec:
     """How commands run, as the flags say."""
 
-    sandbox: str | None = None
+    sandbox: str | None
     """The sandbox kind's name; None for local bash."""
-    socket: str | None = None
-    image: str | None = None
-    network: bool = False
-    allowed_hosts: tuple[str, ...] = ()
-    auth_token_file: str | None = None
+    settings: SandboxSettings
+    """What the sandbox is asked for, all but the paths (each run's own)."""
 
     @property
     def kind(self) -> Literal["local", "sandbox"]:
         return "sandbox" if self.sandbox else "local"
 
     def sandbox_settings(self, paths: tuple[AllowedPath, ...] = ()) -> SandboxSettings:
-        return SandboxSettings(
-            socket=self.socket,
-            image=self.image,
-            network=self.network,
-            allowed_hosts=self.allowed_hosts,
-            allowed_paths=paths,
-            auth_token_file=self.auth_token_file,
-        )
+        return replace(self.settings, allowed_paths=paths)
 
 
 def parse_allow(spec: str) -> AllowedPath:

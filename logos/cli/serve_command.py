@@ -31,6 +31,7 @@ from logos.options import ExecOptions
 from logos.protocol.prompt import PromptStyle
 from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
+from logos.runners.sandboxes import SandboxSettings
 from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
@@ -53,14 +54,14 @@ class _Runners:
 
     def spec(self, choice: RunnerChoice) -> RunnerSpec:
         kind = resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
-        return RunnerSpec(
-            sandbox=kind if choice.sandbox else None,
+        asked = SandboxSettings(
             socket=self.settings.socket,
             image=self.settings.image,
             network=choice.network,
             allowed_hosts=choice.allowed_hosts,
             auth_token_file=self.settings.sandbox_token_file,
         )
+        return RunnerSpec(kind if choice.sandbox else None, asked)
 
     def problem(self, choice: RunnerChoice) -> str | None:
         if not choice.sandbox:

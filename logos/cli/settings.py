@@ -15,14 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from logos.agent.config import DEFAULT_MAX_STEPS, Config
+from logos.agent.config import DEFAULT_MAX_STEPS, Limits
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
 from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import ApprovalRules, RulesError, load_rules, read_toml
@@ -54,6 +54,7 @@ from logos.providers.registry import (
     provider_kind,
 )
 from logos.records.trajectory import Trajectory
+from logos.runners.sandboxes import SandboxSettings
 from logos.serve.settings import ServeSettings
 
 _MODEL_LIST_TIMEOUT_S = 10.0
@@ -457,19 +458,6 @@ class HubModelSpec:
 LocalModel = GgufSpec | HubModelSpec
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int
-    max_cost_usd: float | None = None
-    max_wall_s: float | None = None
-    max_tokens: int | None = None
-    max_total_tokens: int | None = None
-
-    def applied_to(self, config: Config) -> Config:
-        """`config` with these limits: each field is the `Config` field of the same name."""
-        return replace(config, **asdict(self))
-
-
 def choose_provider_for(
     flags: Flags,
     settings: FileSettings,
@@ -581,14 +569,14 @@ def runner_spec(flags: Flags, settings: FileSettings, sandbox: str | None) -> Ru
             "--sandbox-token-file is for a sandbox daemon that asks for a token: add "
             "--sandbox temenos"
         )
-    return RunnerSpec(
-        sandbox=sandbox,
+    asked = SandboxSettings(
         socket=flags.socket or settings.socket,
         image=flags.image or settings.image,
         network=flags.network,
         allowed_hosts=tuple(flags.allow_host),
         auth_token_file=flags.sandbox_token_file or settings.sandbox_token_file,
     )
+    return RunnerSpec(sandbox, asked)
 
 
 def asked_approval(flags: Flags) -> ApprovalMode | None:

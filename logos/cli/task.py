@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from logos.agent.config import Config
+from logos.agent.config import Config, Limits
 from logos.agent.loop import run
 from logos.agent.replies import ReplySettings
 from logos.agent.steps import RunResult, StopReason
@@ -34,7 +34,6 @@ from logos.cli.model import OpenModel
 from logos.cli.paths import audit_log_path
 from logos.cli.report import Reporter
 from logos.cli.runners import RunnerSpec, make_runner
-from logos.cli.settings import Limits
 from logos.cli.stopping import stop_signals
 from logos.cli.streams import GuardedOutput
 from logos.commands.family import CommandFamily

@@ -295,33 +295,41 @@ def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> Provide
     return ProviderConnectionError(failure, retryable=True)
 
 
+_ErrorTypes = type[httpx.RequestError] | tuple[type[httpx.RequestError], ...]
+_CONNECTION_FAILURES: tuple[tuple[_ErrorTypes, str], ...] = (
+    (httpx.ConnectTimeout, "timed out connecting to {url} after {connect} s: {check_server}"),
+    (
+        httpx.ReadTimeout,
+        "no data from {url} for {read} s: the server may be overloaded or the model slow; "
+        "pass a larger timeout if this model needs longer",
+    ),
+    (httpx.WriteTimeout, "timed out sending the request to {url} after {write} s"),
+    (
+        httpx.PoolTimeout,
+        "no free connection to {url} after {pool} s: too many requests share this HTTP "
+        "client at once",
+    ),
+    (
+        httpx.ProxyError,
+        "the proxy failed to reach {url} ({why}): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY",
+    ),
+    (httpx.ConnectError, "could not connect to {url} ({why}): {check_server}"),
+    ((httpx.RemoteProtocolError, httpx.NetworkError), "the connection to {url} broke ({why})"),
+)
+"""The failures on the way to or from the server that another try may fix, the first that
+matches first: what went wrong, with the phase's time limit ({connect}, {read}…) a timeout
+hit."""
+
+
 def _connection_failure(endpoint: Endpoint, exc: httpx.RequestError, why: str) -> str | None:
     """What went wrong on the way to or from the server, for the failures another try may
     fix; None for any other."""
-    url, base, timeout = endpoint.url, endpoint.base_url, endpoint.timeout
+    base = endpoint.base_url
     check_server = f"check that the server is running and that the base URL '{base}' is right"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"timed out connecting to {url} after {timeout.connect} s: {check_server}"
-    if isinstance(exc, httpx.ReadTimeout):
-        return (
-            f"no data from {url} for {timeout.read} s: the server may be overloaded or the "
-            "model slow; pass a larger timeout if this model needs longer"
-        )
-    if isinstance(exc, httpx.WriteTimeout):
-        return f"timed out sending the request to {url} after {timeout.write} s"
-    if isinstance(exc, httpx.PoolTimeout):
-        return (
-            f"no free connection to {url} after {timeout.pool} s: too many requests share "
-            "this HTTP client at once"
-        )
-    if isinstance(exc, httpx.ProxyError):
-        return (
-            f"the proxy failed to reach {url} ({why}): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY"
-        )
-    if isinstance(exc, httpx.ConnectError):
-        return f"could not connect to {url} ({why}): {check_server}"
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.NetworkError):
-        return f"the connection to {url} broke ({why})"
+    for kind, failure in _CONNECTION_FAILURES:
+        if isinstance(exc, kind):
+            limits = endpoint.timeout.as_dict()
+            return failure.format(url=endpoint.url, why=why, check_server=check_server, **limits)
     return None
 
 

@@ -107,14 +107,7 @@ class CommandOutputEvent(_Event):
 
     @classmethod
     def of(cls, turn: int, index: int, piece: LivePiece) -> CommandOutputEvent:
-        return cls(
-            turn=turn,
-            index=index,
-            stream=piece.stream,
-            text=piece.text,
-            skipped_bytes=piece.skipped_bytes,
-            last=piece.last,
-        )
+        return cls(turn=turn, index=index, **vars(piece))
 
 
 class CommandResultEvent(_Event):
@@ -174,15 +167,7 @@ class JobStartEvent(_Event):
     @classmethod
     def of(cls, turn: int, index: int, result: Result) -> JobStartEvent:
         assert result.job is not None, "a job start is a result with a job"
-        job = result.job
-        return cls(
-            turn=turn,
-            index=index,
-            id=job.id,
-            command=result.command,
-            stdout_file=job.stdout_file,
-            stderr_file=job.stderr_file,
-        )
+        return cls(turn=turn, index=index, command=result.command, **vars(result.job))
 
 
 class JobEndEvent(_Event):

@@ -61,10 +61,15 @@ def require_bench_extra(*modules: str) -> None:
         )
 
 
-def quick_section(family: str, out: Path) -> dict[str, Any]:
-    """`--quick --only FAMILY`, which must run cleanly: the family's section of the results."""
-    completed = run_bench("--quick", "--only", family, "--out", str(out), timeout=280)
+def quick_section(
+    family: str, out: Path, *, timeout: float = 280, shows: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """`--quick --only FAMILY`, which must run cleanly and print each of `shows` in its table:
+    the family's section of the results."""
+    completed = run_bench("--quick", "--only", family, "--out", str(out), timeout=timeout)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    for text in shows:
+        assert text in completed.stdout, completed.stdout
     section: dict[str, Any] = load_results(out)["sections"][family]
     assert section["problems"] == []
     return section
@@ -171,12 +176,8 @@ def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None
 @pytest.mark.timeout(170)
 def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
     require_bench_extra("matplotlib", "starlette", "uvicorn")
-    completed = run_bench("--quick", "--only", "serve", "--out", str(tmp_path), timeout=150)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    serve = quick_section("serve", tmp_path, timeout=150, shows=("event latency median ≤ 2 ms",))
     plan = Plan.quick()
-    assert "event latency median ≤ 2 ms" in completed.stdout
-    serve = load_results(tmp_path)["sections"]["serve"]
-    assert serve["problems"] == []
     raw = serve["raw"]
     assert len(raw["latency_s"]) == plan.serve_latency_events
     assert all(0 < latency < 5 for latency in raw["latency_s"])
@@ -187,12 +188,10 @@ def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
 @pytest.mark.timeout(170)
 def test_projects_family_runs_and_reports(tmp_path: Path) -> None:
     require_bench_extra("matplotlib", "starlette", "uvicorn")
-    completed = run_bench("--quick", "--only", "projects", "--out", str(tmp_path), timeout=150)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    projects = quick_section(
+        "projects", tmp_path, timeout=150, shows=("message → routing event (to the captain)",)
+    )
     plan = Plan.quick()
-    assert "message → routing event (to the captain)" in completed.stdout
-    projects = load_results(tmp_path)["sections"]["projects"]
-    assert projects["problems"] == []
     raw = projects["raw"]
     for key in ("route", "delta", "turn", "plain"):
         assert len(raw[key]) == plan.projects_messages, key  # every turn was answered
@@ -267,10 +266,7 @@ def test_the_egress_family_compares_the_proxy_with_the_network_on(
     tmp_path: Path, docker_client: Any
 ) -> None:
     require_bench_extra("matplotlib")
-    completed = run_bench("--quick", "--only", "egress", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    egress = load_results(tmp_path)["sections"]["egress"]
-    assert egress["problems"] == []  # each download got every byte
+    egress = quick_section("egress", tmp_path)  # no problem: each download got every byte
     quick = Plan.quick()
     samples = egress["samples_s"]["HTTP GET on a new connection, timed in the sandbox"]
     assert sorted(samples) == [EGRESS_PROXY, EGRESS_DIRECT]
@@ -309,10 +305,7 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
 def test_mcp_family_times_the_run_tool_beside_the_native_api(
     tmp_path: Path, docker_client: Any
 ) -> None:
-    completed = run_bench("--quick", "--only", "mcp", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    section = load_results(tmp_path)["sections"]["mcp"]
-    assert section["problems"] == []
+    section = quick_section("mcp", tmp_path)
     samples = section["samples_s"]["Round trip through MCP: `true`"]
     assert list(samples) == [MCP_NATIVE, MCP_STDIO, MCP_HTTP]
     assert [len(series) for series in samples.values()] == [Plan.quick().roundtrip_iterations] * 3
@@ -359,11 +352,8 @@ def test_pool_switch_family_runs_against_the_real_engine(
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_fork_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    completed = run_bench("--quick", "--only", "fork", "--out", str(tmp_path), timeout=280)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    section = quick_section("fork", tmp_path)  # no problem: every fork held the source's changes
     plan = Plan.quick()
-    section = load_results(tmp_path)["sections"]["fork"]
-    assert section["problems"] == [], "every fork held the source's changes"
     series = section["samples_s"][f"Fork of {plan.fork_mb} MB of changes"]
     assert [len(samples) for samples in series.values()] == [plan.fork_iterations] * 3
     assert section["raw"] == {"mb": plan.fork_mb, "into": plan.fork_into}
@@ -421,10 +411,7 @@ def test_a_level_s_tasks_are_split_into_nearly_equal_rounds() -> None:
 @pytest.mark.timeout(420)
 def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -> None:
     require(ray_command().exists(), "Ray is not installed: pip install 'logos[ray]'")
-    completed = run_bench("--quick", "--only", "batch", "--out", str(tmp_path), timeout=400)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    section = load_results(tmp_path)["sections"]["batch"]
-    assert section["problems"] == []
+    section = quick_section("batch", tmp_path, timeout=400)
     plan = Plan.quick()
     levels = section["raw"]["levels"]
     assert [(level["where"], level["workers"]) for level in levels] == [

@@ -11,26 +11,9 @@ from typing import Any
 import pytest
 
 from logos.batch.summary import wilson_interval
-from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.batch_model import project_task, write_tasks
 from tests.support.cli_harness import Home, logos, openai_env, read_jsonl
 from tests.support.sse_server import ScriptedServer
-
-
-@pytest.fixture
-def project(home: Home) -> Path:
-    """A tiny workspace to copy: one file."""
-    project = home.work / "project"
-    project.mkdir()
-    (project / "hello.txt").write_text("hello\n")
-    return project
-
-
-@pytest.fixture
-def model(sse_server: ScriptedServer) -> ScriptedServer:
-    """The scripted model server answering as batch_model's model: it runs what each task
-    asks, then answers."""
-    sse_server.answer_with(run_what_is_asked)
-    return sse_server
 
 
 def batch(home: Home, server: ScriptedServer, *args: str) -> Any:
@@ -51,7 +34,7 @@ def by_id(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
-    home: Home, project: Path, model: ScriptedServer
+    home: Home, project: Path, batch_model: ScriptedServer
 ) -> None:
     tasks = write_tasks(
         home,
@@ -66,7 +49,7 @@ def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
         project_task("bad-setup", "run: true", setup="echo no compiler >&2; exit 3"),
         project_task("answers", "say hi"),
     )
-    done = batch(home, model, str(tasks), "--out", "out", "--yes", "--workers", "3")
+    done = batch(home, batch_model, str(tasks), "--out", "out", "--yes", "--workers", "3")
     assert done.returncode == 1, done.stderr  # not every task passed
 
     out = home.work / "out"
@@ -112,7 +95,7 @@ def test_tasks_run_in_fresh_workspaces_and_their_checks_decide(
 
 
 def test_bad_lines_are_reported_by_number_and_skipped(
-    home: Home, project: Path, model: ScriptedServer
+    home: Home, project: Path, batch_model: ScriptedServer
 ) -> None:
     good = project_task("good", "say hi")
     tasks = write_tasks(
@@ -126,7 +109,7 @@ def test_bad_lines_are_reported_by_number_and_skipped(
         {"id": "no-dir", "prompt": "say hi", "workspace": {"copy": "missing"}},
         "[1, 2]",
     )
-    done = batch(home, model, str(tasks), "--out", "out", "--yes", "--json")
+    done = batch(home, batch_model, str(tasks), "--out", "out", "--yes", "--json")
     assert done.returncode == 1, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     problems = {e["line"]: e["message"] for e in events if e["type"] == "task_file_problem"}
@@ -146,7 +129,7 @@ def test_bad_lines_are_reported_by_number_and_skipped(
 
 @pytest.mark.timeout(180)
 def test_a_rerun_skips_what_is_done_and_retries_failures_when_asked(
-    home: Home, project: Path, model: ScriptedServer
+    home: Home, project: Path, batch_model: ScriptedServer
 ) -> None:
     tasks = write_tasks(
         home,
@@ -154,15 +137,15 @@ def test_a_rerun_skips_what_is_done_and_retries_failures_when_asked(
         project_task("fails", "run: true", check="test -f done.txt"),
     )
     args = (str(tasks), "--out", "out", "--yes")
-    assert batch(home, model, *args).returncode == 1
-    requests = len(model.requests)
+    assert batch(home, batch_model, *args).returncode == 1
+    requests = len(batch_model.requests)
 
-    again = batch(home, model, *args)
+    again = batch(home, batch_model, *args)
     assert again.returncode == 1, again.stderr
     assert "0 of 2 tasks to run, 2 done earlier" in again.stderr
-    assert len(model.requests) == requests  # no model call: nothing ran again
+    assert len(batch_model.requests) == requests  # no model call: nothing ran again
 
-    retried = batch(home, model, *args, "--retry-failed")
+    retried = batch(home, batch_model, *args, "--retry-failed")
     assert retried.returncode == 1
     lines = read_jsonl(home.work / "out" / "results.jsonl")
     assert sorted((line["id"], line["attempt"]) for line in lines) == [
@@ -209,20 +192,20 @@ def test_the_sandbox_kind_comes_from_the_flag_or_the_config_file(
 
 
 def test_tasks_neither_see_nor_keep_the_users_memory_notes(
-    home: Home, project: Path, model: ScriptedServer
+    home: Home, project: Path, batch_model: ScriptedServer
 ) -> None:
-    env = openai_env(home, model)
+    env = openai_env(home, batch_model)
     saved = logos(["memory", "set", "deploy", "the user's own note"], home, env)
     assert saved.returncode == 0, saved.stderr
     tasks = write_tasks(home, project_task("remembers", "run: remember answer: 42"))
-    done = batch(home, model, str(tasks), "--out", "out", "--yes")
+    done = batch(home, batch_model, str(tasks), "--out", "out", "--yes")
     assert done.returncode == 0, done.stderr
-    system = model.requests[0].json["messages"][0]
+    system = batch_model.requests[0].json["messages"][0]
     assert system["role"] == "system"
     assert "the user's own note" not in system["content"]
     assert "remember build command" not in system["content"]  # no memory commands offered
     # The model's `remember` was no loop command: bash ran it, and it does not exist there.
-    result = model.requests[1].json["messages"][-1]["content"]
+    result = batch_model.requests[1].json["messages"][-1]["content"]
     assert "remember: command not found" in result, result
     listed = logos(["memory", "list"], home, env)
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["deploy"]

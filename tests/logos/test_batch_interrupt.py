@@ -9,18 +9,17 @@ import signal
 
 import pytest
 
-from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
+from tests.support.batch_model import project_task, write_tasks
 from tests.support.cli_harness import Home, logos, openai_env, read_jsonl, running_logos
 from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.sse_server import ScriptedServer
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.usefixtures("project")
 def test_ctrl_c_cancels_running_tasks_and_a_rerun_finishes_the_batch(
-    home: Home, sse_server: ScriptedServer
+    home: Home, batch_model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    (home.work / "project").mkdir()
     go_on = home.root / "go-on"
     marker = f"sleep {random.randint(100_000, 999_999)}.{random.randint(100_000, 999_999)}"
     slow = f"run: test -e {go_on} || {marker}"
@@ -30,7 +29,7 @@ def test_ctrl_c_cancels_running_tasks_and_a_rerun_finishes_the_batch(
         *({"id": f"slow-{n}", "prompt": slow, "workspace": {"copy": "project"}} for n in (1, 2, 3)),
     )
     args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes", "--workers", "2"]
-    env = openai_env(home, sse_server)
+    env = openai_env(home, batch_model)
     results = home.work / "out" / "results.jsonl"
     with running_logos(args, home, env) as proc:
         # quick ends; two slow tasks run their sleep; the third waits for a worker

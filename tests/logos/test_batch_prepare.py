@@ -16,8 +16,8 @@ from logos.options import AllowedPath, ExecOptions
 from logos.runners.sandboxes import SandboxSettings
 from sandboxd.kind import SANDBOXD
 from tests.support.batch_model import (
+    passed_results,
     project_task,
-    run_what_is_asked,
     sandboxed_batch,
     write_tasks,
 )
@@ -30,13 +30,10 @@ PREPARE = "mkdir -p ~/tools && echo v1 > ~/tools/version && echo once >> /tmp/pr
 
 @pytest.mark.docker
 @pytest.mark.timeout(300)
+@pytest.mark.usefixtures("project")
 def test_every_task_starts_from_a_copy_of_the_prepared_session_and_keeps_its_own(
-    docker_client: Any, home: Home, sse_server: ScriptedServer
+    docker_client: Any, home: Home, batch_model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    project = home.work / "project"
-    project.mkdir()
-    (project / "hello.txt").write_text("hello\n")
     # Each task sees the preparation (made once), its own workspace, and no other task's
     # leftovers in /tmp: its session is a copy of the prepared one, not a shared sandbox.
     prompt = (
@@ -57,14 +54,12 @@ def test_every_task_starts_from_a_copy_of_the_prepared_session_and_keeps_its_own
     )
     with running_daemon(docker_client, "max_sessions_per_caller = 8\n") as daemon:
         done = sandboxed_batch(
-            home, sse_server, tasks, daemon, "--workers", "3", "--prepare", PREPARE
+            home, batch_model, tasks, daemon, "--workers", "3", "--prepare", PREPARE
         )
         assert done.returncode == 0, done.stderr
         assert "preparing the sandbox session" in done.stderr
         assert "prepared in" in done.stderr
-        lines = read_jsonl(home.work / "out" / "results.jsonl")
-        assert sorted(line["id"] for line in lines) == ["t0", "t1", "t2", "t3"]
-        assert all(line["status"] == "passed" for line in lines), lines
+        passed_results(home, ["t0", "t1", "t2", "t3"])
         # the prepared session is closed with the batch, as every task's was
         assert daemon.client().get("/v1/sessions").json()["sessions"] == []
 
@@ -72,14 +67,13 @@ def test_every_task_starts_from_a_copy_of_the_prepared_session_and_keeps_its_own
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_a_failed_preparation_stops_the_batch_before_any_task(
-    docker_client: Any, home: Home, sse_server: ScriptedServer
+    docker_client: Any, home: Home, batch_model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
     tasks = write_tasks(home, project_task("t0", "run: true"))
     with running_daemon(docker_client) as daemon:
         done = sandboxed_batch(
             home,
-            sse_server,
+            batch_model,
             tasks,
             daemon,
             *("--prepare", "echo the mirror is down >&2; exit 3"),
@@ -90,7 +84,7 @@ def test_a_failed_preparation_stops_the_batch_before_any_task(
         assert "the mirror is down" in done.stderr and "no task ran" in done.stderr
         assert read_jsonl(home.work / "out" / "results.jsonl") == []
         assert daemon.client().get("/v1/sessions").json()["sessions"] == []
-    assert sse_server.requests == []
+    assert batch_model.requests == []
 
 
 def test_prepare_needs_a_local_sandbox(home: Home, sse_server: ScriptedServer) -> None:

@@ -10,19 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.batch_model import project_task, run_what_is_asked, write_tasks
-from tests.support.cli_harness import Home, logos, make_home, openai_env, read_jsonl, running_logos
+from tests.support.cli_harness import Home, logos, openai_env, read_jsonl, running_logos
 from tests.support.processes import interrupt, processes_matching, wait_for
 from tests.support.ray_cluster import ray_cluster
 from tests.support.sse_server import ScriptedServer
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Home:
-    home = make_home(tmp_path)
-    project = home.work / "project"
-    project.mkdir()
-    (project / "hello.txt").write_text("hello\n")
-    return home
+pytestmark = pytest.mark.usefixtures("project")
 
 
 def waiting_batch(home: Home, sse_server: ScriptedServer, count: int) -> tuple[Path, Path]:

@@ -5,14 +5,15 @@ and a sandbox full of another program's sessions delays tasks instead of failing
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
 from tests.support.batch_model import (
+    passed_results,
     project_task,
-    run_what_is_asked,
     sandboxed_batch,
     write_tasks,
 )
@@ -20,16 +21,12 @@ from tests.support.cli_harness import Home, read_jsonl
 from tests.support.sandboxd_harness import containers_of, running_daemon
 from tests.support.sse_server import ScriptedServer
 
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
-@pytest.mark.docker
-@pytest.mark.timeout(300)
+
 def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
-    docker_client: Any, home: Home, sse_server: ScriptedServer
+    docker_client: Any, home: Home, project: Path, batch_model: ScriptedServer
 ) -> None:
-    sse_server.answer_with(run_what_is_asked)
-    project = home.work / "project"
-    project.mkdir()
-    (project / "hello.txt").write_text("hello\n")
     secret = home.work / "secret.txt"
     secret.write_text("not for tasks\n")
     # The command proves where it runs: the task's copy is there, the project and its
@@ -56,13 +53,11 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
         # the batch may start only after it, and then nothing is ever refused.
         held = holder.post("/v1/run", json={"command": "true", "session": "holder"})
         assert held.status_code == 200, held.text
-        done = sandboxed_batch(home, sse_server, tasks, daemon, "--workers", "4")
+        done = sandboxed_batch(home, batch_model, tasks, daemon, "--workers", "4")
         assert done.returncode == 0, done.stderr
         assert "2 tasks at once, not 4" in done.stderr
         assert "the sandbox is full (429" in done.stderr
-        lines = read_jsonl(home.work / "out" / "results.jsonl")
-        assert sorted(line["id"] for line in lines) == ["t0", "t1", "t2", "t3"]
-        assert all(line["status"] == "passed" for line in lines), lines
+        lines = passed_results(home, ["t0", "t1", "t2", "t3"])
         # every task's session was closed when the task ended
         holder.delete("/v1/sessions/holder")
         deadline = time.monotonic() + 30
@@ -75,19 +70,16 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
     assert "sees only these host paths" in trajectory[0]["system_prompt"]
 
 
-@pytest.mark.docker
-@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("project")
 def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
-    docker_client: Any, home: Home, sse_server: ScriptedServer
+    docker_client: Any, home: Home, batch_model: ScriptedServer
 ) -> None:
     # The model answers at once: the agent's run ends while its sandbox is still starting.
     # The task's start goes on for its check instead of being cut short and made again.
-    sse_server.answer_with(run_what_is_asked)
-    (home.work / "project").mkdir()
     tasks = write_tasks(home, *(project_task(f"t{n}", "say hi", check="true") for n in range(3)))
     with running_daemon(docker_client) as daemon:
         since = time.time()
-        done = sandboxed_batch(home, sse_server, tasks, daemon, "--workers", "3")
+        done = sandboxed_batch(home, batch_model, tasks, daemon, "--workers", "3")
         assert done.returncode == 0, done.stderr
         events = docker_client.events(
             since=since,
@@ -97,6 +89,5 @@ def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
         )
         owner = f"/{daemon.proc.pid}/"
         created = [e for e in events if owner in e["Actor"]["Attributes"][LABEL_OWNER_PROCESS]]
-    lines = read_jsonl(home.work / "out" / "results.jsonl")
-    assert [line["status"] for line in lines] == ["passed"] * 3, lines
+    passed_results(home, ["t0", "t1", "t2"])
     assert len(created) == 3, created

@@ -19,6 +19,12 @@ from tests.support.processes import processes_matching
 pytestmark = pytest.mark.anyio
 
 
+async def none_left(command: str) -> None:
+    """After a moment for the kernel to reap, no process runs `command` any more."""
+    await anyio.sleep(0.1)
+    assert processes_matching(command) == []
+
+
 async def test_stdout_stderr_and_exit_code() -> None:
     result = await LocalRunner().run("echo out; echo err >&2; exit 3", ExecOptions())
     assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
@@ -66,53 +72,49 @@ async def test_working_directory_rules(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(30)
-async def test_timeout_kills_the_whole_group_including_grandchildren() -> None:
-    marker = f"sleep 1{os.getpid() % 1000:03d}7"  # a unique sleep duration to find the process
-    command = f"{marker} & {marker} & sleep 60"
+async def test_timeout_kills_the_whole_group_including_grandchildren(marker: str) -> None:
+    sleep = f"sleep {marker}"
+    command = f"{sleep} & {sleep} & sleep 60"
     started = time.monotonic()
     result = await LocalRunner().run(command, ExecOptions(timeout_s=1))
     elapsed = time.monotonic() - started
     assert result.timed_out and result.exit_code is None
     assert result.signal is not None
     assert elapsed < 1 + KILL_GRACE_S + 1
-    await anyio.sleep(0.1)
-    assert processes_matching(marker) == []
+    await none_left(sleep)
 
 
 @pytest.mark.timeout(30)
-async def test_timeout_escalates_to_sigkill_when_term_is_ignored() -> None:
-    marker = f"sleep 2{os.getpid() % 1000:03d}3"
-    command = f"trap '' TERM; {marker} & trap '' TERM; sleep 60"
+async def test_timeout_escalates_to_sigkill_when_term_is_ignored(marker: str) -> None:
+    sleep = f"sleep {marker}"
+    command = f"trap '' TERM; {sleep} & trap '' TERM; sleep 60"
     result = await LocalRunner().run(command, ExecOptions(timeout_s=0.5))
     assert result.timed_out
-    await anyio.sleep(0.1)
-    assert processes_matching(marker) == []
+    await none_left(sleep)
 
 
 @pytest.mark.timeout(30)
-async def test_background_grandchild_holding_stdout_does_not_block() -> None:
-    marker = f"sleep 3{os.getpid() % 1000:03d}1"
+async def test_background_grandchild_holding_stdout_does_not_block(marker: str) -> None:
+    sleep = f"sleep {marker}"
     runner = LocalRunner()
     started = time.monotonic()
-    result = await runner.run(f"{marker} & echo hi", ExecOptions(timeout_s=20))
+    result = await runner.run(f"{sleep} & echo hi", ExecOptions(timeout_s=20))
     assert result.stdout == "hi\n" and result.exit_code == 0 and not result.timed_out
     assert time.monotonic() - started < 5
     # Like a terminal, the background job lives on until the runner is closed.
-    assert processes_matching(marker)
+    assert processes_matching(sleep)
     await runner.aclose()
-    await anyio.sleep(0.1)
-    assert processes_matching(marker) == []
+    await none_left(sleep)
 
 
 @pytest.mark.timeout(30)
-async def test_cancellation_kills_the_process_group() -> None:
-    marker = f"sleep 4{os.getpid() % 1000:03d}9"
+async def test_cancellation_kills_the_process_group(marker: str) -> None:
+    sleep = f"sleep {marker}"
     runner = LocalRunner()
     with anyio.move_on_after(0.5):
-        await runner.run(f"{marker} & {marker}", ExecOptions(timeout_s=60))
+        await runner.run(f"{sleep} & {sleep}", ExecOptions(timeout_s=60))
         pytest.fail("the run should have been cancelled")
-    await anyio.sleep(0.1)
-    assert processes_matching(marker) == []
+    await none_left(sleep)
 
 
 async def test_killed_by_signal_is_reported() -> None:

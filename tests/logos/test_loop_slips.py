@@ -13,10 +13,11 @@ from logos import run
 from logos.agent.steps import RunResult, StepMessage, steps_to_messages
 from logos.protocol.envelope import format_results
 from logos.protocol.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
+from logos.protocol.pitfalls import ADD_UP
 from logos.providers import OpenAIProvider
 from logos.providers.base import Message, Usage
 from logos.result import Result
-from tests.support.scripted import Reply, ScriptedProvider, config_for
+from tests.support.scripted import Reply, ScriptedProvider, config_for, numbers_file
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.anyio
@@ -32,12 +33,11 @@ def roles(steps: Sequence[StepMessage]) -> list[str]:
 async def test_an_answer_before_any_command_ran_is_checked_back_once_and_a_command_runs(
     tmp_path: Path,
 ) -> None:
-    numbers = tmp_path / "numbers.txt"
-    numbers.write_text("10\n20\n30\n")
+    numbers = numbers_file(tmp_path)
     provider = ScriptedProvider(
         [
             Reply("The sum is 60."),
-            Reply(f"<cmd>awk '{{s += $1}} END {{print s}}' {numbers}</cmd>"),
+            Reply(f"<cmd>{ADD_UP} {numbers}</cmd>"),
             Reply("The sum is 60."),
         ]
     )

@@ -12,7 +12,7 @@ from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, r
 from logos.protocol.parse import parse_cmd_blocks
 from logos.protocol.pitfalls import ADD_UP, pitfall_note
 from logos.result import Result
-from tests.support.scripted import Reply, ScriptedProvider, config_for
+from tests.support.scripted import Reply, ScriptedProvider, config_for, numbers_file
 
 pytestmark = pytest.mark.anyio
 
@@ -124,12 +124,11 @@ def test_mkdir_failing_for_another_reason_gets_no_note() -> None:
 async def test_a_block_that_added_with_sum_is_noted_and_the_model_must_act_again(
     tmp_path: Path,
 ) -> None:
-    numbers = tmp_path / "numbers.txt"
-    numbers.write_text("10\n20\n30\n")
+    numbers = numbers_file(tmp_path)
     provider = ScriptedProvider(
         [
             Reply(f"<cmd>sum {numbers}</cmd>"),
-            Reply(f"<cmd>awk '{{s += $1}} END {{print s}}' {numbers}</cmd>"),
+            Reply(f"<cmd>{ADD_UP} {numbers}</cmd>"),
             Reply("The total is 60."),
         ]
     )

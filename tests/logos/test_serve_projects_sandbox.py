@@ -3,11 +3,9 @@ real sandboxd (logos never imports it: the server opens its runner by kind name)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.support.cli_harness import make_home
+from tests.support.cli_harness import Home
 from tests.support.project_harness import ProjectClient, of_type, replies
 from tests.support.sandboxd_harness import Daemon
 from tests.support.serve_harness import serving
@@ -17,9 +15,8 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 @pytest.mark.docker
 @pytest.mark.timeout(240)
 def test_a_talons_sandbox_cannot_read_a_path_only_the_captain_was_given(
-    tmp_path: Path, daemon: Daemon, sse_server: ScriptedServer
+    home: Home, daemon: Daemon, sse_server: ScriptedServer
 ) -> None:
-    home = make_home(tmp_path)
     captain_dir, talon_dir = home.work / "captain", home.work / "talon"
     captain_dir.mkdir()
     talon_dir.mkdir()
@@ -57,8 +54,7 @@ def test_a_talons_sandbox_cannot_read_a_path_only_the_captain_was_given(
             },
         )
         assert wider.status_code == 403, wider.text
-        project.send("read the secret")
-        events = project.turn()
+        events = project.ask("read the secret")
     results = [
         (e["agent"], e["event"]["result"])
         for e in of_type(events, "command")

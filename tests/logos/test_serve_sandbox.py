@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.support.cli_harness import make_home
+from tests.support.cli_harness import Home
 from tests.support.sandboxd_harness import Daemon
 from tests.support.serve_harness import read_events, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -16,9 +14,8 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 @pytest.mark.docker
 @pytest.mark.timeout(180)
 def test_a_sandbox_run_mounts_only_the_allowed_path(
-    tmp_path: Path, daemon: Daemon, sse_server: ScriptedServer
+    home: Home, daemon: Daemon, sse_server: ScriptedServer
 ) -> None:
-    home = make_home(tmp_path)
     outside = home.root / "state"  # on the host, beside the allowed path
     sse_server.enqueue(
         openai_stream(f"<cmd>echo from-the-sandbox > made.txt; ls {outside} 2>&1</cmd>"),

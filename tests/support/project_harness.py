@@ -44,6 +44,17 @@ class ProjectClient:
         answer: dict[str, Any] = response.json()
         return answer
 
+    def ask(self, text: str) -> list[Received]:
+        """Send `text`, then read the events up to the end of the turn that ends next."""
+        self.send(text)
+        return self.turn()
+
+    def streaming(self, text: str) -> dict[str, Any]:
+        """Send `text`, then read the events up to the first delta: an agent is replying."""
+        answer = self.send(text)
+        self.events_until(lambda e: e.type == "delta")
+        return answer
+
     def status(self) -> dict[str, Any]:
         answer: dict[str, Any] = self.client.get(self.path).json()
         return answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -100,3 +101,10 @@ def config_for(provider: Provider, **overrides: object) -> Config:
     options: dict[str, object] = {"system_prompt": "test system prompt", "runner": LocalRunner()}
     options.update(overrides)
     return Config(provider=provider, **options)  # type: ignore[arg-type]
+
+
+def numbers_file(directory: Path) -> Path:
+    """numbers.txt in `directory`: 10, 20 and 30, one a line, which add up to 60."""
+    numbers = directory / "numbers.txt"
+    numbers.write_text("10\n20\n30\n")
+    return numbers

@@ -126,22 +126,9 @@ class Received:
     data: dict[str, Any]
 
 
-def read_events(
-    client: httpx.Client,
-    run_id: str,
-    *,
-    last_event_id: int | None = None,
-    stop_after: int | None = None,
-    comments: list[str] | None = None,
-) -> list[Received]:
-    """The run's event stream until it ends (or `stop_after` events, then hang up)."""
-    return read_stream(
-        client,
-        f"/v1/runs/{run_id}/events",
-        last_event_id=last_event_id,
-        stop_after=stop_after,
-        comments=comments,
-    )
+def read_events(client: httpx.Client, run_id: str, **options: Any) -> list[Received]:
+    """The run's event stream, read as `read_stream` reads one (`options` are its own)."""
+    return read_stream(client, f"/v1/runs/{run_id}/events", **options)
 
 
 def read_stream(

@@ -138,15 +138,7 @@ class ApprovalAsked(_Event):
 
     @classmethod
     def of(cls, saved: SavedApproval, expires_at: str | None = None) -> ApprovalAsked:
-        return cls(
-            id=saved.id,
-            agent=saved.agent,
-            message=saved.message,
-            command=saved.command,
-            summary=saved.summary,
-            expires_at=expires_at,
-            live=saved.live,
-        )
+        return cls(**saved.model_dump(), expires_at=expires_at)
 
 
 class ApprovalDecided(_Event):

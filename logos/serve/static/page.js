@@ -64,6 +64,19 @@ function button(className, text, onclick) {
   return node;
 }
 
+function fillList(id, entries, className, empty, fill) {
+  // One <li> of className per entry, its data-id the entry's id, filled by fill(item, entry);
+  // a notice, empty, when there is none.
+  const list = $(id);
+  list.replaceChildren(...entries.map((entry) => {
+    const item = element("li", className);
+    item.dataset.id = entry.id;
+    fill(item, entry);
+    return item;
+  }));
+  if (!entries.length) list.append(element("li", "notice", empty));
+}
+
 // Numbers as people read them ----------------------------------------------------------------
 
 function seconds(value) {
@@ -115,29 +128,31 @@ function openRun(runId) {
 }
 
 async function follow(runId) {
-  // The run's server-sent events; a dropped stream resumes after the last event shown.
-  while (!view.finished && view.runId === runId) {
+  // The run's events are queued and drawn a few milliseconds per frame, so a long replay
+  // never freezes the page.
+  await followEvents(view, "/v1/runs/" + encodeURIComponent(runId) + "/events", "run-end",
+    () => view.runId === runId, (id, type, data) => enqueue(runId, id, type, data),
+    () => view.finished);
+}
+
+async function followEvents(state, path, errorId, wanted, onEvent, ended = () => false) {
+  // The server-sent events at path, each to onEvent, while wanted() and until ended(): a
+  // dropped stream resumes after the last event shown (state.lastId). A refusal's error
+  // goes to the element errorId.
+  while (!ended() && wanted()) {
     const controller = new AbortController();
-    view.controller = controller;
+    state.controller = controller;
     const headers = authorization();
-    if (view.lastId) headers["last-event-id"] = String(view.lastId);
+    if (state.lastId) headers["last-event-id"] = String(state.lastId);
     try {
-      const response = await fetch("/v1/runs/" + encodeURIComponent(runId) + "/events",
-        { headers, signal: controller.signal });
-      if (!response.ok) { $("run-end").textContent = (await response.json()).error; return; }
-      await readEvents(response.body.getReader(), runId);
+      const response = await fetch(path, { headers, signal: controller.signal });
+      if (!response.ok) { $(errorId).textContent = (await response.json()).error; return; }
+      await readServerEvents(response.body.getReader(), wanted, onEvent);
     } catch (error) {
       if (controller.signal.aborted) return;
     }
-    if (!view.finished) await new Promise((resolve) => setTimeout(resolve, 500));
+    if (!ended()) await new Promise((resolve) => setTimeout(resolve, 500));
   }
-}
-
-async function readEvents(reader, runId) {
-  // Events are queued and drawn a few milliseconds per frame, so a long replay never
-  // freezes the page.
-  await readServerEvents(reader, () => view.runId === runId,
-    (id, type, data) => enqueue(runId, id, type, data));
 }
 
 async function readServerEvents(reader, wanted, onEvent) {
@@ -578,10 +593,7 @@ async function stop(runId) {
 
 async function refreshApprovals() {
   const { approvals } = await api("GET", "/v1/approvals");
-  const list = $("approval-list");
-  list.replaceChildren(...approvals.map((pending) => {
-    const item = element("li", "pending");
-    item.dataset.id = pending.id;
+  fillList("approval-list", approvals, "pending", "nothing is waiting", (item, pending) => {
     item.append(element("code", "", pending.summary), " ");
     const reason = element("input", "reason");
     reason.placeholder = "reason (sent to the model)";
@@ -593,9 +605,7 @@ async function refreshApprovals() {
     show.href = project ? "#project=" + encodeURIComponent(project) : "#run=" + encodeURIComponent(pending.run);
     show.onclick = (event) => { event.preventDefault(); if (project) openProject(project); else openRun(pending.run); };
     item.append(show);
-    return item;
-  }));
-  if (!approvals.length) list.append(element("li", "notice", "nothing is waiting"));
+  });
 }
 
 async function decide(id, approve, reason, note) {

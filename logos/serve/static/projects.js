@@ -18,19 +18,14 @@ function freshChat(projectId) {
 
 async function refreshProjects() {
   const { projects } = await api("GET", "/v1/projects");
-  const list = $("project-list");
-  list.replaceChildren(...projects.map((project) => {
-    const item = element("li", "project-item");
-    item.dataset.id = project.id;
+  fillList("project-list", projects, "project-item", "No projects yet.", (item, project) => {
     const open = element("a", "", project.name);
     open.href = "#project=" + encodeURIComponent(project.id);
     open.onclick = (event) => { event.preventDefault(); openProject(project.id); };
     const agents = project.agents.map((agent) => agent.name + " (" + agent.role + ", " + agent.status + ")");
     item.append(open, " " + project.status + " · " + project.spent.tokens + " tokens · "
       + (agents.join(", ") || "no agents yet"));
-    return item;
-  }));
-  if (!projects.length) list.append(element("li", "notice", "No projects yet."));
+  });
   const metrics = await api("GET", "/v1/metrics");
   $("project-metrics").textContent = metrics.projects.active + " active, " + metrics.projects.paused
     + " paused · agents: " + metrics.agents.busy + " busy, " + metrics.agents.running + " running, "
@@ -68,23 +63,9 @@ async function refreshRoster() {
 }
 
 async function followProject(projectId) {
-  // The project's server-sent events; a dropped stream resumes after the last event shown.
-  while (chat.projectId === projectId) {
-    const controller = new AbortController();
-    chat.controller = controller;
-    const headers = authorization();
-    if (chat.lastId) headers["last-event-id"] = String(chat.lastId);
-    try {
-      const response = await fetch("/v1/projects/" + encodeURIComponent(projectId) + "/events",
-        { headers, signal: controller.signal });
-      if (!response.ok) { $("project-error").textContent = (await response.json()).error; return; }
-      await readServerEvents(response.body.getReader(), () => chat.projectId === projectId,
-        (id, type, data) => showProjectEvent(id || 0, type, JSON.parse(data)));
-    } catch (error) {
-      if (controller.signal.aborted) return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
+  await followEvents(chat, "/v1/projects/" + encodeURIComponent(projectId) + "/events",
+    "project-error", () => chat.projectId === projectId,
+    (id, type, data) => showProjectEvent(id || 0, type, JSON.parse(data)));
 }
 
 function chatItem(node) {
