@@ -49,7 +49,7 @@ from logos.options import AllowedPath, ExecOptions
 from logos.protocol.prompt import build_system_prompt
 from logos.runners.base import Runner
 from logos.runners.local import LocalRunner
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "batch"
 TITLE = "logos batch: tasks of one `true` command and a `true` check"

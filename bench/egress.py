@@ -27,7 +27,7 @@ from bench.daemon import BenchSetupError, check_image, docker_client, running_da
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, Target, mib, ms, ratio
 from logos.options import ExecOptions
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "egress"
 TITLE = "Network by name: the egress proxy against the network fully on"

@@ -42,7 +42,7 @@ from logos.options import ExecOptions
 from logos.result import Result
 from logos.runners.local import LocalRunner
 from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "flood"
 TITLE = "Output flood: peak memory while a command writes"

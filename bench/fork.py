@@ -24,7 +24,7 @@ from bench.results import Section, Series, SeriesGroup, Target, ms
 from bench.roundtrip import CommandFailed
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
 from sandboxd.api import API_PREFIX, ForkRequest
-from sandboxd.client import async_daemon_client
+from sandboxd.client.connection import async_daemon_client
 from sandboxd.sizes import parse_size
 
 FAMILY = "fork"

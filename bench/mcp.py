@@ -31,7 +31,7 @@ from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, ratio, series_row
 from bench.roundtrip import CommandFailed, sample_rotating
 from logos.options import ExecOptions
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "mcp"
 TITLE = "Command round trip through MCP (sandboxd mcp) beside the native API"

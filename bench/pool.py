@@ -25,7 +25,7 @@ from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, serie
 from bench.roundtrip import docker_run_baseline, sample_rotating
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
 from sandboxd.api import API_PREFIX, HealthResponse
-from sandboxd.client import async_daemon_client
+from sandboxd.client.connection import async_daemon_client
 from sandboxd.sizes import parse_size
 
 FAMILY = "pool"

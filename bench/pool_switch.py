@@ -33,7 +33,7 @@ from bench.prepare import timed_start
 from bench.results import Section, Series, SeriesGroup, Target, ms, ratio, series_row
 from bench.roundtrip import CommandFailed, docker_run_baseline
 from bench.throughput import MEMORY_PER_CONTAINER, daemon_config
-from sandboxd.client import async_daemon_client
+from sandboxd.client.connection import async_daemon_client
 from sandboxd.sizes import parse_size
 
 FAMILY = "pool_switch"

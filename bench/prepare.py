@@ -34,8 +34,8 @@ from logos.options import ExecOptions
 from logos.result import Result
 from logos.runners.base import Runner
 from sandboxd.api import API_PREFIX, StartResponse
-from sandboxd.client import async_daemon_client
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.connection import async_daemon_client
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "prepare"
 TITLE = "A run's first command and a new session's start (preparing while the model writes)"

@@ -32,7 +32,7 @@ from bench.results import Section, Series, SeriesGroup, Target, ms, ratio
 from logos.options import ExecOptions
 from logos.result import Result
 from logos.runners.local import LocalRunner
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "roundtrip"
 TITLE = "Command round trip"

@@ -18,7 +18,7 @@ from bench.memory import PeakRss
 from bench.plan import Plan
 from bench.results import Section, Series, SeriesGroup, mib, ms
 from logos.options import ExecOptions
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 
 FAMILY = "throughput"
 PIDS_PER_CONTAINER = 128

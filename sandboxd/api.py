@@ -1,8 +1,9 @@
 """The daemon's wire format: pydantic models for every body that crosses the socket.
 
-Shared by the daemon and its clients (sandboxd.client, sandboxd.runner), so this module must
-never import docker. Requests forbid unknown fields (a typo must not silently change what
-runs); responses ignore them (an older client keeps working against a newer daemon).
+Shared by the daemon and its clients (sandboxd.client.connection, sandboxd.client.runner),
+so this module must never import docker. Requests forbid unknown fields (a typo must not
+silently change what runs); responses ignore them (an older client keeps working against a
+newer daemon).
 """
 
 from __future__ import annotations
@@ -199,6 +200,10 @@ class ErrorResponse(_Response):
     """Every non-2xx answer: `{"error": {"code": ..., "message": ...}}`."""
 
     error: ErrorDetail
+
+
+TOO_MANY_SESSIONS = "too_many_sessions"
+"""The code of a 429 over the daemon's session caps: a client may wait for room and retry."""
 
 
 class WarmPathModel(_Response):

@@ -3,7 +3,8 @@
 The daemon decides *what* may run (policy: mounts, env, network); a backend decides *how*
 (containers, supervisor, limits). `Backend` and these types are all that crosses that line, so
 a new backend is a module of its own that implements `Backend` (as sandboxd.docker does) plus
-one case in sandboxd.backends. Importing this module never imports an engine's client library.
+one case in sandboxd.server.backends. Importing this module never imports an engine's client
+library.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from logos.options import (
 )
 from logos.result import Result
 from logos.runners.live import LiveOutput
-from sandboxd.pinned import FileIdentity, identify
+from sandboxd.api import TOO_MANY_SESSIONS
+from sandboxd.policy.pinned import FileIdentity, identify
 from sandboxd.sizes import Size
 
 __all__ = [
@@ -111,7 +113,7 @@ class SandboxSpec:
     unix_sockets: bool = False
     """Whether commands may create Unix sockets (connect to host sockets under the mounts)."""
     allowed_hosts: tuple[str, ...] = ()
-    """With network off: the hosts its egress proxy may connect to (sandboxd.host_rules
+    """With network off: the hosts its egress proxy may connect to (sandboxd.egress.host_rules
     entries, normalised); empty: no proxy, no way out."""
     reclaimable: bool = False
     """Whether the daemon may remove it while idle to make room under the session caps (a
@@ -248,7 +250,7 @@ class SessionInfo:
 
 @dataclass(frozen=True)
 class WarmPlaces:
-    """The warm pool's places held for one spec (see sandboxd.pool)."""
+    """The warm pool's places held for one spec (see sandboxd.sessions.pool)."""
 
     spec: SandboxSpec
     warm: int
@@ -275,7 +277,7 @@ class HealthReport:
     max_sessions: int
     max_sessions_per_caller: int
     warm: int = 0
-    """Warm sandboxes waiting in the pool (counted in `containers`), see sandboxd.pool."""
+    """Warm sandboxes waiting in the pool (counted in `containers`), see sandboxd.sessions.pool."""
     pool_problem: str | None = None
     """Why the pool could not fill lately (new sessions then start cold): a warning, not a
     problem: sandboxes still start."""
@@ -336,7 +338,7 @@ class ForkRefusedError(BackendError):
 class TooManySessionsError(BackendError):
     """A new container would exceed max_sessions or max_sessions_per_caller (429)."""
 
-    code = "too_many_sessions"
+    code = TOO_MANY_SESSIONS
 
 
 class Backend(AsyncCloseable, Protocol):

@@ -19,16 +19,17 @@ import httpx
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
 from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
-from sandboxd.client import daemon_client, error_detail
-from sandboxd.client import health as read_health
-from sandboxd.config import (
+from sandboxd.client.connection import daemon_client, error_detail
+from sandboxd.client.connection import health as read_health
+from sandboxd.mcp.launch_file import LaunchFileError
+from sandboxd.paths import SocketPathError, resolve_socket_path
+from sandboxd.server.config import (
     DEFAULT_IMAGE,
     ConfigError,
     DaemonConfig,
     config_file_in_use,
     load_config,
 )
-from sandboxd.paths import SocketPathError, resolve_socket_path
 
 T = TypeVar("T")
 EXIT_USAGE = 2
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"sandboxd: {exc}", file=sys.stderr)
         return exc.exit_code
-    except (ConfigError, SocketPathError) as exc:
+    except (ConfigError, LaunchFileError, SocketPathError) as exc:
         print(f"sandboxd: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return code
@@ -238,7 +239,7 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from sandboxd.daemon import DaemonError, serve
+    from sandboxd.server.daemon import DaemonError, serve
 
     config = load_config(args.config)
     socket_path = resolve_socket_path(args.socket)
@@ -346,7 +347,7 @@ def _ago(seconds: float) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sandboxd.runner import SandboxRunner
+    from sandboxd.client.runner import SandboxRunner
 
     words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not words:
@@ -402,8 +403,8 @@ def _run(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", EXIT_USAGE)
-    from sandboxd.mcp_config import McpLaunchFile, load_launch_file
-    from sandboxd.mcp_limits import McpLaunch
+    from sandboxd.mcp.launch_file import McpLaunchFile, load_launch_file
+    from sandboxd.mcp.limits import McpLaunch
 
     file = McpLaunchFile() if args.config is None else load_launch_file(args.config)
 
@@ -428,7 +429,7 @@ def _mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     if args.http is None:
-        from sandboxd.mcp_server import serve_stdio
+        from sandboxd.mcp.server import serve_stdio
 
         anyio.run(serve_stdio, launch)
         return 0
@@ -439,7 +440,7 @@ def _mcp(args: argparse.Namespace) -> int:
         parse_http_address,
     )
     from logos.mcp.token import TokenError, launch_token
-    from sandboxd.mcp_http import NAME, serve_http
+    from sandboxd.mcp.http import NAME, serve_http
 
     try:
         host, port = parse_http_address(args.http)
@@ -489,7 +490,7 @@ def _gc(args: argparse.Namespace) -> int:
 async def _sweep_directly(config: DaemonConfig) -> None:
     """A backend sweeps orphans when it starts (sandboxd.docker.ownership says which: never the
     containers of a live daemon); gc() then sweeps once more."""
-    from sandboxd.backends import build_backend
+    from sandboxd.server.backends import build_backend
 
     async with build_backend(config) as backend:
         await backend.gc()

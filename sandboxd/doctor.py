@@ -22,11 +22,11 @@ import httpx
 
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import Backend, ExecRequest, Limits, Mount, SandboxSpec
-from sandboxd.backends import build_backend
-from sandboxd.client import daemon_client
-from sandboxd.client import health as read_health
-from sandboxd.config import DaemonConfig
-from sandboxd.pool import PoolSettings
+from sandboxd.client.connection import daemon_client
+from sandboxd.client.connection import health as read_health
+from sandboxd.server.backends import build_backend
+from sandboxd.server.config import DaemonConfig
+from sandboxd.sessions.pool import PoolSettings
 
 DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""

@@ -1,7 +1,7 @@
 """DockerBackend: sessions of warm, hardened containers that run commands in milliseconds.
 
 A session's first command starts a container whose main process is the supervisor
-(sandboxd.supervisor); every later command of that session (with the same SandboxSpec) is a
+(sandboxd.inside.supervisor); every later command of that session (with the same SandboxSpec) is a
 JSON line over the supervisor's one connection, with no Docker API call and no thread.
 A command still running at its background threshold goes on as a job (sandboxd.docker.job).
 Images without python3 fall back to `docker exec` (sandboxd.docker.exec_fallback), which
@@ -33,7 +33,6 @@ import docker.errors
 
 from logos.closing import AsyncCloseable
 from logos.result import Result
-from sandboxd import supervisor
 from sandboxd.backend import (
     BackendError,
     EngineUnavailableError,
@@ -60,6 +59,7 @@ from sandboxd.docker.container import (
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
+from sandboxd.docker.fifo import FifoPair
 from sandboxd.docker.fork import (
     ArchiveRefused,
     CopyPlan,
@@ -69,6 +69,7 @@ from sandboxd.docker.fork import (
     copy_through_fifos,
 )
 from sandboxd.docker.job import SupervisedJob
+from sandboxd.docker.mount_check import check_mounts
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
     LABEL_CREATED,
@@ -79,27 +80,26 @@ from sandboxd.docker.ownership import (
     OwnerProcess,
     is_orphan,
 )
-from sandboxd.egress import (
-    EgressEvent,
-    EgressProxy,
-    EgressSettings,
-    host_addresses,
-)
-from sandboxd.egress_forwarder import OPENED, fifo_names
-from sandboxd.fifo import FifoPair
-from sandboxd.host_rules import Allowlist
-from sandboxd.mount_check import check_mounts
-from sandboxd.pool import PoolSettings
-from sandboxd.session_caps import SessionCaps
-from sandboxd.sessions import Sandbox, Sessions, shutting_down
-from sandboxd.step_clock import StepClock, describe_steps
-from sandboxd.supervisor_client import (
+from sandboxd.docker.step_clock import StepClock, describe_steps
+from sandboxd.docker.supervisor_client import (
     ChannelFifos,
     ChannelLost,
     RunMessage,
     SupervisorChannel,
     SupervisorHello,
 )
+from sandboxd.egress.host_rules import Allowlist
+from sandboxd.egress.proxy import (
+    EgressEvent,
+    EgressProxy,
+    EgressSettings,
+    host_addresses,
+)
+from sandboxd.inside import supervisor
+from sandboxd.inside.egress_forwarder import OPENED, fifo_names
+from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.pool import PoolSettings
+from sandboxd.sessions.table import Sandbox, Sessions, shutting_down
 
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not said hello by then is given up."""
@@ -173,8 +173,8 @@ class DockerBackend(AsyncCloseable):
         on_egress: EgressSink | None = None,
     ) -> None:
         """`session_caps`: by default derived from the host for the default Limits; `pool`:
-        how many sandboxes to keep warm (None: none, see sandboxd.pool); `egress`: the bounds
-        of sandboxes' egress proxies, `on_egress` hears of each of their connections."""
+        how many sandboxes to keep warm (None: none, see sandboxd.sessions.pool); `egress`: the
+        bounds of sandboxes' egress proxies, `on_egress` hears of each of their connections."""
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"

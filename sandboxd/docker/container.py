@@ -32,10 +32,10 @@ import docker.types
 
 import logos.runners.capture
 import logos.runners.live
-from sandboxd import egress_forwarder, supervisor
 from sandboxd.backend import SandboxSpec
 from sandboxd.docker.seccomp import security_option
-from sandboxd.egress import EGRESS_PORT
+from sandboxd.egress.proxy import EGRESS_PORT
+from sandboxd.inside import egress_forwarder, supervisor
 
 CONTROL_DIR = "/.sandboxd"
 """Inside the container: the supervisor's code, its hosts file and the backend's FIFOs,
@@ -275,7 +275,7 @@ def create_container(
         read_only=True,
         # WHY no engine init for a supervised sandbox: the supervisor is PID 1 and reaps;
         # the engine's init would be a process every command could read and trace
-        # (sandboxd.supervisor). Without python3 there is no supervisor to be PID 1.
+        # (sandboxd.inside.supervisor). Without python3 there is no supervisor to be PID 1.
         init=not supervised,
         pids_limit=limits.pids,
         mem_limit=limits.memory,

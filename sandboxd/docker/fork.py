@@ -43,9 +43,14 @@ from typing import IO, Any, cast
 import anyio
 from docker.utils.socket import read as read_socket
 
-from sandboxd import supervisor
-from sandboxd.fifo import make_fifo, open_reading, open_writing_early, unlink
-from sandboxd.supervisor_client import ChannelLost, RunMessage, SupervisorChannel, SupervisorReply
+from sandboxd.docker.fifo import make_fifo, open_reading, open_writing_early, unlink
+from sandboxd.docker.supervisor_client import (
+    ChannelLost,
+    RunMessage,
+    SupervisorChannel,
+    SupervisorReply,
+)
+from sandboxd.inside import supervisor
 
 IO_TIMEOUT_S = 120.0
 """A source or target that neither sends nor takes a byte for this long fails the fork."""

@@ -15,7 +15,7 @@ from dataclasses import replace
 import anyio
 
 from logos.result import Result
-from sandboxd.supervisor_client import ChannelLost, SupervisorChannel
+from sandboxd.docker.supervisor_client import ChannelLost, SupervisorChannel
 
 PEEK_DEADLINE_S = 30.0
 """How long a silent supervisor is trusted with a peek before its container is given up."""

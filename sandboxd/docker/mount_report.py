@@ -1,7 +1,7 @@
 """What an image without python3 sees at its mount roots: one `docker exec` of `stat`.
 
 The supervisor reports this itself; without python3 the backend asks the container with a
-shell script instead, and sandboxd.mount_check compares the answer with what was checked.
+shell script instead, and sandboxd.docker.mount_check compares the answer with what was checked.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sandboxd.pinned import kind_of
-from sandboxd.supervisor_client import MountSeen
+from sandboxd.docker.supervisor_client import MountSeen
+from sandboxd.policy.pinned import kind_of
 
 EXEC_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Arguments: the mount roots. One line each: "<direct> <device> <inode> <mode in hex>", where

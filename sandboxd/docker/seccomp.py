@@ -6,7 +6,7 @@ process and anything that is not the supervisor's child (an engine `exec`) would
 it, and a command able to reach such a process (ptrace, /proc/<pid>/mem) would borrow its
 rights. The runtime installs this profile before the container's first program runs, so no
 process inside is ever without it; the supervisor needs none of what it refuses (it talks to
-the backend through FIFOs, sandboxd.supervisor).
+the backend through FIFOs, sandboxd.inside.supervisor).
 
 An allowlist, as the engine's own default is: a system call not named here fails with EPERM
 (a kernel's newer calls included, until they are read and listed). On top of what the engine's

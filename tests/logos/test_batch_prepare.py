@@ -14,7 +14,7 @@ from logos.batch.prepared import PreparedSession, PrepareError
 from logos.batch.settings import BatchSandbox
 from logos.options import AllowedPath, ExecOptions
 from logos.runners.sandboxes import SandboxSettings
-from sandboxd.kind import SANDBOXD
+from sandboxd.client.kind import SANDBOXD
 from tests.support.batch_model import (
     passed_results,
     project_task,

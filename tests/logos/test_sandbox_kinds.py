@@ -19,7 +19,7 @@ from logos.runners.sandboxes import (
     batch_sandbox_kind,
     sandbox_kind,
 )
-from sandboxd.kind import SANDBOXD
+from sandboxd.client.kind import SANDBOXD
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -29,7 +29,7 @@ from sandboxd.backend import (
 )
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.session_caps import SessionCaps
+from sandboxd.sessions.caps import SessionCaps
 from tests.support.processes import killed_after_printing
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import logos.runners.capture
-from sandboxd import supervisor
 from sandboxd.backend import (
     EngineUnavailableError,
     ExecRequest,
@@ -30,7 +29,8 @@ from sandboxd.docker.ownership import (
     OwnerProcess,
     is_orphan,
 )
-from sandboxd.pinned import FileIdentity
+from sandboxd.inside import supervisor
+from sandboxd.policy.pinned import FileIdentity
 
 IMAGE = "logos-sandbox:latest"
 SOME_DIRECTORY = FileIdentity(device=1, inode=2, kind="directory")

@@ -13,10 +13,10 @@ import anyio
 import anyio.abc
 import pytest
 
-from sandboxd.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
-from sandboxd.egress import MAX_HEAD_BYTES, EgressEvent, EgressProxy, EgressSettings
-from sandboxd.host_rules import Allowlist
-from sandboxd.tls_hello import ACCESS_DENIED_ALERT
+from sandboxd.egress.host_rules import Allowlist
+from sandboxd.egress.proxy import MAX_HEAD_BYTES, EgressEvent, EgressProxy, EgressSettings
+from sandboxd.egress.tls_hello import ACCESS_DENIED_ALERT
+from sandboxd.server.audit import AUDIT_LINE_MAX_BYTES, EgressRecord, audit_line
 from tests.support.sandboxd_harness import short_dir
 from tests.support.tls_hellos import (
     client_hello,

@@ -18,12 +18,12 @@ import pytest
 from logos.options import ExecOptions
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
+from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.docker import fork as fork_module
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.pool import CHECK_S, PoolSettings, WarmPool
-from sandboxd.runner import SandboxForkError, SandboxRunner
-from sandboxd.session_caps import SessionCaps
+from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import running_daemon
 

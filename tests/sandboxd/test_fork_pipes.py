@@ -31,10 +31,10 @@ import anyio
 import pytest
 
 from sandboxd.docker import fork
+from sandboxd.docker.fifo import make_fifo, open_reading, open_writing_early
 from sandboxd.docker.fork import ArchiveCheck, ArchiveRefused, ForkCopyError, relay
-from sandboxd.fifo import make_fifo, open_reading, open_writing_early
-from sandboxd.supervisor import IN_FIFO, OUT_FIFO, PIPE_FD_VARIABLE, PROTOCOL
-from sandboxd.supervisor_client import ChannelLost, SupervisorReply
+from sandboxd.docker.supervisor_client import ChannelLost, SupervisorReply
+from sandboxd.inside.supervisor import IN_FIFO, OUT_FIFO, PIPE_FD_VARIABLE, PROTOCOL
 from tests.support.sandboxd_harness import true_message
 from tests.support.supervisor_fifos import RawFifos, make_fifos, raw_supervisor
 

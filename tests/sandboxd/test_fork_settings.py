@@ -17,7 +17,7 @@ import pytest
 
 from logos.options import AllowedPath, ExecOptions
 from sandboxd.api import API_PREFIX
-from sandboxd.runner import SandboxForkError, SandboxRunner
+from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from tests.support.sandboxd_harness import running_daemon
 
 pytestmark = [pytest.mark.docker]

@@ -1,4 +1,4 @@
-"""The allowlist's grammar and what an entry matches (sandboxd.host_rules)."""
+"""The allowlist's grammar and what an entry matches (sandboxd.egress.host_rules)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from sandboxd.host_rules import Allowlist, HostRuleError, is_special, parse_rule
+from sandboxd.egress.host_rules import Allowlist, HostRuleError, is_special, parse_rule
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pytest
 
 from logos.options import AllowedPath, ExecOptions
 from logos.runners.sandboxes import SandboxSettings
-from sandboxd.kind import SANDBOXD
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.kind import SANDBOXD
+from sandboxd.client.runner import SandboxRunner
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import containers_of, running_daemon, short_dir
 

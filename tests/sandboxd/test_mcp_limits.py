@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from logos.options import AllowedPath, ExecOptions
-from sandboxd.mcp_limits import McpLaunch, NarrowingError, PathAsk, narrowed_options
+from sandboxd.mcp.limits import McpLaunch, NarrowingError, PathAsk, narrowed_options
 
 
 def ask(launch: McpLaunch, **call: object) -> ExecOptions:

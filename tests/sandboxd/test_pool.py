@@ -27,10 +27,10 @@ from sandboxd.backend import (
 )
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.pinned import FileIdentity
-from sandboxd.pool import MAX_REMEMBERED, PoolSettings
-from sandboxd.session_caps import SessionCaps
-from sandboxd.sessions import POOL_SESSION
+from sandboxd.policy.pinned import FileIdentity
+from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.pool import MAX_REMEMBERED, PoolSettings
+from sandboxd.sessions.table import POOL_SESSION
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.processes import killed_after_printing, run_module
 from tests.support.sandboxd_harness import REPO, running_daemon, running_daemon_as
@@ -411,7 +411,7 @@ async def test_a_pool_that_cannot_fill_warns_and_starts_stay_prompt(
     state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = spec(image="logos-sandbox-missing:never-built")
-    caplog.set_level(logging.WARNING, logger="sandboxd.pool")
+    caplog.set_level(logging.WARNING, logger="sandboxd.sessions.pool")
     async with pooled(state_dir) as backend:
         for _ in range(3):
             with anyio.fail_after(20), pytest.raises(ImageMissingError):
@@ -453,7 +453,7 @@ async def test_warm_sandboxes_of_a_killed_backend_are_swept(
         from pathlib import Path
         from sandboxd.backend import SandboxSpec, Limits
         from sandboxd.docker.backend import DockerBackend
-        from sandboxd.pool import PoolSettings
+        from sandboxd.sessions.pool import PoolSettings
 
         async def main():
             pool = PoolSettings(size=2)

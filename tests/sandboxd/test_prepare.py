@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from logos import AllowedPath, ExecOptions, run
+from sandboxd.client.runner import SandboxRunner
 from sandboxd.docker.ownership import LABEL_SESSION
-from sandboxd.runner import SandboxRunner
 from tests.support.sandboxd_harness import Daemon
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from logos import AllowedPath, ExecOptions, Runner
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]

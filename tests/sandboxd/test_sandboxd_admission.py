@@ -5,14 +5,14 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from sandboxd.admission import (
+from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
+from sandboxd.server.admission import (
     JSON_EXPANSION,
     OutputMemoryBudget,
     OutputMemoryRefused,
     Reservation,
     reply_memory_bound,
 )
-from sandboxd.api import MAX_OUTPUT_BYTES_LIMIT
 
 pytestmark = pytest.mark.anyio
 

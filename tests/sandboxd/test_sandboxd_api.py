@@ -128,7 +128,8 @@ def test_temenos_response_omits_empty_stripped_keys() -> None:
 
 def test_importing_the_wire_models_and_client_does_not_import_docker() -> None:
     code = (
-        "import sys, sandboxd.api, sandboxd.paths, sandboxd.client, sandboxd.runner; "
+        "import sys, sandboxd.api, sandboxd.paths, sandboxd.client.connection, "
+        "sandboxd.client.runner; "
         "print('docker' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

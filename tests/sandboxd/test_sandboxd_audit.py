@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxd.audit import (
+from sandboxd.server.audit import (
     AUDIT_LINE_MAX_BYTES,
     COMMAND_HEAD_BYTES,
     TEXT_HEAD_BYTES,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandboxd.backends import build_backend
-from sandboxd.config import config_from_mapping
 from sandboxd.docker.backend import DockerBackend
+from sandboxd.server.backends import build_backend
+from sandboxd.server.config import config_from_mapping
 from tests.support.sandboxd_harness import short_dir
 
 pytestmark = pytest.mark.anyio

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from sandboxd.config import (
+from sandboxd.paths import default_state_dir
+from sandboxd.server.config import (
     DEFAULT_IMAGE,
     ConfigError,
     DaemonConfig,
     default_config_path,
     load_config,
 )
-from sandboxd.paths import default_state_dir
 from sandboxd.sizes import parse_size
 
 

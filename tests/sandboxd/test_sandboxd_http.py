@@ -17,7 +17,7 @@ import anyio.abc
 import httpx
 import pytest
 
-from sandboxd.http import HttpServer, Refused, Request, Response
+from sandboxd.server.http import HttpServer, Refused, Request, Response
 
 pytestmark = pytest.mark.anyio
 

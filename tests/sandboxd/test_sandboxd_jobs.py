@@ -15,7 +15,7 @@ import pytest
 from logos import Callbacks, Config, ExecOptions, run
 from logos.result import Result
 from logos.runners.jobs import JobRunner
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 from tests.support.sandboxd_harness import (
     Daemon,
     running_daemon,

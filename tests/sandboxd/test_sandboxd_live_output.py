@@ -14,7 +14,7 @@ from logos import ExecOptions, Result
 from logos.agent.execute import BlockExecutor
 from logos.runners.live import LIMIT_BYTES, LivePiece
 from sandboxd.api import NDJSON
-from sandboxd.runner import SandboxRunner
+from sandboxd.client.runner import SandboxRunner
 from tests.support.sandboxd_harness import Daemon
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sandboxd.config import config_from_mapping
-from sandboxd.pinned import identify
-from sandboxd.policy import GrantedPath, Policy, PolicyError
+from sandboxd.policy.pinned import identify
+from sandboxd.policy.policy import GrantedPath, Policy, PolicyError
+from sandboxd.server.config import config_from_mapping
+from sandboxd.server.daemon import daemon_policy
 
 
 @pytest.fixture
@@ -336,7 +337,7 @@ def test_images_come_from_the_config(world: dict[str, Path]) -> None:
     assert caught.value.status == 403 and "allowed_images" in caught.value.message
 
 
-def test_from_config_refuses_the_state_dir_and_audit_log(world: dict[str, Path]) -> None:
+def test_the_daemons_policy_refuses_the_state_dir_and_audit_log(world: dict[str, Path]) -> None:
     state = world["tmp"] / "state"
     state.mkdir()
     audit = world["tmp"] / "logs" / "audit.log"
@@ -345,7 +346,7 @@ def test_from_config_refuses_the_state_dir_and_audit_log(world: dict[str, Path])
     config = config_from_mapping(
         {"state_dir": str(state), "audit_log": str(audit)}, source="test.toml"
     )
-    policy = Policy.from_config(config, socket_path=world["socket"])
+    policy = daemon_policy(config, socket_path=world["socket"])
     assert "state directory" in _refusal(policy, str(state), None).message
     assert "audit log" in _refusal(policy, str(audit), None).message
     assert "audit log" in _refusal(policy, str(audit.parent), None).message
@@ -418,7 +419,7 @@ def test_allowed_system_paths_never_lift_the_other_rules(world: dict[str, Path])
 def test_allowed_system_paths_come_from_the_config(world: dict[str, Path]) -> None:
     config = config_from_mapping({"allowed_system_paths": ["/usr/share/"]}, source="t.toml")
     assert config.allowed_system_paths == (Path("/usr/share"),)
-    policy = Policy.from_config(config, socket_path=world["socket"])
+    policy = daemon_policy(config, socket_path=world["socket"])
     with policy.grant_paths([("/usr/share", True)], caller_home=None) as grant:
         assert [g.path for g in grant.paths] == ["/usr/share"]
 

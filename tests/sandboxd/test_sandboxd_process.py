@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxd.process import FD_RESERVE, connection_cap
+from sandboxd.server.process import FD_RESERVE, connection_cap
 from tests.support.parts import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one() -> None:
     report = _child(
         """
         import json, resource
-        from sandboxd.process import raise_open_files_limit
+        from sandboxd.server.process import raise_open_files_limit
         returned = raise_open_files_limit()
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         print(json.dumps({"returned": returned, "soft": soft, "hard": hard}))
@@ -65,7 +65,7 @@ def test_freed_reply_sized_blocks_go_back_to_the_system() -> None:
     report = _child(
         """
         import json
-        from sandboxd.process import return_freed_memory_promptly
+        from sandboxd.server.process import return_freed_memory_promptly
 
         def rss():
             for line in open("/proc/self/status"):

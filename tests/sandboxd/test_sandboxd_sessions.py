@@ -1,4 +1,4 @@
-"""The engine-agnostic session bookkeeping (sandboxd.sessions), with a backend of plain
+"""The engine-agnostic session bookkeeping (sandboxd.sessions.table), with a backend of plain
 directories: one start per (session, spec), caps, retiring, closing, idle reaping."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from sandboxd.backend import BackendError, SandboxSpec, TooManySessionsError
-from sandboxd.session_caps import SessionCaps
-from sandboxd.sessions import Sandbox, Sessions
+from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.table import Sandbox, Sessions
 
 pytestmark = pytest.mark.anyio
 SPEC = SandboxSpec("image", (), False, 1000, 1000)

@@ -20,8 +20,7 @@ import pytest
 
 from logos.runners.capture import SAVE_LIMIT_NOTE
 from logos.runners.live import LiveOutput
-from sandboxd.supervisor import IN_FIFO, OUT_FIFO, PROTOCOL
-from sandboxd.supervisor_client import (
+from sandboxd.docker.supervisor_client import (
     LIVE_PIECE_BOUND,
     LIVE_TOTAL_BOUND,
     ChannelLost,
@@ -30,6 +29,7 @@ from sandboxd.supervisor_client import (
     SupervisorHello,
     SupervisorReply,
 )
+from sandboxd.inside.supervisor import IN_FIFO, OUT_FIFO, PROTOCOL
 from tests.support.processes import processes_matching
 from tests.support.sandboxd_harness import true_message
 from tests.support.supervisor_fifos import make_fifos, supervised

@@ -1,11 +1,11 @@
 """Reading the server names of a real TLS ClientHello, and refusing the shapes an attacker
-sends (sandboxd.tls_hello)."""
+sends (sandboxd.egress.tls_hello)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sandboxd.tls_hello import UnreadableHello, server_names
+from sandboxd.egress.tls_hello import UnreadableHello, server_names
 from tests.support.tls_hellos import (
     SERVER_NAME,
     client_hello,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sandboxd.api import MAX_REQUEST_BODY_BYTES
-from sandboxd.audit import AUDIT_LINE_MAX_BYTES, COMMAND_HEAD_BYTES
+from sandboxd.server.audit import AUDIT_LINE_MAX_BYTES, COMMAND_HEAD_BYTES
 from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from logos import ExecOptions
-from sandboxd.runner import SandboxRunner
-from sandboxd.tls_hello import ACCESS_DENIED_ALERT
+from sandboxd.client.runner import SandboxRunner
+from sandboxd.egress.tls_hello import ACCESS_DENIED_ALERT
 from tests.support.browser import css, text_appears
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.local_http import LocalHTTPServer

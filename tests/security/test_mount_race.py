@@ -26,7 +26,7 @@ import pytest
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_SESSION
-from sandboxd.pinned import identify
+from sandboxd.policy.pinned import identify
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 

@@ -124,7 +124,7 @@ def test_a_request_that_does_not_fit_the_budget_gets_a_503_naming_it(docker_clie
 def test_a_request_waits_for_budget_and_gets_a_503_when_none_frees_in_time(
     docker_client: Any,
 ) -> None:
-    from sandboxd.admission import reply_memory_bound
+    from sandboxd.server.admission import reply_memory_bound
 
     budget = reply_memory_bound(BIG_OUTPUT)  # room for one large request at a time
     config = f"max_output_memory = {budget}\nmax_output_memory_wait_s = 2\n"

@@ -26,8 +26,8 @@ import pytest
 from sandboxd.backend import ExecRequest, Mount, MountChangedError, SandboxSpec
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_SESSION
-from sandboxd.pinned import identify
-from sandboxd.policy import Policy
+from sandboxd.policy.pinned import identify
+from sandboxd.policy.policy import Policy
 from tests.support.host_mounts import tmpfs_at
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir

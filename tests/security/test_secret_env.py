@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sandboxd.policy import Policy
+from sandboxd.policy.policy import Policy
 from tests.support.sandboxd_harness import running_daemon
 
 SECRET_NAMES = (

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sandboxd.config import ConfigError, config_from_mapping
-from sandboxd.session_caps import HostFigures, SessionCaps
+from sandboxd.server.config import ConfigError, config_from_mapping
+from sandboxd.sessions.caps import HostFigures, SessionCaps
 from tests.support.parts import require
 from tests.support.sandboxd_harness import (
     Daemon,

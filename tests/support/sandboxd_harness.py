@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
-from sandboxd.supervisor_client import RunMessage, SupervisorChannel
+from sandboxd.docker.supervisor_client import RunMessage, SupervisorChannel
 from tests.support.parts import require
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
 

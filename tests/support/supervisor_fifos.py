@@ -22,9 +22,9 @@ import anyio
 import anyio.abc
 
 from sandboxd.docker.container import PYTHON_FLAGS, install_supervisor
-from sandboxd.fifo import FifoPair, unlink
-from sandboxd.supervisor import IN_FIFO, OUT_FIFO
-from sandboxd.supervisor_client import ChannelFifos, SupervisorChannel, SupervisorHello
+from sandboxd.docker.fifo import FifoPair, unlink
+from sandboxd.docker.supervisor_client import ChannelFifos, SupervisorChannel, SupervisorHello
+from sandboxd.inside.supervisor import IN_FIFO, OUT_FIFO
 
 START_TIMEOUT_S = 20.0
 IO_TIMEOUT_S = 20.0

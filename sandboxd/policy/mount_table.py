@@ -7,7 +7,7 @@ points here and has each bound read-only too (sandboxd.policy).
 
 WHY this process's table: the daemon and the engine share the host's mount namespace in every
 supported setup; where they do not, the identity check the container makes before any
-command runs (sandboxd.mount_check) catches a mount point that leads elsewhere.
+command runs (sandboxd.docker.mount_check) catches a mount point that leads elsewhere.
 """
 
 from __future__ import annotations

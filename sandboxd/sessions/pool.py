@@ -5,7 +5,7 @@ network, image): Docker cannot add a bind mount to a running container, and atta
 allowed paths at claim time would need the daemon to mount into the host's mount namespace
 (root, CAP_SYS_ADMIN) and a propagation path from the host into every sandbox. A warm
 sandbox is instead exactly the sandbox a normal start would have made for that spec, its
-mounts already checked against the identities in the spec (sandboxd.mount_check), so a claim
+mounts already checked against the identities in the spec (sandboxd.docker.mount_check), so a claim
 weakens nothing: a hit needs the identity the policy pinned for this request to be the one
 the warm sandbox showed, and a bind mount held by a live container keeps its inode from
 being reused. A miss (a new workspace, another uid) is a normal start.

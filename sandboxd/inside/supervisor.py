@@ -39,7 +39,7 @@ leads nowhere but to the backend. With `"quiesce": true`, every other process of
 is stopped (SIGSTOP) before the command starts and continued after it ends: a fork copies a
 still view, which no process of the session can write into while it is taken.
 
-Egress: a sandbox with an allowlist has a forwarder thread (sandboxd.egress_forwarder) that
+Egress: a sandbox with an allowlist has a forwarder thread (sandboxd.inside.egress_forwarder) that
 listens on 127.0.0.1:PORT; for each connection it asks the backend for a FIFO pair:
 
     <- {"egress": 3}
@@ -885,7 +885,7 @@ def load_live_modules() -> None:
 
 def egress_forwarder_module() -> Any:
     try:
-        from sandboxd import egress_forwarder
+        from sandboxd.inside import egress_forwarder
     except ImportError:  # inside the container it is mounted next to this file
         import egress_forwarder  # type: ignore[import-not-found,no-redef]
     return egress_forwarder

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sandboxd.config import ConfigError
+
+class LaunchFileError(ValueError):
+    """The launch file cannot be used; the message names the file and what is wrong."""
 
 
 class McpLaunchFile(BaseModel):
@@ -33,9 +35,9 @@ def load_launch_file(path: Path) -> McpLaunchFile:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise LaunchFileError(f"cannot read {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path} is not TOML: {exc}") from None
+        raise LaunchFileError(f"{path} is not TOML: {exc}") from None
     try:
         return McpLaunchFile.model_validate(data)
     except ValidationError as exc:
@@ -43,6 +45,6 @@ def load_launch_file(path: Path) -> McpLaunchFile:
             f"{'.'.join(str(part) for part in error['loc']) or 'file'}: {error['msg']}"
             for error in exc.errors()
         )
-        raise ConfigError(
+        raise LaunchFileError(
             f"{path}: {problems} (keys: {', '.join(McpLaunchFile.model_fields)})"
         ) from None

@@ -24,11 +24,11 @@ from pydantic import (
     model_validator,
 )
 
-from sandboxd.audit import AUDIT_LINE_MAX_BYTES
 from sandboxd.backend import Limits
-from sandboxd.host_rules import is_valid_name, normalise_host, parse_address
+from sandboxd.egress.host_rules import is_valid_name, normalise_host, parse_address
 from sandboxd.paths import default_state_dir
-from sandboxd.pool import PoolSettings
+from sandboxd.server.audit import AUDIT_LINE_MAX_BYTES
+from sandboxd.sessions.pool import PoolSettings
 from sandboxd.sizes import Size
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
@@ -88,7 +88,8 @@ class DaemonConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     backend: Literal["docker"] = "docker"
-    """What runs the sandboxes (sandboxd.backends builds it); "docker" is the only one so far."""
+    """What runs the sandboxes (sandboxd.server.backends builds it); "docker" is the only one so
+    far."""
     image: str = Field(default=DEFAULT_IMAGE, min_length=1)
     """The image commands run in when a request names none."""
     allowed_images: tuple[str, ...] = ()
@@ -127,7 +128,7 @@ class DaemonConfig(BaseModel):
     """Resources of each container."""
     pool: PoolSettings = PoolSettings()
     """Sandboxes kept warm for the specs asked for lately, so a new session waits for no
-    container start (see sandboxd.pool)."""
+    container start (see sandboxd.sessions.pool)."""
     default_timeout_s: Seconds = 120.0
     """Timeout of a command whose request sets none."""
     max_timeout_s: Seconds = 3600.0

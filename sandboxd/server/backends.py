@@ -6,13 +6,14 @@ a value of DaemonConfig.backend, and a case here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import assert_never
 
 from sandboxd.backend import Backend
-from sandboxd.config import DaemonConfig
 from sandboxd.docker.backend import DockerBackend, EgressSink
-from sandboxd.egress import EgressSettings
-from sandboxd.session_caps import SessionCaps
+from sandboxd.egress.proxy import EgressSettings
+from sandboxd.server.config import DaemonConfig
+from sandboxd.sessions.caps import SessionCaps
 
 
 def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) -> Backend:
@@ -26,7 +27,7 @@ def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) 
                 idle_ttl_s=config.idle_ttl_s,
                 max_workers=config.max_workers,
                 state_dir=config.state_dir,
-                session_caps=SessionCaps.from_config(config),
+                session_caps=_session_caps(config),
                 pool=config.pool,
                 egress=EgressSettings(
                     hosts=config.egress_hosts,
@@ -37,3 +38,14 @@ def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) 
             )
         case unknown:
             assert_never(unknown)
+
+
+def _session_caps(config: DaemonConfig) -> SessionCaps:
+    """The config's caps (unset ones from the host), and how long a start waits for room."""
+    caps = SessionCaps.derive(
+        pids=config.limits.pids,
+        memory_bytes=config.limits.memory,
+        total=config.max_sessions,
+        per_caller=config.max_sessions_per_caller,
+    )
+    return dataclasses.replace(caps, wait_s=config.session_wait_s)

@@ -9,7 +9,6 @@ cap; the slot is given back once the container is removed.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Callable
@@ -19,7 +18,6 @@ from typing import Literal
 
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import TooManySessionsError
-from sandboxd.config import DaemonConfig
 
 PID_MAX_FILE = Path("/proc/sys/kernel/pid_max")
 MEMINFO_FILE = Path("/proc/meminfo")
@@ -52,16 +50,6 @@ class SessionCaps:
     wait_s: float = 60.0
     """How long a new sandbox waits for a reclaimable one (a temenos caller's) to go idle
     when the caps are full of them, before it is refused."""
-
-    @classmethod
-    def from_config(cls, config: DaemonConfig) -> SessionCaps:
-        caps = cls.derive(
-            pids=config.limits.pids,
-            memory_bytes=config.limits.memory,
-            total=config.max_sessions,
-            per_caller=config.max_sessions_per_caller,
-        )
-        return dataclasses.replace(caps, wait_s=config.session_wait_s)
 
     @classmethod
     def derive(

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from sandboxd.egress import EgressEvent
+from sandboxd.egress.proxy import EgressEvent
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish fo
 container it created and removes its socket.
 
 At start it raises its open-files limit, caps connections below it, and fixes how freed
-memory goes back to the system (sandboxd.process).
+memory goes back to the system (sandboxd.server.process).
 """
 
 from __future__ import annotations
@@ -18,27 +18,28 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib.util
 import logging
 import os
 import signal
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
-from sandboxd.app import App, sandboxd_version
-from sandboxd.audit import AuditLog
-from sandboxd.backends import build_backend
-from sandboxd.config import DaemonConfig
-from sandboxd.http import HttpServer
 from sandboxd.paths import check_socket_path_length, lock_path, open_lock_file
-from sandboxd.policy import Policy
-from sandboxd.process import (
+from sandboxd.policy.policy import ENGINE_SOCKETS, Policy
+from sandboxd.server.app import App, sandboxd_version
+from sandboxd.server.audit import AuditLog
+from sandboxd.server.backends import build_backend
+from sandboxd.server.config import DaemonConfig
+from sandboxd.server.http import HttpServer
+from sandboxd.server.process import (
     connection_cap,
     raise_open_files_limit,
     return_freed_memory_promptly,
@@ -170,6 +171,75 @@ async def serve(config: DaemonConfig, socket_path: Path, config_path: Path | Non
     logger.info("stopped; socket %s removed", socket_path)
 
 
+def daemon_policy(
+    config: DaemonConfig, *, socket_path: Path, config_path: Path | None = None
+) -> Policy:
+    """The policy of a daemon serving `socket_path` with `config` (read from `config_path`),
+    as the current user: the config's rules, and the daemon's own files refused."""
+    own: list[tuple[Path, str]] = [
+        (socket_path, f"the daemon's own socket {socket_path}"),
+        (lock_path(socket_path), f"the daemon's lock file {lock_path(socket_path)}"),
+        (config.state_dir, f"the daemon's state directory {config.state_dir}"),
+        (config.audit_log_path, f"the daemon's audit log {config.audit_log_path}"),
+        *_installation(),
+    ]
+    if config_path is not None:
+        own.append((config_path, f"the daemon's config file {config_path}"))
+    return Policy(
+        image=config.image,
+        allowed_images=config.allowed_images,
+        allowed_roots=config.allowed_roots,
+        allowed_system_paths=config.allowed_system_paths,
+        extra_denies=config.extra_denies,
+        allow_network=config.allow_network,
+        allow_env_keys=config.allow_env_keys,
+        allow_unix_sockets=config.allow_unix_sockets,
+        allow_private_hosts=config.allow_private_hosts,
+        daemon_home=Path.home(),
+        daemon_paths=own,
+        engine_sockets=(*ENGINE_SOCKETS, *_engine_sockets_from_env(os.environ)),
+    )
+
+
+def _installation() -> list[tuple[Path, str]]:
+    """The daemon's own code (its packages, and its virtualenv when it runs in one).
+
+    WHY: a sandbox that could write them would change what the daemon runs next; one that
+    could read the lock file could flock it and keep the daemon from restarting."""
+    found = []
+    for package in ("sandboxd", "logos"):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            found.append(
+                (
+                    Path(location),
+                    f"the daemon's installation ({package} at {location}; install sandboxd "
+                    "outside your projects, e.g. with pipx)",
+                )
+            )
+    if sys.prefix != sys.base_prefix:
+        found.append(
+            (
+                Path(sys.prefix),
+                f"the daemon's virtualenv {sys.prefix} (install sandboxd outside your projects, "
+                "e.g. with pipx)",
+            )
+        )
+    return found
+
+
+def _engine_sockets_from_env(environ: Mapping[str, str]) -> list[Path]:
+    """Sockets the daemon user's environment points at: DOCKER_HOST, rootless Docker's."""
+    found = []
+    docker_host = environ.get("DOCKER_HOST", "")
+    if docker_host.startswith("unix://"):
+        found.append(Path(docker_host.removeprefix("unix://")))
+    runtime_dir = environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        found.append(Path(runtime_dir) / "docker.sock")
+    return found
+
+
 def _open_state(config: DaemonConfig) -> AuditLog:
     try:
         config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -203,7 +273,7 @@ async def _serve_bound(
     async with backend:
         app = App(
             backend=backend,
-            policy=Policy.from_config(config, socket_path=bound.path, config_path=config_path),
+            policy=daemon_policy(config, socket_path=bound.path, config_path=config_path),
             config=config,
             audit=audit,
         )

@@ -10,8 +10,8 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from logos.mcp.loopback_http import LoopbackHttp, guarded_app, serve_loopback
-from sandboxd.mcp_limits import McpLaunch
-from sandboxd.mcp_server import CLIENT_GONE, build_server
+from sandboxd.mcp.limits import McpLaunch
+from sandboxd.mcp.server import CLIENT_GONE, build_server
 
 NAME = "sandboxd mcp"
 

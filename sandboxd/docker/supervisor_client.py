@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.result import Result
 from logos.runners.live import LIMIT_BYTES, PIECE_BYTES, LiveOutput
-from sandboxd.fifo import FifoPair
-from sandboxd.supervisor import HELLO, IN_FIFO, OUT_FIFO, PROTOCOL
+from sandboxd.docker.fifo import FifoPair
+from sandboxd.inside.supervisor import HELLO, IN_FIFO, OUT_FIFO, PROTOCOL
 
 HELLO_TIMEOUT_S = 5.0
 CANCEL_SEND_TIMEOUT_S = 1.0
@@ -75,7 +75,7 @@ class SupervisorHello(BaseModel):
 
 class EgressRequest(BaseModel):
     """A line from the supervisor that is no reply: its forwarder wants a FIFO pair for a new
-    connection (sandboxd.egress_forwarder)."""
+    connection (sandboxd.inside.egress_forwarder)."""
 
     model_config = _STRICT
 
@@ -494,7 +494,7 @@ class SupervisorChannel:
 
 class ChannelFifos:
     """The supervisor's two FIFOs (`in`, `out`), made and opened on the host before its
-    container starts (sandboxd.fifo)."""
+    container starts (sandboxd.docker.fifo)."""
 
     def __init__(self, pair: FifoPair) -> None:
         self._pair: FifoPair | None = pair

@@ -17,8 +17,8 @@ from typing import Generic, TypeVar
 import anyio
 
 from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
-from sandboxd.pool import PoolSettings, WarmPool
-from sandboxd.session_caps import SessionCaps, SessionSlot, SessionSlots
+from sandboxd.sessions.caps import SessionCaps, SessionSlot, SessionSlots
+from sandboxd.sessions.pool import PoolSettings, WarmPool
 
 EVICTED = "removed while idle to make room for another sandbox under the session caps"
 EVICTION_GRACE_S = 1.0

@@ -13,10 +13,10 @@ from typing import Protocol
 
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
-from sandboxd.autostart import AutostartError, ensure_serving
-from sandboxd.client import check_health, health_problem
+from sandboxd.client.autostart import AutostartError, ensure_serving
+from sandboxd.client.connection import check_health, health_problem
+from sandboxd.client.runner import SandboxForkError, SandboxRunner, lost_session, refused_when_full
 from sandboxd.paths import SocketPathError, resolve_socket_path
-from sandboxd.runner import SandboxForkError, SandboxRunner, lost_session, refused_when_full
 
 
 class Settings(Protocol):

@@ -6,7 +6,7 @@ Every answer that is not a 2xx says what was wrong and what to do, as
 Sessions are per caller: the backend sees `u<uid>-<session>`, so two users of one daemon
 never share (or close) each other's containers even when they pick the same session id.
 
-Jobs (sandboxd.jobs): a command still running at its background threshold goes on; its
+Jobs (sandboxd.sessions.jobs): a command still running at its background threshold goes on; its
 answer says so, and the jobs routes report it, to its caller only (another caller's job is
 answered 404, like an unknown one). temenos's routes answer in temenos's shapes, errors as
 `{"error": "..."}`.
@@ -14,7 +14,7 @@ answered 404, like an unknown one). temenos's routes answer in temenos's shapes,
 Admission: a request lists at most max_allowed_paths paths, which are resolved and checked
 on worker threads of their own (a slow or hung filesystem must not stall the event loop,
 nor take every worker); and it reserves its reply's worst-case output memory before its
-command runs (sandboxd.admission), given back once the answer is sent.
+command runs (sandboxd.server.admission), given back once the answer is sent.
 """
 
 from __future__ import annotations
@@ -39,12 +39,6 @@ from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SAVED_OUTPUT_BYT
 from logos.result import JobStarted, Result
 from logos.runners.live import FLUSH_S as LIVE_FLUSH_S
 from logos.runners.live import LiveOutput
-from sandboxd.admission import (
-    OutputMemoryBudget,
-    OutputMemoryRefused,
-    Reservation,
-    reply_memory_bound,
-)
 from sandboxd.api import (
     API_PREFIX,
     MAX_JOB_WAIT_S,
@@ -77,7 +71,6 @@ from sandboxd.api import (
     job_number_of_temenos_id,
     temenos_job_id,
 )
-from sandboxd.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timestamp
 from sandboxd.backend import (
     Backend,
     BackendError,
@@ -95,8 +88,16 @@ from sandboxd.backend import (
     TooManySessionsError,
     WarmPlaces,
 )
-from sandboxd.config import DaemonConfig
-from sandboxd.http import (
+from sandboxd.policy.policy import PathGrant, Policy, PolicyError, home_of
+from sandboxd.server.admission import (
+    OutputMemoryBudget,
+    OutputMemoryRefused,
+    Reservation,
+    reply_memory_bound,
+)
+from sandboxd.server.audit import AuditLog, AuditMount, AuditNote, AuditRecord, timestamp
+from sandboxd.server.config import DaemonConfig
+from sandboxd.server.http import (
     CLIENT_GONE,
     EarlyAnswer,
     PeerCredentials,
@@ -104,8 +105,7 @@ from sandboxd.http import (
     Response,
     error_response,
 )
-from sandboxd.jobs import Job, JobTable, TooManyJobsError
-from sandboxd.policy import PathGrant, Policy, PolicyError, home_of
+from sandboxd.sessions.jobs import Job, JobTable, TooManyJobsError
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"

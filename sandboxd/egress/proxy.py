@@ -1,14 +1,14 @@
 """The egress proxy: a sandbox's only way out, checked against its allowlist on the host.
 
 The container has no network (network mode none); its supervisor's forwarder
-(sandboxd.egress_forwarder) relays 127.0.0.1:EGRESS_PORT to a Unix socket this proxy
+(sandboxd.inside.egress_forwarder) relays 127.0.0.1:EGRESS_PORT to a Unix socket this proxy
 listens on, one socket per sandbox, so the proxy knows whose connection it serves without
 believing anything the container says. It speaks HTTP/1.1 forward proxying: `CONNECT
 host:port` (HTTPS, opaque after the TLS ClientHello) and absolute-form requests
 (`GET http://host/...`, one request per connection).
 
 For each connection it checks the target as written against the allowlist, resolves the name
-itself (sandboxd.host_rules: special and host-own addresses only when an entry names them),
+itself (sandboxd.egress.host_rules: special and host-own addresses only when an entry names them),
 connects to the exact address it checked, and relays bytes. It never follows a redirect: the
 client sees the 3xx and its next request is checked again. A refusal is a 403 whose body the
 model can read. Connections at once and bytes in all are bounded per sandbox.
@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from sandboxd.host_rules import (
+from sandboxd.egress.host_rules import (
     Allowlist,
     IPAddress,
     is_special,
@@ -37,7 +37,7 @@ from sandboxd.host_rules import (
     normalise_host,
     parse_address,
 )
-from sandboxd.tls_hello import ACCESS_DENIED_ALERT, HANDSHAKE, UnreadableHello, server_names
+from sandboxd.egress.tls_hello import ACCESS_DENIED_ALERT, HANDSHAKE, UnreadableHello, server_names
 
 logger = logging.getLogger(__name__)
 

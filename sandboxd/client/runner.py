@@ -33,8 +33,7 @@ from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.runners.live import LiveOutput, current_live_output
 from sandboxd import api as wire
-from sandboxd.backend import TooManySessionsError
-from sandboxd.client import (
+from sandboxd.client.connection import (
     async_daemon_client,
     error_detail,
     permission_denied,
@@ -48,7 +47,7 @@ to 60 s), the kill grace and the daemon's own reply margin."""
 _CONNECT_TIMEOUT_S = 5.0
 _REFUSED = "sandboxd refused {what} ({status} {code})"
 _FULL = tuple(
-    _REFUSED.format(what=what, status=429, code=TooManySessionsError.code) + ":"
+    _REFUSED.format(what=what, status=429, code=wire.TOO_MANY_SESSIONS) + ":"
     for what in ("the command", "to start the sandbox", "the fork")
 )
 _LOST = _REFUSED.format(what="the fork", status=404, code="unknown_session") + ":"

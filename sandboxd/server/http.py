@@ -20,7 +20,7 @@ command): a close, a half-close, a reset, or more than a request's worth of pipe
 (a client may pipeline its next request, not a flood). One that goes away in the middle of
 sending its request is reported as 499.
 
-Connections are capped (below the open-files limit: see sandboxd.process). When a client
+Connections are capped (below the open-files limit: see sandboxd.server.process). When a client
 connects at the cap, the connection idle the longest (waiting for its next request) is closed
 to make room; only when none is idle does the newcomer wait (and accepting with it). Idle
 keep-alive connections are closed after a timeout. An accept that fails (EMFILE, ENFILE,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sandboxd.client import check_health
+from sandboxd.client.connection import check_health
 from sandboxd.paths import default_state_dir, lock_path, open_lock_file
 
 START_TIMEOUT_S = 60.0

@@ -2,13 +2,13 @@
 
 Every requested path is resolved with all its symlinks before any check, and the resolved
 path is what gets mounted, so a symlink cannot smuggle a refused place in under another name.
-The resolved path is then pinned (sandboxd.pinned): its identity is what the container must
+The resolved path is then pinned (sandboxd.policy.pinned): its identity is what the container must
 show, so a symlink swapped in after the check is caught before any command runs.
 
 System directories (/usr, /etc, /var/lib, ...) and the roots that hold them (/home, /var,
 /opt, ...) are refused too, read-only as much as read-write, unless the config's
 allowed_system_paths names them. Each mount point under a read-only path is granted
-read-only too (sandboxd.mount_table), so read-only holds all the way down.
+read-only too (sandboxd.policy.mount_table), so read-only holds all the way down.
 
 A refused place is refused as itself, for anything inside it, and for any directory that
 contains it (mounting /home/u would expose /home/u/.ssh; mounting /var/run would expose the
@@ -26,20 +26,17 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fnmatch
-import importlib.util
 import ipaddress
 import os
 import pwd
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from sandboxd.config import DaemonConfig
-from sandboxd.host_rules import Allowlist, HostRuleError, IPNetwork
-from sandboxd.mount_table import (
+from sandboxd.egress.host_rules import Allowlist, HostRuleError, IPNetwork
+from sandboxd.policy.mount_table import (
     is_inside,
     mount_entries,
     other_names,
@@ -47,8 +44,7 @@ from sandboxd.mount_table import (
     read_mountinfo,
     uncovered_mount_points,
 )
-from sandboxd.paths import lock_path
-from sandboxd.pinned import FileIdentity, PathChangedError, PinnedPath, pin
+from sandboxd.policy.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 
 ENGINE_SOCKETS: tuple[Path, ...] = (
     Path("/var/run/docker.sock"),
@@ -304,36 +300,6 @@ class Policy:
         if daemon_home is not None:
             refused += _home_rules(daemon_home)
         self._refused = tuple(_with_resolved_forms(refused))
-
-    @classmethod
-    def from_config(
-        cls, config: DaemonConfig, *, socket_path: Path, config_path: Path | None = None
-    ) -> Policy:
-        """The policy of a daemon serving `socket_path` with `config` (read from
-        `config_path`), as the current user."""
-        own: list[tuple[Path, str]] = [
-            (socket_path, f"the daemon's own socket {socket_path}"),
-            (lock_path(socket_path), f"the daemon's lock file {lock_path(socket_path)}"),
-            (config.state_dir, f"the daemon's state directory {config.state_dir}"),
-            (config.audit_log_path, f"the daemon's audit log {config.audit_log_path}"),
-            *_installation(),
-        ]
-        if config_path is not None:
-            own.append((config_path, f"the daemon's config file {config_path}"))
-        return cls(
-            image=config.image,
-            allowed_images=config.allowed_images,
-            allowed_roots=config.allowed_roots,
-            allowed_system_paths=config.allowed_system_paths,
-            extra_denies=config.extra_denies,
-            allow_network=config.allow_network,
-            allow_env_keys=config.allow_env_keys,
-            allow_unix_sockets=config.allow_unix_sockets,
-            allow_private_hosts=config.allow_private_hosts,
-            daemon_home=Path.home(),
-            daemon_paths=own,
-            engine_sockets=(*ENGINE_SOCKETS, *_engine_sockets_from_env(os.environ)),
-        )
 
     def grant_paths(
         self, requested: Sequence[tuple[str, bool]], *, caller_home: Path | None
@@ -753,45 +719,6 @@ def _resolved_forms_unique(paths: Iterable[Path]) -> Iterable[Path]:
         if resolved not in seen:
             seen.add(resolved)
             yield resolved
-
-
-def _installation() -> list[tuple[Path, str]]:
-    """The daemon's own code (its packages, and its virtualenv when it runs in one).
-
-    WHY: a sandbox that could write them would change what the daemon runs next; one that
-    could read the lock file could flock it and keep the daemon from restarting."""
-    found = []
-    for package in ("sandboxd", "logos"):
-        spec = importlib.util.find_spec(package)
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            found.append(
-                (
-                    Path(location),
-                    f"the daemon's installation ({package} at {location}; install sandboxd "
-                    "outside your projects, e.g. with pipx)",
-                )
-            )
-    if sys.prefix != sys.base_prefix:
-        found.append(
-            (
-                Path(sys.prefix),
-                f"the daemon's virtualenv {sys.prefix} (install sandboxd outside your projects, "
-                "e.g. with pipx)",
-            )
-        )
-    return found
-
-
-def _engine_sockets_from_env(environ: Mapping[str, str]) -> list[Path]:
-    """Sockets the daemon user's environment points at: DOCKER_HOST, rootless Docker's."""
-    found = []
-    docker_host = environ.get("DOCKER_HOST", "")
-    if docker_host.startswith("unix://"):
-        found.append(Path(docker_host.removeprefix("unix://")))
-    runtime_dir = environ.get("XDG_RUNTIME_DIR")
-    if runtime_dir:
-        found.append(Path(runtime_dir) / "docker.sock")
-    return found
 
 
 def _shown(raw: str, resolved: Path) -> str:

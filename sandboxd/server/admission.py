@@ -35,9 +35,9 @@ def reply_memory_bound(max_output_bytes: int) -> int:
     HTTP answer's body; as parsed strings, up to four bytes per byte. The stages overlap:
     reading the line holds three copies of it; then the line and its strings; then the
     strings and the body; then the body and the event loop's copy of what the socket has
-    not taken yet. (Tied to how sandboxd.supervisor_client reads a reply: when that
+    not taken yet. (Tied to how sandboxd.docker.supervisor_client reads a reply: when that
     changes, so must this.) An answer with a long output is now streamed as it is encoded
-    (sandboxd.http.StreamedJson) rather than built whole, so its body stages are a margin
+    (sandboxd.server.http.StreamedJson) rather than built whole, so its body stages are a margin
     kept on purpose: the reservation stays what the README promises.
     """
     kept = 2 * (max_output_bytes + CUT_NOTE_BYTES)

@@ -1,7 +1,7 @@
 """Inside the container: relay 127.0.0.1:PORT to the daemon's egress proxy through FIFOs.
 
 The sandbox has no network; HTTP_PROXY and its siblings point at this forwarder, which
-copies bytes both ways to the daemon's proxy (sandboxd.egress), where every decision is made.
+copies bytes both ways to the daemon's proxy (sandboxd.egress.proxy), where every decision is made.
 It decides nothing and trusts nothing: a command that kills it or talks to the backend itself
 reaches only what the proxy allows.
 

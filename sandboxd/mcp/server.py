@@ -30,14 +30,14 @@ from starlette.requests import Request
 from logos.mcp.strict_arguments import UnknownArguments
 from logos.options import ExecOptions
 from logos.result import JobEnd, Result
-from sandboxd.mcp_limits import (
+from sandboxd.client.runner import SandboxForkError, SandboxRunner
+from sandboxd.mcp.limits import (
     MAX_COMMAND_BYTES,
     McpLaunch,
     NarrowingError,
     PathAsk,
     narrowed_options,
 )
-from sandboxd.runner import SandboxForkError, SandboxRunner
 
 SERVER_NAME = "sandboxd"
 MAIN_SANDBOX = "main"

@@ -1,14 +1,15 @@
 """Before a container runs any command: is what it mounted what the policy checked?
 
 The supervisor reports, for each mount root, the device, inode and type it sees at that path
-inside the container (sandboxd.supervisor.report_mounts); images without python3 are asked the
-same another way (the Docker backend's `docker exec` of `stat`: sandboxd.docker.mount_report).
-Any difference from the identity the policy
-pinned (sandboxd.pinned) means the engine resolved a swapped name: the container is destroyed.
+inside the container (sandboxd.inside.supervisor.report_mounts); images without python3 are
+asked the same another way (the Docker backend's `docker exec` of `stat`:
+sandboxd.docker.mount_report). Any difference from the identity the policy pinned
+(sandboxd.policy.pinned) means the engine resolved a swapped name: the container is destroyed.
 
 Then the host's mount table is read again: a mount point that appeared beneath a read-only
-mount after the policy listed those (sandboxd.policy binds each read-only) came along writable
-when the engine bound its parent, so that container is destroyed too, before any command runs.
+mount after the policy listed those (sandboxd.policy binds each read-only) came along
+writable when the engine bound its parent, so that container is destroyed too, before any
+command runs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sandboxd.backend import Mount, MountChangedError
-from sandboxd.mount_table import printable, read_mountinfo, uncovered_mount_points
-from sandboxd.supervisor_client import MountSeen
+from sandboxd.docker.supervisor_client import MountSeen
+from sandboxd.policy.mount_table import printable, read_mountinfo, uncovered_mount_points
 
 
 def check_mounts(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:

@@ -10,7 +10,7 @@ guessed at.
 
 from __future__ import annotations
 
-from sandboxd.host_rules import is_valid_name
+from sandboxd.egress.host_rules import is_valid_name
 
 HANDSHAKE = 0x16
 """The TLS record type that carries a ClientHello."""
