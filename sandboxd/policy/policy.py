@@ -1,19 +1,17 @@
-"""What a request may have: which host paths get mounted, which env keys pass, network, image.
+"""The daemon's policy, built once from its config: what a request may have. Its paths are
+checked here; its env keys (sandboxd.policy.env), its hosts (sandboxd.policy.hosts), its image,
+network and Unix sockets through it.
 
 Every requested path is resolved with all its symlinks before any check, and the resolved
 path is what gets mounted, so a symlink cannot smuggle a refused place in under another name.
-The resolved path is then pinned (sandboxd.policy.pinned): its identity is what the container must
-show, so a symlink swapped in after the check is caught before any command runs.
+The resolved path is then pinned (sandboxd.policy.pinned): its identity is what the container
+must show, so a symlink swapped in after the check is caught before any command runs.
 
-System directories (/usr, /etc, /var/lib, ...) and the roots that hold them (/home, /var,
-/opt, ...) are refused too, read-only as much as read-write, unless the config's
-allowed_system_paths names them. Each mount point under a read-only path is granted
-read-only too (sandboxd.policy.mount_table), so read-only holds all the way down.
-
-A refused place is refused as itself, for anything inside it, and for any directory that
-contains it (mounting /home/u would expose /home/u/.ssh; mounting /var/run would expose the
-Docker socket). Home directories are the exception to "inside": a project under the home is
-fine, the home itself (and anything containing it) is not.
+The places never mountable (sandboxd.policy.places) include the system directories (/usr,
+/etc, /var/lib, ...) and the roots that hold them (/home, /var, /opt, ...), read-only as much
+as read-write, unless the config's allowed_system_paths names them. Each mount point under a
+read-only path is granted read-only too (sandboxd.policy.mount_table), so read-only holds all
+the way down.
 
 WHY this is defense in depth and not the security boundary: commands run as the caller's
 uid:gid with no capabilities, so a mount never lets them touch a file the caller could not
@@ -23,19 +21,15 @@ daemon's own state by accident or by prompt injection.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
-import fnmatch
-import ipaddress
 import os
-import pwd
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from sandboxd.egress.host_rules import Allowlist, HostRuleError, IPNetwork
+from sandboxd.policy.env import filter_env
+from sandboxd.policy.errors import PolicyError
+from sandboxd.policy.hosts import check_hosts
 from sandboxd.policy.mount_table import (
     is_inside,
     mount_entries,
@@ -45,154 +39,7 @@ from sandboxd.policy.mount_table import (
     uncovered_mount_points,
 )
 from sandboxd.policy.pinned import FileIdentity, PathChangedError, PinnedPath, pin
-
-ENGINE_SOCKETS: tuple[Path, ...] = (
-    Path("/var/run/docker.sock"),
-    Path("/run/docker.sock"),
-    Path("/run/containerd/containerd.sock"),
-    Path("/var/run/containerd/containerd.sock"),
-    Path("/run/podman/podman.sock"),
-)
-"""Container engine sockets: whoever can reach one is root on the host."""
-
-SYSTEM_DIRS: tuple[str, ...] = (
-    *("/proc", "/sys", "/dev", "/run", "/var/run"),
-    *("/etc", "/boot"),
-    *("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/snap", "/nix"),
-    *("/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/var/backups"),
-)
-"""The host's own software, configuration, kernel interfaces and service state: never
-mountable, nor anything in them, nor a directory holding them (unless the config's
-allowed_system_paths names it). WHY read-only too: a read-only /etc still shows the host's
-secrets (shadow, keys); a read-write /usr/lib lets a command running as root change what
-every host program loads."""
-SYSTEM_ROOTS: tuple[str, ...] = ("/home", "/root", "/opt", "/srv", "/var", "/mnt", "/media")
-"""Roots that hold system or other users' things next to projects: never mountable as a
-whole (nor a directory holding them), while a directory inside them (a user's project under
-/home or root's /root, a site under /srv) stays mountable; credentials inside a home stay
-refused by the home rules."""
-ENGINE_STORAGE: tuple[str, ...] = ("/var/lib/docker", "/var/lib/containerd")
-SHARED_SOCKET_DIRS: tuple[str, ...] = ("/tmp", "/var/tmp")
-"""Never mount roots: other programs keep their sockets there (X11, tmux, ssh agents, IDEs).
-A directory inside them stays mountable. (/dev/shm and /run/user/* are under /dev and /run.)"""
-
-CREDENTIAL_DIRS: tuple[str, ...] = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".gcloud",
-    ".config",
-    ".docker",
-    ".kube",
-    ".netrc",
-    ".password-store",
-    ".local/share/keyrings",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".pgpass",
-    ".vault-token",
-    ".terraform.d",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".m2/settings.xml",
-    ".mozilla",
-    ".pki",
-)
-"""Relative to a home directory: never mountable, nor anything in them."""
-
-SECRET_ENV_WORDS: frozenset[str] = frozenset(
-    {
-        "TOKEN",
-        "TOKENS",
-        "AUTH",
-        "AUTHORIZATION",
-        "BEARER",
-        "JWT",
-        "KEY",
-        "KEYS",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWORDS",
-        "PASSWD",
-        "PASS",
-        "PWD",
-        "PASSPHRASE",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "CREDS",
-        "COOKIE",
-        "COOKIES",
-        "DSN",
-        "PAT",
-        "APIKEY",
-    }
-)
-"""An env name holding one of these words (see `env_name_words`) is withheld.
-
-WHY whole words: `KEY` must catch `KEY` and `AWS_ACCESS_KEY_ID` but not `KEYBOARD` or
-`MONKEY_LEVEL`; `PASS` catches `SMTP_PASS` but not `PASSTHROUGH` or `BYPASS_CACHE`; `AUTH`
-catches `AUTH_HEADER` but not `GIT_AUTHOR_NAME`.
-"""
-
-SECRET_ENV_FRAGMENTS: tuple[str, ...] = (
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PASSPHRASE",
-    "APIKEY",
-    "PRIVATEKEY",
-    "ACCESSKEY",
-    "CREDENTIAL",
-    "DATABASE_URL",
-)
-"""Withheld wherever they appear in the upper-cased name, even inside a word (`PGPASSWORD`,
-`CLIENTSECRET`): none of them is part of a harmless word. `DATABASE_URL` holds a password."""
-
-SHELL_ENV_NAMES: frozenset[str] = frozenset({"PWD"})
-"""Names the shell sets itself: `PWD` alone is the working directory (`MYSQL_PWD` is a password)."""
-
-_ENV_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-"""One word of a name part: an upper-case run (`API` in `APIKey`), a capitalised or
-lower-case word (`Token` in `accessToken`), or digits."""
-_ENV_SEPARATOR_RE = re.compile(r"[_.-]+")
-
-
-def env_name_words(name: str) -> list[str]:
-    """The upper-cased words of an env name: split on `_`, `-`, `.` and camelCase
-    boundaries (`npm_config__authToken` is NPM, CONFIG, AUTH, TOKEN)."""
-    return [
-        word.upper()
-        for part in _ENV_SEPARATOR_RE.split(name)
-        for word in _ENV_WORD_RE.findall(part)
-    ]
-
-
-def looks_secret(name: str) -> bool:
-    """Whether an env name looks like it holds a secret (a token, key, password, …)."""
-    if name in SHELL_ENV_NAMES:
-        return False
-    upper = name.upper()
-    if any(fragment in upper for fragment in SECRET_ENV_FRAGMENTS):
-        return True
-    return any(word in SECRET_ENV_WORDS or word.endswith("TOKEN") for word in env_name_words(name))
-
-
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class PolicyError(Exception):
-    """A request the policy refuses: 403 for a refusal, 400 for a malformed value."""
-
-    def __init__(self, code: str, message: str, *, status: int = 403) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-
+from sandboxd.policy.places import ENGINE_SOCKETS, Refused, home_rules, refusal, refused_places
 
 PIN_ATTEMPTS = 3
 """A path that keeps changing while it is checked is refused after this many tries."""
@@ -230,19 +77,6 @@ class PathGrant:
         self.close()
 
 
-@dataclass(frozen=True)
-class _Refused:
-    """A refused place. Always refused as itself; `inside`: so is anything under it;
-    `contains`: so is any directory above it."""
-
-    path: Path
-    label: str
-    inside: bool = True
-    contains: bool = True
-    system: bool = False
-    """A system directory rule: the config's allowed_system_paths may lift it."""
-
-
 class Policy:
     """The daemon's rules, built once from the config; checks are synchronous.
 
@@ -274,39 +108,19 @@ class Policy:
         self._allow_unix_sockets = allow_unix_sockets
         self._allow_private_hosts = allow_private_hosts
         self._allow_env_keys = tuple(allow_env_keys)
-        refused = [_Refused(Path("/"), "the root directory", inside=False, contains=False)]
-        refused += [
-            _Refused(Path(p), f"the system directory {p}", system=True) for p in SYSTEM_DIRS
-        ]
-        refused += [
-            _Refused(Path(p), f"the system directory {p}", inside=False, system=True)
-            for p in SYSTEM_ROOTS
-        ]
-        refused += [
-            _Refused(Path(p), f"the container engine's storage {p}") for p in ENGINE_STORAGE
-        ]
-        refused += [
-            _Refused(
-                Path(p),
-                f"the shared directory {p} (other programs' sockets live there; mount a "
-                "directory inside it)",
-                inside=False,
-            )
-            for p in SHARED_SOCKET_DIRS
-        ]
-        refused += [_Refused(p, f"the container engine socket {p}") for p in engine_sockets]
-        refused += [_Refused(p, label) for p, label in daemon_paths]
-        refused += [_Refused(p, f"{p} (denied by the config's extra_denies)") for p in extra_denies]
-        if daemon_home is not None:
-            refused += _home_rules(daemon_home)
-        self._refused = tuple(_with_resolved_forms(refused))
+        self._refused = refused_places(
+            engine_sockets=engine_sockets,
+            daemon_paths=daemon_paths,
+            extra_denies=extra_denies,
+            daemon_home=daemon_home,
+        )
 
     def grant_paths(
         self, requested: Sequence[tuple[str, bool]], *, caller_home: Path | None
     ) -> PathGrant:
         """Resolve, pin and check each (path, read_only); the order is kept (the first is the
         default workdir). Raises PolicyError naming the rule that refused a path."""
-        extra = _home_rules_cached(caller_home) if caller_home is not None else ()
+        extra = home_rules(caller_home) if caller_home is not None else ()
         granted: dict[str, GrantedPath] = {}
         pins: list[PinnedPath] = []
         try:
@@ -364,27 +178,9 @@ class Policy:
         return str(resolved)
 
     def filter_env(self, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-        """(the env to pass, the sorted secret-looking keys withheld). Malformed: PolicyError."""
-        passed: dict[str, str] = {}
-        stripped: list[str] = []
-        for name, value in env.items():
-            if not _ENV_NAME_RE.fullmatch(name):
-                raise PolicyError(
-                    "invalid_env",
-                    f"env name {name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
-                    status=400,
-                )
-            if any(c in value for c in "\x00\n\r"):
-                raise PolicyError(
-                    "invalid_env",
-                    f"env value of {name} contains a NUL or line break: pass single-line values",
-                    status=400,
-                )
-            if self._is_secret(name):
-                stripped.append(name)
-            else:
-                passed[name] = value
-        return passed, sorted(stripped)
+        """(the env to pass, the sorted secret-looking keys withheld), see
+        sandboxd.policy.env. Malformed: PolicyError."""
+        return filter_env(env, self._allow_env_keys)
 
     def check_network(self, network: bool) -> None:
         if network and not self._allow_network:
@@ -395,31 +191,8 @@ class Policy:
             )
 
     def check_hosts(self, entries: Sequence[str], *, network: bool) -> tuple[str, ...]:
-        """The allowlist's entries, normalised; refuses a malformed one (422), one with
-        network on, and one naming a non-public address unless the config allows it."""
-        if not entries:
-            return ()
-        if network:
-            raise PolicyError(
-                "hosts_with_network",
-                "allowed_hosts limits a sandbox without network to those hosts, and this "
-                "request also asks for network=true (every host): send one or the other",
-                status=422,
-            )
-        try:
-            allowlist = Allowlist.parse(entries)
-        except HostRuleError as bad:
-            raise PolicyError("invalid_host", str(bad), status=422) from None
-        if not self._allow_private_hosts:
-            for rule in allowlist.rules:
-                if rule.network is not None and not _all_public(rule.network):
-                    raise PolicyError(
-                        "private_host_refused",
-                        f"allowed_hosts entry {rule.text} names non-public addresses (loopback, "
-                        "private, link-local...): set allow_private_hosts = true in the "
-                        "daemon's config to let requests name them",
-                    )
-        return allowlist.entries
+        """The allowlist's entries, normalised (see sandboxd.policy.hosts)."""
+        return check_hosts(entries, network=network, allow_private_hosts=self._allow_private_hosts)
 
     def check_unix_sockets(self, unix_sockets: bool) -> None:
         if unix_sockets and not self._allow_unix_sockets:
@@ -442,12 +215,7 @@ class Policy:
             )
         return image
 
-    def _is_secret(self, name: str) -> bool:
-        if any(fnmatch.fnmatchcase(name, allowed) for allowed in self._allow_env_keys):
-            return False
-        return looks_secret(name)
-
-    def _check_path(self, raw: str, extra: Sequence[_Refused]) -> PinnedPath:
+    def _check_path(self, raw: str, extra: Sequence[Refused]) -> PinnedPath:
         """The resolved path, pinned, once it passed every rule; PolicyError otherwise."""
         _check_form(raw, what="path")
         lexical = "/" + os.path.normpath(raw).lstrip("/")
@@ -493,7 +261,7 @@ class Policy:
             status=409,
         )
 
-    def _check_pinned(self, raw: str, pinned: PinnedPath, extra: Sequence[_Refused]) -> None:
+    def _check_pinned(self, raw: str, pinned: PinnedPath, extra: Sequence[Refused]) -> None:
         resolved = Path(pinned.path)
         shown = _shown(raw, resolved)
         if printable(pinned.path) != pinned.path:
@@ -515,13 +283,13 @@ class Policy:
         if reason is not None:
             raise PolicyError("path_refused", f"refused {shown}: {reason}")
 
-    def _rules_refusal(self, resolved: Path, extra: Sequence[_Refused]) -> str | None:
+    def _rules_refusal(self, resolved: Path, extra: Sequence[Refused]) -> str | None:
         """Why a refused-place rule refuses `resolved`, or None."""
         exempt = any(resolved.is_relative_to(p) for p in self._allowed_system_paths)
         reasons = [
             (rule.system, order, reason)
             for order, rule in enumerate((*self._refused, *extra))
-            if not (rule.system and exempt) and (reason := _refusal(resolved, rule)) is not None
+            if not (rule.system and exempt) and (reason := refusal(resolved, rule)) is not None
         ]
         if not reasons:
             return None
@@ -542,7 +310,7 @@ class Policy:
         return None
 
     def _check_mounted_beneath(
-        self, grants: Sequence[GrantedPath], mountinfo: str, extra: Sequence[_Refused]
+        self, grants: Sequence[GrantedPath], mountinfo: str, extra: Sequence[Refused]
     ) -> None:
         """Refuse a grant at or beneath which the host mounted a place the rules refuse (a bind
         of the engine's socket, of /etc, of a home): the engine would bring it along.
@@ -633,18 +401,6 @@ def _pin_submount(granted: str, point: str) -> PinnedPath:
         ) from None
 
 
-@lru_cache(maxsize=256)
-def home_of(uid: int) -> Path | None:
-    """The home directory of `uid` from the user database (None for an unknown uid).
-
-    Cached: the lookup may go to a directory service, and homes do not move while the
-    daemon runs."""
-    try:
-        return Path(pwd.getpwuid(uid).pw_dir)
-    except KeyError:
-        return None
-
-
 def _realpath(raw: str) -> Path:
     """Every symlink resolved; OSError when something on the way does not exist or loops."""
     return Path(os.path.realpath(raw, strict=True))
@@ -665,51 +421,6 @@ def _check_form(raw: str, *, what: str) -> None:
             else f"{what} {raw!r} is not absolute: pass a full path starting with /",
             status=403 if mount else 400,
         )
-
-
-def _refusal(resolved: Path, rule: _Refused) -> str | None:
-    if resolved == rule.path:
-        return f"{rule.label} is never mountable"
-    if rule.inside and is_inside(str(resolved), str(rule.path)):
-        return f"it is inside {rule.label}, which is never mountable"
-    if rule.contains and is_inside(str(rule.path), str(resolved)):
-        return (
-            f"it contains {rule.label}, which is never mountable; mount a directory that "
-            "does not contain it"
-        )
-    return None
-
-
-def _home_rules(home: Path) -> list[_Refused]:
-    rules = [
-        _Refused(
-            home,
-            f"the home directory {home} (it holds credentials; mount a project inside it)",
-            inside=False,
-        )
-    ]
-    rules += [
-        _Refused(home / name, f"the credential location ~/{name}") for name in CREDENTIAL_DIRS
-    ]
-    return rules
-
-
-@lru_cache(maxsize=64)
-def _home_rules_cached(home: Path) -> tuple[_Refused, ...]:
-    return tuple(_with_resolved_forms(_home_rules(home)))
-
-
-def _with_resolved_forms(rules: Iterable[_Refused]) -> Iterable[_Refused]:
-    """Each rule as written and, when a symlink is involved, as resolved (e.g. /var/run → /run,
-    or a ~/.ssh that is a symlink to a directory elsewhere)."""
-    seen: set[tuple[Path, bool, bool]] = set()
-    for rule in rules:
-        literal = Path(os.path.normpath(rule.path))
-        for path in (literal, literal.resolve()):
-            key = (path, rule.inside, rule.contains)
-            if key not in seen:
-                seen.add(key)
-                yield dataclasses.replace(rule, path=path)
 
 
 def _resolved_forms_unique(paths: Iterable[Path]) -> Iterable[Path]:
@@ -733,36 +444,3 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.EACCES:
         return "the daemon is not permitted to look it up"
     return exc.strerror or str(exc)
-
-
-def _all_public(network: IPNetwork) -> bool:
-    """Whether no address of `network` is special (a wide network of public ends may still
-    hold private ones)."""
-    return not any(
-        network.overlaps(special)
-        for special in _SPECIAL_NETWORKS
-        if special.version == network.version
-    )
-
-
-_SPECIAL_NETWORKS = tuple(
-    ipaddress.ip_network(text)
-    for text in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.0.0.0/24",
-        "192.168.0.0/16",
-        "198.18.0.0/15",
-        "224.0.0.0/3",
-        "::/8",
-        "fc00::/7",
-        "fe80::/10",
-        "ff00::/8",
-        "::ffff:0:0/96",
-        "64:ff9b::/96",
-    )
-)

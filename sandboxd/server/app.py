@@ -17,7 +17,8 @@ import anyio
 
 from sandboxd.api import API_PREFIX, TemenosError
 from sandboxd.backend import Backend
-from sandboxd.policy.policy import Policy, home_of
+from sandboxd.policy.places import home_of
+from sandboxd.policy.policy import Policy
 from sandboxd.server.audit import AuditLog, AuditNote, AuditRecord, timestamp
 from sandboxd.server.config import DaemonConfig
 from sandboxd.server.http import CLIENT_GONE, Request, Response, error_response

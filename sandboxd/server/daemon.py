@@ -33,7 +33,8 @@ import anyio
 import anyio.abc
 
 from sandboxd.paths import check_socket_path_length, lock_path, open_lock_file
-from sandboxd.policy.policy import ENGINE_SOCKETS, Policy
+from sandboxd.policy.places import ENGINE_SOCKETS
+from sandboxd.policy.policy import Policy
 from sandboxd.server.app import App, sandboxd_version
 from sandboxd.server.audit import AuditLog
 from sandboxd.server.backends import build_backend

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from sandboxd.policy.errors import PolicyError
 from sandboxd.policy.pinned import identify
-from sandboxd.policy.policy import MAX_SUBMOUNTS, GrantedPath, Policy, PolicyError
+from sandboxd.policy.policy import MAX_SUBMOUNTS, GrantedPath, Policy
 from tests.support.host_mounts import bound_at, tmpfs_at
 
 POLICY = Policy(image="img:1")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sandboxd.policy.errors import PolicyError
 from sandboxd.policy.pinned import identify
-from sandboxd.policy.policy import GrantedPath, Policy, PolicyError
+from sandboxd.policy.policy import GrantedPath, Policy
 from sandboxd.server.config import config_from_mapping
 from sandboxd.server.daemon import daemon_policy
 

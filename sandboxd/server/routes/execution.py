@@ -31,7 +31,8 @@ from sandboxd.backend import (
     SandboxSpec,
     StartOutcome,
 )
-from sandboxd.policy.policy import PathGrant, PolicyError
+from sandboxd.policy.errors import PolicyError
+from sandboxd.policy.policy import PathGrant
 from sandboxd.server.admission import Reservation
 from sandboxd.server.audit import AuditMount, AuditNote
 from sandboxd.server.http import EarlyAnswer, PeerCredentials
