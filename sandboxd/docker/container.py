@@ -18,6 +18,7 @@ writes no /etc/hosts for it, so the sandbox mounts its own (HOSTS).
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import py_compile
@@ -26,6 +27,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import docker.types
@@ -55,12 +57,16 @@ PYTHON_FLAGS = ("-E", "-s", "-S")
 """Only the standard library and the supervisor's directory on sys.path, fast start."""
 
 SUPERVISOR_MODULE = Path(supervisor.__file__).stem
-_SUPERVISOR_SOURCES = (
-    Path(supervisor.__file__),
-    Path(logos.runners.capture.__file__),
-    Path(logos.runners.live.__file__),
-    Path(egress_forwarder.__file__),
+STAGED_MODULES: tuple[ModuleType, ...] = (
+    supervisor,
+    egress_forwarder,
+    logos.runners.capture,
+    logos.runners.live,
 )
+"""All that runs inside the container: the modules of sandboxd.inside and the two logos
+modules they import, copied side by side into its control directory (the import contract
+`inside` in pyproject.toml holds them to the standard library)."""
+_SUPERVISOR_SOURCES = tuple(Path(inspect.getfile(module)) for module in STAGED_MODULES)
 _PROXY_URL = f"http://127.0.0.1:{EGRESS_PORT}"
 PROXY_ENV = {
     **{name: _PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},

@@ -4,6 +4,7 @@ by one wrong import in a copy of the real tree, checked by the real `lint-import
 
 from __future__ import annotations
 
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import grimp
 import pytest
 from importlinter import ContractCheck
 
+import sandboxd.inside
+from sandboxd.docker.container import STAGED_MODULES
 from tools.import_contracts import OnlyAllowedContract, StandardLibraryOnlyContract, Violation
 
 LIB = {
@@ -172,3 +175,15 @@ def test_one_wrong_import_breaks_exactly_its_contract(
     broken_contracts: Callable[..., set[str]], module: str, line: str, contracts: set[str]
 ) -> None:
     assert broken_contracts(**{module: line}) == contracts
+
+
+def test_the_inside_contract_holds_what_the_container_stages() -> None:
+    """Every module of sandboxd.inside is staged into the container, nothing else of sandboxd
+    is, and what is staged with them is what the contract allows them."""
+    (contract,) = [contract for contract in CONTRACTS if contract.get("id") == "inside"]
+    inside = {
+        f"sandboxd.inside.{module.name}"
+        for module in pkgutil.iter_modules(sandboxd.inside.__path__)
+    }
+    staged = {module.__name__ for module in STAGED_MODULES}
+    assert staged == inside | set(contract["staged_modules"])
