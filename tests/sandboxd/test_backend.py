@@ -28,9 +28,9 @@ from sandboxd.backend import (
     SandboxSpec,
 )
 from sandboxd.docker.backend import DockerBackend
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.sessions.caps import SessionCaps
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION
 from tests.support.processes import killed_after_printing
+from tests.support.sandboxd_harness import docker_backend, removing_test_containers
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 UID = GID = 1000
@@ -38,19 +38,7 @@ UID = GID = 1000
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def remove_our_containers(docker_client: Any) -> Iterator[None]:
-    """Whatever a failing test leaves behind: containers created by this test process."""
-    yield
-    listed = docker_client.containers.list(
-        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
-    )
-    for container in listed:
-        owner = container.labels.get(LABEL_OWNER_PROCESS, "")
-        if owner.split("/")[2:3] == [str(os.getpid())] or container.labels.get(
-            LABEL_SESSION, ""
-        ).startswith("orphan-test"):
-            container.remove(force=True)
+remove_our_containers = removing_test_containers(session_prefix="orphan-test")
 
 
 @pytest.fixture
@@ -72,11 +60,7 @@ def host_dir() -> Iterator[Path]:
 
 @pytest.fixture
 async def backend(state_dir: Path) -> AsyncIterator[DockerBackend]:
-    # Caps set, not derived: a small host's (as few as 4) are not what these tests are about.
-    caps = SessionCaps(total=64, per_caller=64, basis="set by the tests")
-    async with DockerBackend(
-        image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps
-    ) as started:
+    async with docker_backend(state_dir, sessions=64) as started:
         yield started
 
 

@@ -21,35 +21,24 @@ from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.docker import fork as fork_module
 from sandboxd.docker.backend import DockerBackend
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
-from sandboxd.sessions.caps import SessionCaps
+from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
-from tests.support.sandboxd_harness import running_daemon
+from tests.support.sandboxd_harness import docker_backend, removing_test_containers, running_daemon
 
 UID = GID = 1000
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def remove_our_containers(docker_client: Any) -> Iterator[None]:
-    yield
-    for container in docker_client.containers.list(
-        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
-    ):
-        if container.labels.get(LABEL_OWNER_PROCESS, "").split("/")[2:3] == [str(os.getpid())]:
-            container.remove(force=True)
+remove_our_containers = removing_test_containers()
 
 
 @pytest.fixture
 async def backend() -> AsyncIterator[DockerBackend]:
     state_dir = Path(tempfile.mkdtemp(prefix="sbk-"))
-    caps = SessionCaps(total=16, per_caller=16, basis="set by the tests")
     try:
-        async with DockerBackend(
-            image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps
-        ) as started:
+        async with docker_backend(state_dir, sessions=16) as started:
             yield started
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -150,12 +139,8 @@ async def test_read_write_mounts_are_shared_by_forks_only_when_asked(
 
 async def test_forks_take_warm_sandboxes_when_the_pool_has_them() -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="sbk-"))
-    caps = SessionCaps(total=8, per_caller=8, basis="set by the tests")
-    pool = PoolSettings(size=2)
     try:
-        async with DockerBackend(
-            image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps, pool=pool
-        ) as backend:
+        async with docker_backend(state_dir, sessions=8, pool=PoolSettings(size=2)) as backend:
             box = spec()
             await sh(backend, "other", "true", box)  # a spec asked for again is kept warm
             await sh(backend, "source", "echo warm > /tmp/state", box)

@@ -26,14 +26,19 @@ from sandboxd.backend import (
     SandboxSpec,
 )
 from sandboxd.docker.backend import DockerBackend
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.docker.ownership import LABEL_OWNER_PROCESS, LABEL_SESSION
 from sandboxd.policy.pinned import FileIdentity
-from sandboxd.sessions.caps import SessionCaps
 from sandboxd.sessions.pool import MAX_REMEMBERED, PoolSettings
 from sandboxd.sessions.table import POOL_SESSION
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.processes import killed_after_printing, run_module
-from tests.support.sandboxd_harness import REPO, running_daemon, running_daemon_as
+from tests.support.sandboxd_harness import (
+    REPO,
+    docker_backend,
+    removing_test_containers,
+    running_daemon,
+    running_daemon_as,
+)
 
 UID = GID = 1000
 SMALL = Limits(memory=256 * 1024**2)
@@ -42,17 +47,7 @@ WARM_PREFIX = f"sandboxd-{POOL_SESSION}-"
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def remove_our_containers(docker_client: Any) -> Iterator[None]:
-    """Whatever a failing test leaves behind: containers created by this test process."""
-    yield
-    for container in docker_client.containers.list(
-        all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
-    ):
-        owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
-        session = container.labels.get(LABEL_SESSION, "")
-        if owner[2:3] == [str(os.getpid())] or session.startswith("pool-orphan-test"):
-            container.remove(force=True)
+remove_our_containers = removing_test_containers(session_prefix="pool-orphan-test")
 
 
 @pytest.fixture
@@ -85,12 +80,8 @@ def spec(*mounts: Mount, uid: int = UID, image: str = SANDBOX_IMAGE) -> SandboxS
 def pooled(
     state_dir: Path, size: int = 2, memory: int = 4 * 1024**3, total: int = 16, **options: Any
 ) -> DockerBackend:
-    return DockerBackend(
-        image=SANDBOX_IMAGE,
-        state_dir=state_dir,
-        session_caps=SessionCaps(total=total, per_caller=total, basis="set by the tests"),
-        pool=PoolSettings(size=size, memory=memory),
-        **options,
+    return docker_backend(
+        state_dir, sessions=total, pool=PoolSettings(size=size, memory=memory), **options
     )
 
 
@@ -116,11 +107,13 @@ async def until_warm(backend: DockerBackend, count: int) -> None:
             await anyio.sleep(0.05)
 
 
-async def seed(backend: DockerBackend, box: SandboxSpec) -> None:
-    """Start two sessions of `box` (both cold): a spec asked for again is kept warm."""
+async def seed(backend: DockerBackend, box: SandboxSpec, *, warm: int = 2) -> None:
+    """Start two sessions of `box` (both cold): a spec asked for again is kept warm; then
+    wait until the pool holds `warm` sandboxes."""
     for session in ("seed-1", "seed-2"):
         started = await backend.start(session, box)
         assert not started.sandbox.startswith(WARM_PREFIX)
+    await until_warm(backend, warm)
 
 
 async def run(backend: DockerBackend, session: str, box: SandboxSpec, command: str) -> Any:
@@ -251,7 +244,6 @@ async def test_a_claimed_sandbox_is_never_handed_to_a_second_session(
     backend: DockerBackend, docker_client: Any
 ) -> None:
     await seed(backend, spec())
-    await until_warm(backend, 2)
     one = await run(backend, "one", spec(), "echo from-one > /tmp/left; hostname")
     two = await run(backend, "two", spec(), "cat /tmp/left 2>&1; true")
     assert one.sandbox != two.sandbox
@@ -271,7 +263,6 @@ async def test_a_warm_sandbox_of_another_spec_is_never_claimed(
     """Attack: a caller must not land in a sandbox warmed for someone else's paths or uid."""
     theirs = spec(Mount.of(str(dirs["theirs"]), read_only=False))
     await seed(backend, theirs)
-    await until_warm(backend, 2)
     mine = spec(Mount.of(str(dirs["mine"])))
     probe = f"cat marker; ls {dirs['theirs']} 2>&1; true"
     result = await run(backend, "me", mine, probe)
@@ -289,7 +280,6 @@ async def test_read_only_stays_read_only_in_a_warm_sandbox(
 ) -> None:
     read_only = spec(Mount.of(str(dirs["mine"]), read_only=True))
     await seed(backend, read_only)
-    await until_warm(backend, 2)
     result = await run(backend, "claim", read_only, "cat marker; echo x > marker; touch new")
     assert result.sandbox.startswith(WARM_PREFIX)
     assert result.result.stdout == "mine\n"
@@ -312,7 +302,6 @@ async def test_a_symlink_swapped_in_after_the_check_does_not_redirect_a_warm_mou
     secret directory before the claim. The claimed sandbox shows what was checked."""
     checked = spec(Mount.of(str(dirs["mine"]), read_only=False))
     await seed(backend, checked)
-    await until_warm(backend, 2)
     link = dirs["mine"].with_name(dirs["mine"].name + "-link")
     link.symlink_to(dirs["secret"])
     try:
@@ -370,12 +359,10 @@ async def test_warm_sandboxes_are_hardened_like_cold_ones(
 async def test_the_pool_keeps_to_its_size_and_memory(state_dir: Path) -> None:
     async with pooled(state_dir, size=3, memory=2 * SMALL.memory) as backend:
         await seed(backend, spec())
-        await until_warm(backend, 2)
         await anyio.sleep(2)  # time enough for a third, were it allowed
         assert len(backend._sessions.pool.boxes()) == 2
     async with pooled(state_dir, size=1) as backend:
-        await seed(backend, spec())
-        await until_warm(backend, 1)
+        await seed(backend, spec(), warm=1)
         await anyio.sleep(2)
         assert len(backend._sessions.pool.boxes()) == 1
 
@@ -384,8 +371,7 @@ async def test_warm_sandboxes_give_way_to_a_callers_start_under_the_caps(
     state_dir: Path, dirs: dict[str, Path]
 ) -> None:
     async with pooled(state_dir, size=2, total=4) as backend:
-        await seed(backend, spec())
-        await until_warm(backend, 2)  # the caps are full: 2 sessions, 2 warm
+        await seed(backend, spec())  # the caps are full: 2 sessions, 2 warm
         other = spec(Mount.of(str(dirs["mine"])))
         with anyio.fail_after(30):
             result = await run(backend, "other", other, "cat marker")
@@ -438,7 +424,6 @@ async def test_an_engine_down_fails_starts_promptly_with_the_pool_on(state_dir: 
 async def test_no_warm_sandbox_outlives_its_backend(state_dir: Path, docker_client: Any) -> None:
     async with pooled(state_dir) as backend:
         await seed(backend, spec())
-        await until_warm(backend, 2)
         assert len(started_warm(docker_client)) == 2
     assert started_warm(docker_client) == set()
 

@@ -154,6 +154,11 @@ def _run(daemon: Daemon, command: str, hosts: list[str], session: str) -> dict[s
     return body
 
 
+def _web_stdout(daemon: Daemon, web: _Web, command: str, session: str = "egress") -> str:
+    """What `command` printed in a sandbox whose allowlist is web.test (see _allowed)."""
+    return str(_run(daemon, command, _allowed(web.port), session)["stdout"])
+
+
 def _curl(daemon: Daemon, url: str, hosts: list[str], session: str = "egress") -> str:
     """What curl in the sandbox got: `<status> <body>` (status 000 when it got no answer)."""
     # WHY --noproxy '': even loopback targets go to the proxy (the sandbox's own loopback
@@ -245,19 +250,17 @@ def test_a_wildcard_allows_names_below_it(egress_daemon: Daemon, web: _Web) -> N
 
 
 def test_a_redirect_to_a_host_not_allowed_is_not_followed(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = _allowed(web.port)
     command = f"curl -sS -L --max-time 20 http://web.test:{web.port}/redirect"
-    out = _run(egress_daemon, command, hosts, "egress")["stdout"]
+    out = _web_stdout(egress_daemon, web, command)
     assert out.startswith("blocked by sandbox policy: host other.test"), out
 
 
 def test_a_host_header_that_differs_from_the_target_is_refused(
     egress_daemon: Daemon, web: _Web
 ) -> None:
-    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/"
     command = f"curl -sS --max-time 20 -H 'Host: other.test:{web.port}' {url}"
-    out = _run(egress_daemon, command, hosts, "egress")["stdout"]
+    out = _web_stdout(egress_daemon, web, command)
     assert out.startswith("blocked by sandbox policy: the Host header"), out
 
 
@@ -382,12 +385,11 @@ def test_no_unchecked_request_rides_an_allowed_connection(egress_daemon: Daemon,
 def test_a_request_body_goes_through_and_a_chunked_one_is_refused(
     egress_daemon: Daemon, web: _Web
 ) -> None:
-    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/"
     posted = f"curl -sS --noproxy '' --max-time 20 -d 'a body' {url}"
-    assert _run(egress_daemon, posted, hosts, "egress")["stdout"] == "a body"
+    assert _web_stdout(egress_daemon, web, posted) == "a body"
     command = f"curl -sS --noproxy '' --max-time 20 -H 'Transfer-Encoding: chunked' -d x {url}"
-    out = _run(egress_daemon, command, hosts, "egress")["stdout"]
+    out = _web_stdout(egress_daemon, web, command)
     assert out.startswith("the sandbox's proxy takes a request body only with a Content-Length")
 
 
@@ -473,17 +475,15 @@ print(sorted(set(line for _, line in held)))
 
 
 def test_connections_at_once_are_bounded_per_sandbox(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = _allowed(web.port)
     command = f"python3 -c {shlex.quote(HOLD % (MAX_CONNECTIONS + 2, web.port))}"
-    out = _run(egress_daemon, command, hosts, "egress-held")["stdout"].strip()
+    out = _web_stdout(egress_daemon, web, command, "egress-held").strip()
     assert out == "['HTTP/1.1 200 Connection established', 'HTTP/1.1 429 Too Many Requests']"
 
 
 def test_a_flood_of_bytes_is_cut_at_the_sandboxes_budget(egress_daemon: Daemon, web: _Web) -> None:
-    hosts = _allowed(web.port)
     url = f"http://web.test:{web.port}/big"
     command = f"curl -s --max-time 20 -o /tmp/big {url}; stat -c %s /tmp/big; curl -s {url}"
-    out = _run(egress_daemon, command, hosts, "egress-flood")["stdout"].splitlines()
+    out = _web_stdout(egress_daemon, web, command, "egress-flood").splitlines()
     assert int(out[0]) < MAX_BYTES
     assert out[1].startswith("blocked by sandbox policy: this sandbox has moved")
 

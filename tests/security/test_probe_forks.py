@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.sandboxd_harness import Daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir
 
 pytestmark = pytest.mark.docker
 
@@ -99,17 +99,11 @@ def test_a_sources_process_cannot_write_into_a_forks_read_write_directory(
         f"setsid python3 -c {shlex.quote(ATTACKER)} {shlex.join(map(str, theirs))} "
         "</dev/null >/dev/null 2>&1 & while [ ! -e /tmp/watching ]; do sleep 0.05; done"
     )
+    source = run_with_paths(
+        daemon, leave_behind, [(granted, True)], session="poisoned-source", timeout_s=30
+    )
+    assert source.status_code == 200 and source.json()["exit_code"] == 0, source.text
     with daemon.client() as client:
-        source = client.post(
-            "/v1/run",
-            json={
-                "command": leave_behind,
-                "allowed_paths": [{"path": str(granted), "read_only": True}],
-                "session": "poisoned-source",
-                "timeout_s": 30,
-            },
-        )
-        assert source.status_code == 200 and source.json()["exit_code"] == 0, source.text
         for attempt, directory in enumerate(theirs):
             _fork_leaves_its_directory_alone(client, f"poisoned-fork-{attempt}", directory)
 

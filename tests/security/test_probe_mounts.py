@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.host_mounts import tmpfs_at
 from tests.support.sandbox_probe import SYSCALLS, probe, x86_64_only
-from tests.support.sandboxd_harness import Daemon, short_dir
+from tests.support.sandboxd_harness import Daemon, run_with_paths, short_dir
 
 pytestmark = [pytest.mark.docker, x86_64_only]
 
@@ -151,14 +151,7 @@ def test_a_read_only_grant_is_read_only_all_the_way_down(daemon: Daemon, write: 
     with tmpfs_at(grant / "sub"):
         before = sorted(str(p.relative_to(grant)) for p in grant.rglob("*"))
         command = shlex.join(["python3", "-c", SYSCALLS + WRITE, str(grant), WRITES[write]])
-        with daemon.client() as client:
-            response = client.post(
-                "/v1/run",
-                json={
-                    "command": command,
-                    "allowed_paths": [{"path": str(grant), "read_only": True}],
-                },
-            )
+        response = run_with_paths(daemon, command, [(grant, True)])
         after = sorted(str(p.relative_to(grant)) for p in grant.rglob("*"))
     assert (grant / "kept.txt").read_text() == "host\n" and after == before
     if response.status_code != 200:

@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
 from sandboxd.docker.supervisor_client import RunMessage, SupervisorChannel
-from tests.support.parts import require
+from sandboxd.sessions.caps import SessionCaps
+from tests.support.parts import SANDBOX_IMAGE, require
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,8 +173,9 @@ def temenos_background_answer(job_id: str) -> dict[str, object]:
     return {"stdout": "", "stderr": "", "exit_code": 0, "job_id": job_id, "status": "background"}
 
 
-def containers_of(docker_client: Any, pid: int) -> list[Any]:
-    """Managed containers created by the daemon process `pid`."""
+def containers_of(docker_client: Any, pid: int, *, session_prefix: str | None = None) -> list[Any]:
+    """Managed containers created by the process `pid` (a daemon, or the backends of this test
+    process), and those of the sessions named `session_prefix...` whoever made them."""
     found = []
     # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
     listed = docker_client.containers.list(
@@ -179,9 +183,33 @@ def containers_of(docker_client: Any, pid: int) -> list[Any]:
     )
     for container in listed:
         owner = container.labels.get(LABEL_OWNER_PROCESS, "").split("/")
-        if len(owner) == 4 and owner[2] == str(pid):
+        session = container.labels.get(LABEL_SESSION, "")
+        if (len(owner) == 4 and owner[2] == str(pid)) or (
+            session_prefix is not None and session.startswith(session_prefix)
+        ):
             found.append(container)
     return found
+
+
+def removing_test_containers(session_prefix: str | None = None) -> Any:
+    """A test module's fixture (assign it to a name in the module): once its tests ran, the
+    containers its own backends left behind are removed, and those of the sessions named
+    `session_prefix...` (orphans a test made in another owner's name)."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def remove_test_containers(docker_client: Any) -> Iterator[None]:
+        yield
+        for container in containers_of(docker_client, os.getpid(), session_prefix=session_prefix):
+            container.remove(force=True)
+
+    return remove_test_containers
+
+
+def docker_backend(state_dir: Path, *, sessions: int, **options: Any) -> DockerBackend:
+    """A DockerBackend on the sandbox image (use it with `async with`), its session caps set
+    rather than derived: a small host's (as few as 4) are not what backend tests are about."""
+    caps = SessionCaps(total=sessions, per_caller=sessions, basis="set by the tests")
+    return DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir, session_caps=caps, **options)
 
 
 @contextlib.contextmanager
