@@ -165,11 +165,7 @@ class SandboxRunner(AsyncCloseable):
                 f"sandboxd cannot fork with these options: {_invalid(exc)}"
             ) from None
         try:
-            response = await self._client.post(
-                f"{wire.API_PREFIX}/sessions/{self.session}/fork",
-                content=content,
-                headers={"content-type": "application/json"},
-            )
+            response = await self._post_to_session("fork", content)
         except httpx.TransportError as exc:
             raise SandboxForkError(self._transport_problem(exc, 0.0)) from None
         if response.status_code != 200:
@@ -392,14 +388,18 @@ class SandboxRunner(AsyncCloseable):
             image=self.image,
         )
 
+    async def _post_to_session(self, action: str, body: str) -> httpx.Response:
+        """POST `body` (JSON) to this runner's session's `action` (start, fork)."""
+        return await self._client.post(
+            f"{wire.API_PREFIX}/sessions/{self.session}/{action}",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+
     async def _start(self, body: str) -> str | None:
         """Ask the daemon to start the session's container; None, or why it did not start."""
         try:
-            response = await self._client.post(
-                f"{wire.API_PREFIX}/sessions/{self.session}/start",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
+            response = await self._post_to_session("start", body)
         except httpx.TransportError as exc:
             self._used = self._used or not isinstance(exc, httpx.ConnectError)
             return self._transport_problem(exc, 0.0)
