@@ -6,10 +6,9 @@ import ipaddress
 import os
 import shutil
 import signal
-import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,12 @@ from sandboxd.backend import (
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION
 from tests.support.processes import killed_after_printing
-from tests.support.sandboxd_harness import docker_backend, removing_test_containers
+from tests.support.sandboxd_harness import (
+    docker_backend,
+    owned_short_dir,
+    removing_test_containers,
+    short_dir,
+)
 
 SANDBOX_IMAGE = os.environ.get("SANDBOXD_IMAGE", "logos-sandbox:latest")
 UID = GID = 1000
@@ -42,20 +46,14 @@ remove_our_containers = removing_test_containers(session_prefix="orphan-test")
 
 
 @pytest.fixture
-def state_dir() -> Iterator[Path]:
-    # Short on purpose: sandbox sockets live under it (108-byte Unix socket path limit).
-    path = Path(tempfile.mkdtemp(prefix="sbx-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def state_dir() -> Path:
+    return short_dir("sbx-")  # sandbox sockets live under it
 
 
 @pytest.fixture
-def host_dir() -> Iterator[Path]:
+def host_dir() -> Path:
     """A host directory the sandbox user (1000:1000) owns."""
-    path = Path(tempfile.mkdtemp(prefix="sbx-host-"))
-    os.chown(path, UID, GID)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    return owned_short_dir("sbx-host-", UID, GID)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,13 @@ from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
-from tests.support.sandboxd_harness import docker_backend, removing_test_containers, running_daemon
+from tests.support.sandboxd_harness import (
+    docker_backend,
+    owned_short_dir,
+    removing_test_containers,
+    running_daemon,
+    short_dir,
+)
 
 UID = GID = 1000
 
@@ -36,20 +42,13 @@ remove_our_containers = removing_test_containers()
 
 @pytest.fixture
 async def backend() -> AsyncIterator[DockerBackend]:
-    state_dir = Path(tempfile.mkdtemp(prefix="sbk-"))
-    try:
-        async with docker_backend(state_dir, sessions=16) as started:
-            yield started
-    finally:
-        shutil.rmtree(state_dir, ignore_errors=True)
+    async with docker_backend(short_dir("sbk-"), sessions=16) as started:
+        yield started
 
 
 @pytest.fixture
-def workspace() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sbk-ws-"))
-    os.chown(path, UID, GID)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def workspace() -> Path:
+    return owned_short_dir("sbk-ws-", UID, GID)
 
 
 def spec(*mounts: Mount) -> SandboxSpec:
@@ -138,20 +137,17 @@ async def test_read_write_mounts_are_shared_by_forks_only_when_asked(
 
 
 async def test_forks_take_warm_sandboxes_when_the_pool_has_them() -> None:
-    state_dir = Path(tempfile.mkdtemp(prefix="sbk-"))
-    try:
-        async with docker_backend(state_dir, sessions=8, pool=PoolSettings(size=2)) as backend:
-            box = spec()
-            await sh(backend, "other", "true", box)  # a spec asked for again is kept warm
-            await sh(backend, "source", "echo warm > /tmp/state", box)
-            with anyio.fail_after(60):
-                while len(backend._sessions.pool.boxes()) < 2:
-                    await anyio.sleep(0.05)
-            outcomes = await backend.fork("source", ["f1", "f2"])
-            assert all(o.sandbox.startswith("sandboxd-pool-") for o in outcomes), outcomes
-            assert await sh(backend, "f2", "cat /tmp/state", box) == "warm\n"
-    finally:
-        shutil.rmtree(state_dir, ignore_errors=True)
+    pool = PoolSettings(size=2)
+    async with docker_backend(short_dir("sbk-"), sessions=8, pool=pool) as backend:
+        box = spec()
+        await sh(backend, "other", "true", box)  # a spec asked for again is kept warm
+        await sh(backend, "source", "echo warm > /tmp/state", box)
+        with anyio.fail_after(60):
+            while len(backend._sessions.pool.boxes()) < 2:
+                await anyio.sleep(0.05)
+        outcomes = await backend.fork("source", ["f1", "f2"])
+        assert all(o.sandbox.startswith("sandboxd-pool-") for o in outcomes), outcomes
+        assert await sh(backend, "f2", "cat /tmp/state", box) == "warm\n"
 
 
 def test_the_fork_route_answers_clear_refusals(docker_client: Any) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import shutil
-import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +33,11 @@ from tests.support.processes import killed_after_printing, run_module
 from tests.support.sandboxd_harness import (
     REPO,
     docker_backend,
+    owned_short_dir,
     removing_test_containers,
     running_daemon,
     running_daemon_as,
+    short_dir,
 )
 
 UID = GID = 1000
@@ -51,26 +51,20 @@ remove_our_containers = removing_test_containers(session_prefix="pool-orphan-tes
 
 
 @pytest.fixture
-def state_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sbp-"))  # short: sockets live under it
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def state_dir() -> Path:
+    return short_dir("sbp-")  # sandbox sockets live under it
 
 
 def host_dir(name: str, content: str) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=f"sbp-{name}-"))
+    path = owned_short_dir(f"sbp-{name}-", UID, GID)
     (path / "marker").write_text(content)
-    os.chown(path, UID, GID)
     path.chmod(0o755)  # the daemon's tests run as another uid
     return path
 
 
 @pytest.fixture
-def dirs() -> Iterator[dict[str, Path]]:
-    made = {name: host_dir(name, f"{name}\n") for name in ("mine", "theirs", "secret")}
-    yield made
-    for path in made.values():
-        shutil.rmtree(path, ignore_errors=True)
+def dirs() -> dict[str, Path]:
+    return {name: host_dir(name, f"{name}\n") for name in ("mine", "theirs", "secret")}
 
 
 def spec(*mounts: Mount, uid: int = UID, image: str = SANDBOX_IMAGE) -> SandboxSpec:

@@ -66,6 +66,13 @@ def short_dir(prefix: str = "sd") -> Path:
     return path
 
 
+def owned_short_dir(prefix: str, uid: int, gid: int) -> Path:
+    """A short_dir that `uid`:`gid` owns: a mount the sandbox's user may write to."""
+    path = short_dir(prefix)
+    os.chown(path, uid, gid)
+    return path
+
+
 def _remove_short_dirs() -> None:
     for path in _short_dirs:
         shutil.rmtree(path, ignore_errors=True)
