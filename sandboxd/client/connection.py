@@ -11,6 +11,7 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import ValidationError
@@ -22,28 +23,31 @@ BASE_URL = "http://sandboxd"
 HEALTH_TIMEOUT_S = 10.0
 
 
-# WHY verify=False: the daemon speaks plain HTTP on its Unix socket, so no TLS handshake
-# ever happens; the default would load the CA store for nothing, 25 ms or more of CPU per
-# client (one client per sandbox runner: a batch opens one per task).
-# WHY trust_env=False: the socket is the address; proxy settings never apply to it.
-
-
 def daemon_client(socket_path: Path, timeout: httpx.Timeout | float) -> httpx.Client:
-    return httpx.Client(
-        transport=httpx.HTTPTransport(uds=os.fspath(socket_path), verify=False),
-        base_url=BASE_URL,
-        timeout=timeout,
-        trust_env=False,
-    )
+    return httpx.Client(**_client_options(httpx.HTTPTransport, socket_path, timeout))
 
 
 def async_daemon_client(socket_path: Path, timeout: httpx.Timeout | float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.AsyncHTTPTransport(uds=os.fspath(socket_path), verify=False),
-        base_url=BASE_URL,
-        timeout=timeout,
-        trust_env=False,
-    )
+    return httpx.AsyncClient(**_client_options(httpx.AsyncHTTPTransport, socket_path, timeout))
+
+
+def _client_options(
+    transport: type[httpx.HTTPTransport] | type[httpx.AsyncHTTPTransport],
+    socket_path: Path,
+    timeout: httpx.Timeout | float,
+) -> dict[str, Any]:
+    """What either client is made with: the socket's transport, the placeholder host, and
+    no proxy from the environment."""
+    # WHY verify=False: the daemon speaks plain HTTP on its Unix socket, so no TLS handshake
+    # ever happens; the default would load the CA store for nothing, 25 ms or more of CPU per
+    # client (one client per sandbox runner: a batch opens one per task).
+    # WHY trust_env=False: the socket is the address; proxy settings never apply to it.
+    return {
+        "transport": transport(uds=os.fspath(socket_path), verify=False),
+        "base_url": BASE_URL,
+        "timeout": timeout,
+        "trust_env": False,
+    }
 
 
 def permission_denied(exc: BaseException) -> bool:
