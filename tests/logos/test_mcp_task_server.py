@@ -23,7 +23,7 @@ from tests.support.mcp_servers import (
     stdio_server,
     vanish_mid_call,
 )
-from tests.support.processes import processes_matching
+from tests.support.processes import until_gone
 from tests.support.sandboxd_harness import Daemon
 from tests.support.sse_server import ScriptedServer, openai_stream
 
@@ -130,8 +130,7 @@ async def test_cancelling_a_call_stops_the_run_and_kills_its_command(
         task = partial(client.call_tool, "task", {"task": "wait a long time"})
         await cancel_once_running(task, f"sleep {marker}")
         with anyio.fail_after(20):
-            while processes_matching(f"sleep {marker}"):
-                await anyio.sleep(0.1)
+            await until_gone(f"sleep {marker}")
         runs = list((home.state / "runs").glob("*.jsonl"))
         assert len(runs) == 1
         with anyio.fail_after(20):  # the run's end is written as it unwinds
@@ -183,8 +182,7 @@ async def test_a_client_that_vanishes_mid_task_leaves_no_command_behind(
     server = launch(home, sse_server, "--yes")
     await vanish_mid_call(server, "task", {"task": "wait"}, f"sleep {marker}")
     with anyio.fail_after(30):
-        while processes_matching(f"sleep {marker}"):
-            await anyio.sleep(0.1)
+        await until_gone(f"sleep {marker}")
 
 
 async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(

@@ -27,7 +27,7 @@ from tests.support.mcp_servers import (
     cancel_once_running,
     http_server,
 )
-from tests.support.processes import processes_matching
+from tests.support.processes import processes_matching, until_gone
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -213,8 +213,7 @@ async def test_a_dropped_connection_mid_call_kills_the_command(
         # Cancelling the post closes the connection under the running call.
         await cancel_once_running(call_over_http, f"sleep {marker}")
     with anyio.fail_after(30):
-        while processes_matching(f"sleep {marker}"):
-            await anyio.sleep(0.2)
+        await until_gone(f"sleep {marker}")
 
 
 async def test_stopping_the_server_closes_its_clients_sandboxes(daemon: Daemon) -> None:

@@ -30,7 +30,7 @@ from sandboxd.docker.supervisor_client import (
     SupervisorReply,
 )
 from sandboxd.inside.supervisor import IN_FIFO, OUT_FIFO, PROTOCOL
-from tests.support.processes import processes_matching
+from tests.support.processes import processes_matching, until_gone
 from tests.support.sandboxd_harness import true_message
 from tests.support.supervisor_fifos import make_fifos, supervised
 
@@ -198,8 +198,7 @@ async def test_cancellation_kills_the_command(running: Running, marker: str) -> 
     with anyio.move_on_after(0.5):
         await running.run(f"sleep {marker}")
     with anyio.fail_after(10):
-        while processes_matching(f"sleep {marker}"):
-            await anyio.sleep(0.05)
+        await until_gone(f"sleep {marker}")
     assert (await running.run("echo still-serving")).stdout == "still-serving\n"
 
 
@@ -211,8 +210,7 @@ async def test_a_cancel_right_after_the_request_kills_the_command(
         with anyio.move_on_after(0.0005 * attempt):
             await running.run(f"sleep {marker}")
     with anyio.fail_after(10):
-        while processes_matching(f"sleep {marker}"):
-            await anyio.sleep(0.05)
+        await until_gone(f"sleep {marker}")
 
 
 async def test_hang_up_kills_commands_and_stops_the_supervisor(

@@ -42,6 +42,13 @@ def processes_matching(marker: str) -> list[int]:
     return found
 
 
+async def until_gone(marker: str) -> None:
+    """Wait, without blocking the event loop, until no live process's command line contains
+    `marker` (a killed command's); the caller bounds the wait (anyio.fail_after)."""
+    while processes_matching(marker):
+        await anyio.sleep(0.05)
+
+
 class Repeating:
     """`step()` over and over in a thread of its own, `pause` seconds apart, while a `with`
     block runs: a probe that watches what the test does to a server."""
