@@ -14,7 +14,7 @@ What a call may see is the launch's (`McpLaunch`), narrowed per call (`mcp_limit
 # registration, and they name the launch's limits (locals of _add_tools).
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +28,6 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from logos.mcp.strict_arguments import UnknownArguments
-from logos.options import ExecOptions
 from logos.result import JobEnd, Result
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.mcp.limits import (
@@ -265,15 +264,20 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         sandbox: Sandbox = None,
     ) -> Annotated[CallToolResult, RunOutput]:
         async with _sandboxes(ctx).for_call(ctx) as client:
-            options = _options(
-                launch,
-                client,
-                paths=paths,
-                hosts=hosts,
-                env=env,
-                workdir=workdir,
-                timeout_s=timeout_s,
-            )
+            try:
+                options = narrowed_options(
+                    launch,
+                    paths=None
+                    if paths is None
+                    else [PathAsk(path=p.path, writable=p.writable) for p in paths],
+                    hosts=hosts,
+                    env=env,
+                    workdir=workdir,
+                    timeout_s=timeout_s,
+                    background=client.in_session,
+                )
+            except NarrowingError as exc:
+                raise ToolError(str(exc)) from None
             runner = client.runner(sandbox)
             async with client.limiter:
                 result = await unless_client_goes(ctx, partial(runner.run, command, options))
@@ -394,32 +398,6 @@ async def unless_client_goes(ctx: Context, call: Callable[[], Awaitable[T]]) -> 
     if not outcome:
         raise ToolError("the client's connection closed mid-call: the command was stopped")
     return outcome[0]
-
-
-def _options(
-    launch: McpLaunch,
-    client: ClientSandboxes,
-    *,
-    paths: list[PathArgument] | None,
-    hosts: list[str] | None,
-    env: Mapping[str, str] | None,
-    workdir: str | None,
-    timeout_s: float | None,
-) -> ExecOptions:
-    try:
-        return narrowed_options(
-            launch,
-            paths=None
-            if paths is None
-            else [PathAsk(path=p.path, writable=p.writable) for p in paths],
-            hosts=hosts,
-            env=env,
-            workdir=workdir,
-            timeout_s=timeout_s,
-            background=client.in_session,
-        )
-    except NarrowingError as exc:
-        raise ToolError(str(exc)) from None
 
 
 def _run_output(result: Result) -> RunOutput:
