@@ -8,7 +8,7 @@ import pytest
 from tests.support.cli_harness import Home
 from tests.support.project_harness import ProjectClient, of_type, replies
 from tests.support.sandboxd_harness import Daemon
-from tests.support.serve_harness import serving
+from tests.support.serve_harness import sandboxd_config, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 
@@ -27,7 +27,7 @@ def test_a_talons_sandbox_cannot_read_a_path_only_the_captain_was_given(
         openai_stream(f"<cmd>cat {captain_dir}/secret.txt; echo written > mine.txt</cmd>"),
         openai_stream("I cannot read it."),
     )
-    config = f'check_back = false\nsocket = "{daemon.socket}"\n'
+    config = sandboxd_config(daemon.socket)
     with serving(home, sse_server, config=config) as served:
         project = ProjectClient.create(
             served.client(),

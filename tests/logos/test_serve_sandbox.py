@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.cli_harness import Home
 from tests.support.sandboxd_harness import Daemon
-from tests.support.serve_harness import read_events, serving
+from tests.support.serve_harness import read_events, sandbox_in_work, sandboxd_config, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 
@@ -21,19 +21,12 @@ def test_a_sandbox_run_mounts_only_the_allowed_path(
         openai_stream(f"<cmd>echo from-the-sandbox > made.txt; ls {outside} 2>&1</cmd>"),
         openai_stream("Done."),
     )
-    config = f'check_back = false\nsocket = "{daemon.socket}"\n'
+    config = sandboxd_config(daemon.socket)
     with serving(home, sse_server, config=config) as served, served.client() as client:
         refused = client.post("/v1/runs", json={"prompt": "x", "runner": {"kind": "sandbox"}})
         assert refused.status_code == 400
         assert "needs runner.allowed_paths" in refused.json()["error"]
-        started = served.start_run(
-            client,
-            prompt="make a file",
-            runner={
-                "kind": "sandbox",
-                "allowed_paths": [{"path": str(home.work), "read_only": False}],
-            },
-        )
+        started = served.start_run(client, prompt="make a file", runner=sandbox_in_work(home))
         events = read_events(client, started["run"])
     start = events[0].data
     assert (start["runner"], start["approval"]) == ("sandbox", "auto")

@@ -29,7 +29,7 @@ from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.local_http import LocalHTTPServer
 from tests.support.processes import run_module
 from tests.support.sandboxd_harness import REPO, Daemon, running_daemon
-from tests.support.serve_harness import read_events, serving
+from tests.support.serve_harness import read_events, sandbox_in_work, sandboxd_config, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 from tests.support.tls_hellos import with_names, with_second_name_extension
 from tests.support.view_harness import viewing
@@ -555,17 +555,11 @@ def test_a_served_run_takes_its_hosts_and_its_events_show_the_blocked(
         ),
         openai_stream("Done."),
     )
-    config = f'check_back = false\nsocket = "{egress_daemon.socket}"\n'
+    config = sandboxd_config(egress_daemon.socket)
     hosts = _allowed(web.port)
     with serving(home, sse_server, config=config) as served, served.client() as client:
         started = served.start_run(
-            client,
-            prompt="fetch",
-            runner={
-                "kind": "sandbox",
-                "allowed_paths": [{"path": str(home.work), "read_only": False}],
-                "allowed_hosts": hosts,
-            },
+            client, prompt="fetch", runner=sandbox_in_work(home, allowed_hosts=hosts)
         )
         events = read_events(client, started["run"])
     result = next(e for e in events if e.type == "command_result").data["result"]

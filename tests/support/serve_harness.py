@@ -175,6 +175,20 @@ JOB_AFTER_HALF_A_SECOND = "background_after = 0.5\n" + AUTO_LOCAL
 """With it, a command still running after 0.5 s goes on as a job."""
 
 
+def sandboxd_config(socket: Path) -> str:
+    """A server config whose sandbox runs go to the sandboxd daemon at `socket`."""
+    return f'check_back = false\nsocket = "{socket}"\n'
+
+
+def sandbox_in_work(home: Home, **more: Any) -> dict[str, Any]:
+    """A run's `runner`: a sandbox that sees `home.work` read-write (`more`: its other fields)."""
+    return {
+        "kind": "sandbox",
+        "allowed_paths": [{"path": str(home.work), "read_only": False}],
+        **more,
+    }
+
+
 def script_a_build_that_goes_on_as_a_job(model: ScriptedServer) -> None:
     """A model whose command outlives `background_after` (0.5 s), waits for it, and answers."""
     model.enqueue(
