@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import field
+from typing import Protocol
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
@@ -43,6 +44,21 @@ class AllowedPath:
 
     path: str
     read_only: bool = True
+
+
+class PathAccess(Protocol):
+    """A host path and whether it is read-only: an AllowedPath, or a wire model of one."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+
+def described_paths(paths: Iterable[PathAccess]) -> str:
+    """`/a (read-only), /b (read-write)`: host paths as a prompt or a report names them."""
+    return ", ".join(f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in paths)
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -16,7 +16,7 @@ from typing import TypeVar
 import anyio
 import httpx
 
-from logos.options import AllowedPath, ExecOptions
+from logos.options import AllowedPath, ExecOptions, described_paths
 from logos.result import Result
 from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
 from sandboxd.client.connection import daemon_client, error_detail
@@ -317,11 +317,7 @@ def _pool_lines(health: HealthResponse, now: float) -> list[str]:
         if places.paths is None:
             what = f"uid {places.uid}, another caller's paths"
         else:
-            mounts = [
-                f"{path.path} ({'read-only' if path.read_only else 'read-write'})"
-                for path in places.paths
-            ]
-            what = f"uid {places.uid}, " + (", ".join(mounts) or "no paths")
+            what = f"uid {places.uid}, " + (described_paths(places.paths) or "no paths")
         count = f"{places.warm} warm" + (f", {places.starting} starting" if places.starting else "")
         if places.last_claimed_at is None:
             claimed = "forgotten, going"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 from pydantic import ValidationError
 
+from logos.options import described_paths
 from logos.runners.auth_token import AuthToken, TokenError
 from logos.runners.sandboxes import SandboxKind, SandboxSettings
 from logos.temenos.address import AddressError, TemenosAddress, resolve_address
@@ -80,10 +81,7 @@ class TemenosKind:
             return str(settings.socket)
 
     def prompt_note(self, settings: SandboxSettings) -> str:
-        paths = ", ".join(
-            f"{p.path} ({'read-only' if p.read_only else 'read-write'})"
-            for p in settings.allowed_paths
-        )
+        paths = described_paths(settings.allowed_paths)
         network = (
             "was asked for (the daemon's configuration has the last word)"
             if settings.network

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from logos.options import AllowedPath, ExecOptions
+from logos.options import AllowedPath, ExecOptions, described_paths
 from logos.result import Result
 from sandboxd.client.autostart import AutostartError, ensure_serving
 from sandboxd.client.connection import check_health, health_problem
@@ -75,10 +75,7 @@ class SandboxdKind:
             return str(settings.socket)
 
     def prompt_note(self, settings: Settings) -> str:
-        paths = ", ".join(
-            f"{p.path} ({'read-only' if p.read_only else 'read-write'})"
-            for p in settings.allowed_paths
-        )
+        paths = described_paths(settings.allowed_paths)
         if settings.network:
             network = "on"
         elif settings.allowed_hosts:
