@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, Target, ms, percentile
+from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, Target, measure_row, ms
 from logos.agent.steps import StepMessage
 from logos.jsonl import utc_now
 from logos.providers.base import Usage
@@ -80,18 +80,12 @@ async def run(plan: Plan) -> Section:
             "",
             f"trajectory {size / 1e6:.1f} MB",
         ),
-        (
-            "frames while it draws",
-            str(len(frames_s)),
-            ms(percentile(frames_s, 50)),
-            ms(percentile(frames_s, 95)),
-            f"longest {ms(longest)}",
-        ),
+        measure_row("frames while it draws", frames_s, f"longest {ms(longest)}"),
     )
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(SeriesGroup("the page: time between frames", (Series("frame", frames_s),)),),
         targets=(

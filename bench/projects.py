@@ -25,7 +25,7 @@ import anyio
 import httpx
 
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, ms, percentile
+from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, measure_row
 from bench.serve import bench_server
 from logos.serve.projects.context import context_for
 from logos.serve.projects.routing import route_user_message
@@ -171,18 +171,6 @@ def _pure_routing(history: int, agents: int) -> list[float]:
     return took
 
 
-def _row(label: str, samples: list[float], result: str = "") -> tuple[str, ...]:
-    if not samples:
-        return (label, "0", "n/a", "n/a", result)
-    return (
-        label,
-        str(len(samples)),
-        ms(statistics.median(samples)),
-        ms(percentile(samples, 95)),
-        result,
-    )
-
-
 def _section(
     plan: Plan, figures: dict[str, list[float]], pure_s: list[float], problems: list[str]
 ) -> Section:
@@ -194,18 +182,18 @@ def _section(
         else ""
     )
     rows = (
-        _row("message → routing event (to the captain)", figures["route"]),
-        _row("message → first delta of the answer", figures["delta"]),
-        _row("message → turn end (one model reply)", turn, ratio),
-        _row("baseline: plain run, POST → done (one model reply)", plain),
-        _row("fresh talon (whole chat as context): → routing", figures["fresh_route"]),
-        _row("fresh talon: → first delta", figures["fresh_delta"]),
-        _row(f"routing + context alone, in process ({history} messages)", pure_s),
+        measure_row("message → routing event (to the captain)", figures["route"]),
+        measure_row("message → first delta of the answer", figures["delta"]),
+        measure_row("message → turn end (one model reply)", turn, ratio),
+        measure_row("baseline: plain run, POST → done (one model reply)", plain),
+        measure_row("fresh talon (whole chat as context): → routing", figures["fresh_route"]),
+        measure_row("fresh talon: → first delta", figures["fresh_delta"]),
+        measure_row(f"routing + context alone, in process ({history} messages)", pure_s),
     )
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(
             SeriesGroup(

@@ -35,7 +35,17 @@ import httpx
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, Target, mib, ms, percentile
+from bench.results import (
+    MEASURE_HEADERS,
+    Section,
+    Series,
+    SeriesGroup,
+    Target,
+    measure_row,
+    mib,
+    ms,
+    percentile,
+)
 
 FAMILY = "serve"
 TITLE = "logos serve: event latency to an SSE client, concurrent runs, memory per idle run"
@@ -60,12 +70,8 @@ async def run(plan: Plan) -> Section:
     median = statistics.median(latency_s)
     runs = plan.serve_concurrent_runs
     rows = (
-        (
-            "event latency: model delta → SSE client",
-            str(len(latency_s)),
-            ms(median),
-            ms(percentile(latency_s, 95)),
-            f"max {ms(max(latency_s))}",
+        measure_row(
+            "event latency: model delta → SSE client", latency_s, f"max {ms(max(latency_s))}"
         ),
         (
             f"{runs} concurrent runs (one command each), POST → done",
@@ -85,7 +91,7 @@ async def run(plan: Plan) -> Section:
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(
             SeriesGroup(
