@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import Any
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
+from bench.processes import stop_process
 from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, Target, measure_row, ms
 from logos.agent.steps import StepMessage
 from logos.jsonl import utc_now
@@ -154,12 +154,7 @@ def _viewing(saved: Path) -> Iterator[str]:
             raise BenchSetupError(f"logos view did not start: {line}{proc.stderr.read()}")
         yield found.group(1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @contextlib.contextmanager

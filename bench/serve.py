@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import httpx
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
+from bench.processes import stop_process
 from bench.results import (
     MEASURE_HEADERS,
     Section,
@@ -140,12 +140,7 @@ async def bench_server(
         ) as client:
             yield client, server.pid
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        if not stop_process(server):
             problems.append("the bench server did not stop within 30 s of SIGTERM")
         shutil.rmtree(state, ignore_errors=True)
 
