@@ -16,7 +16,6 @@ project's real server-sent event stream. A project of `projects_agents` agents i
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from typing import Any
@@ -26,7 +25,7 @@ import httpx
 
 from bench.plan import Plan
 from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, measure_row
-from bench.serve import bench_server
+from bench.serve import bench_server, run_events, sse_events
 from logos.serve.projects.context import context_for
 from logos.serve.projects.routing import route_user_message
 from logos.serve.projects.wire import ChatEntry
@@ -45,15 +44,10 @@ class _Stream:
         self.changed = anyio.Event()
 
     async def read(self, client: httpx.AsyncClient, project: str) -> None:
-        kind = ""
-        async with client.stream("GET", f"/v1/projects/{project}/events") as response:
-            async for line in response.aiter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                elif line.startswith("data: "):
-                    self.events.append((kind, json.loads(line[6:]), time.monotonic()))
-                    self.changed.set()
-                    self.changed = anyio.Event()
+        async for event in sse_events(client, f"/v1/projects/{project}/events"):
+            self.events.append(event)
+            self.changed.set()
+            self.changed = anyio.Event()
 
     async def turn_of(self, message: str, start: int) -> list[tuple[str, dict[str, Any], float]]:
         """The events from index `start` until `message`'s turn ends."""
@@ -117,11 +111,7 @@ async def _measure(
             answer = await client.post(
                 "/v1/runs", json={"prompt": "hello", "approval": "never-run"}
             )
-            run_id = answer.json()["run"]
-            async with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
-                async for line in response.aiter_lines():
-                    if line.startswith("event: done"):
-                        break
+            await run_events(client, answer.json()["run"])
             figures["plain"].append(time.monotonic() - started)
         group.cancel_scope.cancel()
     return figures
