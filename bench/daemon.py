@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.processes import stop_process
 from sandboxd.docker.container import SUPERVISOR_MODULE
 from sandboxd.docker.ownership import (
     LABEL_MANAGED,
@@ -160,16 +160,10 @@ def _wait_until_serving(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> N
 
 
 def _stop(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if not stop_process(proc, STOP_TIMEOUT_S):
         raise BenchSetupError(
             f"sandboxd did not stop within {STOP_TIMEOUT_S:g} s of SIGTERM:\n{daemon.log_tail()}"
-        ) from None
+        )
 
 
 def _remove_leftovers(pid: int) -> None:

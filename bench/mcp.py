@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
+from bench.processes import stop_process
 from bench.results import Section, Series, SeriesGroup, ratio, series_row
 from bench.roundtrip import CommandFailed, sample_rotating
 from logos.options import ExecOptions
@@ -119,12 +120,7 @@ def _http_server(socket: Path) -> Iterator[tuple[str, str]]:
         try:
             yield _served_url(proc, lambda: _read(log)), token
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 def _read(log: IO[bytes]) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,8 @@ from typing import Any
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, Target, ms, percentile
+from bench.processes import stop_process
+from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, Target, measure_row, ms
 from logos.agent.steps import StepMessage
 from logos.jsonl import utc_now
 from logos.providers.base import Usage
@@ -80,18 +80,12 @@ async def run(plan: Plan) -> Section:
             "",
             f"trajectory {size / 1e6:.1f} MB",
         ),
-        (
-            "frames while it draws",
-            str(len(frames_s)),
-            ms(percentile(frames_s, 50)),
-            ms(percentile(frames_s, 95)),
-            f"longest {ms(longest)}",
-        ),
+        measure_row("frames while it draws", frames_s, f"longest {ms(longest)}"),
     )
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(SeriesGroup("the page: time between frames", (Series("frame", frames_s),)),),
         targets=(
@@ -160,12 +154,7 @@ def _viewing(saved: Path) -> Iterator[str]:
             raise BenchSetupError(f"logos view did not start: {line}{proc.stderr.read()}")
         yield found.group(1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @contextlib.contextmanager

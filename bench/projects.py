@@ -16,7 +16,6 @@ project's real server-sent event stream. A project of `projects_agents` agents i
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from typing import Any
@@ -25,8 +24,8 @@ import anyio
 import httpx
 
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, ms, percentile
-from bench.serve import bench_server
+from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, measure_row
+from bench.serve import bench_server, run_events, sse_events
 from logos.serve.projects.context import context_for
 from logos.serve.projects.routing import route_user_message
 from logos.serve.projects.wire import ChatEntry
@@ -45,15 +44,10 @@ class _Stream:
         self.changed = anyio.Event()
 
     async def read(self, client: httpx.AsyncClient, project: str) -> None:
-        kind = ""
-        async with client.stream("GET", f"/v1/projects/{project}/events") as response:
-            async for line in response.aiter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                elif line.startswith("data: "):
-                    self.events.append((kind, json.loads(line[6:]), time.monotonic()))
-                    self.changed.set()
-                    self.changed = anyio.Event()
+        async for event in sse_events(client, f"/v1/projects/{project}/events"):
+            self.events.append(event)
+            self.changed.set()
+            self.changed = anyio.Event()
 
     async def turn_of(self, message: str, start: int) -> list[tuple[str, dict[str, Any], float]]:
         """The events from index `start` until `message`'s turn ends."""
@@ -117,11 +111,7 @@ async def _measure(
             answer = await client.post(
                 "/v1/runs", json={"prompt": "hello", "approval": "never-run"}
             )
-            run_id = answer.json()["run"]
-            async with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
-                async for line in response.aiter_lines():
-                    if line.startswith("event: done"):
-                        break
+            await run_events(client, answer.json()["run"])
             figures["plain"].append(time.monotonic() - started)
         group.cancel_scope.cancel()
     return figures
@@ -171,18 +161,6 @@ def _pure_routing(history: int, agents: int) -> list[float]:
     return took
 
 
-def _row(label: str, samples: list[float], result: str = "") -> tuple[str, ...]:
-    if not samples:
-        return (label, "0", "n/a", "n/a", result)
-    return (
-        label,
-        str(len(samples)),
-        ms(statistics.median(samples)),
-        ms(percentile(samples, 95)),
-        result,
-    )
-
-
 def _section(
     plan: Plan, figures: dict[str, list[float]], pure_s: list[float], problems: list[str]
 ) -> Section:
@@ -194,18 +172,18 @@ def _section(
         else ""
     )
     rows = (
-        _row("message → routing event (to the captain)", figures["route"]),
-        _row("message → first delta of the answer", figures["delta"]),
-        _row("message → turn end (one model reply)", turn, ratio),
-        _row("baseline: plain run, POST → done (one model reply)", plain),
-        _row("fresh talon (whole chat as context): → routing", figures["fresh_route"]),
-        _row("fresh talon: → first delta", figures["fresh_delta"]),
-        _row(f"routing + context alone, in process ({history} messages)", pure_s),
+        measure_row("message → routing event (to the captain)", figures["route"]),
+        measure_row("message → first delta of the answer", figures["delta"]),
+        measure_row("message → turn end (one model reply)", turn, ratio),
+        measure_row("baseline: plain run, POST → done (one model reply)", plain),
+        measure_row("fresh talon (whole chat as context): → routing", figures["fresh_route"]),
+        measure_row("fresh talon: → first delta", figures["fresh_delta"]),
+        measure_row(f"routing + context alone, in process ({history} messages)", pure_s),
     )
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(
             SeriesGroup(

@@ -96,6 +96,24 @@ def ratio(value: float, baseline: float) -> str:
     return f"{value / baseline:.2f}x"
 
 
+MEASURE_HEADERS = ("measure", "n", "median", "p95", "result")
+"""The headers of a table of `measure_row`s."""
+
+
+def measure_row(measure: str, samples: Sequence[float], result: str = "") -> tuple[str, ...]:
+    """A table row for one measure's samples: measure, n, median, p95 (n/a without samples),
+    and what the family says of the result."""
+    if not samples:
+        return (measure, "0", "n/a", "n/a", result)
+    return (
+        measure,
+        str(len(samples)),
+        ms(percentile(samples, 50)),
+        ms(percentile(samples, 95)),
+        result,
+    )
+
+
 def series_row(figure: str, series: Series, versus: str) -> tuple[str, ...]:
     """A table row for `series`: figure, method, n, median, p95, and its ratio `versus`."""
     return (

@@ -20,13 +20,12 @@ import contextlib
 import json
 import math
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,18 @@ import httpx
 
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
-from bench.results import Section, Series, SeriesGroup, Target, mib, ms, percentile
+from bench.processes import stop_process
+from bench.results import (
+    MEASURE_HEADERS,
+    Section,
+    Series,
+    SeriesGroup,
+    Target,
+    measure_row,
+    mib,
+    ms,
+    percentile,
+)
 
 FAMILY = "serve"
 TITLE = "logos serve: event latency to an SSE client, concurrent runs, memory per idle run"
@@ -60,12 +70,8 @@ async def run(plan: Plan) -> Section:
     median = statistics.median(latency_s)
     runs = plan.serve_concurrent_runs
     rows = (
-        (
-            "event latency: model delta → SSE client",
-            str(len(latency_s)),
-            ms(median),
-            ms(percentile(latency_s, 95)),
-            f"max {ms(max(latency_s))}",
+        measure_row(
+            "event latency: model delta → SSE client", latency_s, f"max {ms(max(latency_s))}"
         ),
         (
             f"{runs} concurrent runs (one command each), POST → done",
@@ -85,7 +91,7 @@ async def run(plan: Plan) -> Section:
     return Section(
         family=FAMILY,
         title=TITLE,
-        headers=("measure", "n", "median", "p95", "result"),
+        headers=MEASURE_HEADERS,
         rows=rows,
         groups=(
             SeriesGroup(
@@ -134,12 +140,7 @@ async def bench_server(
         ) as client:
             yield client, server.pid
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        if not stop_process(server):
             problems.append("the bench server did not stop within 30 s of SIGTERM")
         shutil.rmtree(state, ignore_errors=True)
 
@@ -174,28 +175,38 @@ async def _start(client: httpx.AsyncClient, prompt: str, approval: str) -> str:
     return run_id
 
 
-async def _events(
-    client: httpx.AsyncClient, run_id: str
-) -> list[tuple[str, dict[str, Any], float]]:
-    """(type, data, time.monotonic() when its data line was read) until `done`."""
-    received = []
+async def sse_events(
+    client: httpx.AsyncClient, path: str
+) -> AsyncGenerator[tuple[str, dict[str, Any], float]]:
+    """The server-sent events at `path` as they arrive: (type, data, time.monotonic() when
+    its data line was read)."""
     kind = ""
-    async with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
+    async with client.stream("GET", path) as response:
         async for line in response.aiter_lines():
             if line.startswith("event: "):
                 kind = line[7:]
             elif line.startswith("data: "):
                 at = time.monotonic()
-                received.append((kind, json.loads(line[6:]), at))
-                if kind == "done":
-                    break
+                yield kind, json.loads(line[6:]), at
+
+
+async def run_events(
+    client: httpx.AsyncClient, run_id: str
+) -> list[tuple[str, dict[str, Any], float]]:
+    """A run's events, as `sse_events` gives them, until `done`."""
+    received = []
+    async with contextlib.aclosing(sse_events(client, f"/v1/runs/{run_id}/events")) as events:
+        async for event in events:
+            received.append(event)
+            if event[0] == "done":
+                break
     return received
 
 
 async def _latency(client: httpx.AsyncClient, count: int) -> list[float]:
     prompt = f"stamp {count} {LATENCY_INTERVAL_S} {LATENCY_START_DELAY_S}"
     run_id = await _start(client, prompt, "never-run")
-    events = await _events(client, run_id)
+    events = await run_events(client, run_id)
     return [at - float(data["text"]) for kind, data, at in events if kind == "delta"]
 
 
@@ -207,7 +218,7 @@ async def _concurrent(client: httpx.AsyncClient, runs: int) -> tuple[list[str], 
         started = time.monotonic()
         try:
             run_id = await _start(client, "work", "auto")
-            events = await _events(client, run_id)
+            events = await run_events(client, run_id)
         except (httpx.HTTPError, RuntimeError) as exc:
             errors.append(f"a run failed: {exc!r}")
             return

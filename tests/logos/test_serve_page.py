@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.browser import open_page
 from tests.support.browser import text_appears as _text_appears
 from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import Served, serving
@@ -27,8 +28,7 @@ def test_start_watch_approve_and_browse_from_the_page(
         openai_stream("All done: it printed from-the-page."),
     )
     with serving(home, sse_server, config="check_back = false\n") as served:
-        browser.get(f"{served.url}/#token={served.token}")
-        _text_appears(browser, "status", "connected")
+        open_page(browser, served)
         assert browser.execute_script("return location.hash") == ""
         assert browser.execute_script("return sessionStorage.getItem('logos-token')") == (
             served.token

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import css, text_appears, until
+from tests.support.browser import css, open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home
 from tests.support.project_harness import ProjectClient
 from tests.support.serve_harness import AUTO_LOCAL, Served, read_stream, serving
@@ -29,8 +29,7 @@ def _open_team(browser: Any, served: Served, worker_approval: str = "auto") -> P
     project = ProjectClient.create(served.client(), goal="greet")
     project.add("boss", "captain", approval="auto")
     project.add("worker", approval=worker_approval)
-    browser.get(f"{served.url}/#token={served.token}")
-    text_appears(browser, "status", "connected")
+    open_page(browser, served)
     link = until(browser, lambda d: css(d, f'#project-list li[data-id="{project.id}"] a'))
     link[0].click()
     text_appears(browser, "roster", "boss")
@@ -47,11 +46,6 @@ def _answer(browser: Any, box: str, says: str, button: str) -> None:
     found = css(browser, f"#project-chat {box}")[0]
     assert says in found.text
     found.find_element("css selector", f"button.{button}").click()
-
-
-def _shown(browser: Any) -> list[int]:
-    shown: list[int] = browser.execute_script("return window.logosProjectShown")
-    return shown
 
 
 def test_a_two_agent_handoff_streams_into_the_open_page(
@@ -120,8 +114,12 @@ def test_a_reload_mid_turn_shows_every_message_exactly_once(
     text_appears(browser, "project-chat", "slowly slowly")
     browser.refresh()
     text_appears(browser, "project-chat", "turn answered")
-    events = read_stream(project.client, f"{project.path}/events", stop_after=_shown(browser)[-1])
-    assert _shown(browser) == [event.id for event in events]
+    events = read_stream(
+        project.client,
+        f"{project.path}/events",
+        stop_after=shown_ids(browser, "logosProjectShown")[-1],
+    )
+    assert shown_ids(browser, "logosProjectShown") == [event.id for event in events]
     messages = css(browser, "#project-chat .message")
     assert [m.get_attribute("data-author") for m in messages] == ["you", "boss", "worker"]
     assert messages[1].text.count("@worker take it") == 1
@@ -134,8 +132,7 @@ def test_a_project_and_its_agents_are_made_from_the_page(
     browser: Any, served: Served, sse_server: ScriptedServer
 ) -> None:
     sse_server.enqueue(openai_stream("Hello from the captain."))
-    browser.get(f"{served.url}/#token={served.token}")
-    text_appears(browser, "status", "connected")
+    open_page(browser, served)
     browser.find_element("id", "new-project-name").send_keys("made here")
     browser.find_element("id", "new-project-goal").send_keys("say hello")
     browser.find_element("id", "create-project").click()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.support.browser import css as _css
-from tests.support.browser import text_appears, until
+from tests.support.browser import open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import (
     AUTO_LOCAL,
@@ -30,11 +30,6 @@ pytestmark = pytest.mark.timeout(150)
 CONFIRM = "check_back = false\n"
 
 
-def _open_page(browser: Any, served: Served) -> None:
-    browser.get(f"{served.url}/#token={served.token}")
-    text_appears(browser, "status", "connected")
-
-
 def _open_run_from_list(browser: Any, run_id: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -49,7 +44,7 @@ def _watch_a_run(
     browser: Any, served: Served, prompt: str, approval: str
 ) -> tuple[httpx.Client, str]:
     """Open the page, start a run through the API and open it from the list."""
-    _open_page(browser, served)
+    open_page(browser, served)
     client = served.client()
     run_id: str = served.start_run(client, prompt=prompt, approval=approval)["run"]
     _open_run_from_list(browser, run_id)
@@ -58,15 +53,10 @@ def _watch_a_run(
 
 def _start_from_the_page(browser: Any, served: Served, prompt: str) -> None:
     """Open the page, start a run with its form, and wait for its first approval."""
-    _open_page(browser, served)
+    open_page(browser, served)
     browser.find_element("id", "prompt").send_keys(prompt)
     browser.find_element("id", "start-button").click()
     text_appears(browser, "transcript", "waits for approval")
-
-
-def _shown(browser: Any) -> list[int]:
-    shown: list[int] = browser.execute_script("return window.logosShown")
-    return shown
 
 
 def test_a_run_started_through_the_api_streams_into_the_open_page(
@@ -77,7 +67,7 @@ def test_a_run_started_through_the_api_streams_into_the_open_page(
         openai_stream("Done: it printed from-the-api."),
     )
     with serving(home, sse_server, config=CONFIRM) as served:
-        _open_page(browser, served)
+        open_page(browser, served)
         client = served.client()
         started = served.start_run(client, prompt="a task sent by the API", approval="confirm")
         text_appears(browser, "run-list", "a task sent by the API")  # by itself: no reload
@@ -97,7 +87,7 @@ def test_a_run_started_through_the_api_streams_into_the_open_page(
         assert "finished" in _css(browser, row)[0].text
         assert _css(browser, f"{row} td.steps")[0].text == "2"  # two model turns
         events = read_events(client, started["run"])
-        assert _shown(browser) == [event.id for event in events]
+        assert shown_ids(browser) == [event.id for event in events]
         audit = read_jsonl(home.state / "audit.jsonl")
         assert [(a["action"], a["command"]) for a in audit] == [("yes", "echo from-the-api")]
         _check_token_stays_private(browser, served)
@@ -165,18 +155,18 @@ def test_a_reload_mid_run_shows_every_event_exactly_once(
     )
     with serving(home, sse_server, config=CONFIRM) as served:
         _start_from_the_page(browser, served, "reload me")
-        before = _shown(browser)
+        before = shown_ids(browser)
         assert before == list(range(1, len(before) + 1))
         browser.refresh()
         text_appears(browser, "transcript", "waits for approval")
-        until(browser, lambda driver: len(_shown(driver)) >= len(before))
-        assert _shown(browser) == before
+        until(browser, lambda driver: len(shown_ids(driver)) >= len(before))
+        assert shown_ids(browser) == before
         transcript = browser.find_element("id", "transcript").text
         assert transcript.count("Streaming prose, in many small pieces.") == 1
         assert len(_css(browser, "#transcript .command")) == 1
         _css(browser, "#transcript .approval-box button.approve")[0].click()
         text_appears(browser, "run-end", "finished: final")
-        shown = _shown(browser)
+        shown = shown_ids(browser)
         assert shown == list(range(1, len(shown) + 1))
         assert browser.find_element("id", "transcript").text.count("The end of the run.") == 1
         assert [node.text for node in _css(browser, "#transcript .output")] == ["after-reload"]
@@ -199,7 +189,7 @@ def test_html_and_script_from_the_model_and_commands_stay_text(
         openai_stream("<i>done</i> <script>window.pwned = 5</script>"),
     )
     with serving(home, sse_server, config=AUTO_LOCAL) as served:
-        _open_page(browser, served)
+        open_page(browser, served)
         client = served.client()
         started = served.start_run(
             client, prompt="<script>window.pwned=6</script>", approval="auto"
@@ -349,18 +339,17 @@ def test_a_dropped_stream_resumes_after_the_last_event_shown(
     with serving(home, sse_server, config=CONFIRM) as served:
         host, port = served.url.removeprefix("http://").rsplit(":", 1)
         with cuttable_proxy(host, int(port)) as proxy:
-            browser.get(f"http://{host}:{proxy.port}/#token={served.token}")
-            text_appears(browser, "status", "connected")
+            open_page(browser, served, via=f"http://{host}:{proxy.port}")
             client = served.client()
             started = served.start_run(client, prompt="drop me", approval="confirm")
             _open_run_from_list(browser, started["run"])
             text_appears(browser, "transcript", "waits for approval")
-            before = _shown(browser)
+            before = shown_ids(browser)
             proxy.cut()  # the page's stream (and any other connection) ends mid-run
             pending = client.get("/v1/approvals").json()["approvals"]
             assert client.post(f"/v1/approvals/{pending[0]['id']}", json={"approve": True})
             text_appears(browser, "run-end", "finished: final")
-        shown = _shown(browser)
+        shown = shown_ids(browser)
         assert shown == [event.id for event in read_events(client, started["run"])]
         assert browser.find_element("id", "transcript").text.count("After the drop.") == 1
         assert browser.find_element("id", "transcript").text.count("Before the drop.") == 1

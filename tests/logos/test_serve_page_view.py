@@ -12,7 +12,7 @@ import pytest
 
 from logos.batch.results import TaskResult
 from tests.support.browser import css as _css
-from tests.support.browser import text_appears, until
+from tests.support.browser import open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.serve_harness import serving
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -51,7 +51,7 @@ def test_a_saved_trajectory_opens_in_the_run_viewer(
         until(browser, lambda _: output.text == "\n".join(str(n) for n in range(1, LINES + 1)))
         assert "exit 0" in _css(browser, "#transcript .command")[0].text
         assert not browser.find_element("id", "start").is_displayed()
-        shown: list[int] = browser.execute_script("return window.logosShown")
+        shown = shown_ids(browser)
         assert shown == list(range(1, len(shown) + 1))
         assert browser.execute_script("return location.hash") == "#run=saved"
 
@@ -99,8 +99,7 @@ def test_the_served_page_opens_a_batch_report_from_a_file(
 ) -> None:
     results = _results_file(home.root / "results.jsonl")
     with serving(home, sse_server) as served:
-        browser.get(f"{served.url}/#token={served.token}")
-        text_appears(browser, "status", "connected")
+        open_page(browser, served)
         browser.find_element("id", "batch-file").send_keys(str(results))
         _check_report(browser)
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.parts import require
+from tests.support.serve_harness import Served
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 20
@@ -55,6 +56,22 @@ def until(driver: Any, check: Any, timeout: float = WAIT_S) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout).until(check)
+
+
+def open_page(driver: Any, served: Served, via: str | None = None) -> None:
+    """Open the served page with its token in the URL's fragment, and wait until the page is
+    connected (it has taken the token and left the fragment). `via`: another address that
+    reaches the server (a proxy's), instead of its own."""
+    driver.get(f"{via or served.url}/#token={served.token}")
+    text_appears(driver, "status", "connected")
+
+
+def shown_ids(driver: Any, variable: str = "logosShown") -> list[int]:
+    """The ids of the events the page has drawn, in order: the page keeps them in
+    `window.logosShown` (a run's) and `window.logosProjectShown` (a project's) for the tests
+    that check each event appears once."""
+    shown: list[int] = driver.execute_script(f"return window.{variable}")
+    return shown
 
 
 def css(driver: Any, selector: str) -> list[Any]:
