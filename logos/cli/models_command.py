@@ -95,7 +95,8 @@ def _choices(choice: Choice, machine: Machine, out: TextIO) -> None:
         mark = f"\tdefault: {choice.why}" if option == choice.option else ""
         out.write(
             f"{option.name}\t{option.file}\t{megabytes(option.size_bytes)}\t"
-            f"about {fit.tokens_per_s:.0f} tokens/s here{mark}\n"
+            f"about {fit.tokens_per_s:.0f} tokens/s and a first answer in about "
+            f"{fit.first_answer_s:.0f} s here{mark}\n"
         )
     out.write('local_model = "NAME" in the config file pins one\n')
 

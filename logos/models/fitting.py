@@ -1,19 +1,23 @@
-"""Which local model a machine runs well: the default is the largest of a short list that
-decodes at `MIN_TOKENS_PER_S` or more here and fits in its memory.
+"""Which local model a machine runs well: the default is the largest of a short list that,
+here, decodes at `MIN_TOKENS_PER_S` or more, gives a first answer within `FIRST_ANSWER_S`
+and fits in half the memory.
 
 A newcomer with no key judges logos by its first answer: a larger model answers better, but
-one that writes three tokens a second loses them before it does. Decoding a token on a CPU
-reads every weight once, so its rate scales with the cores that read them (up to what the
-memory bus carries) and inversely with the weights; llama.cpp's GPU backends (Metal on
-Apple silicon) are many times faster. The figures behind the estimate:
+one that takes two minutes to answer loses them before it does. Decoding a token on a CPU
+reads every weight once and reading a prompt computes over every weight, so both scale with
+the cores (up to what the memory bus carries) and inversely with the weights; llama.cpp's GPU
+backends (Metal on Apple silicon) are many times faster. A first answer is mostly prompt
+reading (logos's compact prompt, its worked examples, a listing and the start of a README),
+so a model can decode fast enough and still answer too late. The figures behind the estimate,
+measured on an idle 2-core x86 machine (`python -m bench.model_probe FILE` for the decoding
+rate; `logos --gguf FILE "what does this repository do? answer in three bullet points"` on
+this repository for the first answer, `bench/` family `firstquestion` for its medians):
 
-* Qwen2.5-Coder-0.5B-Instruct Q4_K_M: 25 tokens/s on an idle 2-core x86 machine, measured
-  (`bench/`, family `localmodel`).
-* Qwen2.5-Coder-1.5B-Instruct Q4_K_M: not measured here (its file cannot be fetched on the
-  machine this was written on); it reads about three times the weights per token, so about
-  8 tokens/s on those two cores by the same measure: an estimate from its size.
-* On Metal, llama.cpp's published figures for models of this size are well above 10
-  tokens/s on any Apple-silicon Mac: an estimate from published sources.
+* Qwen2.5-Coder-0.5B-Instruct Q4_K_M: 24 tokens/s, a first answer in 34 s.
+* Qwen2.5-Coder-1.5B-Instruct Q4_K_M: 12 tokens/s, a first answer in 82 s: on two cores it
+  decodes fast enough but answers too late.
+* On Metal, llama.cpp's published figures for models of this size are well above 100
+  tokens/s on Apple-silicon Macs: an estimate from published sources.
 
 `logos models` lists them; `local_model = "NAME"` in the config file pins one.
 """
@@ -28,20 +32,21 @@ from typing import Literal
 from logos.models.hub import DEFAULT_MODEL, HubFile
 
 MIN_TOKENS_PER_S = 10.0
-"""Slower than this, a first answer takes minutes: the model is not offered by default."""
-CPU_TOKENS_PER_S_PER_CORE = 12.5
-"""The 0.5B model's decoding rate per core (25 tokens/s measured on 2 cores)."""
+"""Slower than this, an answer of a few paragraphs takes most of a minute to write."""
+FIRST_ANSWER_S = 60.0
+"""Slower than this to the first question's answer, a newcomer gives up."""
+REFERENCE_CORES = 2
+"""The cores of the machine `LocalModelOption`'s figures were measured on."""
 MAX_USEFUL_CORES = 8
 """Beyond about this many cores, a laptop's memory bus, not its cores, bounds decoding."""
-METAL_TOKENS_PER_S = 150.0
-"""The 0.5B model on Apple silicon's GPU: an estimate from llama.cpp's published figures."""
+METAL_SPEEDUP = 6.0
+"""Apple silicon's GPU against the two reference cores: the 0.5B model decodes at about 150
+tokens/s there, an estimate from llama.cpp's published figures."""
 MEMORY_SHARE = 0.5
 """At most this share of the machine's memory for the model and its context: the user's
 other programs keep the rest."""
 CONTEXT_BYTES = 512 * 2**20
 """Room for an 8192-token context and llama.cpp's buffers beside the weights."""
-
-Source = Literal["measured", "estimated from size", "published"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,12 @@ class LocalModelOption:
     """What the config file's `local_model` names it."""
     file: HubFile
     size_bytes: int
-    """The GGUF file's size: the 0.5B's as fetched, the 1.5B's about what the Hub lists
-    (1.12 GB, published)."""
-    decode_cost: float
-    """Weights read per token, relative to the smallest model's."""
+    """The GGUF file's size, as fetched."""
+    tokens_per_s: float
+    """Decoding rate on `REFERENCE_CORES` idle cores, measured."""
+    first_answer_s: float
+    """Wall time of the README's first question on this repository on `REFERENCE_CORES`
+    idle cores, from the model's load to the answer, measured."""
     why: str
 
 
@@ -61,17 +68,19 @@ SMALLEST = LocalModelOption(
     "qwen2.5-coder-0.5b",
     DEFAULT_MODEL,
     491_400_064,
-    1.0,
-    "runs anywhere: 25 tokens/s on two CPU cores (measured); follows the protocol on short "
-    "tasks and first questions",
+    24.0,
+    34.0,
+    "runs anywhere: 24 tokens/s and a first answer in 34 s on two CPU cores (measured); "
+    "follows the protocol on short tasks and first questions",
 )
 LARGER = LocalModelOption(
     "qwen2.5-coder-1.5b",
     HubFile("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
-    1_120_000_000,
-    3.0,
-    "the same family, three times the weights: better answers where four or more cores (or "
-    "a GPU) decode it at 10 tokens/s or more",
+    1_117_320_768,
+    12.0,
+    82.0,
+    "the same family, three times the weights: better answers where three or more cores (or "
+    "a GPU) answer a first question within a minute",
 )
 LOCAL_MODELS: tuple[LocalModelOption, ...] = (SMALLEST, LARGER)
 """The instruct models logos chooses from, smallest first."""
@@ -97,26 +106,57 @@ class Machine:
         gpu = "Metal GPU" if self.gpu else "no GPU llama.cpp uses"
         return f"{self.cores} cores, {self.memory_bytes / 2**30:.1f} GiB memory, {gpu}"
 
+    @property
+    def speedup(self) -> float:
+        """How much faster than the reference machine this one runs a model."""
+        if self.gpu == "metal":
+            return METAL_SPEEDUP
+        return min(self.cores, MAX_USEFUL_CORES) / REFERENCE_CORES
+
 
 @dataclass(frozen=True)
 class Fit:
     option: LocalModelOption
     tokens_per_s: float
     """Estimated decoding rate here."""
+    first_answer_s: float
+    """Estimated wall time to the first question's answer here."""
     fits_memory: bool
 
     @property
     def fast_enough(self) -> bool:
-        return self.fits_memory and self.tokens_per_s >= MIN_TOKENS_PER_S
+        return (
+            self.fits_memory
+            and self.tokens_per_s >= MIN_TOKENS_PER_S
+            and self.first_answer_s <= FIRST_ANSWER_S
+        )
+
+    def shortfall(self) -> str:
+        """What rules this model out here, in a phrase; empty when nothing does."""
+        if not self.fits_memory:
+            return "would not fit in half the memory"
+        if self.tokens_per_s < MIN_TOKENS_PER_S:
+            return (
+                f"would decode at about {self.tokens_per_s:.0f} tokens/s, under the bar of "
+                f"{MIN_TOKENS_PER_S:.0f}"
+            )
+        if self.first_answer_s > FIRST_ANSWER_S:
+            return (
+                f"would take about {self.first_answer_s:.0f} s to a first answer, over the bar "
+                f"of {FIRST_ANSWER_S:.0f}"
+            )
+        return ""
 
 
 def estimate(option: LocalModelOption, machine: Machine) -> Fit:
-    if machine.gpu == "metal":
-        rate = METAL_TOKENS_PER_S / option.decode_cost
-    else:
-        rate = CPU_TOKENS_PER_S_PER_CORE * min(machine.cores, MAX_USEFUL_CORES) / option.decode_cost
+    speedup = machine.speedup
     budget = machine.memory_bytes * MEMORY_SHARE
-    return Fit(option, rate, option.size_bytes + CONTEXT_BYTES <= budget)
+    return Fit(
+        option,
+        option.tokens_per_s * speedup,
+        option.first_answer_s / speedup,
+        option.size_bytes + CONTEXT_BYTES <= budget,
+    )
 
 
 @dataclass(frozen=True)
@@ -139,19 +179,15 @@ def choose_local_model(machine: Machine, pinned: str | None = None) -> Choice:
         return Choice(option, f"local_model = {pinned!r} in the config file", fits)
     fast = [fit for fit in fits if fit.fast_enough]
     chosen = fast[-1] if fast else fits[0]
-    rate = f"about {chosen.tokens_per_s:.0f} tokens/s estimated on {machine.describe()}"
-    slower = [fit for fit in fits if fit.option.decode_cost > chosen.option.decode_cost]
-    if slower:
-        other = slower[0]
-        reason = (
-            "would not fit in half the memory"
-            if not other.fits_memory
-            else f"would decode at about {other.tokens_per_s:.0f} tokens/s, under the bar of "
-            f"{MIN_TOKENS_PER_S:.0f}"
-        )
-        why = f"{rate}; {other.option.name} {reason}"
+    speed = (
+        f"about {chosen.tokens_per_s:.0f} tokens/s and a first answer in about "
+        f"{chosen.first_answer_s:.0f} s estimated on {machine.describe()}"
+    )
+    larger = [fit for fit in fits if fit.option.size_bytes > chosen.option.size_bytes]
+    if larger:
+        why = f"{speed}; {larger[0].option.name} {larger[0].shortfall()}"
     else:
-        why = f"the largest model of the list, {rate}"
+        why = f"the largest model of the list, {speed}"
     return Choice(chosen.option, why, fits)
 
 

@@ -165,7 +165,7 @@ def test_doctor_says_which_model_a_run_would_use_and_why(
         (
             {},
             [],
-            rf"this one because about \d+ tokens/s estimated on "
+            rf"this one because about \d+ tokens/s and a first answer in about \d+ s estimated on "
             rf"{re.escape(Machine.this_one().describe())}",
         ),
         (
