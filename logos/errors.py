@@ -6,6 +6,11 @@ whether sending the same request again may succeed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
 
 class LogosError(Exception):
     """Base of every error logos raises on purpose."""
@@ -98,3 +103,28 @@ class LocalModelError(LogosError):
 class RecordFileError(MessageError):
     """A run's record (a trajectory, the audit log) cannot be read or written; the message
     says why and what to do."""
+
+
+KnownNames = Callable[[tuple[int | str, ...]], Iterable[str]]
+"""The names allowed where an unknown one was found (its location), to list in the message."""
+
+
+def describe_problem(
+    error: ErrorDetails, noun: str = "field", known: KnownNames | None = None
+) -> str:
+    """One problem of a pydantic validation as a person reads it: the field (or key) it
+    names, and an unknown name's known neighbours, so the fix is in the message."""
+    where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        names = ", ".join(known(error["loc"])) if known else ""
+        return f"unknown {noun} {where!r}" + (f" (known {noun}s: {names})" if names else "")
+    if error["type"] == "missing":
+        return f"missing {noun} {where!r}"
+    return f"{noun} {where!r}: {str(error['msg']).removeprefix('Value error, ')}"
+
+
+def describe_invalid(
+    exc: ValidationError, noun: str = "field", known: KnownNames | None = None
+) -> str:
+    """Every problem of a pydantic validation (`describe_problem`), each named once."""
+    return "; ".join(dict.fromkeys(describe_problem(e, noun, known) for e in exc.errors()))

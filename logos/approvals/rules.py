@@ -54,6 +54,7 @@ from logos.approvals.approval import (
     NeverRunApprover,
 )
 from logos.approvals.shell_lexer import SimpleCommand, TooDeep, embedded_scripts, lex_script
+from logos.errors import describe_invalid
 
 Verdict: TypeAlias = Literal["auto", "confirm", "deny"]
 _STRICTNESS: dict[Verdict, int] = {"auto": 0, "confirm": 1, "deny": 2}
@@ -184,15 +185,7 @@ def parse_rules(data: object, source: str) -> ApprovalRules:
     try:
         spec = _RulesFile.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"])
-            problems.append(
-                f"unknown key {where!r}"
-                if error["type"] == "extra_forbidden"
-                else f"{where}: {error['msg']}"
-            )
-        raise RulesError(f"approval rules {source}: {'; '.join(problems)}") from None
+        raise RulesError(f"approval rules {source}: {describe_invalid(exc, 'key')}") from None
     rules = tuple(
         Rule(each.name, each.verdict, each.program, tuple(each.args), each.reason)
         for each in spec.rule

@@ -20,7 +20,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from logos.agent.config import Limits
-from logos.errors import MessageError
+from logos.errors import MessageError, describe_problem
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 """Ids name files (trajectories, workspaces): letters, digits, `_`, `.`, `-`."""
@@ -164,19 +164,13 @@ def _describe(exc: ValidationError, value: dict[str, object]) -> str:
                 else 'missing field \'workspace\': give {"copy": DIR} or {"git": URL}'
             )
             continue
-        where = ".".join(location)
-        if error["type"] == "extra_forbidden":
-            known = ", ".join(TaskSpec.model_fields)
-            problems.append(f"unknown field {where!r} (known fields: {known})")
-        elif error["type"] == "missing":
-            problems.append(f"missing field {where!r}")
-        elif where == "id" and error["type"] == "string_pattern_mismatch":
+        if location == ["id"] and error["type"] == "string_pattern_mismatch":
             problems.append(
                 "field 'id': use 1 to 128 letters, digits, '_', '.' or '-', starting with a "
                 "letter or digit (it names the task's files)"
             )
         else:
-            problems.append(f"field {where!r}: {error['msg']}")
+            problems.append(describe_problem(error, known=lambda _: TaskSpec.model_fields))
     return "; ".join(dict.fromkeys(problems))
 
 

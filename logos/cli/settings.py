@@ -39,6 +39,7 @@ from logos.commands.memory_store import (
     MemoryStore,
     memory_prompt,
 )
+from logos.errors import describe_invalid
 from logos.models.fitting import UnknownLocalModel, default_for_this_machine
 from logos.models.hub import HubFile
 from logos.options import DEFAULT_TIMEOUT_S, ExecOptions
@@ -162,19 +163,8 @@ def load_file_settings(explicit: Path | None, environ: Mapping[str, str]) -> Fil
     try:
         return FileSettings.model_validate(data)
     except ValidationError as exc:
-        raise CliError(_describe_invalid_settings(exc, path)) from None
-
-
-def _describe_invalid_settings(exc: ValidationError, path: Path) -> str:
-    problems = []
-    for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"])
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unknown key {key!r}")
-        else:
-            problems.append(f"key {key!r}: {error['msg']}")
-    known = ", ".join(FileSettings.model_fields)
-    return f"config file {path}: {'; '.join(problems)} (known keys: {known})"
+        problems = describe_invalid(exc, "key", lambda _: FileSettings.model_fields)
+        raise CliError(f"config file {path}: {problems}") from None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from logos.approvals.approval import ApprovalMode
 
@@ -74,17 +74,3 @@ class ApprovalAnswer(_Request):
 
 class NoteRequest(_Request):
     text: str = Field(min_length=1)
-
-
-def describe_invalid(exc: ValidationError) -> str:
-    """Every problem of a request body, each naming its field."""
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "the body"
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unknown field {where!r}")
-        elif error["type"] == "missing":
-            problems.append(f"field {where!r} is required")
-        else:
-            problems.append(f"field {where!r}: {error['msg']}")
-    return "; ".join(problems)

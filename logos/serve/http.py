@@ -10,7 +10,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from logos.serve.api import ApiError, describe_invalid
+from logos.errors import describe_invalid
+from logos.serve.api import ApiError
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from logos.errors import describe_invalid
 from sandboxd.backend import Limits
 from sandboxd.egress.host_rules import is_valid_name, normalise_host, parse_address
 from sandboxd.paths import default_state_dir
@@ -246,20 +247,13 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str) -> DaemonConfig
     try:
         return DaemonConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from None
+        raise ConfigError(
+            f"config file {source}: {describe_invalid(exc, 'key', _known_keys)}"
+        ) from None
 
 
-def _describe(exc: ValidationError, source: str) -> str:
-    problems = []
-    for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        if error["type"] == "extra_forbidden":
-            tables: dict[object, type[BaseModel]] = {"limits": Limits, "pool": PoolSettings}
-            table = tables.get(error["loc"][0]) if len(error["loc"]) > 1 else None
-            fields = (table or DaemonConfig).model_fields
-            known = ", ".join(sorted(fields))
-            problems.append(f"unknown key {key!r} (known keys: {known})")
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append(f"{key}: {message}")
-    return f"config file {source}: " + "; ".join(problems)
+def _known_keys(location: tuple[int | str, ...]) -> list[str]:
+    """The keys of the table an unknown key was found in."""
+    tables: dict[object, type[BaseModel]] = {"limits": Limits, "pool": PoolSettings}
+    table = tables.get(location[0]) if len(location) > 1 else None
+    return sorted((table or DaemonConfig).model_fields)

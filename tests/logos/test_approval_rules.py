@@ -195,7 +195,7 @@ def test_without_anyone_to_ask_a_confirm_verdict_is_refused(rules: ApprovalRules
         ),
         (
             {"name": "r", "verdict": "auto", "program": "git"},
-            "rule.0.match: Field required",
+            "missing key 'rule.0.match'",
         ),
     ],
 )

@@ -101,7 +101,7 @@ def _error(answer: httpx.Response, status: int) -> str:
         ({"prompt": "x", "colour": "red"}, 422, "unknown field 'colour'"),
         ({"prompt": "x", "limits": {"max_step": 3}}, 422, "unknown field 'limits.max_step'"),
         ({"prompt": "x", "runner": {"kind": "vm"}}, 422, "field 'runner.kind'"),
-        ({}, 422, "field 'prompt' is required"),
+        ({}, 422, "missing field 'prompt'"),
         ({"prompt": ""}, 422, "field 'prompt'"),
         ({"prompt": "x", "limits": {"max_steps": 0}}, 422, "field 'limits.max_steps'"),
         (
@@ -197,7 +197,7 @@ def test_unknown_ids_are_404s_naming_them(client: httpx.Client) -> None:
 def test_an_approval_answer_with_unknown_fields_is_refused(client: httpx.Client) -> None:
     answer = client.post("/v1/approvals/x", json={"approve": True, "always": True})
     assert "unknown field 'always'" in _error(answer, 422)
-    assert "field 'approve' is required" in _error(client.post("/v1/approvals/x", json={}), 422)
+    assert "missing field 'approve'" in _error(client.post("/v1/approvals/x", json={}), 422)
 
 
 def test_two_runs_on_one_session_and_too_many_runs(

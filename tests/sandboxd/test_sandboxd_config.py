@@ -133,7 +133,7 @@ def test_unknown_keys_are_errors_naming_the_key_and_the_file(tmp_path: Path) -> 
         ("max_timeout_s = 10\ndefault_timeout_s = 20", "larger than max_timeout_s"),
         ("allow_network = 'yes'", "allow_network"),
         ("max_workers = 0", "max_workers"),
-        ('backend = "podman"', "backend: Input should be 'docker'"),
+        ('backend = "podman"', "key 'backend': Input should be 'docker'"),
         ('[egress_hosts]\n"a b" = ["10.0.0.1"]', "'a b' is not a host name"),
         ('[egress_hosts]\n"x.test" = ["localhost"]', "'localhost' is not an IP address"),
         ('[egress_hosts]\n"x.test" = []', "'x.test' has no address"),

@@ -17,6 +17,7 @@ from typing import TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from logos.errors import describe_invalid
 from sandboxd.api import API_PREFIX, is_valid_session_id
 from sandboxd.backend import (
     Backend,
@@ -115,21 +116,7 @@ def parse(model: type[_Model], body: bytes) -> _Model:
                 f"the request body is not valid JSON ({invalid_json[0]['msg']}): send a JSON "
                 "object",
             ) from None
-        raise Problem(422, "invalid_request", _describe(exc)) from None
-
-
-def _describe(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "body"
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unknown field {where!r}")
-        elif error["type"] == "missing":
-            problems.append(f"missing field {where!r}")
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append(f"field {where!r}: {message}")
-    return "invalid request: " + "; ".join(problems)
+        raise Problem(422, "invalid_request", f"invalid request: {describe_invalid(exc)}") from None
 
 
 def path_session(request: Request, note: AuditNote) -> str:
