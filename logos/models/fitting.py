@@ -125,11 +125,7 @@ class Fit:
 
     @property
     def fast_enough(self) -> bool:
-        return (
-            self.fits_memory
-            and self.tokens_per_s >= MIN_TOKENS_PER_S
-            and self.first_answer_s <= FIRST_ANSWER_S
-        )
+        return not self.shortfall()
 
     def shortfall(self) -> str:
         """What rules this model out here, in a phrase; empty when nothing does."""
