@@ -107,7 +107,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             print(f"logos: {note}", file=sys.stderr)
     rules = resolve.approval_rules(flags, settings)
     replies = resolve.replies(flags, settings, choice)
-    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
+    limits = resolve.limits(flags, settings)
     state = serve_dir(environ)
     try:
         token, created = load_or_create_token(state / "token")

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import anyio
 
-from logos.agent.config import Config, Limits
+from logos.agent.config import Config, Limits, ReplySettings
 from logos.agent.loop import run
-from logos.agent.replies import ReplySettings
 from logos.agent.steps import RunResult, StopReason
 from logos.approvals.approval import ApprovalMode, ApprovalRunner, Approver
 from logos.approvals.audit import AuditLog
