@@ -190,7 +190,7 @@ class _Run:
                     try:
                         response, stop = await self._loop(), "final"
                     except EndRun as end:
-                        stop, error = end.reason, end.error
+                        stop, error, response = end.reason, end.error, end.answer
                     except ProviderError as exc:
                         stop, error = "error", exc.message
                     except LogosError as exc:
@@ -300,20 +300,13 @@ class _Run:
         plain answers, the plain view of the task and the outputs instead of the
         conversation (`logos.protocol.plain_answer`)."""
         config = self.config
+        plain = kind == "answer" and self.policy.plain_answers
         extra = config.provider_options
         if self.policy.grammars is not None:
-            extra = {**extra, "grammar": self.policy.grammars.for_turn(kind)}
+            extra = {**extra, "grammar": self._grammar(kind, plain)}
         system, conversation = self.system, self._conversation()
-        if kind == "answer" and self.policy.plain_answers:
-            system = ANSWER_SYSTEM
-            conversation = [
-                *self.answering_example,
-                *plain_answer_view(
-                    self.state.task,
-                    [result for step in self.steps for result in step.results],
-                    config.exec_options.resolved_workdir() or os.getcwd(),
-                ),
-            ]
+        if plain:
+            system, conversation = ANSWER_SYSTEM, self._plain_view()
         max_tokens = config.reply_max_tokens
         return ModelRequest(
             system=system,
@@ -322,6 +315,34 @@ class _Run:
             temperature=config.reply_temperature,
             extra=extra,
         )
+
+    def _grammar(self, kind: Turn, plain: bool) -> str:
+        """The turn's grammar (`logos.protocol.grammar`); an answer asked again in the form
+        the task asks for is held to that form (`logos.protocol.answer_form`)."""
+        assert self.policy.grammars is not None
+        form = self.state.form
+        if plain and self.state.held_to_form and form is not None and form.grammar:
+            return form.grammar
+        return self.policy.grammars.for_turn(kind)
+
+    def _plain_view(self) -> list[Message]:
+        """The examples shown when answering, then the task, the outputs, and what the
+        checks added: the form the task asks for, when the answer is asked again in it
+        (`RunState.held_to_form`), and their notes (`RunState.answer_notes`).
+
+        WHY not the form the first time: the task says it already; said twice, the default
+        model's three bullets on this repository's README turned from its loop and its
+        commands to its local models."""
+        state = self.state
+        form = state.form if state.held_to_form else None
+        asks = [*([form.instruction] if form is not None else []), *state.answer_notes]
+        view = plain_answer_view(
+            state.task,
+            state.results,
+            self.config.exec_options.resolved_workdir() or os.getcwd(),
+            asks,
+        )
+        return [*self.answering_example, *view]
 
     async def _model_turn(self, kind: Turn, shown: bool) -> StreamedTurn:
         turn = StreamedTurn(shown=shown)

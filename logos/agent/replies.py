@@ -16,15 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from logos.agent.checks.answer_form import AnswerForms
 from logos.agent.checks.base import ReplyCheck
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
 from logos.agent.checks.empty_answers import EmptyAnswers
 from logos.agent.checks.fake_actions import FakeActions
+from logos.agent.checks.first_look import FirstLook
+from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
+from logos.agent.checks.task_files import TaskFiles
 from logos.protocol.grammar import ReplyGrammars
 from logos.protocol.prompt import PromptStyle
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES, WorkedExamples
@@ -63,10 +67,15 @@ class ReplyPolicy:
     included), ask the model once whether the task needs one (`logos.agent.checks.check_back`):
     small models answer questions about this machine from guesses."""
     plain_answers: bool = False
-    """Once commands ran, the final answer is asked from a plain view of the task and the
-    commands' outputs (`logos.protocol.plain_answer`), with the answer grammar, and cleared
-    of protocol debris (`logos.protocol.debris`); the model's own answer stays in the steps
-    (`logos.agent.checks.plain_answers`)."""
+    """Answers as a small model needs them asked: once commands ran, the final answer is
+    asked from a plain view of the task and the commands' outputs
+    (`logos.protocol.plain_answer`), with the answer grammar, and cleared of protocol debris
+    (`logos.protocol.debris`); the model's own answer stays in the steps
+    (`logos.agent.checks.plain_answers`). With them come the checks that hold an answer to
+    the task and the outputs: a first look that missed its README reads the manifest the
+    listing shows (`first_look`), the files the task asks for are written before it ends
+    (`task_files`), an answer names no language, framework or command no output showed
+    (`grounded_facts`), and it keeps the form the task asks for (`answer_form`)."""
     repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
     """After the same command fails the same way this many times in a row, a note under its
     block tells the model to try something else (`logos.protocol.repeated_failure`); None:
@@ -81,19 +90,21 @@ class ReplyPolicy:
 
     def checks(self, max_hallucinations: int) -> list[ReplyCheck]:
         """This policy's checks, fresh for one run, in the order they read a reply."""
-        checks: list[ReplyCheck] = [
+        small = self.plain_answers
+        return [
             Interruptions(),
             Cuts(),
             FakeActions(max_hallucinations),
             RepeatedReplies(forced=self.grammars is not None),
+            *([FirstLook()] if small else []),
             EmptyAnswers(),
             RunningJobs(),
+            *([TaskFiles()] if small else []),
+            *([PlainAnswers()] if small else []),
+            *([CheckBack()] if self.check_back else []),
+            *([GroundedFacts()] if small else []),
+            *([AnswerForms()] if small else []),
         ]
-        if self.plain_answers:
-            checks.append(PlainAnswers())
-        if self.check_back:
-            checks.append(CheckBack())
-        return checks
 
 
 SMALL_MODEL = ReplyPolicy(

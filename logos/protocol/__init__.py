@@ -3,7 +3,10 @@
 what the model wrote (`hallucination`, `fenced_command`, `code_fences`, `fabricated_result`)
 and on what it ran (`repetition`, `repeated_failure`), the corrective messages (`notices`),
 the llama.cpp grammars (`grammar`), and for small models the plain view a forced answer is
-asked from (`plain_answer`) and the cleaning of a final answer's debris (`debris`).
+asked from (`plain_answer`), the cleaning of a final answer's debris (`debris`), the form a
+task asks its answer to take (`answer_form`), where a first look finds a repository's facts
+(`first_look`), the facts an answer names that no output showed (`facts`), the files a task
+asks to be written (`task_files`), and the shell's well-known traps (`pitfalls`).
 
 Pure text in, text out: imports the shared vocabulary (`logos.result`) and the providers'
 message types (`logos.providers.base`) only; no runner, no provider, no front.

@@ -95,6 +95,13 @@ SUM_IS_A_CHECKSUM_NOTE = (
 """Under a block that ran the sum command (`logos.protocol.pitfalls`)."""
 
 
+WC_NAMES_THE_FILE_NOTE = (
+    "wc names the file it counted after the count, so the file written holds both. To "
+    "write the count alone, give wc the file on its standard input."
+)
+"""Under a block that wrote a wc count of a named file into a file (`logos.protocol.pitfalls`)."""
+
+
 def run_instead(instead: str) -> str:
     """After a pitfall note: the model's own command as it meant it (`logos.protocol.pitfalls`)."""
     return f"Run this instead, which does what the command was meant to: <cmd>{instead}</cmd>"
@@ -125,6 +132,49 @@ def answer_notice(task: str) -> str:
     """Sent before an answer the loop asks for (`ReplyPolicy.plain_answers`): the task again,
     and nothing a small model could copy into its answer."""
     return f"Answer from the output above: {task.strip()}"
+
+
+def answer_form_notice(task: str) -> str:
+    """Sent when a final answer lacks the form its task asks for (`logos.protocol.answer_form`):
+    the answer is asked once more, held to that form."""
+    return (
+        "Your answer does not have the form the task asks for. Answer again, from the output "
+        f"above, in that form: {task.strip()}"
+    )
+
+
+def unwritten_file_notice(missing: str, instead: str | None) -> str:
+    """Sent when the model answers before any command wrote the file its task asks for
+    (`logos.protocol.task_files`), with the command that writes it the output of the run's
+    own last command, when there is one."""
+    notice = f"The task asks for the file {missing}, and no command has written it yet."
+    if instead is None:
+        return f"{notice} Write it now, in a block."
+    return f"{notice} To write into it what your last command printed, run <cmd>{instead}</cmd>"
+
+
+def missing_look_notice(missing: str, look: str) -> str:
+    """Sent after a first look that did not find `missing`, when a listing shows `look`, the
+    file that says what the project is and uses (`logos.protocol.first_look`)."""
+    return (
+        f"There is no {missing} here, but the listing shows {look}, which says what the "
+        f"project is and what it uses. Read it next, in a block such as "
+        f"<cmd>head -n 40 {look}</cmd>"
+    )
+
+
+def read_instead_notice(named: str, look: str) -> str:
+    """Sent when an answer names what no output showed (`logos.protocol.facts`) and a
+    listing shows a file no command read that says what the project uses."""
+    return (
+        f"No output so far shows {named}. Before you answer, read what the project says "
+        f"about itself in {look}, in a block such as <cmd>head -n 40 {look}</cmd>"
+    )
+
+
+def unshown_facts_note(named: str) -> str:
+    """Said when an answer is asked again because it named what no output showed."""
+    return f"No output above shows {named}: answer again, and name only what the outputs show."
 
 
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:

@@ -1,7 +1,9 @@
 """Notes under blocks whose command fell into a well-known trap of the shell.
 
 Small models pick a tool by its name and trust what it prints: `sum` for a total (it prints
-a checksum), `mkdir a/b` for a nested directory (it stops at the missing parent). They then
+a checksum), `mkdir a/b` for a nested directory (it stops at the missing parent),
+`wc -w essay.txt > count.txt` for a file that holds the count (wc writes the file's name
+after it). They then
 report the checksum as the total, or say the directory cannot be made. A note under the
 block says what went wrong in one sentence, and a command that succeeded into a trap does
 not count as the run having acted (the loop asks for another block, as after a failure).
@@ -16,7 +18,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, run_instead
+from logos.protocol.notices import (
+    MKDIR_PARENTS_NOTE,
+    SUM_IS_A_CHECKSUM_NOTE,
+    WC_NAMES_THE_FILE_NOTE,
+    run_instead,
+)
 from logos.result import Result
 
 _COMMAND_WORD = r"(?:^|[|;&(]|\$\(|\bthen|\bdo|\bxargs)\s*"
@@ -31,32 +38,55 @@ _PLAIN_ARGUMENTS = r"(?!-)[^\n;&|<>$`()\\]*?"
 _LONE_MKDIR = re.compile(rf"\s*mkdir\s+({_PLAIN_ARGUMENTS})\s*")
 _LONE_SUM = re.compile(rf"\s*sum\s+({_PLAIN_ARGUMENTS})\s*")
 _PIPED_INTO_SUM = re.compile(r"(.*?[^\s|])\s*\|\s*sum\s*", re.DOTALL)
+_CAT_ONE = re.compile(r"\s*cat\s+([^\s;&|<>$`()\\-][^\s;&|<>$`()\\]*)\s*")
 ADD_UP = "awk '{s += $1} END {print s}'"
 """The addition the sum command was taken for."""
+_COUNTED_INTO_FILE = re.compile(
+    rf"\s*wc((?:\s+-[lwcm]+)+)\s+({_PLAIN_ARGUMENTS}\S)\s*>\s*({_PLAIN_ARGUMENTS}\S)\s*"
+)
+"""`wc -l notes.txt > count.txt`: one file counted, the count written into a file."""
 
 
 @dataclass(frozen=True)
 class Pitfall:
     note: str
     fell_in: Callable[[Result], bool]
-    instead: Callable[[str], str | None]
-    """The command as meant, when it has a shape simple enough to rewrite surely.
+    instead: Callable[[str, Sequence[Result]], str | None]
+    """The command as meant, when it has a shape simple enough to rewrite surely (given
+    the other results of its reply).
 
     WHY: a small model told what went wrong often fails to act on it; one handed the very
     command copies it (as the policy does for `sed -i`), and the fix stays visible."""
 
 
-def _mkdir_with_parents(command: str) -> str | None:
+def _mkdir_with_parents(command: str, _beside: Sequence[Result]) -> str | None:
     lone = _LONE_MKDIR.fullmatch(command)
     return f"mkdir -p {lone.group(1)}" if lone else None
 
 
-def _added_up(command: str) -> str | None:
+def _added_up(command: str, beside: Sequence[Result]) -> str | None:
     if lone := _LONE_SUM.fullmatch(command):
         return f"{ADD_UP} {lone.group(1)}"
     if piped := _PIPED_INTO_SUM.fullmatch(command):
         return f"{piped.group(1)} | {ADD_UP}"
+    if command.strip() == "sum":
+        # WHY: a `sum` of nothing beside a `cat` of one file (the default model's
+        # `cat prices.txt` and `sum`) meant that file.
+        shown = {m.group(1) for r in beside if (m := _CAT_ONE.fullmatch(r.command)) and r.ok}
+        return f"{ADD_UP} {shown.pop()}" if len(shown) == 1 else None
     return None
+
+
+def _counted_from_stdin(command: str, _beside: Sequence[Result] = ()) -> str | None:
+    counted = _COUNTED_INTO_FILE.fullmatch(command)
+    if counted is None or " " in counted.group(2).strip():
+        return None
+    options, counted_file, target = counted.groups()
+    return f"wc{options} < {counted_file} > {target}"
+
+
+def _names_into_file(result: Result) -> bool:
+    return _counted_from_stdin(result.command) is not None
 
 
 PITFALLS = (
@@ -66,17 +96,19 @@ PITFALLS = (
         _mkdir_with_parents,
     ),
     Pitfall(SUM_IS_A_CHECKSUM_NOTE, lambda result: bool(_SUM.search(result.command)), _added_up),
+    Pitfall(WC_NAMES_THE_FILE_NOTE, _names_into_file, _counted_from_stdin),
 )
 
 
-def pitfall_note(result: Result) -> str | None:
-    """The note for the trap `result`'s command fell into, if any."""
+def pitfall_note(result: Result, beside: Sequence[Result] = ()) -> str | None:
+    """The note for the trap `result`'s command fell into, if any; `beside`: the other
+    results of its reply."""
     if result.job is not None:
         return None  # it has not ended: what it printed so far says nothing yet
     notes = []
     for pitfall in PITFALLS:
         if pitfall.fell_in(result):
-            instead = pitfall.instead(result.command)
+            instead = pitfall.instead(result.command, beside)
             notes.append(
                 pitfall.note if instead is None else f"{pitfall.note} {run_instead(instead)}"
             )
@@ -85,4 +117,11 @@ def pitfall_note(result: Result) -> str | None:
 
 def pitfall_notes(results: Sequence[Result]) -> dict[int, str]:
     """The notes for one turn's results, by position in `results`."""
-    return {i: note for i, result in enumerate(results) if (note := pitfall_note(result))}
+    return {i: note for i, result in enumerate(results) if (note := pitfall_note(result, results))}
+
+
+def rewritten(command: str) -> str | None:
+    """`command` as a pitfall's rule would rewrite it, if one would."""
+    return next(
+        (instead for p in PITFALLS if (instead := p.instead(command, ())) is not None), None
+    )

@@ -13,7 +13,7 @@ answer, three times of three.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from logos.providers.base import Message
 from logos.result import Result
@@ -28,9 +28,12 @@ MAX_VIEW_CHARS = 16000
 """Of all outputs together: the latest ones are kept, within a small model's window."""
 
 
-def plain_answer_view(task: str, results: Iterable[Result], working_dir: str) -> list[Message]:
+def plain_answer_view(
+    task: str, results: Iterable[Result], working_dir: str, asks: Sequence[str] = ()
+) -> list[Message]:
     """One user message: each distinct command's output (the same command with the same
-    output once), the latest last, then the task."""
+    output once), the latest last, then the task and what else the answer is `asks`ed to
+    be (the form the task asks for, `logos.protocol.answer_form`; what not to name)."""
     shown: list[str] = []
     seen: set[tuple[str, str, str]] = set()
     for result in results:
@@ -47,7 +50,8 @@ def plain_answer_view(task: str, results: Iterable[Result], working_dir: str) ->
             break
         kept.insert(0, part)
     outputs = "\n".join(kept) if kept else "(no command printed anything)\n"
-    content = f"Commands ran in {working_dir}:\n\n{outputs}\nQuestion: {task.strip()}"
+    question = "\n".join([task.strip(), *asks])
+    content = f"Commands ran in {working_dir}:\n\n{outputs}\nQuestion: {question}"
     return [Message(role="user", content=content)]
 
 

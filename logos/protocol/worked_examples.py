@@ -17,6 +17,12 @@ was asked. Measured with the default model, greedy:
   says to run its tests. With the general examples before it, it put the task's own name in
   the search (`"main"`) where, alone, it copied the example's (`"high_tide"`).
 
+On a repository with no README, it ran `head -n 40 README.md`, which failed, and answered
+from the listing alone ("JavaScript with React" for an Express project): so the first
+general example has no README, and its first look reads the manifest (`pyproject.toml`);
+the loop hands over the manifest a listing shows when a look misses its file
+(`logos.protocol.first_look`).
+
 Every example lives in one made-up project (a tide-table tool for a harbour), unlike any real
 one, so that an answer copying its facts is plainly wrong; every command it shows reads and
 changes nothing, so that a copy does no harm (`tests/logos/test_harmless_examples.py`).
@@ -110,9 +116,18 @@ README = _look("head -n 40 README.md", README_START)
 
 LANGUAGE = WorkedExample(
     task="Which language is this project written in?",
-    looks=(LISTING, README),
-    answer="Python: the directory holds setup.py, and README.md says so.",
+    looks=(
+        _look("ls", "pyproject.toml\ntides/\n"),
+        _look(
+            "head -n 40 pyproject.toml",
+            '[project]\nname = "tides"\ndescription = "Times of high and low tide for a '
+            'harbour"\nrequires-python = ">=3.10"\n',
+        ),
+    ),
+    answer="Python: there is no README, and pyproject.toml says the tides project needs "
+    "Python 3.10.",
 )
+"""With no README, the first look reads the manifest the listing shows."""
 WHAT_IT_IS = WorkedExample(
     task="What is this repository?",
     looks=(LISTING, README),

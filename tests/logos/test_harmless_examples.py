@@ -46,6 +46,11 @@ HARMLESS = {
     "stopped at a missing parent: a copy does what the model itself asked for",
     "awk '{s += $1} END {print s}' numbers.txt": "offered back under the model's own "
     "`sum numbers.txt`: a copy adds up what the model meant to, and changes nothing",
+    "head -n 40 pyproject.toml": "reads the start of a Python project's manifest (the "
+    "compact prompt's example of a first look with no README); no such file, an error",
+    "head -n 40 package.json": "offered when a first look found no README and the listing "
+    "shows package.json: reads the start of it; no such file, an error",
+    "head -n 40 Cargo.toml": "the same for a Rust crate's manifest: reads only",
     "jobs": "answered by logos: lists the run's jobs",
     "wait %1": "answered by logos: waits for the run's own job 1, or says there is none",
     "kill %1": "answered by logos: stops only the run's own job 1, or says there is none",
@@ -53,6 +58,9 @@ HARMLESS = {
 """Commands an example may show: they need no file and change nothing."""
 
 NOTICE_ARGUMENTS: dict[str, list[object]] = {
+    "missing": ["README.md", "count.txt"],
+    "look": ["package.json", "Cargo.toml"],
+    "named": ["React", "React, npm test"],
     "found": ["'<tool_call>'", "a command in a code fence ('ls')"],
     "repeat": [1, 2],
     "completed": [0, 2],

@@ -8,10 +8,16 @@ import pytest
 
 from logos import run
 from logos.agent.replies import ReplyPolicy
+from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, run_instead
+from logos.protocol.notices import (
+    MKDIR_PARENTS_NOTE,
+    SUM_IS_A_CHECKSUM_NOTE,
+    WC_NAMES_THE_FILE_NOTE,
+    run_instead,
+)
 from logos.protocol.parse import parse_cmd_blocks
-from logos.protocol.pitfalls import ADD_UP, pitfall_note
+from logos.protocol.pitfalls import ADD_UP, pitfall_note, pitfall_notes
 from logos.result import Result
 from tests.support.scripted import Reply, ScriptedProvider, config_for, numbers_file
 
@@ -169,3 +175,48 @@ async def test_a_pitfall_note_joins_the_repeated_failure_note_under_one_block(
     third = result.steps[5].content
     assert MKDIR_PARENTS_NOTE in third and "3 times in a row" in third
     assert third.count("note:") == 1
+
+
+def test_a_wc_count_of_a_named_file_written_into_a_file_is_offered_back_from_stdin() -> None:
+    note = pitfall_note(ran("wc -w essay.txt > count.txt"))
+    assert note == f"{WC_NAMES_THE_FILE_NOTE} {run_instead('wc -w < essay.txt > count.txt')}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["wc -l notes.txt", "wc -l < notes.txt > c.txt", "cat a | wc -l > c.txt", "wc -l a b > c"],
+)
+def test_a_wc_that_prints_or_reads_stdin_or_counts_several_files_gets_no_note(
+    command: str,
+) -> None:
+    assert pitfall_note(ran(command)) is None
+
+
+async def test_the_offered_count_holds_the_number_alone(tmp_path: Path) -> None:
+    (tmp_path / "essay.txt").write_text("the river was cold\nwe forded it\n")
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>wc -w essay.txt > count.txt</cmd>"),
+            Reply(f"<cmd>{'wc -w < essay.txt > count.txt'}</cmd>"),
+            Reply("Done."),
+        ]
+    )
+    options = ExecOptions(allowed_paths=(AllowedPath(path=str(tmp_path), read_only=False),))
+    config = config_for(
+        provider, replies=ReplyPolicy(grammars=ReplyGrammars()), exec_options=options
+    )
+    result = await run(config, [], "write the number of words of essay.txt to count.txt")
+    assert result.steps[1].block_notes[0].startswith(WC_NAMES_THE_FILE_NOTE)
+    grammars = [request.extra.get("grammar") for request in provider.requests]
+    assert grammars == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
+    assert (tmp_path / "count.txt").read_text().strip() == "7"
+
+
+def test_a_sum_of_nothing_beside_a_cat_of_one_file_is_offered_as_that_file_s_addition() -> None:
+    """What the default model ran in one reply: `cat prices.txt` and `sum`."""
+    shown = ran("cat prices.txt", stdout="15\n42\n")
+    summed = ran("sum", stdout="00000     0\n")
+    notes = pitfall_notes([shown, summed])
+    assert notes == {1: f"{SUM_IS_A_CHECKSUM_NOTE} {run_instead(f'{ADD_UP} prices.txt')}"}
+    two = ran("cat a.txt b.txt", stdout="1\n")
+    assert pitfall_notes([two, summed]) == {1: SUM_IS_A_CHECKSUM_NOTE}

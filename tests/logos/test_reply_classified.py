@@ -35,6 +35,17 @@ def test_a_command_that_fell_into_a_trap_is_not_acting() -> None:
     assert not read_reply(summed, ran_commands=False, clean=False).acted
 
 
+def test_a_reply_with_a_trap_beside_a_success_acts_again() -> None:
+    """What the default model did: `cat prices.txt` and `sum` in one reply, then it
+    answered the checksum."""
+    both = StreamedTurn(
+        text=["<cmd>cat prices.txt</cmd><cmd>sum</cmd>"],
+        blocks=2,
+        results=[ran("cat prices.txt", stdout="15\n42\n"), ran("sum", stdout="00000     0\n")],
+    )
+    assert not read_reply(both, ran_commands=False, clean=False).acted
+
+
 def test_a_fenced_command_counts_only_before_any_command_ran() -> None:
     fenced = "```bash\nwc -l notes.txt\n```"
     first = read_reply(turn(fenced), ran_commands=False, clean=False)

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from logos.agent.checks.answer_form import AnswerForms
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
 from logos.agent.checks.empty_answers import EmptyAnswers
 from logos.agent.checks.fake_actions import FakeActions
+from logos.agent.checks.first_look import FirstLook
+from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
+from logos.agent.checks.task_files import TaskFiles
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, SMALL_MODEL, ReplyPolicy
 from logos.protocol.grammar import ReplyGrammars
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
@@ -34,7 +38,15 @@ def test_a_frontier_model_gets_the_protocol_checks_only_and_its_own_sampling() -
 
 
 def test_the_small_model_policy_bundles_its_parts() -> None:
-    assert kinds(SMALL_MODEL) == [*PROTOCOL, PlainAnswers, CheckBack]
+    with_first_look = [*PROTOCOL[:4], FirstLook, *PROTOCOL[4:]]
+    assert kinds(SMALL_MODEL) == [
+        *with_first_look,
+        TaskFiles,
+        PlainAnswers,
+        CheckBack,
+        GroundedFacts,
+        AnswerForms,
+    ]
     assert SMALL_MODEL.prompt_style == "compact" and SMALL_MODEL.examples is SMALL_MODEL_EXAMPLES
     assert SMALL_MODEL.grammars == ReplyGrammars()
     assert (SMALL_MODEL.temperature, SMALL_MODEL.max_tokens) == (

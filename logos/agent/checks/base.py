@@ -9,13 +9,15 @@ through the loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from logos.agent.checks.reply import Reply
 from logos.agent.steps import StopReason
 from logos.commands.run_jobs import RunJobs
+from logos.protocol.answer_form import AnswerForm, requested_form
 from logos.protocol.grammar import Turn
+from logos.result import Result
 
 
 class AskAgain(Exception):
@@ -28,12 +30,14 @@ class AskAgain(Exception):
 
 
 class EndRun(Exception):
-    """The run ends here, for this reason (`RunResult.stop_reason`), with this error."""
+    """The run ends here, for this reason (`RunResult.stop_reason`), with this error, or,
+    when it ends "final", with this answer."""
 
-    def __init__(self, reason: StopReason, error: str | None = None) -> None:
+    def __init__(self, reason: StopReason, error: str | None = None, answer: str = "") -> None:
         super().__init__(reason, error)
         self.reason: StopReason = reason
         self.error = error
+        self.answer = answer
 
 
 @dataclass
@@ -56,6 +60,22 @@ class RunState:
     last_turn: bool = False
     """No turn is left after this one (`Config.max_steps`): a check that asks again would
     only lose the answer."""
+    results: list[Result] = field(default_factory=list)
+    """What this run's commands came to, in order."""
+    held_to_form: bool = False
+    """The next answer is held to the form the task asks (`form`), by its grammar."""
+    answer_notes: list[str] = field(default_factory=list)
+    """Said after the task when an answer is asked from the outputs
+    (`logos.protocol.plain_answer`)."""
+
+    @property
+    def form(self) -> AnswerForm | None:
+        """The form the task asks its answer to take (`logos.protocol.answer_form`)."""
+        return requested_form(self.task)
+
+    def outputs(self) -> str:
+        """Everything this run's commands printed."""
+        return "\n".join(f"{r.stdout}\n{r.stderr}" for r in self.results)
 
     def start_turn(self, *, last: bool) -> Turn:
         """Start a turn (`last`: no turn is left after it); the kind of turn to ask for
@@ -72,6 +92,7 @@ class RunState:
     def took(self, reply: Reply) -> None:
         """Count what the reply ran."""
         self.ran_commands = self.ran_commands or reply.blocks > 0
+        self.results += reply.results
         if reply.results:
             self.acted = reply.acted
 

@@ -53,11 +53,14 @@ class Reply:
 
     @property
     def acted(self) -> bool:
-        """A command of it succeeded (or went on as a job) into no known trap."""
-        return any(
-            (result.ok or result.job is not None) and pitfall_note(result) is None
-            for result in self.results
-        )
+        """A command of it succeeded (or went on as a job), and none fell into a known trap
+        (`logos.protocol.pitfalls`).
+
+        WHY none: the default model ran `cat prices.txt` and `sum` in one reply, then
+        answered the checksum; a reply with a trap in it acts again, on the note."""
+        if any(pitfall_note(result) is not None for result in self.results):
+            return False
+        return any(result.ok or result.job is not None for result in self.results)
 
 
 def read_reply(turn: StreamedTurn, *, ran_commands: bool, clean: bool) -> Reply:

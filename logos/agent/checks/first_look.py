@@ -1,0 +1,28 @@
+"""A first look that failed for a README or manifest that is not there, while a listing
+shows the one to read (`logos.protocol.first_look`): the model is handed the command that
+reads it, and the next turn must act. Measured with the default 0.5B model on a repository
+with no README: it answered from the listing alone, inventing the framework."""
+
+from __future__ import annotations
+
+from logos.agent.checks.base import RunState
+from logos.agent.checks.reply import Reply
+from logos.protocol.first_look import next_look
+from logos.protocol.notices import missing_look_notice
+
+
+class FirstLook:
+    def __init__(self) -> None:
+        self.missed: set[str] = set()
+        """Each missed file is answered once: a model that reads something else is not
+        held, and one that read the README it was handed is not sent on to a manifest."""
+
+    async def check(self, reply: Reply, run: RunState) -> str | None:
+        if not reply.results:
+            return None
+        look = next_look(run.results)
+        if look is None or look[0] in self.missed:
+            return None
+        self.missed.add(look[0])
+        run.acted = run.answer_due = False
+        return missing_look_notice(*look)

@@ -1,0 +1,70 @@
+"""The files a task asks to be written, and whether a command of the run wrote them.
+
+Measured with the default 0.5B model on "Create a file count.txt that contains the number of
+words in essay.txt, and nothing else": it ran `wc -w essay.txt`, then answered with a
+paragraph showing the command that would write the file, and the file was never made. A
+task that names a file to create or write is done when a command wrote it; an answer before
+that is not the end (`logos.agent.checks.task_files`).
+
+A file is named with its extension (`count.txt`), after "create a file (named)" or after a
+verb that writes (write, save, put, store, copy, move, rename) and the last "to", "in",
+"into" or "as" of its sentence. Written: a command that succeeded names it (a command that
+only reads it counts too: a file the task reads is not one to write).
+
+Told to write the file, the same model ran its commands again unchanged; handed the command,
+it runs it. So the file is offered written from what the run's last command that worked a
+value out printed (`wc -w essay.txt` → `wc -w < essay.txt > count.txt`), never from a
+command that only lists or shows files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from logos.protocol.pitfalls import rewritten
+from logos.result import Result
+
+_FILE = r"([\w./-]*\w\.[A-Za-z0-9]{1,8})(?![\w/-]|\.\w)"
+_CREATED = re.compile(
+    rf"\b(?:create|make)\s+(?:a|an|the)\s+(?:new\s+|empty\s+)?file\s+(?:named\s+|called\s+)?{_FILE}",
+    re.IGNORECASE,
+)
+_ONLY_SHOWS = re.compile(r"\s*(?:ls|find|tree|du|cat|head|tail|nl|less|more|echo|pwd)\b")
+"""A command whose output lists or repeats what is there, not a value worked out of it."""
+_WRITES = re.compile(r">|\btee\b")
+_WRITTEN = re.compile(
+    rf"\b(?:write|save|put|store|copy|move|rename)\b[^?!\n]*\b(?:to|in|into|as)\s+{_FILE}",
+    re.IGNORECASE,
+)
+
+
+def files_to_write(task: str) -> list[str]:
+    """The files `task` asks to be created or written, in the order it names them."""
+    found = [m.group(1) for pattern in (_CREATED, _WRITTEN) for m in pattern.finditer(task)]
+    return list(dict.fromkeys(found))
+
+
+def unwritten(task: str, results: Sequence[Result]) -> list[str]:
+    """The files `task` asks for that no command of `results` that succeeded names."""
+    commands = [result.command for result in results if result.ok]
+    return [
+        name
+        for name in files_to_write(task)
+        if not any(re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", c) for c in commands)
+    ]
+
+
+def offered_write(name: str, results: Sequence[Result]) -> str | None:
+    """The command that writes into `name` what the run's last command that worked a value
+    out printed: that command, its output redirected into the file, as the pitfall rules
+    would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out."""
+    for result in reversed(results):
+        command = result.command.strip()
+        if not (result.ok and result.stdout.strip()) or "\n" in command:
+            continue
+        if _ONLY_SHOWS.match(command) or _WRITES.search(command):
+            continue
+        write = f"{command} > {name}"
+        return rewritten(write) or write
+    return None

@@ -1,0 +1,42 @@
+"""Where a first look finds a repository's facts when its README is not there."""
+
+from __future__ import annotations
+
+from logos.protocol.first_look import next_look, unread_look
+from logos.result import Result
+
+LISTING = Result(command="ls", stdout="package.json\nserver.js\nserver.test.js\n", exit_code=0)
+NO_README = Result(
+    command="head -n 40 README.md",
+    stderr="head: cannot open 'README.md' for reading: No such file or directory\n",
+    exit_code=1,
+)
+
+
+def test_a_missing_readme_leads_to_the_manifest_the_listing_shows() -> None:
+    assert next_look([LISTING, NO_README]) == ("README.md", "package.json")
+
+
+def test_once_read_or_with_nothing_missing_there_is_no_next_look() -> None:
+    read = Result(command="cat package.json", stdout="{}", exit_code=0)
+    assert next_look([LISTING, NO_README, read]) is None
+    assert next_look([LISTING]) is None
+
+
+def test_a_readme_comes_before_a_manifest_and_a_long_listing_counts() -> None:
+    long_listing = Result(
+        command="ls -la",
+        stdout="-rw-r--r-- 1 u u 120 Mar 1 Makefile\n-rw-r--r-- 1 u u 300 Mar 1 README.md\n",
+        exit_code=0,
+    )
+    no_manifest = Result(
+        command="head -n 40 pyproject.toml",
+        stderr="head: cannot open 'pyproject.toml' for reading: No such file or directory\n",
+        exit_code=1,
+    )
+    assert next_look([long_listing, no_manifest]) == ("pyproject.toml", "README.md")
+
+
+def test_only_a_listing_shows_a_file() -> None:
+    mention = Result(command="head -n 40 notes.md", stdout="edit package.json first\n", exit_code=0)
+    assert unread_look([mention, NO_README]) is None

@@ -1,0 +1,131 @@
+"""A small model's answer keeps the form its task asks for and names only what the outputs
+show, through the real loop with a scripted model and real bash; a frontier model's answer
+is taken as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logos import run
+from logos.agent.config import Config
+from logos.agent.replies import SMALL_MODEL, ReplyPolicy
+from logos.options import AllowedPath, ExecOptions
+from logos.protocol.answer_form import AnswerForm
+from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR
+from logos.protocol.notices import (
+    answer_form_notice,
+    missing_look_notice,
+    read_instead_notice,
+    unwritten_file_notice,
+)
+from tests.support.scripted import ScriptedProvider, config_for
+
+pytestmark = pytest.mark.anyio
+TASK = "How many lines are in notes.txt? Answer with just the number."
+NUMBER_GRAMMAR = AnswerForm("number").grammar
+
+
+def in_dir(
+    directory: Path, provider: ScriptedProvider, policy: ReplyPolicy = SMALL_MODEL
+) -> Config:
+    options = ExecOptions(allowed_paths=(AllowedPath(path=str(directory), read_only=False),))
+    return config_for(provider, replies=policy, exec_options=options)
+
+
+def grammars_sent(provider: ScriptedProvider) -> list[object]:
+    return [request.extra.get("grammar") for request in provider.requests]
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    (tmp_path / "notes.txt").write_text("".join(f"note {i}\n" for i in range(7)))
+    return tmp_path
+
+
+async def test_an_answer_that_states_the_value_the_outputs_show_is_reduced_to_it(
+    notes: Path,
+) -> None:
+    provider = ScriptedProvider.saying("<cmd>wc -l notes.txt</cmd>", "A draft.", "It has 7 lines.")
+    result = await run(in_dir(notes, provider), [], TASK)
+    assert (result.stop_reason, result.response) == ("final", "7")
+    assert result.steps[-1].content == "It has 7 lines."  # the steps keep what the model wrote
+    assert provider.requests[2].messages[-1].content.endswith(f"Question: {TASK}")
+
+
+async def test_an_answer_without_the_value_is_asked_once_more_held_to_the_form(
+    notes: Path,
+) -> None:
+    explained = "To count the lines, run:\n```\n$ wc -l notes.txt\n```"
+    provider = ScriptedProvider.saying("<cmd>wc -l notes.txt</cmd>", "A draft.", explained, "7")
+    result = await run(in_dir(notes, provider), [], TASK)
+    assert (result.stop_reason, result.response) == ("final", "7")
+    assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR, NUMBER_GRAMMAR]
+    assert result.steps[-2].content == answer_form_notice(TASK)
+    again = provider.requests[3].messages[-1].content
+    assert again.endswith(f"Question: {TASK}\n{AnswerForm('number').instruction}")
+
+
+async def test_a_frontier_model_s_answer_is_taken_as_written(notes: Path) -> None:
+    provider = ScriptedProvider.saying("<cmd>wc -l notes.txt</cmd>", "It has 7 lines.")
+    result = await run(in_dir(notes, provider, ReplyPolicy()), [], TASK)
+    assert (result.stop_reason, result.response) == ("final", "It has 7 lines.")
+    assert len(provider.requests) == 2
+
+
+@pytest.fixture
+def no_readme(tmp_path: Path) -> Path:
+    (tmp_path / "package.json").write_text('{"dependencies": {"express": "^4.19.2"}}\n')
+    (tmp_path / "server.js").write_text("const express = require('express');\n")
+    return tmp_path
+
+
+async def test_a_first_look_that_missed_its_readme_is_handed_the_manifest(
+    no_readme: Path,
+) -> None:
+    provider = ScriptedProvider.saying(
+        "<cmd>ls</cmd>\n<cmd>head -n 40 README.md</cmd>",
+        "<cmd>head -n 40 package.json</cmd>",
+        "A draft.",
+        "JavaScript, with Express.",
+    )
+    result = await run(in_dir(no_readme, provider), [], "what framework does it use?")
+    assert result.response == "JavaScript, with Express."
+    assert result.steps[1].content.endswith(missing_look_notice("README.md", "package.json"))
+    assert grammars_sent(provider)[:2] == [ACT_GRAMMAR, ACT_GRAMMAR]  # the next turn acts
+
+
+async def test_an_answer_naming_an_unseen_framework_is_sent_to_read_the_manifest(
+    no_readme: Path,
+) -> None:
+    provider = ScriptedProvider.saying(
+        "<cmd>ls</cmd>",
+        "A draft.",
+        "JavaScript with React.",
+        "<cmd>head -n 40 package.json</cmd>",
+        "A second draft.",
+        "JavaScript with Express.",
+    )
+    result = await run(in_dir(no_readme, provider), [], "what framework does it use?")
+    assert result.response == "JavaScript with Express."
+    assert result.steps[5].content == read_instead_notice("React", "package.json")
+    assert grammars_sent(provider)[3] == ACT_GRAMMAR
+    view = provider.requests[5].messages[-1].content
+    assert '"express"' in view
+
+
+async def test_an_answer_before_the_file_the_task_asks_for_is_written_is_sent_back_to_write_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "essay.txt").write_text("the river was cold\nwe forded it\n")
+    offered = "wc -w < essay.txt > count.txt"
+    provider = ScriptedProvider.saying(
+        "<cmd>wc -w essay.txt</cmd>", "7 essay.txt", f"<cmd>{offered}</cmd>", "Done.", "Done."
+    )
+    task = "Create a file count.txt that contains the number of words in essay.txt."
+    result = await run(in_dir(tmp_path, provider), [], task)
+    assert result.steps[3].content == unwritten_file_notice("count.txt", offered)
+    assert grammars_sent(provider)[:3] == [ACT_GRAMMAR, LOGOS_GRAMMAR, ACT_GRAMMAR]
+    assert (tmp_path / "count.txt").read_text() == "7\n"
+    assert result.response == "Done."

@@ -1,0 +1,59 @@
+"""The files a task asks to be written, and whether a command wrote them."""
+
+from __future__ import annotations
+
+import pytest
+
+from logos.protocol.task_files import files_to_write, offered_write, unwritten
+from logos.result import Result
+
+
+@pytest.mark.parametrize(
+    ("task", "files"),
+    [
+        ("Create a file count.txt that contains the number of words in essay.txt.", ["count.txt"]),
+        ("Create a file named hello.txt containing the text: hello world", ["hello.txt"]),
+        ("Count the lines of notes.txt and write that number to count.txt.", ["count.txt"]),
+        (
+            "Write the number of lines in todo.txt to lines.txt, with nothing else in it.",
+            ["lines.txt"],
+        ),
+        ("Sort names.txt and save them to out/sorted.txt.", ["out/sorted.txt"]),
+        ("Rename draft.txt to final.txt.", ["final.txt"]),
+        ("How many lines does notes.txt have?", []),
+        ("Copy report.txt into the backup directory.", []),
+        ("Add a line saying 'buy stamps' at the end of todo.txt.", []),
+    ],
+)
+def test_the_files_to_write_are_read_from_the_task(task: str, files: list[str]) -> None:
+    assert files_to_write(task) == files
+
+
+def test_a_file_is_written_once_a_command_that_succeeded_names_it() -> None:
+    task = "Create a file count.txt that contains the number of words in essay.txt."
+    counted = Result(command="wc -w essay.txt", stdout="14 essay.txt\n", exit_code=0)
+    assert unwritten(task, [counted]) == ["count.txt"]
+    failed = Result(command="wc -w essay.txt > /ro/count.txt", exit_code=1)
+    assert unwritten(task, [counted, failed]) == ["count.txt"]
+    wrote = Result(command="wc -w < essay.txt > count.txt", exit_code=0)
+    assert unwritten(task, [counted, wrote]) == []
+
+
+def test_the_file_is_offered_written_from_the_last_command_that_worked_a_value_out() -> None:
+    read = Result(command="cat essay.txt", stdout="the river was cold\n", exit_code=0)
+    counted = Result(command="wc -w essay.txt", stdout="4 essay.txt\n", exit_code=0)
+    listed = Result(command="ls", stdout="essay.txt\n", exit_code=0)
+    # wc's own pitfall rewrites it to write the count alone.
+    assert offered_write("count.txt", [read, counted, listed]) == "wc -w < essay.txt > count.txt"
+    sorted_ = Result(command="sort names.txt", stdout="ada\nbob\n", exit_code=0)
+    assert offered_write("sorted.txt", [sorted_]) == "sort names.txt > sorted.txt"
+
+
+def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> None:
+    shown = [
+        Result(command="cat essay.txt", stdout="text\n", exit_code=0),
+        Result(command="ls", stdout="essay.txt\n", exit_code=0),
+        Result(command="wc -w essay.txt > other.txt", exit_code=0),
+        Result(command="wc -w missing.txt", stderr="no such file\n", exit_code=1),
+    ]
+    assert offered_write("count.txt", shown) is None
