@@ -85,6 +85,10 @@ class Question:
     reference: str = ""
     """A right answer, as a person would give it: the suite's own test checks that it
     passes (no check is one nothing can pass)."""
+    held_out: bool = False
+    """Written after the small-model defaults were tuned on the others, with none of the
+    worked examples written from it: the figure on these says whether the defaults carry
+    over."""
 
     def lay_out(self, workspace: Path) -> None:
         self.repository.lay_out(workspace)
@@ -300,6 +304,98 @@ CSVTOOL = Repository(
     ),
 )
 
+QUOTES = Repository(
+    "quotecli",
+    "no README, Python",
+    (
+        Commit(
+            "Print a random quote",
+            {
+                "pyproject.toml": '[project]\nname = "quotecli"\nversion = "0.4.0"\n'
+                'description = "Prints a random quote from a local collection"\n'
+                'dependencies = ["click>=8"]\n\n[project.scripts]\nquote = '
+                '"quotecli.main:cli"\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+                "quotecli/__init__.py": "",
+                "quotecli/main.py": "import random\n\nimport click\n\nfrom quotecli.store "
+                "import load\n\n\n@click.command()\ndef cli() -> None:\n    click.echo("
+                "random.choice(load()))\n",
+                "quotecli/store.py": "from pathlib import Path\n\n\ndef load() -> list[str]:"
+                "\n    return (Path(__file__).parent / 'quotes.txt').read_text().splitlines()\n",
+                "quotecli/quotes.txt": "Well begun is half done.\nStill waters run deep.\n",
+                "tests/test_store.py": "from quotecli.store import load\n\n\ndef test_load():"
+                "\n    assert load()\n",
+            },
+        ),
+    ),
+)
+
+TEMPCONV = Repository(
+    "tempconv",
+    "no README, Rust",
+    (
+        Commit(
+            "Convert temperatures",
+            {
+                "Cargo.toml": '[package]\nname = "tempconv"\nversion = "1.1.0"\nedition = '
+                '"2021"\ndescription = "Converts temperatures between Celsius and Fahrenheit"'
+                "\n\n[dependencies]\n",
+                "src/main.rs": "mod convert;\n\nfn main() {\n    let args: Vec<String> = "
+                "std::env::args().collect();\n    let value: f64 = args[1].parse().unwrap();"
+                '\n    println!("{:.1}", convert::to_fahrenheit(value));\n}\n',
+                "src/convert.rs": "pub fn to_fahrenheit(celsius: f64) -> f64 {\n    celsius * "
+                "9.0 / 5.0 + 32.0\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn "
+                "boiling() {\n        assert_eq!(super::to_fahrenheit(100.0), 212.0);\n    }"
+                "\n}\n",
+            },
+        ),
+    ),
+)
+
+PINGMON = Repository(
+    "pingmon",
+    "no README, Go",
+    (
+        Commit(
+            "Check that web sites answer",
+            {
+                "go.mod": "module example.org/pingmon\n\ngo 1.22\n",
+                "main.go": 'package main\n\nimport (\n\t"fmt"\n\t"net/http"\n\t"os"\n)\n\n'
+                "func main() {\n\tfor _, url := range os.Args[1:] {\n\t\tresp, err := "
+                'http.Get(url)\n\t\tif err != nil {\n\t\t\tfmt.Println(url, "down")\n\t\t\t'
+                "continue\n\t\t}\n\t\tfmt.Println(url, resp.StatusCode)\n\t}\n}\n",
+                "status.go": "package main\n\nfunc up(code int) bool {\n\treturn code < 500\n}\n",
+                "status_test.go": 'package main\n\nimport "testing"\n\nfunc TestUp(t '
+                "*testing.T) {\n\tif !up(200) {\n\t\tt.Fatal(200)\n\t}\n}\n",
+            },
+        ),
+    ),
+)
+
+RINGBUF = Repository(
+    "ringbuf",
+    "no README, make",
+    (
+        Commit(
+            "A ring buffer in C",
+            {
+                "Makefile": "CC = cc\nCFLAGS = -Wall -O2\n\nringbuf: ringbuf.c main.c\n\t"
+                "$(CC) $(CFLAGS) -o ringbuf ringbuf.c main.c\n\ntest: ringbuf_test\n\t"
+                "./ringbuf_test\n\nringbuf_test: ringbuf.c ringbuf_test.c\n\t$(CC) $(CFLAGS)"
+                " -o ringbuf_test ringbuf.c ringbuf_test.c\n",
+                "ringbuf.h": "typedef struct { int *items; int size, head, count; } ringbuf;\n"
+                "void rb_push(ringbuf *rb, int item);\n",
+                "ringbuf.c": '#include "ringbuf.h"\n\nvoid rb_push(ringbuf *rb, int item) {\n'
+                "    rb->items[(rb->head + rb->count) % rb->size] = item;\n    if (rb->count "
+                "< rb->size) rb->count++; else rb->head = (rb->head + 1) % rb->size;\n}\n",
+                "main.c": '#include "ringbuf.h"\n\nint main(void) {\n    return 0;\n}\n',
+                "ringbuf_test.c": '#include <assert.h>\n#include "ringbuf.h"\n\nint main(void)'
+                " {\n    int items[2];\n    ringbuf rb = {items, 2, 0, 0};\n    rb_push(&rb,"
+                " 1);\n    assert(rb.count == 1);\n    return 0;\n}\n",
+            },
+        ),
+    ),
+)
+
 LOGOS = Repository("logos", "this repository")
 
 _NOT_PYTHON_WEB = ("django", "fastapi", "react", "express")
@@ -449,6 +545,92 @@ QUESTIONS: tuple[Question, ...] = (
         reference="In csvpick/cli.py.",
     ),
 )
+
+_OTHER_LANGUAGES = ("python", "javascript", "typescript", "rust", r"\bjava\b", "ruby")
+HELD_OUT: tuple[Question, ...] = (
+    Question(
+        "quotecli-what",
+        QUOTES,
+        "what",
+        "what does this repository do?",
+        must=((r"\bquotes?\b",),),
+        must_not=("web app", "flask", "django", "react"),
+        reference="It prints a random quote from a local collection (pyproject.toml says so).",
+        held_out=True,
+    ),
+    Question(
+        "quotecli-stack",
+        QUOTES,
+        "stack",
+        "what language and framework does this project use?",
+        must=(("python",), ("click",)),
+        must_not=("flask", "django", "fastapi", "javascript", "react"),
+        reference="Python, with the Click library for its command line.",
+        held_out=True,
+    ),
+    Question(
+        "tempconv-what",
+        TEMPCONV,
+        "what",
+        "what does this project do?",
+        must=(("temperature", "celsius", "fahrenheit"),),
+        must_not=("web app", "python", "react"),
+        reference="It converts temperatures between Celsius and Fahrenheit (Cargo.toml).",
+        held_out=True,
+    ),
+    Question(
+        "tempconv-tests",
+        TEMPCONV,
+        "tests",
+        "how do I run the tests of this project?",
+        must=(("cargo test",),),
+        must_not=("pytest", "npm", "make test", r"\bgo test"),
+        reference="Run `cargo test`.",
+        held_out=True,
+    ),
+    Question(
+        "pingmon-stack",
+        PINGMON,
+        "stack",
+        "which programming language is this project written in?",
+        must=((r"\bgo\b", "golang"),),
+        must_not=_OTHER_LANGUAGES,
+        reference="Go (go.mod, main.go).",
+        held_out=True,
+    ),
+    Question(
+        "pingmon-tests",
+        PINGMON,
+        "tests",
+        "how do I run the tests of this project?",
+        must=((r"\bgo test\b",),),
+        must_not=("pytest", "npm", "cargo", "make test"),
+        reference="Run `go test`.",
+        held_out=True,
+    ),
+    Question(
+        "ringbuf-tests",
+        RINGBUF,
+        "tests",
+        "how do I run the tests of this project?",
+        must=(("make test",),),
+        must_not=("pytest", "npm", "cargo", r"\bgo test"),
+        reference="Run `make test`: it builds ringbuf_test and runs it.",
+        held_out=True,
+    ),
+    Question(
+        "ringbuf-stack",
+        RINGBUF,
+        "stack",
+        "which programming language is this project written in?",
+        must=((r"(?-i:\bC\b)(?![+#])",),),
+        must_not=(*_OTHER_LANGUAGES, r"c\+\+", "c#"),
+        reference="C: the Makefile builds ringbuf.c and main.c with cc.",
+        held_out=True,
+    ),
+)
+"""Repositories with no README, of several kinds: the manifest says what the README would."""
+QUESTIONS += HELD_OUT
 
 REPOSITORIES: tuple[Repository, ...] = tuple(
     {q.repository.name: q.repository for q in QUESTIONS}.values()

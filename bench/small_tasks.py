@@ -74,6 +74,18 @@ def says(word: str, *, unlike: tuple[str, ...] = ()) -> Check:
     return check
 
 
+def is_exactly(value: str, *alternatives: str) -> Check:
+    """The answer is `value` (or one of `alternatives`) and nothing else, in any case, give or
+    take quotes, backticks, bold and a final full stop: the bare value a task asked for."""
+    wanted = {v.lower() for v in (value, *alternatives)}
+
+    def check(_workspace: Path, answer: str) -> bool:
+        bare = answer.strip().strip("`*\"'").strip()
+        return bare.removesuffix(".").strip("`*\"'").strip().lower() in wanted
+
+    return check
+
+
 def file_is(name: str, content: str) -> Check:
     """`name` holds `content`, give or take whitespace at the ends of lines and the file."""
 
@@ -576,6 +588,93 @@ TASKS: tuple[SmallTask, ...] = (
         file_is("words.txt", "13"),
         "words.txt holding 13",
         solution="wc -w < story.txt > words.txt",
+        held_out=True,
+    ),
+    # Held out: the answer's form (a bare value, a file holding only a value), written for
+    # the issue of answers that lost the form the task asked for.
+    SmallTask(
+        "count-lines-bare",
+        "count",
+        "How many lines are in the file diary.txt? Answer with just the number.",
+        {"diary.txt": _lines(23, lambda i: f"day {i}: rain, then sun")},
+        is_exactly("23"),
+        "23, alone",
+        solution="wc -l < diary.txt",
+        held_out=True,
+    ),
+    SmallTask(
+        "sum-bare",
+        "sum",
+        "What is the sum of the numbers in prices.txt? Answer with just the number.",
+        {"prices.txt": "15\n42\n8\n23\n11\n"},
+        is_exactly("99"),
+        "99, alone",
+        solution="awk '{s += $1} END {print s}' prices.txt",
+        held_out=True,
+    ),
+    SmallTask(
+        "count-files-bare",
+        "count",
+        "How many .json files are in the config directory? Reply with only the number.",
+        {f"config/{name}.json": "{}\n" for name in ("app", "db", "cache")}
+        | {"config/notes.txt": "json files here\n"},
+        is_exactly("3"),
+        "3, alone",
+        solution="ls config/*.json | wc -l",
+        held_out=True,
+    ),
+    SmallTask(
+        "find-file-bare",
+        "find",
+        "Which file in the recipes directory mentions cinnamon? Answer with just the file name.",
+        {
+            "recipes/bread.md": "flour, water, salt\n",
+            "recipes/buns.md": "flour, sugar, cinnamon\n",
+            "recipes/soup.md": "leeks, potatoes\n",
+        },
+        is_exactly("buns.md", "recipes/buns.md"),
+        "buns.md, alone",
+        solution="grep -l cinnamon recipes/* | xargs -n 1 basename",
+        held_out=True,
+    ),
+    SmallTask(
+        "find-name-bare",
+        "find",
+        "staff.txt lists name:room pairs. Who is in room 214? Answer with just the name.",
+        {"staff.txt": "olaf:101\nmira:214\nkenji:305\nruth:118\n"},
+        is_exactly("mira"),
+        "mira, alone",
+        solution="grep ':214$' staff.txt | cut -d: -f1",
+        held_out=True,
+    ),
+    SmallTask(
+        "max-bare",
+        "sum",
+        "What is the largest number in scores.txt? Answer with just the number.",
+        {"scores.txt": "58\n91\n77\n64\n89\n"},
+        is_exactly("91"),
+        "91, alone",
+        solution="sort -n scores.txt | tail -n 1",
+        held_out=True,
+    ),
+    SmallTask(
+        "words-to-file-only",
+        "two-step",
+        "Create a file count.txt that contains the number of words in essay.txt, and nothing else.",
+        {"essay.txt": "the river was cold and the stones were smooth\nwe forded it at noon\n"},
+        file_is("count.txt", "14"),
+        "count.txt holding 14, alone",
+        solution="wc -w < essay.txt > count.txt",
+        held_out=True,
+    ),
+    SmallTask(
+        "lines-to-file-only",
+        "two-step",
+        "Write the number of lines in todo.txt to lines.txt, with nothing else in it.",
+        {"todo.txt": "buy milk\nfix the gate\ncall ana\npaint the shed\nreturn books\n"},
+        file_is("lines.txt", "5"),
+        "lines.txt holding 5, alone",
+        solution="wc -l < todo.txt > lines.txt",
         held_out=True,
     ),
 )
