@@ -4,8 +4,10 @@ listing shows (`logos.protocol.facts.MANIFESTS`).
 Measured with the default 0.5B model on a repository with no README: its first look ran `ls`
 and `head -n 40 README.md`, which failed, and it answered from the listing alone ("a web
 application", "JavaScript with React") instead of reading `package.json`, which names the
-framework. `next_look` finds what to read instead: after a look that failed for a missing
-README or manifest, the README or manifest a listing shows that no command read yet.
+framework. `next_look` finds what to read instead: after a look that failed for a file
+that is not there, a file the task names that no command read yet (asked for the first line
+of readme.txt, it looked in README.md, twice, then made the line up), else the README or
+manifest a listing shows that no command read yet.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from logos.protocol.facts import MANIFESTS
+from logos.protocol.task_files import FILE_NAME, files_to_write
 from logos.result import Result
 
 READMES = ("README.md", "README", "README.rst", "README.txt", "readme.md")
@@ -23,32 +26,45 @@ _LISTING = re.compile(r"(?:^|&&|;|\|)\s*(?:ls|find|tree)\b")
 _MISSING = re.compile(r"No such file or directory|cannot open|cannot access")
 
 
-def next_look(results: Sequence[Result]) -> tuple[str, str] | None:
+def next_look(results: Sequence[Result], task: str = "") -> tuple[str, str] | None:
     """After a look that failed for a file that is not there: (that file, the file to read
-    instead); None when no look failed so, or the listings show nothing unread to read."""
+    instead): a file `task` names that no command read yet, else the README or manifest a
+    listing shows; None when no look failed so, or there is nothing unread to read."""
     missed = _missed(results)
-    look = unread_look(results)
-    return None if missed is None or look is None else (missed, look)
+    if missed is None:
+        return None
+    look = _unread_named(task, results) or unread_look(results)
+    return None if look is None or look == missed else (missed, look)
 
 
 def unread_look(results: Sequence[Result]) -> str | None:
     """The README or manifest the listings among `results` show that no command read yet,
     the likeliest first."""
     listed = _listed(results)
-    read = " ".join(result.command for result in results)
-    for name in LOOKED_AT:
-        if name in listed and not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w])", read):
-            return name
-    return None
+    return next((name for name in LOOKED_AT if name in listed and not _read(name, results)), None)
+
+
+def _unread_named(task: str, results: Sequence[Result]) -> str | None:
+    """A file the task names as one to read (not to write) that no command read yet."""
+    named = [m.group(1) for m in re.finditer(FILE_NAME, task)]
+    written = set(files_to_write(task))
+    return next((n for n in named if n not in written and not _read(n, results)), None)
+
+
+def _read(name: str, results: Sequence[Result]) -> bool:
+    """Whether a command that succeeded named the file."""
+    pattern = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w])")
+    return any(result.ok and pattern.search(result.command) for result in results)
 
 
 def _missed(results: Sequence[Result]) -> str | None:
-    """A README or manifest a command looked for and did not find."""
+    """A file a command looked for and did not find (as the command named it)."""
     for result in results:
         if result.ok or not _MISSING.search(result.stderr):
             continue
-        for name in LOOKED_AT:
-            if name in result.command and name in result.stderr:
+        for word in result.command.split():
+            name = word.strip("'\"")
+            if "." in name and name in result.stderr:
                 return name
     return None
 

@@ -154,13 +154,9 @@ def unwritten_file_notice(missing: str, instead: str | None) -> str:
 
 
 def missing_look_notice(missing: str, look: str) -> str:
-    """Sent after a first look that did not find `missing`, when a listing shows `look`, the
-    file that says what the project is and uses (`logos.protocol.first_look`)."""
-    return (
-        f"There is no {missing} here, but the listing shows {look}, which says what the "
-        f"project is and what it uses. Read it next, in a block such as "
-        f"<cmd>head -n 40 {look}</cmd>"
-    )
+    """Sent after a look that did not find `missing`, when the task names `look` or a
+    listing shows it, the file that holds what was looked for (`logos.protocol.first_look`)."""
+    return f"There is no {missing} here. Read {look} instead: <cmd>head -n 40 {look}</cmd>"
 
 
 def read_instead_notice(named: str, look: str) -> str:

@@ -6,15 +6,16 @@ paragraph showing the command that would write the file, and the file was never 
 task that names a file to create or write is done when a command wrote it; an answer before
 that is not the end (`logos.agent.checks.task_files`).
 
-A file is named with its extension (`count.txt`), after "create a file (named)" or after a
-verb that writes (write, save, put, store, copy, move, rename) and the last "to", "in",
-"into" or "as" of its sentence. Written: a command that succeeded names it (a command that
+A file is named with its extension (`count.txt`), after "create a file (named)", after a
+verb that writes (write, save, put, store) and the last "to", "in", "into" or "as" of its
+sentence, or after a verb that copies (copy, move, rename) and its last "to", "into" or
+"as". Written: a command that succeeded names it (a command that
 only reads it counts too: a file the task reads is not one to write).
 
 Told to write the file, the same model ran its commands again unchanged; handed the command,
 it runs it. So the file is offered written from what the run's last command that worked a
 value out printed (`wc -w essay.txt` → `wc -w < essay.txt > count.txt`), never from a
-command that only lists or shows files.
+command that only lists or shows files, nor for a file the task asks to be a copy.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from collections.abc import Sequence
 from logos.protocol.pitfalls import rewritten
 from logos.result import Result
 
-_FILE = r"([\w./-]*\w\.[A-Za-z0-9]{1,8})(?![\w/-]|\.\w)"
+FILE_NAME = r"([\w./-]*\w\.[A-Za-z0-9]{1,8})(?![\w/-]|\.\w)"
+"""A file's name as a task writes it: with its extension; a full stop after it ends the
+sentence."""
+_FILE = FILE_NAME
 _CREATED = re.compile(
     rf"\b(?:create|make)\s+(?:a|an|the)\s+(?:new\s+|empty\s+)?file\s+(?:named\s+|called\s+)?{_FILE}",
     re.IGNORECASE,
@@ -34,15 +38,23 @@ _ONLY_SHOWS = re.compile(r"\s*(?:ls|find|tree|du|cat|head|tail|nl|less|more|echo
 """A command whose output lists or repeats what is there, not a value worked out of it."""
 _WRITES = re.compile(r">|\btee\b")
 _WRITTEN = re.compile(
-    rf"\b(?:write|save|put|store|copy|move|rename)\b[^?!\n]*\b(?:to|in|into|as)\s+{_FILE}",
-    re.IGNORECASE,
+    rf"\b(?:write|save|put|store)\b[^?!\n]*\b(?:to|in|into|as)\s+{_FILE}", re.IGNORECASE
 )
+_COPIED = re.compile(rf"\b(?:copy|move|rename)\b[^?!\n]*\b(?:to|into|as)\s+{_FILE}", re.IGNORECASE)
 
 
 def files_to_write(task: str) -> list[str]:
-    """The files `task` asks to be created or written, in the order it names them."""
-    found = [m.group(1) for pattern in (_CREATED, _WRITTEN) for m in pattern.finditer(task)]
+    """The files `task` asks to be created, written, copied or moved to, in the order it
+    names them."""
+    patterns = (_CREATED, _WRITTEN, _COPIED)
+    found = [m.group(1) for pattern in patterns for m in pattern.finditer(task)]
     return list(dict.fromkeys(found))
+
+
+def holds_output(name: str, task: str) -> bool:
+    """Whether `task` asks `name` to hold something worked out (created or written), not a
+    copy of another file."""
+    return any(m.group(1) == name for p in (_CREATED, _WRITTEN) for m in p.finditer(task))
 
 
 def unwritten(task: str, results: Sequence[Result]) -> list[str]:
@@ -55,10 +67,13 @@ def unwritten(task: str, results: Sequence[Result]) -> list[str]:
     ]
 
 
-def offered_write(name: str, results: Sequence[Result]) -> str | None:
+def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None:
     """The command that writes into `name` what the run's last command that worked a value
     out printed: that command, its output redirected into the file, as the pitfall rules
-    would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out."""
+    would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out, or
+    the task asks for a copy of a file (a command's output is not one)."""
+    if not holds_output(name, task):
+        return None
     for result in reversed(results):
         command = result.command.strip()
         if not (result.ok and result.stdout.strip()) or "\n" in command:

@@ -40,3 +40,18 @@ def test_a_readme_comes_before_a_manifest_and_a_long_listing_counts() -> None:
 def test_only_a_listing_shows_a_file() -> None:
     mention = Result(command="head -n 40 notes.md", stdout="edit package.json first\n", exit_code=0)
     assert unread_look([mention, NO_README]) is None
+
+
+def test_a_file_the_task_names_comes_first_and_one_it_asks_to_write_is_not_read() -> None:
+    """The default model, asked for the first line of readme.txt, looked in README.md."""
+    task = "What is the first line of readme.txt?"
+    assert next_look([NO_README], task) == ("README.md", "readme.txt")
+    to_write = "Count the lines of notes.txt and write that number to count.txt."
+    missing = Result(
+        command="head -n 40 notes.md",
+        stderr="head: cannot open 'notes.md' for reading: No such file or directory\n",
+        exit_code=1,
+    )
+    assert next_look([missing], to_write) == ("notes.md", "notes.txt")
+    read = Result(command="wc -l notes.txt", stdout="17 notes.txt\n", exit_code=0)
+    assert next_look([missing, read], to_write) is None

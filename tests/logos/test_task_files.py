@@ -44,9 +44,13 @@ def test_the_file_is_offered_written_from_the_last_command_that_worked_a_value_o
     counted = Result(command="wc -w essay.txt", stdout="4 essay.txt\n", exit_code=0)
     listed = Result(command="ls", stdout="essay.txt\n", exit_code=0)
     # wc's own pitfall rewrites it to write the count alone.
-    assert offered_write("count.txt", [read, counted, listed]) == "wc -w < essay.txt > count.txt"
+    task = "Create a file count.txt that contains the number of words in essay.txt."
+    assert offered_write("count.txt", task, [read, counted, listed]) == (
+        "wc -w < essay.txt > count.txt"
+    )
     sorted_ = Result(command="sort names.txt", stdout="ada\nbob\n", exit_code=0)
-    assert offered_write("sorted.txt", [sorted_]) == "sort names.txt > sorted.txt"
+    sort = "Sort names.txt and save them to sorted.txt."
+    assert offered_write("sorted.txt", sort, [sorted_]) == "sort names.txt > sorted.txt"
 
 
 def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> None:
@@ -56,4 +60,7 @@ def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> N
         Result(command="wc -w essay.txt > other.txt", exit_code=0),
         Result(command="wc -w missing.txt", stderr="no such file\n", exit_code=1),
     ]
-    assert offered_write("count.txt", shown) is None
+    assert offered_write("count.txt", "Write the word count to count.txt.", shown) is None
+    found = Result(command="grep -rl format_price src", stdout="src/money.py\n", exit_code=0)
+    copy = "Find the file that defines format_price and copy it to price_backup.py."
+    assert offered_write("price_backup.py", copy, [found]) is None

@@ -1,7 +1,8 @@
-"""A first look that failed for a README or manifest that is not there, while a listing
-shows the one to read (`logos.protocol.first_look`): the model is handed the command that
-reads it, and the next turn must act. Measured with the default 0.5B model on a repository
-with no README: it answered from the listing alone, inventing the framework."""
+"""A look that failed for a file that is not there, while the task names the file to read
+or a listing shows a README or manifest (`logos.protocol.first_look`): the model is handed
+the command that reads it, and the next turn must act. Measured with the default 0.5B
+model on a repository with no README: it answered from the listing alone, inventing the
+framework."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class FirstLook:
     async def check(self, reply: Reply, run: RunState) -> str | None:
         if not reply.results:
             return None
-        look = next_look(run.results)
+        look = next_look(run.results, run.task)
         if look is None or look[0] in self.missed:
             return None
         self.missed.add(look[0])

@@ -22,4 +22,4 @@ class TaskFiles:
         self.told = True
         run.acted = run.answer_due = False
         name = missing[0]
-        raise AskAgain(unwritten_file_notice(name, offered_write(name, run.results)))
+        raise AskAgain(unwritten_file_notice(name, offered_write(name, run.task, run.results)))
