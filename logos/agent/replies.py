@@ -89,22 +89,24 @@ class ReplyPolicy:
             )
 
     def checks(self, max_hallucinations: int) -> list[ReplyCheck]:
-        """This policy's checks, fresh for one run, in the order they read a reply."""
-        small = self.plain_answers
-        return [
+        """This policy's checks, fresh for one run, in the order they read a reply: those
+        of every reply, then those of an answer. Plain answers bring the checks that hold a
+        small model's reply to the task and the outputs."""
+        replies: list[ReplyCheck] = [
             Interruptions(),
             Cuts(),
             FakeActions(max_hallucinations),
             RepeatedReplies(forced=self.grammars is not None),
-            *([FirstLook()] if small else []),
-            EmptyAnswers(),
-            RunningJobs(),
-            *([TaskFiles()] if small else []),
-            *([PlainAnswers()] if small else []),
-            *([CheckBack()] if self.check_back else []),
-            *([GroundedFacts()] if small else []),
-            *([AnswerForms()] if small else []),
         ]
+        answers: list[ReplyCheck] = [EmptyAnswers(), RunningJobs()]
+        if self.plain_answers:
+            replies.append(FirstLook())
+            answers += [TaskFiles(), PlainAnswers()]
+        if self.check_back:
+            answers.append(CheckBack())
+        if self.plain_answers:
+            answers += [GroundedFacts(), AnswerForms()]
+        return [*replies, *answers]
 
 
 SMALL_MODEL = ReplyPolicy(

@@ -31,7 +31,7 @@ FormKind = Literal["number", "name", "sentences", "bullets"]
 
 _COUNTS = {"one": 1, "a": 1, "a single": 1, "single": 1, "two": 2, "three": 3, "four": 4}
 _COUNT = r"(one|a single|a|single|two|three|four|[1-9])"
-_NUMBER_WORDS = r"(?:number|count|total|sum|integer|figure|value|result)"
+_NUMBER_WORDS = r"(?:number|count|total|sum|integer|figure)"
 _NAME_WORDS = r"(?:file\s*name|filename|name|word|path|extension|user(?:\s*name)?)"
 _ASKED: tuple[tuple[FormKind, re.Pattern[str]], ...] = (
     (

@@ -26,6 +26,7 @@ NUMBER, NAME = AnswerForm("number"), AnswerForm("name")
         ("How many lines does notes.txt have?", None),
         ("Count the words in story.txt and save that number in words.txt.", None),
         ("Which of the two sentences in a.txt is longer?", None),
+        ("What does uname print? Answer with just the result.", None),
     ],
 )
 def test_the_form_is_read_from_the_task(task: str, form: AnswerForm | None) -> None:

@@ -50,8 +50,8 @@ class RunState:
     ran_commands: bool
     """Some reply of the conversation, its history included, held a block."""
     acted: bool
-    """The last reply that ran commands had one succeed (or go on as a job) into no known
-    trap (`logos.protocol.pitfalls`)."""
+    """The last reply that ran commands had one succeed (or go on as a job), and none fell
+    into a known trap (`logos.protocol.pitfalls`); a check may hold the next turn to acting."""
     answer_due: bool = False
     """The next turn must be an answer: held to one by the answer grammar and, with plain
     answers, asked from the outputs."""
