@@ -18,10 +18,12 @@ was asked. Measured with the default model, greedy:
   the search (`"main"`) where, alone, it copied the example's (`"high_tide"`).
 
 On a repository with no README, it ran `head -n 40 README.md`, which failed, and answered
-from the listing alone ("JavaScript with React" for an Express project): so the first
-general example has no README, and its first look reads the manifest (`pyproject.toml`);
-the loop hands over the manifest a listing shows when a look misses its file
-(`logos.protocol.first_look`).
+from the listing alone ("JavaScript with React" for an Express project): so the example of
+how to run the tests has no README, and its first look reads the manifest
+(`pyproject.toml`); the loop hands over the README or manifest a listing shows when a look
+misses its file (`logos.protocol.first_look`). Not a general example: shown a general first
+look that read `pyproject.toml`, the model read `head -n 40 notes.txt` where it had counted
+the lines with `wc -l`.
 
 Every example lives in one made-up project (a tide-table tool for a harbour), unlike any real
 one, so that an answer copying its facts is plainly wrong; every command it shows reads and
@@ -116,18 +118,9 @@ README = _look("head -n 40 README.md", README_START)
 
 LANGUAGE = WorkedExample(
     task="Which language is this project written in?",
-    looks=(
-        _look("ls", "pyproject.toml\ntides/\n"),
-        _look(
-            "head -n 40 pyproject.toml",
-            '[project]\nname = "tides"\ndescription = "Times of high and low tide for a '
-            'harbour"\nrequires-python = ">=3.10"\n',
-        ),
-    ),
-    answer="Python: there is no README, and pyproject.toml says the tides project needs "
-    "Python 3.10.",
+    looks=(LISTING, README),
+    answer="Python: the directory holds setup.py, and README.md says so.",
 )
-"""With no README, the first look reads the manifest the listing shows."""
 WHAT_IT_IS = WorkedExample(
     task="What is this repository?",
     looks=(LISTING, README),
@@ -169,17 +162,22 @@ LAST_CHANGE = WorkedExample(
 HOW_TO = WorkedExample(
     task="How do I run the tests of this project?",
     looks=(
-        LISTING,
-        _look("head -n 40 README.md", f"{README_START}\n## Tests\n\n    tox -e tides\n"),
+        _look("ls", "pyproject.toml\ntides/\n"),
+        _look(
+            "head -n 40 pyproject.toml",
+            '[project]\nname = "tides"\nrequires-python = ">=3.10"\n\n[tool.tox]\n'
+            'env_list = ["tides"]\n',
+        ),
     ),
-    answer="Run tox -e tides: README.md says so under Tests.",
+    answer="Run tox -e tides: there is no README, and pyproject.toml sets up tox.",
     cues=(
         r"\btests?\b",
         r"\bhow (do|can|should) (i|we|you) (run|build|install|start)\b",
         r"\bhow to (run|build|install|start)\b",
     ),
 )
-"""Read how the project says to do it; do not run anything to find out."""
+"""Read how the project says to do it, in the manifest when there is no README; do not run
+anything to find out."""
 
 SMALL_MODEL_EXAMPLES = WorkedExamples(
     general=(LANGUAGE, WHAT_IT_IS), kinds=(DEFINITION, LAST_CHANGE, HOW_TO)

@@ -105,3 +105,16 @@ def test_only_the_last_commit_example_is_shown_when_answering() -> None:
     assert SMALL_MODEL_EXAMPLES.answering_turns("what changed last?") == (view, answer)
     for task in ("what does this do?", "where is main defined?", "how do I run the tests?"):
         assert SMALL_MODEL_EXAMPLES.answering_turns(task) == ()
+
+
+def test_the_example_with_no_readme_reads_the_manifest_and_is_shown_only_for_its_kind() -> None:
+    """A how-to question sees a first look that reads the manifest a README-less listing
+    shows; the general examples read the README, so that a task about a file (`wc -l
+    notes.txt`) is not steered to read that file's head instead."""
+    listing, manifest = HOW_TO.looks
+    assert listing.command == "ls" and "README" not in listing.stdout
+    assert manifest.command == "head -n 40 pyproject.toml" and "pyproject.toml" in listing.stdout
+    assert "pyproject.toml" in HOW_TO.answer
+    for example in GENERAL:
+        assert [look.command for look in example.looks] == ["ls", "head -n 40 README.md"]
+    assert HOW_TO not in SMALL_MODEL_EXAMPLES.for_task("How many lines are in notes.txt?")
