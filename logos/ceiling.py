@@ -203,6 +203,8 @@ def os_reason(exc: OSError) -> str:
         return "it (or a directory on its way) is no directory"
     if exc.errno == errno.ELOOP:
         return "it is (or became) a symlink, or a symlink loop"
+    if exc.errno == errno.EINVAL:  # a symlink gone between its lstat and its readlink
+        return "it changed while it was looked at (renamed, or swapped with a symlink)"
     if exc.errno == errno.EACCES:
         return "it may not be looked up"
     return exc.strerror or str(exc)
