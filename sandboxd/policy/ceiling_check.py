@@ -37,7 +37,12 @@ def mounted_refusal(
     path: str, identity: FileIdentity, *, read_only: bool, ceiling: PathCeiling
 ) -> str | None:
     """`ceiling_refusal` of a mount once the container made it: `path` pinned again, which must
-    still be the file or directory it mounted (PathChangedError otherwise)."""
+    still be the file or directory it mounted (PathChangedError otherwise).
+
+    WHY pinned again rather than the policy's descriptor: a warm pool starts sandboxes for a
+    spec long after its request let its descriptors go. The identity compared first makes the
+    walk start from the very directory mounted (a directory has one parent), and a name that
+    leads elsewhere by now is a refusal to retry, never a pass."""
     pinned = pin(path)
     try:
         if pinned.identity != identity:
