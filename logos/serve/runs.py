@@ -294,7 +294,6 @@ class Runs:
                     'e.g. [{"path": "/home/me/project", "read_only": false}]',
                 )
             paths = tuple(AllowedPath(p.path, p.read_only) for p in runner.allowed_paths)
-            self._check_ceiling(paths)
         hosts: tuple[str, ...] = ()
         if runner.kind == "sandbox":
             hosts = tuple(runner.allowed_hosts) or self._setup.template.exec_options.allowed_hosts
@@ -304,6 +303,7 @@ class Runs:
                     "runner.allowed_hosts limits a sandbox without network to those hosts, and "
                     "runner.network opens every host: send one or the other",
                 )
+            self._check_ceiling(paths)  # WHY last: a malformed request is told so first
         try:
             # WHY the template's path_ceiling kept: the server's own paths, pinned when it
             # started, are every run's ceiling: the sandbox holds each mount to them.
