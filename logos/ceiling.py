@@ -51,7 +51,7 @@ class PathAccess(Protocol):
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class CeilingRoot:
-    """A directory granted to a caller, as it was when it was granted."""
+    """A directory (or a file) granted to a caller, as it was when it was granted."""
 
     path: str
     """Resolved when it was granted; for messages (the identity is what decides)."""
