@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from logos.ceiling import CeilingError, PathCeiling
+from logos.ceiling import CeilingError, PathCeiling, os_reason
 from sandboxd.policy.ceiling_check import ceiling_refusal
 from sandboxd.policy.env import filter_env
 from sandboxd.policy.errors import PolicyError
@@ -480,10 +480,6 @@ def _shown(raw: str, resolved: Path) -> str:
 
 
 def _os_reason(exc: OSError) -> str:
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return "it does not exist"
-    if exc.errno == errno.ELOOP:
-        return "it is a symlink loop"
     if exc.errno == errno.EACCES:
         return "the daemon is not permitted to look it up"
-    return exc.strerror or str(exc)
+    return os_reason(exc)
