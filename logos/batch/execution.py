@@ -29,6 +29,7 @@ from logos.batch.sandbox_slots import WaitWhenFull
 from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.batch.workspace import WorkspaceError, make_workspace, remove_workspace
+from logos.ceiling import CeilingError, ceiling_of
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
@@ -171,10 +172,19 @@ async def _phases(
     if made is _CANCELED:
         outcome.status = "canceled"
         return
+    allowed = (AllowedPath(path=str(workspace), read_only=False),)
+    try:
+        # WHY pinned once made: the workspace is the task's ceiling, so a sandbox never mounts
+        # what its name leads to after a swap (logos.ceiling).
+        ceiling = ceiling_of(allowed)
+    except CeilingError as exc:
+        outcome.error = f"workspace: {exc}"
+        return
     options = ExecOptions(
-        allowed_paths=(AllowedPath(path=str(workspace), read_only=False),),
+        allowed_paths=allowed,
         allowed_hosts=() if settings.sandbox is None else settings.sandbox.settings.allowed_hosts,
         timeout_s=settings.timeout_s,
+        path_ceiling=ceiling,
     )
     try:
         opened = await _unless_canceled(

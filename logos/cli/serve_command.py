@@ -8,6 +8,7 @@ says how to install it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from logos.agent.config import Config
+from logos.ceiling import CeilingError, ceiling_of
 from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.model import local_gguf, open_model
@@ -108,6 +110,13 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
     rules = resolve.approval_rules(flags, settings)
     replies = resolve.replies(flags, settings, choice)
     limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
+    options = resolve.exec_options(flags, settings, os.getcwd())
+    try:
+        # WHY pinned now: the server's own paths are every served run's ceiling (the sandbox
+        # holds each mount to them, however a path was swapped since).
+        options = dataclasses.replace(options, path_ceiling=ceiling_of(options.allowed_paths))
+    except CeilingError as exc:
+        raise CliError(str(exc)) from None
     state = serve_dir(environ)
     try:
         token, created = load_or_create_token(state / "token")
@@ -142,7 +151,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         template = Config(
             provider=model.provider,
             model=model.model,
-            exec_options=resolve.exec_options(flags, settings, os.getcwd()),
+            exec_options=options,
             loop_commands=memory_commands(memory),
         )
         template = replies.apply(limits.applied_to(template))

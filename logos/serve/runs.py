@@ -32,6 +32,7 @@ from logos.approvals.approval import (
 )
 from logos.approvals.audit import AuditLog
 from logos.approvals.rules import Verdicts, approver_for
+from logos.ceiling import early_refusal
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
@@ -302,7 +303,10 @@ class Runs:
                     "runner.allowed_hosts limits a sandbox without network to those hosts, and "
                     "runner.network opens every host: send one or the other",
                 )
+            self._check_ceiling(paths)  # WHY last: a malformed request is told so first
         try:
+            # WHY the template's path_ceiling kept: the server's own paths, pinned when it
+            # started, are every run's ceiling: the sandbox holds each mount to them.
             return dataclasses.replace(
                 self._setup.template.exec_options,
                 allowed_paths=paths,
@@ -311,6 +315,17 @@ class Runs:
             )
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
+
+    def _check_ceiling(self, paths: tuple[AllowedPath, ...]) -> None:
+        """A 403 for a sandbox path outside the server's own paths as it is now: early and
+        friendly, while the sandbox decides when it mounts it."""
+        ceiling = self._setup.template.exec_options.path_ceiling
+        if ceiling is None:
+            return
+        for path in paths:
+            refused = early_refusal(path.path, read_only=path.read_only, ceiling=ceiling)
+            if refused is not None:
+                raise ApiError(403, refused)
 
     def _narrowed(self, limits: LimitsRequest) -> Config:
         template = self._setup.template

@@ -81,7 +81,10 @@ class SandboxRunner(AsyncCloseable):
     daemon's config must allow it; they could then reach host sockets under the allowed
     paths). `close_session`: remove the session's containers on `aclose()`.
 
-    Only `options.env` is sent: the sandbox never inherits the caller's environment. Jobs
+    `options.path_ceiling` is sent with every run, start and fork: the daemon holds each
+    mount to it where it mounts it (a refusal is the command's error, 403
+    path_outside_ceiling). Only `options.env` is sent: the sandbox never inherits the
+    caller's environment. Jobs
     end with the session (on `aclose()` when it closes it); the daemon caps how many a caller
     keeps (its answer to one more is the command's error).
     """
@@ -375,6 +378,7 @@ class SandboxRunner(AsyncCloseable):
 
     def _start_request(self, options: ExecOptions) -> wire.StartRequest:
         """Where commands run with `options` go: the fields a run and a start share."""
+        ceiling = options.path_ceiling
         return wire.StartRequest(
             env=dict(options.env),
             allowed_paths=tuple(
@@ -386,6 +390,14 @@ class SandboxRunner(AsyncCloseable):
             allowed_hosts=options.allowed_hosts,
             unix_sockets=self.unix_sockets,
             image=self.image,
+            path_ceiling=None
+            if ceiling is None
+            else tuple(
+                wire.CeilingRootSpec(
+                    path=r.path, read_only=r.read_only, device=r.device, inode=r.inode
+                )
+                for r in ceiling
+            ),
         )
 
     async def _post_to_session(self, action: str, body: str) -> httpx.Response:

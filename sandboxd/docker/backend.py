@@ -84,6 +84,7 @@ from sandboxd.docker.step_clock import StepClock, describe_steps
 from sandboxd.docker.supervisor_client import (
     ChannelFifos,
     ChannelLost,
+    MountSeen,
     RunMessage,
     SupervisorChannel,
     SupervisorHello,
@@ -589,7 +590,7 @@ class DockerBackend(AsyncCloseable):
                 fifos = None  # the channel owns them now
                 clock.lap("handshake")
                 try:
-                    check_mounts(spec.mounts, hello.mounts)
+                    await _checked_mounts(spec, hello.mounts)
                     _check_unix_sockets(spec, hello.unix_sockets)
                     _check_egress(spec, hello.egress)
                 except BackendError:
@@ -604,7 +605,7 @@ class DockerBackend(AsyncCloseable):
                         paths=[mount.path for mount in spec.mounts],
                     )
                 )
-                check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
+                await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
                 clock.lap("mount_report")
             if self._sessions.closing:  # aclose() ran while this container started
                 if channel is not None:
@@ -971,6 +972,13 @@ class _NoPython:
 
 
 _NO_PYTHON = _NoPython()
+
+
+async def _checked_mounts(spec: SandboxSpec, seen: Sequence[MountSeen]) -> None:
+    """check_mounts on a thread: with a ceiling it walks the host's directories, and a hung
+    file system must not stall the event loop."""
+    check = functools.partial(check_mounts, spec.mounts, seen, ceiling=spec.path_ceiling)
+    await anyio.to_thread.run_sync(check)
 
 
 def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:

@@ -5,6 +5,12 @@ The person who launches the server decides which host paths, hosts, image, envir
 limits its sandboxes get; a client (an editor's agent) can only narrow them per call: a
 sub-directory of an allowed path, read-only instead of read-write, fewer hosts, a shorter
 timeout. Anything wider is refused with the reason, before the daemon is asked.
+
+WHY the daemon is asked to hold each call to the launch's paths too: a path is a name, and
+another sandbox of the launch (read-write on a launch path) can swap a directory in it for a
+symlink to anywhere between this check and the daemon's mount. So the launch pins its paths
+when it starts (logos.ceiling) and sends them, as each call's ceiling, with every call: the
+daemon decides on what it mounts; the check here only makes the refusal early and friendly.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from logos.ceiling import PathCeiling, ceiling_of, early_refusal, os_reason
 from logos.options import DEFAULT_MAX_OUTPUT_BYTES, AllowedPath, ExecOptions
 
 MAX_COMMAND_BYTES = 64 * 1024
@@ -53,6 +60,8 @@ class McpLaunch:
     """Forks one client may hold at once."""
     max_concurrent_calls: int = 8
     """Calls of one client that run at the same time; more wait their turn."""
+    path_ceiling: PathCeiling = field(init=False)
+    """`allowed_paths`, pinned when the launch is made: every call's ceiling."""
 
     def __post_init__(self) -> None:
         for name in ("default_timeout_s", "max_timeout_s"):
@@ -67,6 +76,7 @@ class McpLaunch:
         if self.max_forks < 0 or self.max_concurrent_calls < 1:
             raise ValueError("max_forks must be >= 0 and max_concurrent_calls >= 1")
         ExecOptions(env=self.env, allowed_hosts=self.allowed_hosts)  # the same checks as a run's
+        object.__setattr__(self, "path_ceiling", ceiling_of(self.allowed_paths))
 
 
 @dataclass(frozen=True)
@@ -109,30 +119,24 @@ def narrowed_options(
             max_output_bytes=launch.max_output_bytes,
             inherit_env=False,
             background_after_s=launch.background_after_s if background else None,
+            path_ceiling=launch.path_ceiling,
         )
     except ValueError as exc:
         raise NarrowingError(str(exc)) from None
 
 
 def _narrowed_paths(launch: McpLaunch, asked: Sequence[PathAsk]) -> tuple[AllowedPath, ...]:
+    """The paths asked for, as asked (the daemon resolves them where it mounts them), once
+    the launch's ceiling admits each as it is now."""
     narrowed = []
     for ask in asked:
         if not ask.path or "\0" in ask.path or not os.path.isabs(ask.path):
             raise NarrowingError(f"path {ask.path!r} must be an absolute host path")
-        real = os.path.realpath(ask.path)
-        home = next((p for p in launch.allowed_paths if _within(real, p.path)), None)
-        if home is None:
-            allowed = ", ".join(p.path for p in launch.allowed_paths) or "none"
-            raise NarrowingError(
-                f"path {ask.path} is not one the server was launched with, nor under one "
-                f"(allowed: {allowed}); a client can narrow the paths, never widen them"
-            )
-        if ask.writable and home.read_only:
-            raise NarrowingError(
-                f"path {ask.path} is read-only at launch ({home.path}): a client cannot make it "
-                "writable; ask for it without writable"
-            )
-        narrowed.append(AllowedPath(path=real, read_only=not ask.writable))
+        read_only = not ask.writable
+        refused = early_refusal(ask.path, read_only=read_only, ceiling=launch.path_ceiling)
+        if refused is not None:
+            raise NarrowingError(refused)
+        narrowed.append(AllowedPath(path=ask.path, read_only=read_only))
     return tuple(narrowed)
 
 
@@ -170,8 +174,17 @@ def _checked_env(launch: McpLaunch, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _checked_workdir(workdir: str, allowed: Sequence[AllowedPath]) -> str:
-    real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
-    if not any(_within(real, p.path) for p in allowed):
+    try:
+        real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
+        inside = any(_within(real, os.path.realpath(p.path)) for p in allowed)
+    except OSError as exc:
+        # WHY caught: a name being swapped can fail even a lenient realpath (a symlink
+        # gone between its lstat and its readlink).
+        raise NarrowingError(
+            f"workdir {workdir!r} cannot be looked at ({os_reason(exc)}): retry once nothing "
+            "renames it or its parent directories"
+        ) from None
+    if not inside:
         raise NarrowingError(
             f"workdir {workdir!r} must be an absolute path inside one of the call's paths "
             f"({', '.join(p.path for p in allowed) or 'none'})"
@@ -180,5 +193,4 @@ def _checked_workdir(workdir: str, allowed: Sequence[AllowedPath]) -> str:
 
 
 def _within(path: str, root: str) -> bool:
-    root = os.path.realpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")

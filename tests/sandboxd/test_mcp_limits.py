@@ -3,6 +3,8 @@ functions; the same refusals through a real client are in tests/security/test_mc
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,23 @@ def test_a_launch_with_the_network_on_takes_no_host_list() -> None:
 def test_a_bad_launch_is_explained(launch: dict[str, object], expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
         McpLaunch(**launch)  # type: ignore[arg-type]
+
+
+def test_a_launch_pins_its_paths_and_every_call_is_held_to_them(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "sub" / "to-out").symlink_to(tmp_path / "out")
+    launch = McpLaunch(allowed_paths=(AllowedPath(str(tmp_path / "sub"), read_only=False),))
+    real = os.stat(tmp_path / "sub")
+    assert [(r.path, r.device, r.inode) for r in launch.path_ceiling] == [
+        (str(tmp_path / "sub"), real.st_dev, real.st_ino)
+    ]
+    assert ask(launch).path_ceiling == launch.path_ceiling
+    asked = ask(launch, paths=[PathAsk(str(tmp_path / "sub"), writable=True)])
+    assert asked.path_ceiling == launch.path_ceiling
+    out = str(tmp_path / "sub" / "to-out")
+    refused = re.escape(f"refused {out} (resolves to {tmp_path / 'out'}): it is outside")
+    with pytest.raises(NarrowingError, match=refused):
+        ask(launch, paths=[PathAsk(out)])
+    with pytest.raises(ValueError, match="cannot be pinned: it does not exist"):
+        McpLaunch(allowed_paths=(AllowedPath(str(tmp_path / "missing")),))

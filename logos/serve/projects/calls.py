@@ -16,6 +16,7 @@ from logos.agent.config import Config
 from logos.agent.steps import StepMessage
 from logos.approvals.approval import ApprovalDecision, ApprovalRunner, Approver
 from logos.approvals.audit import AuditLog
+from logos.ceiling import PathCeiling
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.envelope import command_preview
 from logos.providers.base import Usage
@@ -42,6 +43,8 @@ from logos.serve.setup import RunnerChoice, ServerSetup
 class CallPlan:
     project_id: str
     agent: AgentRecord
+    ceiling: PathCeiling
+    """The roots the agent's sandbox is held to (permissions.agent_ceiling)."""
     message_id: str
     prompt: str
     allowance: Allowance
@@ -66,12 +69,15 @@ def runner_choice(agent: AgentRecord) -> RunnerChoice:
     )
 
 
-def exec_options(setup: ServerSetup, agent: AgentRecord) -> ExecOptions:
+def exec_options(setup: ServerSetup, agent: AgentRecord, ceiling: PathCeiling) -> ExecOptions:
     paths = tuple(AllowedPath(p.path, p.read_only) for p in agent.allowed_paths)
     if agent.runner_kind == "local":
         paths = paths[:1]  # WHY: a local command reaches the machine; the first is its cwd
     return dataclasses.replace(
-        setup.template.exec_options, allowed_paths=paths, allowed_hosts=tuple(agent.allowed_hosts)
+        setup.template.exec_options,
+        allowed_paths=paths,
+        allowed_hosts=tuple(agent.allowed_hosts),
+        path_ceiling=ceiling,
     )
 
 
@@ -174,7 +180,7 @@ async def call_agent(
     ValueError when its runner cannot open."""
     agent = plan.agent
     choice = runner_choice(agent)
-    options = exec_options(setup, agent)
+    options = exec_options(setup, agent, plan.ceiling)
     workdir = options.resolved_workdir() or setup.workdir
     path = plan.session_path
     continued: Trajectory | None = load_trajectory(path) if path.exists() else None

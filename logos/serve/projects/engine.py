@@ -51,6 +51,7 @@ from logos.serve.projects.events import (
     TurnState,
 )
 from logos.serve.projects.guards import TurnGuard
+from logos.serve.projects.permissions import agent_ceiling
 from logos.serve.projects.routing import Decision, route_handoff, route_user_message
 from logos.serve.projects.store import ProjectStore
 from logos.serve.projects.wire import (
@@ -410,6 +411,7 @@ class Project:
         plan = CallPlan(
             project_id=record.id,
             agent=agent,
+            ceiling=agent_ceiling(record.allowed_paths, agent),
             message_id=reply_id,
             prompt="\n\n".join(parts),
             allowance=allowance,

@@ -1,6 +1,8 @@
 """A worker never exceeds its project: an agent's allowed paths and hosts must lie within
 the project's, unless the person grants more explicitly. Paths are resolved (symlinks,
-`..`) before they are compared. Pure, but for resolving paths."""
+`..`) before they are compared, and pinned when granted: an agent's sandbox is held to the
+roots it was granted, as they were then (its ceiling, logos.ceiling), so a path swapped for
+a symlink later leads nowhere new. Pure, but for resolving and pinning paths."""
 
 from __future__ import annotations
 
@@ -8,11 +10,27 @@ import fnmatch
 import os
 from collections.abc import Sequence
 
-from logos.serve.projects.wire import SavedPath
+from logos.ceiling import CeilingRoot, PathCeiling, pin_root
+from logos.serve.projects.wire import AgentRecord, SavedPath
 
 
-def resolved(path: str) -> str:
-    return os.path.realpath(os.path.expanduser(path))
+def pinned(path: str, read_only: bool) -> SavedPath:
+    """`path` (`~` expanded) granted now: resolved and pinned. Raises CeilingError (a
+    ValueError that says why) when it cannot be."""
+    root = pin_root(os.path.expanduser(path), read_only=read_only)
+    return SavedPath(path=root.path, read_only=read_only, device=root.device, inode=root.inode)
+
+
+def agent_ceiling(project: Sequence[SavedPath], agent: AgentRecord) -> PathCeiling:
+    """The roots an agent's sandbox is held to: the project's paths, and its own when the
+    person granted it more, each as it was pinned when granted (a path that could not be
+    pinned is no root: it cannot be mounted anyway)."""
+    granted = [*project, *(agent.allowed_paths if agent.granted else ())]
+    return tuple(
+        CeilingRoot(p.path, p.read_only, p.device, p.inode)
+        for p in granted
+        if p.device is not None and p.inode is not None
+    )
 
 
 def _within(inner: str, outer: str) -> bool:

@@ -3,6 +3,7 @@ removed; each one's turns run by its `engine.Project`, in the server's task grou
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from anyio.abc import TaskGroup
@@ -10,6 +11,7 @@ from anyio.abc import TaskGroup
 from logos.approvals.approval import ApprovalDecision
 from logos.approvals.audit import AuditLog
 from logos.approvals.rules import Verdicts
+from logos.ceiling import CeilingError
 from logos.jsonl import utc_now
 from logos.serve.api import ApiError
 from logos.serve.approvals import Approvals, RuleBook
@@ -18,7 +20,7 @@ from logos.serve.projects.briefing import BriefingError, check_templates
 from logos.serve.projects.calls import runner_choice
 from logos.serve.projects.engine import LOGOS, USER, Project, Services, read_chat
 from logos.serve.projects.events import AgentChanged
-from logos.serve.projects.permissions import beyond_hosts, beyond_paths, resolved
+from logos.serve.projects.permissions import beyond_hosts, beyond_paths, pinned
 from logos.serve.projects.store import ProjectStore
 from logos.serve.projects.wire import (
     AgentRecord,
@@ -59,6 +61,8 @@ class Projects:
                 self.problems.append(f"{path}: {why}")
                 continue
             project = self._open(loaded)
+            if _pin_unpinned(loaded):
+                project.save()
             project.recover()
             group.start_soon(project.work)
 
@@ -99,14 +103,8 @@ class Projects:
             check_templates(request.briefings, request.name, request.goal)
         except BriefingError as exc:
             raise ApiError(422, str(exc)) from None
-        paths = [
-            SavedPath(path=resolved(p.path), read_only=p.read_only) for p in request.allowed_paths
-        ]
-        if not paths:
-            paths = [SavedPath(path=resolved(self.setup.workdir), read_only=False)]
-        for saved in paths:
-            if not os.path.isdir(saved.path):
-                raise ApiError(400, f"allowed path {saved.path!r} is no directory on this machine")
+        asked = [(p.path, p.read_only) for p in request.allowed_paths]
+        paths = _granted(asked or [(self.setup.workdir, False)])
         record = ProjectRecord(
             id=new_id(),
             name=request.name,
@@ -167,13 +165,8 @@ class Projects:
                 'allowed_hosts and network are for the sandbox (runner.kind "sandbox"): local '
                 "commands reach the whole machine",
             )
-        paths = [
-            SavedPath(path=resolved(p.path), read_only=p.read_only) for p in runner.allowed_paths
-        ]
+        paths = _granted([(p.path, p.read_only) for p in runner.allowed_paths])
         paths = paths or [p.model_copy() for p in record.allowed_paths]
-        for saved in paths:
-            if not os.path.isdir(saved.path):
-                raise ApiError(400, f"allowed path {saved.path!r} is no directory on this machine")
         hosts = list(runner.allowed_hosts) or (
             list(record.allowed_hosts) if runner.kind == "sandbox" else []
         )
@@ -315,3 +308,30 @@ class Projects:
         for project in self._projects.values():
             await project.done.wait()
             project.log.close()
+
+
+def _granted(asked: list[tuple[str, bool]]) -> list[SavedPath]:
+    """The directories asked for, each pinned now: what a project or an agent is granted."""
+    paths = []
+    for path, read_only in asked:
+        try:
+            saved = pinned(path, read_only)
+        except CeilingError as exc:
+            raise ApiError(400, str(exc)) from None
+        if not os.path.isdir(saved.path):
+            raise ApiError(400, f"allowed path {saved.path!r} is no directory on this machine")
+        paths.append(saved)
+    return paths
+
+
+def _pin_unpinned(record: ProjectRecord) -> bool:
+    """Pin the paths of a project saved before paths were pinned (as they are now: the best
+    that is left); whether any was. One that cannot be pinned stays no root."""
+    changed = False
+    for holder in (record.allowed_paths, *(agent.allowed_paths for agent in record.agents)):
+        for index, saved in enumerate(holder):
+            if saved.device is None or saved.inode is None:
+                with contextlib.suppress(CeilingError):
+                    holder[index] = pinned(saved.path, saved.read_only)
+                    changed = True
+    return changed

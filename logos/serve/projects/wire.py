@@ -144,8 +144,14 @@ class _Saved(BaseModel):
 
 
 class SavedPath(_Saved):
+    """A path granted to a project or an agent, pinned when it was granted (logos.ceiling):
+    its device and inode then, None in a project saved before paths were pinned (the server
+    pins those when it loads them)."""
+
     path: str
     read_only: bool
+    device: int | None = None
+    inode: int | None = None
 
 
 class Spend(_Saved):
