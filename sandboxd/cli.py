@@ -19,7 +19,13 @@ import httpx
 from logos.options import AllowedPath, ExecOptions, described_paths
 from logos.result import Result
 from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
-from sandboxd.client.connection import daemon_client, error_detail
+from sandboxd.client.connection import (
+    daemon_client,
+    error_detail,
+    not_running_message,
+    permission_denied,
+    permission_denied_message,
+)
 from sandboxd.client.connection import health as read_health
 from sandboxd.mcp.launch_file import LaunchFileError
 from sandboxd.paths import SocketPathError, resolve_socket_path
@@ -224,7 +230,7 @@ def _socket_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--socket",
         metavar="PATH",
-        help="the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
+        help="the daemon's socket (default: $SANDBOXD_SOCKET, /run/user/UID/sandboxd.sock, "
         "~/.sandboxd/daemon.sock)",
     )
 
@@ -499,9 +505,14 @@ def _daemon_client(socket_path: Path) -> httpx.Client:
 def _get(client: httpx.Client, socket_path: Path, path: str) -> httpx.Response:
     try:
         response = client.get(path)
+    except httpx.ConnectError as exc:
+        if permission_denied(exc):
+            raise CliError(permission_denied_message(socket_path)) from None
+        raise CliError(not_running_message(socket_path)) from None
     except httpx.TransportError as exc:
         raise CliError(
-            f"no daemon answers on {socket_path} ({exc}): start it with `sandboxd serve`"
+            f"sandboxd on {socket_path} did not answer ({exc}): check its log, and restart it "
+            "with `sandboxd serve` if it is stuck"
         ) from None
     if response.status_code not in (200, 503):
         raise CliError(_error_text(response))

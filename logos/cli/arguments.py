@@ -541,7 +541,7 @@ def _runner_options(
         dest="socket",
         metavar="ADDR",
         help="the sandbox daemon's address. sandboxd: its socket (default: $SANDBOXD_SOCKET, "
-        "$XDG_RUNTIME_DIR/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
+        "/run/user/UID/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
         "(starting with / or .), http://host:port or host:port (default: "
         "$TEMENOS_LISTEN_ADDR, $TEMENOS_SOCKET_PATH, ~/.temenos/daemon.sock)",
     )
