@@ -101,7 +101,8 @@ _ABOUT: dict[str, tuple[str, str]] = {
     "project": (
         "several agents in one chat, on a running logos serve",
         "Make projects, add agents, send messages and follow the chat of a "
-        "running `logos serve` (its token is read from its state directory).",
+        "running `logos serve`: the one named by --url or $LOGOS_SERVE_URL, else the one of "
+        "yours that recorded where it listens (any port or socket), with its token.",
     ),
     "mcp": (
         "serve a `task` tool over MCP (stdio): another agent hands logos whole tasks",
