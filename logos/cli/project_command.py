@@ -32,6 +32,8 @@ from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
 from logos.runners.sandboxes import installed_kinds
 
+SERVERS_SANDBOX = ""
+"""`logos project agent --sandbox` with no kind: the server's own sandbox, whichever it is."""
 TURN_ENDS = ("answered", "held", "stopped", "failed", "budget", "interrupted", "no-agent")
 
 
@@ -72,7 +74,7 @@ def add_project_options(project: argparse.ArgumentParser) -> None:
     agent.add_argument(
         "--sandbox",
         nargs="?",
-        const=DEFAULT_SANDBOX_KIND,
+        const=SERVERS_SANDBOX,
         metavar="KIND",
         help="run its commands in the server's sandbox (of the kind its config's `sandbox` "
         f"names, {DEFAULT_SANDBOX_KIND} by default); KIND, if given, must be that one",
@@ -159,7 +161,7 @@ def _act(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
                     file=out,
                 )
     elif action == "agent":
-        if args.sandbox is not None:
+        if args.sandbox:
             _check_sandbox_kind(args.sandbox, server.choice)
         project_id = server.project_id(args.project)
         runner: dict[str, Any] = {"kind": "local" if args.sandbox is None else "sandbox"}

@@ -208,8 +208,8 @@ def _client_url(listener: Listener) -> str:
         return listener.url
     scheme, _, rest = listener.url.partition("://")
     host, _, port = rest.rpartition(":")
-    if host in ("0.0.0.0", "[::]"):
-        host = "127.0.0.1" if host == "0.0.0.0" else "[::1]"
+    if host in ("", "0.0.0.0", "[::]"):
+        host = "[::1]" if host == "[::]" else "127.0.0.1"
     return f"{scheme}://{host}:{port}"
 
 

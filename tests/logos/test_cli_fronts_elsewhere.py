@@ -100,6 +100,13 @@ def test_serve_on_any_port_or_socket_is_found_by_project_until_it_stops(
         assert written["pid"] == first.pid and written["sandbox"] == "sandboxd"
         assert written["token_file"] == str(record.parent / "token")
         assert logos(env, "project", "create", "found").returncode == 0
+        other = logos(env, "project", "agent", "found", "t", "--sandbox", "temenos")
+        assert other.returncode == 2
+        assert (
+            f"--sandbox temenos: the server at {written['url']} runs its sandboxed agents in "
+            "sandboxd (its config's `sandbox`): drop the kind, or start `logos serve` with "
+            'sandbox = "temenos" in its config file'
+        ) in other.stderr
         port = int(written["url"].rpartition(":")[2])
         busy = logos(env, "serve", "--port", str(port))
         assert busy.returncode == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from logos.cli.arguments import UsageError, build_parser, with_command
+from logos.cli.project_command import SERVERS_SANDBOX
 from tests.support.readme import readme_commands
 
 COMMANDS = readme_commands("logos")
@@ -37,9 +38,9 @@ def test_sandbox_takes_its_kind_or_none_wherever_the_readme_uses_it() -> None:
         return parser.parse_args(with_command(list(words))).sandbox
 
     agent = ("project", "agent", "parser", "tester")
-    assert sandbox(*agent, "--sandbox", "--path", "/src") == "sandboxd"
+    assert sandbox(*agent, "--sandbox", "--path", "/src") == SERVERS_SANDBOX
     assert sandbox(*agent, "--sandbox", "temenos", "--path", "/src") == "temenos"
-    assert sandbox(*agent, "--path", "/src", "--sandbox") == "sandboxd"
+    assert sandbox(*agent, "--path", "/src", "--sandbox") == SERVERS_SANDBOX
     assert sandbox(*agent) is None
     assert sandbox("--sandbox", "fix the test") == "sandboxd"
     assert sandbox("--sandbox", "temenos", "fix the test") == "temenos"
