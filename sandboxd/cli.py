@@ -19,9 +19,16 @@ import httpx
 from logos.options import AllowedPath, ExecOptions, described_paths
 from logos.result import Result
 from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
-from sandboxd.client.connection import daemon_client, error_detail
+from sandboxd.client.connection import (
+    daemon_client,
+    error_detail,
+    not_running_message,
+    permission_denied,
+    permission_denied_message,
+)
 from sandboxd.client.connection import health as read_health
-from sandboxd.mcp.launch_file import LaunchFileError
+from sandboxd.mcp.launch_file import LaunchFileError, McpLaunchFile, load_launch_file
+from sandboxd.mcp.limits import McpLaunch
 from sandboxd.paths import SocketPathError, resolve_socket_path
 from sandboxd.server.config import (
     DEFAULT_IMAGE,
@@ -48,7 +55,7 @@ class CliError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -64,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandboxd",
         description="Run commands in Docker containers that see only the host paths you allow.",
@@ -224,7 +231,7 @@ def _socket_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--socket",
         metavar="PATH",
-        help="the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock, "
+        help="the daemon's socket (default: $SANDBOXD_SOCKET, /run/user/UID/sandboxd.sock, "
         "~/.sandboxd/daemon.sock)",
     )
 
@@ -399,31 +406,13 @@ def _run(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", EXIT_USAGE)
-    from sandboxd.mcp.launch_file import McpLaunchFile, load_launch_file
-    from sandboxd.mcp.limits import McpLaunch
-
-    file = McpLaunchFile() if args.config is None else load_launch_file(args.config)
-
-    def given(flag: T | None, from_file: T | None, default: T) -> T:
-        return flag if flag is not None else from_file if from_file is not None else default
-
-    max_timeout = given(args.max_timeout, file.max_timeout, 600.0)
-    background_after = given(args.background_after, file.background_after, 30.0)
     try:
-        launch = McpLaunch(
-            socket=args.socket,
-            allowed_paths=tuple(_allowed_path(spec) for spec in [*file.allow, *args.allow]),
-            allowed_hosts=(*file.allow_host, *args.allow_host),
-            network=args.network or file.network,
-            image=args.image or file.image,
-            env={**file.env, **dict(_env_pair(item) for item in args.env)},
-            default_timeout_s=min(given(args.timeout, file.timeout, 120.0), max_timeout),
-            max_timeout_s=max_timeout,
-            background_after_s=background_after or None,
-            max_forks=given(args.max_forks, file.max_forks, 4),
-        )
-    except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        launch = _mcp_launch(args)
+    except (CliError, LaunchFileError, SocketPathError) as exc:
+        if args.http is not None:  # WHY: a person started it on a terminal, and reads this
+            raise
+        anyio.run(_serve_launch_failure, str(exc))
+        return EXIT_USAGE
     if args.http is None:
         from sandboxd.mcp.server import serve_stdio
 
@@ -447,6 +436,45 @@ def _mcp(args: argparse.Namespace) -> int:
     except (ValueError, McpHttpError, TokenError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     return 0
+
+
+async def _serve_launch_failure(reason: str) -> None:
+    """`sandboxd mcp` over stdio saying why its launch failed, with the tools a launch with
+    the defaults serves."""
+    from logos.mcp.launch_failure import serve_launch_failure
+    from sandboxd.mcp.server import build_server
+
+    tools = await build_server(McpLaunch(), one_client=True).list_tools()
+    await serve_launch_failure("sandboxd mcp", reason, [tool.name for tool in tools])
+
+
+def _mcp_launch(args: argparse.Namespace) -> McpLaunch:
+    """What `sandboxd mcp` was launched with: its flags over its --config file; the daemon's
+    socket resolved now, so that a path no socket can have is a launch error, not a call's."""
+    file = McpLaunchFile() if args.config is None else load_launch_file(args.config)
+
+    def given(flag: T | None, from_file: T | None, default: T) -> T:
+        return flag if flag is not None else from_file if from_file is not None else default
+
+    max_timeout = given(args.max_timeout, file.max_timeout, 600.0)
+    background_after = given(args.background_after, file.background_after, 30.0)
+    try:
+        return McpLaunch(
+            socket=str(resolve_socket_path(args.socket)),
+            allowed_paths=tuple(_allowed_path(spec) for spec in [*file.allow, *args.allow]),
+            allowed_hosts=(*file.allow_host, *args.allow_host),
+            network=args.network or file.network,
+            image=args.image or file.image,
+            env={**file.env, **dict(_env_pair(item) for item in args.env)},
+            default_timeout_s=min(given(args.timeout, file.timeout, 120.0), max_timeout),
+            max_timeout_s=max_timeout,
+            background_after_s=background_after or None,
+            max_forks=given(args.max_forks, file.max_forks, 4),
+        )
+    except SocketPathError:
+        raise
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
 
 
 def _build_image(args: argparse.Namespace) -> int:
@@ -499,9 +527,14 @@ def _daemon_client(socket_path: Path) -> httpx.Client:
 def _get(client: httpx.Client, socket_path: Path, path: str) -> httpx.Response:
     try:
         response = client.get(path)
+    except httpx.ConnectError as exc:
+        if permission_denied(exc):
+            raise CliError(permission_denied_message(socket_path)) from None
+        raise CliError(not_running_message(socket_path)) from None
     except httpx.TransportError as exc:
         raise CliError(
-            f"no daemon answers on {socket_path} ({exc}): start it with `sandboxd serve`"
+            f"sandboxd on {socket_path} did not answer ({exc}): check its log, and restart it "
+            "with `sandboxd serve` if it is stuck"
         ) from None
     if response.status_code not in (200, 503):
         raise CliError(_error_text(response))

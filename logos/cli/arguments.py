@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from logos.agent.config import DEFAULT_MAX_STEPS
 from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
-from logos.cli.project_command import add_project_options
+from logos.cli.project_command import SERVERS_SANDBOX, add_project_options
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
 from logos.options import DEFAULT_TIMEOUT_S
@@ -101,7 +101,8 @@ _ABOUT: dict[str, tuple[str, str]] = {
     "project": (
         "several agents in one chat, on a running logos serve",
         "Make projects, add agents, send messages and follow the chat of a "
-        "running `logos serve` (its token is read from its state directory).",
+        "running `logos serve`: the one named by --url or $LOGOS_SERVE_URL, else the one of "
+        "yours that recorded where it listens (any port or socket), with its token.",
     ),
     "mcp": (
         "serve a `task` tool over MCP (stdio): another agent hands logos whole tasks",
@@ -124,14 +125,16 @@ SANDBOX_OPTION = "--sandbox"
 def with_command(arguments: Sequence[str]) -> list[str]:
     """The arguments with their command first: `logos "TASK"` is `logos run "TASK"`, and
     each `--sandbox` with its kind spelled out (see `_sandbox_kinds_spelled_out`)."""
-    arguments = _sandbox_kinds_spelled_out(arguments)
+    bare = SERVERS_SANDBOX if arguments[:1] == ["project"] else DEFAULT_SANDBOX_KIND
+    arguments = _sandbox_kinds_spelled_out(arguments, bare)
     if arguments and arguments[0] not in (*COMMANDS, "-h", "--help", "--version"):
         return ["run", *arguments]
     return arguments
 
 
-def _sandbox_kinds_spelled_out(arguments: Sequence[str]) -> list[str]:
-    """`--sandbox KIND` when KIND is an installed sandbox kind, else `--sandbox=sandboxd`.
+def _sandbox_kinds_spelled_out(arguments: Sequence[str], bare: str) -> list[str]:
+    """`--sandbox KIND` when KIND is an installed sandbox kind, else `--sandbox=BARE` (the
+    default kind; for `logos project agent`, the server's own).
 
     WHY: `--sandbox` takes an optional kind, and argparse would take whatever follows it as
     one, so `logos --sandbox "fix the test"` would ask for a kind called "fix the test".
@@ -146,7 +149,7 @@ def _sandbox_kinds_spelled_out(arguments: Sequence[str]) -> list[str]:
             if kinds is None:
                 kinds = installed_kinds()
             if following not in kinds:
-                argument = f"{SANDBOX_OPTION}={DEFAULT_SANDBOX_KIND}"
+                argument = f"{SANDBOX_OPTION}={bare}"
         spelled.append(argument)
     return spelled
 
@@ -541,7 +544,7 @@ def _runner_options(
         dest="socket",
         metavar="ADDR",
         help="the sandbox daemon's address. sandboxd: its socket (default: $SANDBOXD_SOCKET, "
-        "$XDG_RUNTIME_DIR/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
+        "/run/user/UID/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
         "(starting with / or .), http://host:port or host:port (default: "
         "$TEMENOS_LISTEN_ADDR, $TEMENOS_SOCKET_PATH, ~/.temenos/daemon.sock)",
     )

@@ -313,20 +313,35 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
             raise CliError(str(exc)) from None
         where = LoopbackHttp("logos mcp", host, port, token, tuple(args.allow_origin))
     notices = ProgressReporter(lambda line: None)
-    # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
-    prepared = _prepare_task(flags, notices, "", None, terminal=True)
-    plan = replace(prepared.plan, input_fd=-1)
-    runs_in = (
-        f"commands in a {plan.runner.sandbox} sandbox"
-        if plan.runner.sandbox
-        else "commands run on this machine"
-    )
-    with _open_model(prepared, flags, notices, plain=True) as model:
+    with contextlib.ExitStack() as opened:
+        try:
+            # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
+            prepared = _prepare_task(flags, notices, "", None, terminal=True)
+            model = opened.enter_context(_open_model(prepared, flags, notices, plain=True))
+        except (CliError, RecordFileError) as exc:
+            if where is not None:  # WHY: a person started it on a terminal, and reads this
+                raise
+            return _serve_launch_failure(exc.message)
+        plan = replace(prepared.plan, input_fd=-1)
+        runs_in = (
+            f"commands in a {plan.runner.sandbox} sandbox"
+            if plan.runner.sandbox
+            else "commands run on this machine"
+        )
         try:
             anyio.run(serve_tasks, plan, model, f"model {model.model}, {runs_in}", where)
         except McpHttpError as exc:
             raise CliError(str(exc)) from None
     return EXIT_OK
+
+
+def _serve_launch_failure(reason: str) -> int:
+    """`logos mcp` over stdio saying why its launch failed (see logos.mcp.launch_failure)."""
+    from logos.mcp.launch_failure import serve_launch_failure
+    from logos.mcp.task_server import TASK_TOOL
+
+    anyio.run(serve_launch_failure, "logos mcp", reason, [TASK_TOOL])
+    return EXIT_ERROR
 
 
 def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:

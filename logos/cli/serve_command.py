@@ -25,6 +25,7 @@ from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.model import local_gguf, open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
 from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
+from logos.cli.serve_address import ServeAddress, address_path, record_address, remove_address
 from logos.cli.settings import FileSettings, Flags, HubModelSpec
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
@@ -54,8 +55,13 @@ class _Runners:
     settings: FileSettings
     prompt_style: PromptStyle = "full"
 
+    @property
+    def sandbox_kind(self) -> str:
+        """The kind of the server's sandbox: its config's `sandbox`, else the default."""
+        return resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
+
     def spec(self, choice: RunnerChoice) -> RunnerSpec:
-        kind = resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
+        kind = self.sandbox_kind
         asked = SandboxSettings(
             socket=self.settings.socket,
             image=self.settings.image,
@@ -69,9 +75,13 @@ class _Runners:
         if not choice.sandbox:
             return None
         try:
-            return sandbox_problem(self.spec(choice))
+            problem = sandbox_problem(self.spec(choice))
         except CliError as exc:
-            return exc.message
+            problem = exc.message
+        if problem is None:
+            return None
+        # WHY: `--socket` here is where logos serve itself listens, not the sandbox's daemon.
+        return f"{problem} (logos serve reaches the sandbox's daemon at its config's `socket`)"
 
     def open(self, choice: RunnerChoice) -> Runner:
         try:
@@ -155,11 +165,12 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             loop_commands=memory_commands(memory),
         )
         template = replies.apply(limits.applied_to(template))
+        runners = _Runners(settings, replies.prompt_style)
         setup = ServerSetup(
             settings=served,
             template=template,
             model=ModelInfo(model.provider.name, model.model, model.base_url, model.gguf),
-            runners=_Runners(settings, replies.prompt_style),
+            runners=runners,
             state_dir=state,
             audit_path=audit_log_path(environ),
             memory=memory,
@@ -168,8 +179,22 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             workdir=os.getcwd(),
         )
 
+        record = address_path(environ)
+        address = ServeAddress(
+            url=_client_url(listener),
+            token_file=str(state / "token"),
+            pid=os.getpid(),
+            sandbox=runners.sandbox_kind,
+        )
+
         def announce() -> None:
+            record_address(record, address)
             _announce(listener, token, state / "token", created, served, args.allow_remote)
+            print(
+                f"logos serve: `logos project …` finds it through {record}",
+                file=sys.stderr,
+                flush=True,
+            )
 
         async def main() -> None:
             try:
@@ -178,8 +203,23 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
                 with anyio.CancelScope(shield=True):
                     await model.provider.aclose()
 
-        anyio.run(main)
+        try:
+            anyio.run(main)
+        finally:
+            remove_address(record, address.pid)
     return EXIT_OK
+
+
+def _client_url(listener: Listener) -> str:
+    """Where a client on this machine reaches `listener`: loopback for an address that
+    stands for every interface."""
+    if listener.unix_path is not None:
+        return listener.url
+    scheme, _, rest = listener.url.partition("://")
+    host, _, port = rest.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]"):
+        host = "[::1]" if host == "[::]" else "127.0.0.1"
+    return f"{scheme}://{host}:{port}"
 
 
 def _announce(

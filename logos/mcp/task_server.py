@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from logos.approvals.approval import ApprovalDecision, Approver
 from logos.mcp.strict_arguments import UnknownArguments
 
+TASK_TOOL = "task"
 MAX_TASK_CHARS = 64 * 1024
 MAX_PENDING_PROGRESS = 256
 """Progress messages waiting to be sent; more are dropped until the client catches up."""
@@ -122,7 +123,7 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
     time_note = "" if limits.max_wall_s is None else f", at most {limits.max_wall_s:g} s"
 
     @server.tool(
-        "task",
+        TASK_TOOL,
         description=f"Run a logos agent on a task ({about}) and return its answer, how it "
         f"stopped, what it used and cost, and where its trajectory was saved. At most "
         f"{steps_most} model turns{cost_note}{time_note}; the arguments can only lower them. "

@@ -83,7 +83,12 @@ def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
     try:
         sock = socket.create_server((address, port), family=family)
     except OSError as exc:
-        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        # WHY os.strerror: create_server's own message adds the address again, in a tuple.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise BindError(
+            f"cannot listen on {host}:{port}: {reason}: choose another --port (0 picks a free "
+            "one) or --host"
+        ) from None
     bound_port = sock.getsockname()[1]
     shown = f"[{address}]" if family == socket.AF_INET6 else address
     unspecified = address in ("", "0.0.0.0", "::")
@@ -102,7 +107,10 @@ def bind_unix(path: Path) -> Listener:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise BindError(f"cannot listen on {path}: {exc.strerror}") from None
+        raise BindError(
+            f"cannot listen on {path}: {exc.strerror}: choose another --socket path, in a "
+            "directory you can write"
+        ) from None
     return Listener(sock, f"unix:{path}", unix_path=path)
 
 

@@ -36,6 +36,7 @@ from sandboxd import api as wire
 from sandboxd.client.connection import (
     async_daemon_client,
     error_detail,
+    not_running_message,
     permission_denied,
     permission_denied_message,
 )
@@ -73,13 +74,14 @@ class _Preparation:
 class SandboxRunner(AsyncCloseable):
     """Runs commands through a sandboxd daemon (see `sandboxd serve`).
 
-    `socket`: the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock,
-    ~/.sandboxd/daemon.sock). `session`: the daemon keeps one warm container per session
-    (default: a random id per runner). `image`: one of the daemon's allowed images (default:
-    its configured image). `network`: ask for network access (the daemon's config must allow
-    it). `unix_sockets`: let commands create Unix sockets, e.g. for a test database (the
-    daemon's config must allow it; they could then reach host sockets under the allowed
-    paths). `close_session`: remove the session's containers on `aclose()`.
+    `socket`: the daemon's socket (default: `sandboxd.paths.default_socket_path`:
+    $SANDBOXD_SOCKET, /run/user/UID/sandboxd.sock, ~/.sandboxd/daemon.sock). `session`: the
+    daemon keeps one warm container per session (default: a random id per runner). `image`: one
+    of the daemon's allowed images (default: its configured image). `network`: ask for network
+    access (the daemon's config must allow it). `unix_sockets`: let commands create Unix
+    sockets, e.g. for a test database (the daemon's config must allow it; they could then reach
+    host sockets under the allowed paths). `close_session`: remove the session's containers on
+    `aclose()`.
 
     `options.path_ceiling` is sent with every run, start and fork: the daemon holds each
     mount to it where it mounts it (a refusal is the command's error, 403
@@ -447,7 +449,7 @@ class SandboxRunner(AsyncCloseable):
         if isinstance(exc, httpx.ConnectError):
             if permission_denied(exc):
                 return permission_denied_message(where)
-            return f"sandboxd is not running on {where}: start it with `sandboxd serve`"
+            return not_running_message(where)
         return (
             f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
             "daemon may have stopped; check its log and restart it with `sandboxd serve`"
