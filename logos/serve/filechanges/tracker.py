@@ -11,6 +11,7 @@ logs and outlive the server, the diffs do not.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -23,6 +24,9 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from logos.agent.config import Callbacks
+from logos.agent.steps import StepMessage
+from logos.callback import invoke_callback
 from logos.jsonl import make_private_dir
 from logos.serve.filechanges.git_tree import GitSnapshot, GitTree, find_repository
 from logos.serve.filechanges.limits import LIMITS, Limits
@@ -190,21 +194,49 @@ class TurnChanges:
         self._last: int | None = None
 
     async def begin(self) -> None:
-        self.start = self._last = await self.tracker.mark()
+        try:
+            self.start = self._last = await self.tracker.mark()
+        except Exception as exc:  # WHY: as in `step`
+            notes = [f"what changed cannot be followed: {exc}"]
+            self._publish(FilesChanged(scope="turn", key="", notes=notes))
 
     async def step(
         self, scope: ChangeScope, key: str, message: str | None = None, since: int | None = None
     ) -> ChangeList | None:
         """Snapshot now; publish what changed since `since` (default: the last snapshot)."""
-        now = await self.tracker.mark()
-        before = since if since is not None else self._last
-        self._last = now
-        if before is None or before == now:
-            return None
-        listed = await self.tracker.span(scope, key, before, now)
+        try:
+            now = await self.tracker.mark()
+            before = since if since is not None else self._last
+            self._last = now
+            if before is None or before == now:
+                return None
+            listed = await self.tracker.span(scope, key, before, now)
+        except Exception as exc:  # WHY: a snapshot that fails must never end a run or a turn
+            listed = ChangeList(scope=scope, key=key, notes=[f"what changed is unknown: {exc}"])
         if listed.files or listed.notes:
             self._publish(FilesChanged(**listed.model_dump(), message=message))
         return listed
+
+
+def after_each_turn(changes: TurnChanges) -> Callable[[Callbacks], Callbacks]:
+    """A loop's callbacks that, once a turn's results are recorded (before the model is
+    called again), publish what that turn's commands changed, numbered as its events are."""
+
+    def watching(callbacks: Callbacks) -> Callbacks:
+        turns = 0
+        recorded = callbacks.on_step_end
+
+        async def on_step_end(step: StepMessage) -> None:
+            nonlocal turns
+            await invoke_callback(recorded, step)
+            if step.role == "assistant":
+                turns += 1
+            else:
+                await changes.step("turn", str(turns))
+
+        return dataclasses.replace(callbacks, on_step_end=on_step_end)
+
+    return watching
 
 
 class ChangeTrackers:
