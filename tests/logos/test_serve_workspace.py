@@ -73,8 +73,9 @@ def team(served: Served) -> ProjectClient:
     """A project on the repository: a captain on this machine that asks before each command,
     and a talon in its own sandbox that sees only the repository."""
     repo = str(served.home.work / "calc")
+    paths = [{"path": repo, "read_only": False}]
     project = ProjectClient.create(
-        served.client(), name="calculator", goal="grow calc.py", allowed_paths=[{"path": repo, "read_only": False}]
+        served.client(), name="calculator", goal="grow calc.py", allowed_paths=paths
     )
     project.add("boss", "captain", approval="confirm")
     project.add("talon", runner={"kind": "sandbox"})
@@ -116,7 +117,8 @@ def test_a_team_hands_over_a_sandboxed_talon_writes_and_its_diff_opens(
     assert team.status()["status"] == "waiting"
     screenshot(browser, "project-waiting-for-approval")
     card.find_element("css selector", "button.approve").click()
-    working = until(browser, lambda d: css(d, "#project-chat .message[data-author='talon'] .command"))
+    talons = "#project-chat .message[data-author='talon'] .command"
+    working = until(browser, lambda d: css(d, talons))
     until(browser, lambda d: "working" in _chip(d, item + " .chip"))
     assert team.status()["status"] == "busy"
     text_appears(browser, "project-chat", "turn answered")
@@ -141,7 +143,7 @@ def test_a_team_hands_over_a_sandboxed_talon_writes_and_its_diff_opens(
     until(browser, lambda d: "idle" in _chip(d, item + " .chip"))
 
     files = until(browser, lambda d: css(d, "#files-list .file-toggle"))
-    assert files[0].text.split() == ["M", "calc.py", "+2", "−0"]
+    assert files[0].text.split() == ["M", "calc.py", "+2", "\N{MINUS SIGN}0"]
     files[0].click()
     diff = until(browser, lambda d: css(d, "#files-list pre.diff"))[0]
     added = [line.text for line in diff.find_elements("css selector", ".line.add")]
@@ -213,11 +215,15 @@ def test_the_run_form_speaks_of_its_own_fields(browser: Any, served: Served) -> 
     assert browser.find_element("id", "workdir").get_attribute("aria-invalid") == "true"
     assert browser.switch_to.active_element.get_attribute("id") == "workdir"
     assert "allowed_paths" not in browser.find_element("id", "start-error").text
+    browser.find_element("id", "workdir").send_keys("no/slash")
+    browser.find_element("id", "start-button").click()
+    text_appears(browser, "start-error", "Give the directory as a full path, starting with /.")
+    browser.find_element("css selector", "#runner option[value='local']").click()
+    browser.find_element("id", "workdir").clear()
     browser.find_element("id", "workdir").send_keys("/no/such/dir")
     browser.find_element("id", "start-button").click()
-    until(browser, lambda d: "Directory" in d.find_element("id", "start-error").text)
-    said = browser.find_element("id", "start-error").text
-    assert "runner." not in said and "/no/such/dir" in said
+    text_appears(browser, "start-error", "Directory '/no/such/dir' is not an absolute path")
+    assert "runner." not in browser.find_element("id", "start-error").text
     screenshot(browser, "new-run-error")
 
 
@@ -251,8 +257,12 @@ def test_search_unread_and_the_keyboard(
     assert browser.find_element("id", "agent-form-box").get_attribute("open") == "true"
     browser.find_element("id", "agent-name").send_keys(Keys.ESCAPE)
     until(browser, lambda d: d.find_element("id", "agent-form-box").get_attribute("open") is None)
-    browser.find_element("tag name", "body").send_keys(Keys.TAB)
+    assert browser.switch_to.active_element.tag_name == "summary"  # the focus stays near
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT).perform()
     focused = browser.switch_to.active_element
+    assert focused.tag_name in ("a", "button", "select", "summary")  # reached by keyboard
     assert browser.execute_script("return arguments[0].matches(':focus-visible')", focused)
     outline = browser.execute_script("return getComputedStyle(arguments[0]).outlineStyle", focused)
     assert outline == "solid"

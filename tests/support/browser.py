@@ -172,15 +172,19 @@ def layout_problems(driver: Any) -> list[str]:
         if (root.scrollWidth > window.innerWidth + 1) {
           found.push('the page scrolls sideways: ' + root.scrollWidth + ' > ' + window.innerWidth);
         }
+        const can = (value) => value === 'auto' || value === 'scroll';
         const scrolls = (node) => {
           const style = getComputedStyle(node);
-          return ['auto', 'scroll'].includes(style.overflowY) && node.scrollHeight > node.clientHeight + 1
-            || ['auto', 'scroll'].includes(style.overflowX) && node.scrollWidth > node.clientWidth + 1;
+          return can(style.overflowY) && node.scrollHeight > node.clientHeight + 1
+            || can(style.overflowX) && node.scrollWidth > node.clientWidth + 1;
         };
         for (const node of document.querySelectorAll('body *')) {
           if (!node.offsetParent || !scrolls(node)) continue;
           for (let up = node.parentElement; up && up !== document.body; up = up.parentElement) {
-            if (scrolls(up)) { found.push('a scroll box inside a scroll box: ' + node.id + '.' + node.className); break; }
+            if (scrolls(up)) {
+              found.push('a scroll box inside a scroll box: ' + node.id + '.' + node.className);
+              break;
+            }
           }
         }
         return found;

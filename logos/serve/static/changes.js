@@ -4,12 +4,12 @@
 // Uses page.js's helpers.
 "use strict";
 
-const changes = { kind: null, id: null, data: null, selected: "", timer: null, openDiff: null };
+const changes = { kind: null, id: null, data: null, selected: "", timer: null, openDiff: null, shown: "" };
 const STATUS_MARKS = { added: ["A", "added"], modified: ["M", "modified"], removed: ["D", "removed"], renamed: ["R", "renamed"] };
 
 function openChanges(kind, id) {
   if (viewing()) return;  // `logos view`: a saved run keeps no snapshots
-  Object.assign(changes, { kind, id, data: null, selected: kind, openDiff: null });
+  Object.assign(changes, { kind, id, data: null, selected: kind, openDiff: null, shown: "" });
   $("files-list").replaceChildren(element("li", "empty", "Looking for changes…"));
   $("files-notes").replaceChildren();
   $("files-scope").replaceChildren();
@@ -76,6 +76,10 @@ function selectedList() {
 function showChangeList() {
   const data = changes.data;
   const list = selectedList();
+  // WHY only when it changed: an open diff and the focus stay where they are.
+  const shown = JSON.stringify([changes.id, list, data.note]);
+  if (shown === changes.shown) return;
+  changes.shown = shown;
   const notes = [...(list ? list.notes : []), ...(data.note ? [data.note] : [])];
   $("files-notes").replaceChildren(...notes.map((note) => element("li", "notice", note)));
   const files = list ? list.files : [];

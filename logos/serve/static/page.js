@@ -170,6 +170,7 @@ function showView(name) {
 function openDrawer() {
   document.body.classList.add("drawer-open");
   $("menu-button").setAttribute("aria-expanded", "true");
+  void $("sidebar").offsetWidth;  // WHY: lay it out as shown, so it can take the focus
   $("search").focus();
 }
 
@@ -214,7 +215,7 @@ window.logosShown = [];  // the ids of the events shown, in order (tests check e
 function freshView(runId) {
   return {
     runId, lastId: 0, prose: null, dirty: new Set(), cards: new Map(), jobs: new Map(), openApprovals: [],
-    runner: "", controller: null, queue: [], pumping: false, finished: false, stopReason: null,
+    runner: "", approval: "", controller: null, queue: [], pumping: false, finished: false, stopReason: null,
     steps: 0, input: 0, output: 0, cost: null, waiting: 0,
   };
 }
@@ -234,6 +235,7 @@ function openRun(runId) {
   showView("run");
   markSelected();
   openChanges("run", runId);
+  if (!viewing()) refreshRuns().catch(() => {});
   follow(runId);
 }
 
@@ -331,14 +333,24 @@ function renderDirty(dirty) {
 // would lay out all of it, many times a frame.
 let following = true;
 
+function timelineEnd() {
+  // How far below the window's bottom the open timeline ends (on a phone the page scrolls,
+  // and the details follow the timeline: its end is not the page's).
+  const timeline = document.body.dataset.view === "project" ? $("project-chat") : $("transcript");
+  return timeline.getBoundingClientRect().bottom - window.innerHeight;
+}
+
 function scrollToEnd() {
   const box = scroller();
-  box.scrollTop = box.scrollHeight;
+  if (box !== document.scrollingElement) box.scrollTop = box.scrollHeight;
+  else window.scrollTo(0, Math.max(0, window.scrollY + timelineEnd() + $("project-send").offsetHeight));
 }
 
 function noticeScroll() {
   const box = scroller();
-  following = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+  following = box !== document.scrollingElement
+    ? box.scrollHeight - box.scrollTop - box.clientHeight < 80
+    : timelineEnd() < 160;
 }
 
 function timelineItem(node) {
@@ -534,7 +546,7 @@ function approvalBox(event, answer, always) {
   // that came too late is said in the box, in words.
   const box = element("div", "approval-box");
   box.dataset.id = event.id;
-  const asks = element("span", "asks", (event.agent ? event.agent + " w" : "W") + "aits for your approval");
+  const asks = element("span", "asks", (event.agent || "This command") + " waits for your approval");
   const reason = element("input", "reason");
   reason.placeholder = "reason, if you deny (the model reads it)";
   reason.setAttribute("aria-label", "reason for denying");
@@ -582,15 +594,19 @@ function settleInline(event) {
     const open = view.openApprovals.splice(at, 1)[0];
     settled(open.box, event.action, said);
     if (open.card && (event.action === "yes" || event.action === "edit")) setCardState(open.card, "running", "running");
-    if (open.card && event.action === "no") setCardState(open.card, "denied", "denied");
+    if (open.card && event.action === "no") {
+      setCardState(open.card, "denied", said);
+      open.box.remove();  // WHY: the card's state says it, in the same words
+    }
     view.waiting = Math.max(0, view.waiting - 1);
     showRunState();
     return;
   }
   const card = openCardFor(view.cards, event.command);
-  if (card) {
-    if (event.action !== "auto") card.approval.append(element("div", "decided " + event.action, said));
-  } else timelineItem(element("div", "notice", "`" + event.command + "`: " + said));
+  // WHY auto only where the run asks: in a run that asks nothing, every command is auto.
+  if (event.action === "auto" && view.approval !== "confirm") return;
+  if (card) card.approval.append(element("div", "decided " + event.action, said));
+  else timelineItem(element("div", "notice", "`" + event.command + "`: " + said));
 }
 
 function settled(box, action, said) {
@@ -627,6 +643,7 @@ function showEvent(type, event) {
     prompt.append(element("div", "author", "you"), element("div", "prompt-text", event.content));
   } else if (type === "start") {
     view.runner = event.runner;
+    view.approval = event.approval;
     $("run-meta").replaceChildren(
       metaItem("model", event.model), metaItem("runs", event.runner === "sandbox" ? "in a sandbox" : "local bash"),
       metaItem("in", event.cwd), metaItem("approval", event.approval));
@@ -840,14 +857,17 @@ function applySearch() {
 
 // Waiting for approval: every command that waits, across runs and projects --------------------
 
-let pendingCount = 0;
+let shownApprovals = null;
 
 async function refreshApprovals() {
   const { approvals } = await api("GET", "/v1/approvals");
-  pendingCount = approvals.length;
   const badge = $("approvals-badge");
   badge.hidden = !approvals.length;
   setText(badge, approvals.length + " waiting for approval");
+  // WHY only when the questions changed: a reason being typed must not be drawn away.
+  const asked = approvals.map((pending) => pending.id).join(" ") + "|" + knownProjects.length + "|" + knownRuns.length;
+  if (asked === shownApprovals) return;
+  shownApprovals = asked;
   fillList("approval-list", approvals, "pending", "Nothing waits for your approval.", (item, pending) => {
     // A project's agent asks under "PROJECT/AGENT": its chat shows the question too.
     const [project, agent] = pending.run.includes("/") ? pending.run.split("/") : [null, null];

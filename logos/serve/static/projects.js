@@ -64,6 +64,7 @@ async function openProject(projectId) {
   showView("project");
   markSelected();
   openChanges("project", projectId);
+  refreshProjects().catch(() => {});  // its unread mark goes, its selection shows
   await refreshRoster();
   followProject(projectId);
 }
@@ -251,8 +252,9 @@ function settleInChat(event) {
   let card = null;
   for (const [key, candidate] of chat.cards) if (key.startsWith(event.message + ":") && candidate.command === event.command && !candidate.result) card = candidate;
   if (card && (event.action === "yes" || event.action === "auto")) setCardState(card, "running", "running");
-  if (card && event.action === "no") setCardState(card, "denied", "denied");
-  if (open) settled(open, event.action, said);
+  if (card && event.action === "no") setCardState(card, "denied", said);
+  if (open && card && event.action === "no") open.remove();  // WHY: the card's state says it
+  else if (open) settled(open, event.action, said);
   else if (event.action !== "auto") {
     const note = chatItem(element("div", "note"));
     note.append(renderInline(event.agent + ": `" + event.command + "` " + said));
