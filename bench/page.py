@@ -183,10 +183,13 @@ def _load(driver: Any, url: str) -> dict[str, float]:
     )
     try:
         driver.get(url)
-        deadline = time.monotonic() + 30
-        while driver.execute_script("return window.benchReady") is None:
+        deadline = time.monotonic() + 60
+        while driver.execute_script(
+            "return window.benchReady === null"
+            " || performance.getEntriesByType('paint').length < 2"
+        ):
             if time.monotonic() > deadline:
-                raise RuntimeError("the page was not ready within 30 s")
+                raise RuntimeError("the page was not ready (and painted) within 60 s")
             time.sleep(0.02)
         timing: dict[str, float] = driver.execute_script(
             "const nav = performance.getEntriesByType('navigation')[0];"

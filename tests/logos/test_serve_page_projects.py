@@ -188,9 +188,13 @@ def test_a_guard_is_answered_from_the_chat(
         openai_stream("@worker check it again"),
         openai_stream("Checked again, all good."),
     )
-    _open_team(browser, served)
+    project = _open_team(browser, served)
     _send(browser, "check")
     text_appears(browser, "project-chat", "turn held")
+    assert project.status()["status"] == "held"  # it waits for the person, not idle
+    text_appears(browser, "project-state", "held: your call")
+    item = f'#project-list li[data-id="{project.id}"] .chip'
+    until(browser, lambda d: css(d, item)[0].text == "held: your call")
     _answer(
         browser, ".guard-box", "boss → worker again: the same handoff twice in one turn", "continue"
     )

@@ -13,6 +13,7 @@ function openChanges(kind, id) {
   $("files-list").replaceChildren(element("li", "empty", "Looking for changes…"));
   $("files-notes").replaceChildren();
   $("files-scope").replaceChildren();
+  $("files-scope").hidden = true;
   refreshChanges();
 }
 

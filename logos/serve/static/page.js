@@ -162,6 +162,9 @@ function markSeen(kind, id, events) {
 // Layout: views, the drawer, the scroller, the keyboard --------------------------------------
 
 function showView(name) {
+  // WHY read again as shown: a run may have saved a session since the list was read.
+  if (name === "sessions") refreshSessions().catch(() => {});
+  if (name === "memory") refreshNotes().catch(() => {});
   document.body.dataset.view = name;
   for (const view of document.querySelectorAll("main .view")) view.hidden = view.dataset.view !== name;
   closeDrawer();
@@ -1007,7 +1010,9 @@ async function refreshNotes() {
   const { notes } = await api("GET", "/v1/memory");
   $("note-list").replaceChildren(...notes.map((note) => {
     const item = element("li", "note");
-    item.append(element("strong", "", note.key), element("span", "", ": " + note.text));
+    const said = element("span", "note-text");
+    said.append(element("strong", "", note.key), ": " + note.text);
+    item.append(said);
     item.append(button("forget ghost", "Forget", async () => {
       await api("DELETE", "/v1/memory/" + encodeURIComponent(note.key));
       refreshNotes();
