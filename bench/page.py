@@ -185,8 +185,7 @@ def _load(driver: Any, url: str) -> dict[str, float]:
         driver.get(url)
         deadline = time.monotonic() + 60
         while driver.execute_script(
-            "return window.benchReady === null"
-            " || performance.getEntriesByType('paint').length < 2"
+            "return window.benchReady === null || performance.getEntriesByType('paint').length < 2"
         ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the page was not ready (and painted) within 60 s")

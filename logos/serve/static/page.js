@@ -1089,6 +1089,7 @@ async function main() {
     main();
   };
   $("batch-file").onchange = () => openBatchFile($("batch-file").files[0]);
+  // WHY the shell shows before the API answers: its frame paints at once, the lists fill in.
   if (!takeFragment()) { showLogin(); return; }
   document.body.dataset.mode = mode();
   try {
@@ -1099,6 +1100,7 @@ async function main() {
       await Promise.all([refreshRuns(), refreshApprovals(), refreshSessions(), refreshNotes()]);
     }
   } catch (error) {
+    if (error.status !== 401) $("status").textContent = "cannot reach the server: " + error.message;
     return;
   }
   $("login").hidden = true;
