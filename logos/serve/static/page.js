@@ -317,6 +317,10 @@ function pump() {
     view.lastId = item.id;
     window.logosShown.push(item.id);
     showEvent(item.type, JSON.parse(item.data));
+    // WHY here: a finished block's Markdown is drawn within the frame's budget, not after it.
+    for (const block of view.dirty) {
+      if (block !== view.prose) { setMarkdown(block, block.logosPending); view.dirty.delete(block); }
+    }
   }
   view.queue.splice(0, index);
   renderDirty(view.dirty);
