@@ -76,6 +76,8 @@ class Plan:
     batch_sandbox_workers: tuple[int, ...] = (1, 8)
     batch_rounds: int = 4
     """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
+    page_loads: int = 12
+    """Times the workspace page is opened afresh to time its load and first paint."""
     page_steps: int = 1000
     """Model turns of the saved run the page draws, each with one command."""
     page_output_bytes: int = 10_000_000
@@ -154,6 +156,7 @@ class Plan:
             batch_sandbox_tasks=3,
             batch_sandbox_workers=(1, 2),
             batch_rounds=1,
+            page_loads=4,
             page_steps=100,
             page_output_bytes=1_000_000,
             small_models=("smollm2",),

@@ -189,9 +189,11 @@ def _act(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
         if args.no_follow:
             print(sent["message"], file=out)
         else:
-            return _follow(server, project_id, after, out, until_turn_of=sent["message"])
+            return _follow(server, project_id, after, out, sent["message"], name=args.project)
     elif action == "follow":
-        return _follow(server, server.project_id(args.project), args.after, out, None)
+        return _follow(
+            server, server.project_id(args.project), args.after, out, None, name=args.project
+        )
     elif action == "approve":
         project_id = server.project_id(args.project)
         body = {"approve": not args.deny, "reason": args.reason, "always": args.always}
@@ -205,7 +207,7 @@ def _act(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
         after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
         server.ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
         if args.action != "stop":
-            return _follow(server, project_id, after, out, until_turn_of=None, one_turn=True)
+            return _follow(server, project_id, after, out, None, one_turn=True, name=args.project)
     elif action == "stop":
         project_id = server.project_id(args.project)
         scope = "project" if args.all else "turn"
@@ -247,11 +249,13 @@ def _follow(
     until_turn_of: str | None,
     *,
     one_turn: bool = False,
+    name: str,
 ) -> int:
     """Print the chat from event `after`: with `until_turn_of`, until that message's turn
     ends; with `one_turn`, until the next turn ends; else as long as the server streams.
-    A stream that ends first is resumed with Last-Event-ID."""
-    printer = ChatPrinter(out)
+    A stream that ends first is resumed with Last-Event-ID. `name`: the project as the
+    person named it (the commands printed for them to answer with name it so)."""
+    printer = ChatPrinter(out, name)
     waiting = until_turn_of is not None or one_turn
     while True:
         for event_id, kind, data in server.events(project_id, after):

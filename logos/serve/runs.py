@@ -22,7 +22,7 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from logos.agent.config import Config
+from logos.agent.config import Callbacks, Config
 from logos.agent.loop import run as run_loop
 from logos.agent.steps import RunResult
 from logos.approvals.approval import (
@@ -43,6 +43,12 @@ from logos.records.trajectory import Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
 from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
 from logos.serve.approvals import Approvals
+from logos.serve.filechanges.tracker import (
+    ChangeTrackers,
+    TurnChanges,
+    after_each_turn,
+    writable_roots,
+)
 from logos.serve.hub import Changes, EventLog, read_published
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
 from logos.serve.setup import RunnerChoice, ServerSetup
@@ -112,9 +118,16 @@ class _Plan:
 
 class Runs:
     def __init__(
-        self, setup: ServerSetup, sessions: Sessions, approvals: Approvals, rules: Verdicts
+        self,
+        setup: ServerSetup,
+        sessions: Sessions,
+        approvals: Approvals,
+        rules: Verdicts,
+        trackers: ChangeTrackers | None = None,
     ) -> None:
         self._setup = setup
+        self.trackers = trackers
+        """Where each run's changed files are followed (None: they are not)."""
         self._rules = rules
         """The approval rules every run follows, read at each command (the server's book)."""
         self.sessions = sessions
@@ -402,6 +415,7 @@ class Runs:
                 trajectory=recorder.trajectory,
             )
         )
+        watch = await self._follow_changes(run, plan.config.exec_options)
         await run_gated(
             plan.config,
             gated,
@@ -410,7 +424,20 @@ class Runs:
             recorder,
             run.cancel,
             lambda summary: self._finish(plan, recorder, summary),
+            watch=watch,
         )
+
+    async def _follow_changes(
+        self, run: Run, options: ExecOptions
+    ) -> Callable[[Callbacks], Callbacks] | None:
+        """Snapshot the run's writable paths before its first command; after each turn, its
+        `files_changed` event."""
+        if self.trackers is None:
+            return None
+        roots = writable_roots([(p.path, p.read_only) for p in options.allowed_paths])
+        changes = TurnChanges(self.trackers.open(run.id, roots), run.log.publish)
+        await changes.begin()
+        return after_each_turn(changes)
 
     def _approver(self, run: Run) -> Approver:
         asker = self._approvals.approver_for(run.id, run.log.publish)
@@ -429,6 +456,8 @@ class Runs:
             self.sessions.release(run.session_id)
             self._live.pop(run.id, None)
             self._finished[run.id] = run
+            if self.trackers is not None:
+                self.trackers.finish(run.id)
             while len(self._finished) > KEPT_FINISHED:
                 self._finished.popitem(last=False)
             if not self._live:
@@ -444,18 +473,21 @@ async def run_gated(
     recorder: RunRecorder,
     cancel: anyio.Event,
     finish: Callable[[RunSummary], None],
+    *,
+    watch: Callable[[Callbacks], Callbacks] | None = None,
 ) -> None:
     """Run the loop on `gated`, then close the runner (killing what is left) and hand
     `finish` the summary, however the loop ended: cancelled under it too, when the summary
-    holds what its recorded steps spent."""
+    holds what its recorded steps spent. `watch`: the recorder's callbacks, with more."""
     started = time.monotonic()
     result: RunResult | None = None
+    callbacks = recorder.callbacks()
     try:
         result = await run_loop(
             dataclasses.replace(config, runner=gated),
             history,
             prompt,
-            recorder.callbacks(),
+            callbacks if watch is None else watch(callbacks),
             cancel=cancel,
         )
     finally:

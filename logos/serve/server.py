@@ -31,6 +31,7 @@ from logos.serve.app import build_app
 from logos.serve.approvals import Approvals, RuleBook
 from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
+from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.projects.registry import Projects
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
@@ -42,6 +43,9 @@ GRACEFUL_S = 5.0
 _STARTED_POLL_S = 0.02
 VIEW_CONNECTIONS = 64
 """Connections a `logos view` page server holds (one person's browser)."""
+SNAPSHOTS_DIR = "snapshots"
+"""In the server's state directory: the snapshots behind the diffs of what runs changed
+(each server's own, removed as it stops)."""
 PAGE_RULES_FILE = "approval-rules.toml"
 """In the server's state directory: the rules the page adds when no rules file is configured."""
 
@@ -181,8 +185,9 @@ async def serve(
         print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
     sessions = Sessions(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
-    runs = Runs(setup, sessions, approvals, rule_book)
-    projects = Projects(setup, approvals, rule_book, rule_book)
+    trackers = ChangeTrackers(setup.state_dir / SNAPSHOTS_DIR)
+    runs = Runs(setup, sessions, approvals, rule_book, trackers)
+    projects = Projects(setup, approvals, rule_book, rule_book, trackers)
     app = build_app(
         setup,
         token,
@@ -191,6 +196,7 @@ async def serve(
         hosts=listener.hosts,
         rule_book=rule_book,
         projects=projects,
+        trackers=trackers,
     )
     server = _uvicorn(app, settings.max_connections)
     try:
@@ -212,6 +218,7 @@ async def serve(
                 await runs.shutdown()
                 server.should_exit = True
     finally:
+        trackers.close()
         listener.sock.close()
         if listener.unix_path is not None:
             with contextlib.suppress(OSError):

@@ -48,6 +48,15 @@ def test_no_directive_inside_commands_code_or_quotes(text: str) -> None:
     assert directives(text) == []
 
 
+def test_a_directives_note_keeps_its_inline_code_as_written() -> None:
+    text = "Sure.\n@worker please add `total` to calc.py <cmd>ls</cmd>\n```\n@boss x\n```"
+    assert [(d.target, d.note) for d in directives(text)] == [
+        ("worker", "please add `total` to calc.py")
+    ]
+    block = '<handoff to="worker">rename `a`\nto `b`</handoff>'
+    assert [(d.target, d.note) for d in directives(block)] == [("worker", "rename `a` to `b`")]
+
+
 def test_the_listening_marker_ends_a_reply_outside_code() -> None:
     assert listens("Which database should I use? [listening]\n")
     assert not listens("<cmd>echo [listening]</cmd>")

@@ -302,8 +302,11 @@ def test_a_command_waits_for_approval_in_the_chat(
     result = [e for e in of_type(events, "command") if e["event"]["type"] == "command_result"]
     assert result[0]["event"]["result"]["stdout"] == "approved-and-ran\n"
     assert project.status()["approvals"] == []
-    missing = project.client.post(f"{project.path}/approvals/{asked['id']}", json={"approve": True})
-    assert missing.status_code == 404
+    again = project.client.post(f"{project.path}/approvals/{asked['id']}", json={"approve": True})
+    assert again.status_code == 409
+    assert again.json()["error"].startswith("this command was approved already")
+    unknown = project.client.post(f"{project.path}/approvals/{'0' * 16}", json={"approve": True})
+    assert unknown.status_code == 404
 
 
 def test_a_model_that_fails_mid_turn_marks_the_message(

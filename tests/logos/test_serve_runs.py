@@ -198,7 +198,11 @@ def test_an_approval_nobody_answers_expires_and_the_model_reads_why(
         assert (decided.data["action"], decided.data["reason"]) == ("no", "expired")
         assert client.get("/v1/approvals").json() == {"approvals": []}
         late = client.post(f"/v1/approvals/{asked.data['id']}", json={"approve": True})
-        assert late.status_code == 404
+        assert late.status_code == 409
+        assert late.json()["error"] == (
+            "nobody answered within 0.5 s, so this command was denied as expired and the model "
+            "was told"
+        )
     assert not (home.work / "approved-file").exists()
     result = sent_messages(sse_server, 1)[-1]["content"]
     assert "the user declined to run this command: expired" in result

@@ -15,7 +15,8 @@ from logos.ceiling import CeilingError
 from logos.jsonl import utc_now
 from logos.serve.api import ApiError
 from logos.serve.approvals import Approvals, RuleBook
-from logos.serve.hub import EventLog
+from logos.serve.filechanges.tracker import ChangeTrackers
+from logos.serve.hub import Changes, EventLog
 from logos.serve.projects.briefing import BriefingError, check_templates
 from logos.serve.projects.calls import runner_choice
 from logos.serve.projects.engine import LOGOS, USER, Project, Services, read_chat
@@ -43,12 +44,17 @@ class Projects:
         approvals: Approvals,
         rules: Verdicts,
         rule_book: RuleBook | None,
+        trackers: ChangeTrackers | None = None,
     ) -> None:
         self.setup = setup
-        self._services = Services(setup, approvals, rules, rule_book)
+        self.trackers = trackers
+        self._services = Services(setup, approvals, rules, rule_book, trackers)
         self.store = ProjectStore(setup.state_dir / "projects")
         self._projects: dict[str, Project] = {}
         self._group: TaskGroup | None = None
+        self.changes = Changes()
+        """Bumped by every project's events, as a project is made and removed: what the
+        page's list of projects follows."""
         self.problems: list[str] = []
         """Saved projects that could not be read (named at start)."""
 
@@ -74,6 +80,7 @@ class Projects:
             path,
             replay_memory=settings.replay_memory,
             subscriber_buffer=settings.subscriber_buffer,
+            on_publish=self.changes.bump,
             resume=True,
         )
         project = Project(record, self.store, log, chat, self._services)
@@ -298,6 +305,9 @@ class Projects:
         project.log.close()
         del self._projects[project.record.id]
         self.store.delete(project.record.id)
+        if self.trackers is not None:
+            self.trackers.remove(project.record.id)
+        self.changes.bump()
 
     async def shutdown(self) -> None:
         """End every turn (what was done is kept), then the workers, and close the logs."""
@@ -308,6 +318,7 @@ class Projects:
         for project in self._projects.values():
             await project.done.wait()
             project.log.close()
+        self.changes.close()
 
 
 def _granted(asked: list[tuple[str, bool]]) -> list[SavedPath]:
