@@ -94,8 +94,8 @@ def test_the_projects_section_works_as_written_against_a_server_on_any_port(
             stderr=subprocess.PIPE,
             text=True,
         ) as sending:
-            asked = read_until(sending, r"  approve: logos project approve PROJECT \w+")
-            approval = re.findall(r"approve PROJECT (\w+)", asked)[-1]
+            asked = read_until(sending, r"  approve: logos project approve parser \w+")
+            approval = re.findall(r"approve parser (\w+)", asked)[-1]
             approve = without_options(project_line("approve")).replace("APPROVAL_ID", approval)
             assert run(approve) == "approved (boss)\n"
             chat, errors = sending.communicate(timeout=120)
