@@ -132,6 +132,9 @@ async def serve_loopback(where: LoopbackHttp, app_for: Callable[[LoopbackHttp], 
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((where.host, where.port))
+        # WHY now: the address is printed below, and a client that reads it connects at once;
+        # it waits in the backlog until uvicorn accepts, never refused.
+        listener.listen(128)
     except OSError as exc:
         listener.close()
         raise McpHttpError(f"cannot listen on {where.host}:{where.port}: {exc.strerror}") from None
