@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import httpx
 
+from logos.access.token_file import TokenFileError, read_token_file
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.paths import serve_dir
 from logos.cli.project_chat import ChatPrinter
@@ -240,12 +241,9 @@ def _client(args: argparse.Namespace, environ: Mapping[str, str]) -> httpx.Clien
     url = args.url or environ.get("LOGOS_SERVE_URL") or DEFAULT_URL
     token_file = Path(args.token_file) if args.token_file else serve_dir(environ) / "token"
     try:
-        token = token_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise CliError(
-            f"cannot read the server's token {token_file} ({exc.strerror}): start `logos serve` "
-            "first, or give --token-file"
-        ) from None
+        token = read_token_file(token_file)
+    except TokenFileError as exc:
+        raise CliError(str(exc)) from None
     headers = {"authorization": f"Bearer {token}"}
     if url.startswith(("unix:", "/", "~")):  # the socket of `logos serve --socket PATH`
         transport = httpx.HTTPTransport(uds=os.path.expanduser(url.removeprefix("unix:")))
