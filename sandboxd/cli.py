@@ -418,13 +418,13 @@ def _mcp(args: argparse.Namespace) -> int:
 
         anyio.run(serve_stdio, launch)
         return 0
+    from logos.access.token_file import TokenFileError, launch_token
     from logos.mcp.loopback_http import (
         LoopbackHttp,
         McpHttpError,
         check_loopback,
         parse_http_address,
     )
-    from logos.mcp.token import TokenError, launch_token
     from sandboxd.mcp.http import NAME, serve_http
 
     try:
@@ -433,7 +433,7 @@ def _mcp(args: argparse.Namespace) -> int:
         token = launch_token(args.token_file, os.environ, "SANDBOXD_MCP_TOKEN")
         where = LoopbackHttp(NAME, host, port, token, tuple(args.allow_origin))
         anyio.run(serve_http, launch, where)
-    except (ValueError, McpHttpError, TokenError) as exc:
+    except (ValueError, McpHttpError, TokenFileError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     return 0
 

@@ -293,6 +293,7 @@ def _accepts_downloads(flags: Flags) -> bool:
 def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise CliError("logos mcp needs the MCP SDK: pip install 'logos[mcp]'")
+    from logos.access.token_file import TokenFileError, launch_token
     from logos.cli.mcp_command import ProgressReporter, serve_tasks
     from logos.mcp.loopback_http import (
         LoopbackHttp,
@@ -300,7 +301,6 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
         check_loopback,
         parse_http_address,
     )
-    from logos.mcp.token import TokenError, launch_token
 
     where = None
     if args.http is not None:
@@ -309,7 +309,7 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
             check_loopback("logos mcp", host)
             token_file = None if args.token_file is None else Path(args.token_file)
             token = launch_token(token_file, os.environ, "LOGOS_MCP_TOKEN")
-        except (ValueError, McpHttpError, TokenError) as exc:
+        except (ValueError, McpHttpError, TokenFileError) as exc:
             raise CliError(str(exc)) from None
         where = LoopbackHttp("logos mcp", host, port, token, tuple(args.allow_origin))
     notices = ProgressReporter(lambda line: None)

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import httpx
 
+from logos.access.token_file import TokenFileError, read_token_file
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.project_chat import ChatPrinter
 from logos.cli.runners import DEFAULT_SANDBOX_KIND
@@ -279,9 +280,9 @@ def _reason(exc: httpx.HTTPError) -> str:
 def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
     """A client of the chosen server, with its token."""
     try:
-        token = choice.token_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        if choice.by_default and args.token_file is None:
+        token = read_token_file(choice.token_file)
+    except TokenFileError as exc:
+        if choice.by_default and args.token_file is None and not choice.token_file.exists():
             stale = f" ({choice.stale})" if choice.stale else ""
             raise CliError(
                 f"no logos serve is running for you: none recorded where it listens{stale}, "
@@ -289,9 +290,8 @@ def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
                 f"serve`, or name one with --url URL (or ${URL_ENV}) and --token-file FILE"
             ) from None
         raise CliError(
-            f"cannot read the token {choice.token_file} of the server at {choice.url} "
-            f"({choice.source}): {exc.strerror}: give the token file that server printed when "
-            "it started with --token-file"
+            f"{exc} (the token of the server at {choice.url}, {choice.source}; give the token "
+            "file that server printed when it started with --token-file)"
         ) from None
     headers = {"authorization": f"Bearer {token}"}
     url = choice.url

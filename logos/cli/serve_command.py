@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from logos.access.token_file import TokenFileError, load_or_create_token
 from logos.agent.config import Config
 from logos.ceiling import CeilingError, ceiling_of
 from logos.cli import settings as resolve
@@ -29,13 +30,11 @@ from logos.cli.serve_address import ServeAddress, address_path, record_address, 
 from logos.cli.settings import FileSettings, Flags, HubModelSpec
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
-from logos.errors import RecordFileError
 from logos.options import ExecOptions
 from logos.protocol.prompt import PromptStyle
 from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
 from logos.runners.sandboxes import SandboxSettings
-from logos.serve.auth import load_or_create_token
 from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
 from logos.version import logos_version
@@ -130,8 +129,8 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
     state = serve_dir(environ)
     try:
         token, created = load_or_create_token(state / "token")
-    except RecordFileError as exc:
-        raise CliError(exc.message) from None
+    except TokenFileError as exc:
+        raise CliError(str(exc)) from None
     try:
         socket_path = args.listen_socket or served.socket
         listener: Listener = (

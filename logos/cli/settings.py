@@ -13,7 +13,6 @@ and the file: a misspelt setting must never be silently ignored.
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from logos.access.names import is_loopback
 from logos.agent.config import DEFAULT_MAX_STEPS, Limits
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
 from logos.approvals.approval import ApprovalMode
@@ -368,13 +368,7 @@ def make_provider(
 
 
 def _is_loopback(url: str) -> bool:
-    host = httpx.URL(url).host
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(httpx.URL(url).host)
 
 
 def _same_url(first: str, second: str) -> bool:

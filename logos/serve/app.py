@@ -26,7 +26,7 @@ what was wrong, never a traceback.
     GET    /                           the page (no data in it: it asks for the token)
 
 Every /v1 request needs `Authorization: Bearer <token>`. Every request must name this server
-in `Host` (DNS rebinding), and one that changes something must come from no other `Origin`.
+in `Host` (DNS rebinding) and come from no other `Origin` (`logos.access.guard`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
+from logos.access.guard import Access, AccessGuard
+from logos.access.names import AllowedHosts
 from logos.commands.memory_store import NoteError
 from logos.errors import RecordFileError
 from logos.providers.base import Usage
@@ -51,7 +53,6 @@ from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
 from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest
 from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval, too_late
-from logos.serve.auth import bearer_matches, host_name, same_origin
 from logos.serve.change_routes import change_routes
 from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.http import changes_stream, event_stream, last_event_id, read_body
@@ -67,7 +68,6 @@ M = TypeVar("M", bound=BaseModel)
 _USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 """The most of a saved output one request returns (the page shows it as text)."""
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class RuleRequest(BaseModel):
@@ -83,7 +83,7 @@ def build_app(
     runs: Runs,
     approvals: Approvals,
     *,
-    hosts: frozenset[str] | None = None,
+    hosts: AllowedHosts | None = None,
     rule_book: RuleBook | None = None,
     projects: Projects | None = None,
     trackers: ChangeTrackers | None = None,
@@ -115,11 +115,15 @@ def build_app(
         *(change_routes(runs, projects, trackers) if trackers is not None else []),
         *(Route(path, page_response, methods=["GET"]) for path in PAGE_FILES),
     ]
-    return guarded(routes, token, hosts)
+    return guarded(routes, token, "the token from the file `logos serve` printed at start", hosts)
 
 
-def guarded(routes: list[Route], token: str, hosts: frozenset[str] | None) -> ASGIApp:
-    """`routes` behind the checks every request passes (see `Guard`)."""
+def guarded(
+    routes: list[Route], token: str, token_hint: str, hosts: AllowedHosts | None
+) -> ASGIApp:
+    """`routes` behind the checks every request passes (`logos.access.guard`): it names this
+    server in `Host` (when `hosts` is given), comes from no other `Origin`, and carries the
+    token (`token_hint`: where a client finds it), but for the page's static files."""
     app = Starlette(
         routes=routes,
         exception_handlers={
@@ -128,65 +132,7 @@ def guarded(routes: list[Route], token: str, hosts: frozenset[str] | None) -> AS
             Exception: _unexpected,
         },
     )
-    return Guard(app, token, hosts)
-
-
-class Guard:
-    """Every request must name this server in `Host` (when `hosts` is given); one that
-    changes something must not come from another `Origin`; every request but the page's
-    static files needs the bearer token."""
-
-    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] | None) -> None:
-        self._app = app
-        self._token = token
-        self._hosts = hosts
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self._refusal(scope)
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self._app(scope, receive, send)
-
-    def _refusal(self, scope: Scope) -> Response | None:
-        headers = dict(scope["headers"])
-        host = headers.get(b"host", b"").decode("latin-1")
-        if self._hosts is not None and host_name(host) not in self._hosts:
-            return _error(
-                421,
-                f"this server does not answer to the name {host[:100]!r}: reach it as "
-                "http://127.0.0.1:PORT (or the address it listens on)",
-            )
-        origin = headers.get(b"origin")
-        if (
-            scope.get("method") not in SAFE_METHODS
-            and origin is not None
-            and not same_origin(origin.decode("latin-1"), host)
-        ):
-            return _error(
-                403,
-                f"a request from another origin ({origin.decode('latin-1')[:100]!r}) may not "
-                "change anything here: send it from the server's own page, or without an "
-                "Origin header",
-            )
-        if not _is_page(scope):
-            header = headers.get(b"authorization")
-            given = header.decode("latin-1") if header is not None else None
-            if not bearer_matches(given, self._token):
-                why = "no" if given is None else "a wrong"
-                response = _error(
-                    401,
-                    f"this request has {why} bearer token: send Authorization: Bearer <token>, "
-                    "with the token from the file `logos serve` printed at start",
-                )
-                response.headers["www-authenticate"] = "Bearer"
-                return response
-        return None
-
-
-def _is_page(scope: Scope) -> bool:
-    return scope.get("method") == "GET" and scope.get("path") in PAGE_FILES
+    return AccessGuard(app, Access(token, token_hint, hosts, open_paths=frozenset(PAGE_FILES)))
 
 
 class _Api:

@@ -11,7 +11,6 @@ which also ends their event streams, then stops uvicorn.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -26,10 +25,10 @@ import uvicorn
 from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
+from logos.access.names import AllowedHosts, allowed_hosts, is_loopback
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
 from logos.serve.approvals import Approvals, RuleBook
-from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
 from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.projects.registry import Projects
@@ -60,19 +59,9 @@ class Listener:
     url: str
     """Where clients reach it (`unix:PATH` for a socket)."""
     unix_path: Path | None = None
-    hosts: frozenset[str] | None = None
-    """The names `Host` may give: loopback's and the address listened on; None on a Unix
-    socket (no browser reaches one) and on an unspecified address (every name is this
-    machine's)."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    hosts: AllowedHosts | None = None
+    """The names `Host` may give: loopback's and the address listened on (any address of
+    this machine for an unspecified one); None on a Unix socket, which no browser reaches."""
 
 
 def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
@@ -95,9 +84,7 @@ def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
         ) from None
     bound_port = sock.getsockname()[1]
     shown = f"[{address}]" if family == socket.AF_INET6 else address
-    unspecified = address in ("", "0.0.0.0", "::")
-    hosts = None if unspecified else allowed_hosts(address)
-    return Listener(sock, f"http://{shown}:{bound_port}", hosts=hosts)
+    return Listener(sock, f"http://{shown}:{bound_port}", hosts=allowed_hosts(address))
 
 
 def bind_unix(path: Path) -> Listener:

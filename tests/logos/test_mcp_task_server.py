@@ -216,7 +216,7 @@ async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(
                 "task", {"task": "say it"}, progress_callback=on_progress
             )
     assert refused.status_code == 401
-    assert "logos mcp was launched with" in refused.json()["message"]
+    assert "the token `logos mcp` was launched with" in refused.json()["error"]
     assert result.structured_content is not None, result.content
     assert result.structured_content["answer"] == "It said: over http."
     assert len(asked) == 1 and "echo over http" in asked[0]

@@ -4,7 +4,6 @@ do: unknown fields, wrong tokens, unknown ids, wider limits, busy sessions, full
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -230,19 +229,3 @@ def test_notes_with_bad_keys_or_texts_are_400s(client: httpx.Client) -> None:
         client.put(f"/v1/memory/{long_key}", json={"text": "x"}), 400
     )
     assert "at most 4000 fit" in _error(client.put("/v1/memory/k", json={"text": "x" * 4001}), 400)
-
-
-def test_the_token_file_is_private(served: Served, module_home: Home) -> None:
-    assert served.token_path.stat().st_mode & 0o777 == 0o600
-    assert len(served.token) >= 32
-
-
-def test_a_token_file_others_can_read_is_refused(tmp_path: Path, model: ScriptedServer) -> None:
-    home = make_home(tmp_path)
-    token = home.state / "serve" / "token"
-    token.parent.mkdir(parents=True)
-    token.write_text("a" * 43 + "\n")
-    token.chmod(0o644)
-    with serving(home, model, config=CONFIG, wait=False) as served:
-        assert served.proc.wait(30) == 2
-    assert f"run chmod 600 {token}" in served.output()
