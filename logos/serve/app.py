@@ -173,7 +173,7 @@ class _Api:
 
     async def start_run(self, request: Request) -> Response:
         asked = await self._body(request, RunRequest)
-        run = self._runs.start(asked)
+        run = await self._runs.start(asked)
         return JSONResponse(
             {"run": run.id, "session": run.session_id, "events": f"/v1/runs/{run.id}/events"},
             status_code=201,

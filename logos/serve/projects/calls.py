@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -14,8 +15,8 @@ from pydantic import BaseModel
 
 from logos.agent.config import Config
 from logos.agent.steps import StepMessage
-from logos.approvals.approval import ApprovalDecision, ApprovalRunner, Approver
-from logos.approvals.audit import AuditLog
+from logos.approvals.approval import ApprovalDecision, Approver
+from logos.assembly import Approval, RunAssembly, RunParts
 from logos.ceiling import PathCeiling
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.envelope import command_preview
@@ -28,14 +29,12 @@ from logos.records.events import (
     RunSummary,
     StartEvent,
 )
-from logos.records.recorder import RunRecorder
 from logos.records.trajectory import Trajectory, load_trajectory
 from logos.result import JobEnd, Result
 from logos.runners.live import LivePiece
 from logos.serve.projects.budget import Allowance
 from logos.serve.projects.events import ApprovalDecided, CommandActivity, MessageDelta
 from logos.serve.projects.wire import AgentRecord
-from logos.serve.runs import run_gated
 from logos.serve.setup import RunnerChoice, ServerSetup
 
 
@@ -185,40 +184,23 @@ async def call_agent(
     path = plan.session_path
     continued: Trajectory | None = load_trajectory(path) if path.exists() else None
     system_prompt = setup.runners.system_prompt(choice, options, continued)
-    writer = setup.session_writer(path, choice, workdir, system_prompt, continued)
-    audit: AuditLog | None = None
-    try:
-        audit = AuditLog(
-            setup.audit_path,
-            mode=agent.approval,
-            runner=choice.kind,
-            cwd=workdir,
-            trajectory=str(writer.path),
-        )
-        runner = setup.runners.open(choice)
-    except BaseException:
-        writer.close()
-        if audit is not None:
-            audit.close()
-        raise
-    writer.prompt(plan.prompt)
     observer = _Observer(publish, agent.name, plan.message_id, on_usage)
-    recorder = RunRecorder(writer, audit, observer, model=setup.model.model)
-    gated = ApprovalRunner(runner, approver(observer), recorder.decided)
-    config = _config(setup, agent, plan.allowance, system_prompt, options)
-    ended: list[RunSummary] = []
-
-    def finish(summary: RunSummary) -> None:
-        ended.append(summary)
-        try:
-            recorder.done(summary)
-        finally:
-            writer.close()
-            audit.close()
-
-    history = continued.history() if continued is not None else []
-    await run_gated(config, gated, history, plan.prompt, recorder, plan.cancel, finish)
-    summary = ended[0]
+    assembly = await RunAssembly.open(
+        RunParts(
+            config=_config(setup, agent, plan.allowance, system_prompt, options),
+            prompt=plan.prompt,
+            history=continued.history() if continued is not None else [],
+            open_runner=partial(setup.runners.open, choice),
+            open_trajectory=partial(
+                setup.session_writer, path, choice, workdir, system_prompt, continued
+            ),
+            observer=observer,
+            approval=Approval(agent.approval, approver(observer), setup.audit_path),
+            runner_kind=choice.kind,
+            cwd=workdir,
+        )
+    )
+    summary = await assembly.run(plan.cancel)
     return CallOutcome(summary, "".join(observer.prose).strip(), tuple(observer.commands))
 
 
