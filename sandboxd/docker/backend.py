@@ -853,7 +853,8 @@ class DockerBackend(AsyncCloseable):
     async def _serve_channel(self, box: _Container, channel: SupervisorChannel) -> None:
         await channel.serve()
         if box.retired is None:
-            # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
+            # The supervisor died without the backend ending it (its container was killed
+            # or removed from outside, or it crashed): no command can end it.
             await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
 
     async def _open_egress(self, box: _Container, number: int) -> bool:
@@ -1041,8 +1042,9 @@ class DockerBackend(AsyncCloseable):
         if lost.by_backend:
             return lost.reason
         return (
-            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): a command may have "
-            "killed it (e.g. `kill -9 -1`) or its container was removed. Commands running in "
+            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): its container was "
+            "killed or removed from outside (`docker kill`/`docker rm`, the engine restarting, "
+            "the out-of-memory killer); no signal from a command ends it. Commands running in "
             "that container were lost; this session's next command gets a fresh container"
         )
 

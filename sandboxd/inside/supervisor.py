@@ -48,6 +48,11 @@ with no output, which stays here for "peek" requests until the backend says "for
     <- {"id": 7, "phase": "end", "signal": 15, "stdout_bytes": 0, "stderr_bytes": 0, ...}
     -> {"op": "forget", "id": 7}
 
+As PID 1 it cannot be ended from inside: the kernel delivers a process of its PID namespace
+no signal PID 1 has no handler for, and it has none but SIGCHLD's (which only wakes its
+reaper), so `kill -TERM 1`, `kill -INT 1` and a pidfd's signal are dropped. Only SIGKILL from
+outside (the container's removal) ends it, or the backend hanging up.
+
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, the
 container's environment plus the request's env (the backend sends the non-interactive one,
 logos.options.NONINTERACTIVE_ENV, under the caller's), output captured head+tail with
@@ -670,8 +675,13 @@ class Spawned:
 
 
 def become_init(spawned: Spawned) -> None:
-    """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and end the
-    container on SIGTERM (PID 1 gets no signal it has no handler for)."""
+    """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and stay up
+    whatever a command signals it.
+
+    WHY no handler but SIGCHLD's (Python's own for SIGINT removed): PID 1 gets no signal from
+    inside its namespace that it has no handler for, so no command can end it with one (nor
+    stop it: SIGSTOP is refused it too); SIGKILL from outside, the container's removal, still
+    does. A handler for SIGTERM would let `kill -TERM 1` end the sandbox's every command."""
     # WHY a wake-up pipe rather than a handler that sets an Event: a handler runs between two
     # bytecodes of the main thread, possibly inside the previous one's lock, and a second
     # SIGCHLD there waited on that lock for ever (a fork bomb's death sends hundreds).
@@ -679,7 +689,8 @@ def become_init(spawned: Spawned) -> None:
     os.set_blocking(wake, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
+    for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(ignored, signal.SIG_DFL)
 
     def reap() -> None:
         while True:
