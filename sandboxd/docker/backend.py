@@ -574,10 +574,10 @@ class DockerBackend(AsyncCloseable):
         tracked = {box.container_id for box in boxes}
         doomed: list[tuple[str, list[str]]] = []
         kept: set[str] = set()
+        spared = self._starting | self._copiers
         for container in listed:
             labels = container.get("Labels") or {}
             names = [name.lstrip("/") for name in container.get("Names") or []]
-            spared = self._starting.union(self._copiers)
             if container["Id"] in tracked or spared.intersection(names):
                 kept.update(names)
                 continue

@@ -15,10 +15,10 @@ uid:gid, and it mounts no host path: each scratch place of the (frozen) source r
 
 Every name is opened from the descriptor of the directory it is in, never followed if it is
 a symlink (O_NOFOLLOW), and checked to be the entry that was listed, so no name the source
-wrote can lead the copy anywhere but where it is listed. The walk keeps its own stack and
-one directory's descriptors at a time (see Copier): no depth meets a recursion limit, a path
-length limit or the limit on open files.
-What the copy writes is only what the forks' own commands could have written themselves.
+wrote can lead the copy anywhere but where it is listed, and what it writes is only what
+the forks' own commands could have written. The walk keeps its own stack and one directory's
+descriptors at a time (see Copier): no depth meets a recursion limit, a path length limit or
+the limit on open files.
 
 Usage: python3 -I -S -B copier.py PLAN, PLAN a JSON object:
     {"places": [{"source": "/from/0", "targets": ["/into/0/0", "/into/1/0"],
@@ -175,6 +175,7 @@ class Copier:
         """Make `name` in every fork (`fresh`: in directories this copy made), and go down
         into it."""
         opened = [os.open(name, DIRECTORY, dir_fd=self._fds[0])]
+        made_everywhere = True
         try:
             _same_entry(opened[0], info, name)
             for parent in self._fds[1:]:
@@ -183,9 +184,9 @@ class Copier:
                 except FileExistsError:
                     if fresh:
                         raise
-                    fresh = _remove_unless_directory(parent, name) and fresh
+                    made_everywhere = _remove_unless_directory(parent, name) and made_everywhere
                 opened.append(os.open(name, DIRECTORY, dir_fd=parent))
-            level = _Level(name, opened, info, fresh)
+            level = _Level(name, opened, info, fresh=made_everywhere)
         except BaseException:
             for fd in opened:
                 _close(fd)

@@ -333,13 +333,14 @@ async def test_a_fork_of_a_session_with_many_small_files(backend: DockerBackend)
         assert await sh(backend, fork, summary, box) == before
 
 
+@pytest.mark.parametrize("image_fixture", ["dash_exec_image", "busybox_image"])
 async def test_a_fork_of_an_image_without_python_is_copied_as_any_other(
-    backend: DockerBackend, dash_exec_image: str
+    backend: DockerBackend, request: pytest.FixtureRequest, image_fixture: str
 ) -> None:
+    """Its copier runs the daemon's image (the session's has no python3)."""
+    image = request.getfixturevalue(image_fixture)
     # WHY unix sockets: an image without python3 cannot have them denied (no supervisor).
-    box = SandboxSpec(
-        dash_exec_image, (), False, UID, GID, Limits(memory=256 * 1024**2), unix_sockets=True
-    )
+    box = SandboxSpec(image, (), False, UID, GID, Limits(memory=256 * 1024**2), unix_sockets=True)
     await sh(
         backend,
         "source",

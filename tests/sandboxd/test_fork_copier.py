@@ -225,11 +225,14 @@ def test_a_forks_entries_made_by_its_start_are_replaced_never_followed(tmp_path:
     (outside / "f").write_text("outside\n")
     (source / "home" / "sub").mkdir(parents=True)
     (source / "home" / "sub" / "rc").write_text("rc\n")
+    (source / "home" / "profile").write_text("session\n")
     (source / "f").write_text("session\n")
     (source / "d").mkdir()
     (source / "d" / "f").write_text("session\n")
     (targets[0] / "home").mkdir()
     (targets[0] / "home" / "made-by-the-fork").write_text("mine\n")
+    os.symlink(outside / "f", targets[0] / "home" / "profile")
+    os.symlink(outside, targets[0] / "home" / "sub")
     os.symlink(outside / "f", targets[0] / "f")
     os.symlink(outside, targets[0] / "d")
     copied(source, targets)
@@ -238,6 +241,8 @@ def test_a_forks_entries_made_by_its_start_are_replaced_never_followed(tmp_path:
     assert not (targets[0] / "f").is_symlink() and (targets[0] / "f").read_text() == "session\n"
     assert not (targets[0] / "d").is_symlink() and (targets[0] / "d" / "f").exists()
     assert (targets[0] / "home" / "sub" / "rc").read_text() == "rc\n"
+    assert not (targets[0] / "home" / "sub").is_symlink()
+    assert (targets[0] / "home" / "profile").read_text() == "session\n"
     assert (targets[0] / "home" / "made-by-the-fork").exists()
 
 

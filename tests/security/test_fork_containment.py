@@ -88,6 +88,16 @@ def crafted(grant, variant):
             info.pax_headers = {"path": path}
             info.size, info.mode, info.mtime = len(data), mode_bits, time.time()
             archive.addfile(info, io.BytesIO(data))
+    elif variant == "pax-linkpath":  # a link out (its target cut at a NUL), then through it
+        archive = tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT)
+        link = tarfile.TarInfo("tmp/link")
+        link.type, link.mtime = tarfile.SYMTYPE, time.time()
+        link.pax_headers = {"path": "tmp/way-out", "linkpath": f"{grant}/\0/tmp"}
+        archive.addfile(link)
+        info = tarfile.TarInfo("tmp/cover")
+        info.pax_headers = {"path": aimed("/tmp/way-out", "planted", "cover-l")}
+        info.size, info.mode, info.mtime = 8, 0o644, time.time()
+        archive.addfile(info, io.BytesIO(b"planted\n"))
     elif variant == "pax-global":
         archive = tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT,
                                pax_headers={"path": aimed(grant, "planted", "cover-g")})
@@ -110,8 +120,8 @@ def ticking(log):
 
 if mode == "timer":
     continue_every_2_ms()
-variants = ["pax-path", "pax-global", "gnu-longname"]
-archives = [crafted(grant, variants[n % 3]) for n, grant in enumerate(grants)]
+variants = ["pax-path", "pax-linkpath", "pax-global", "gnu-longname"]
+archives = [crafted(grant, variants[n % 4]) for n, grant in enumerate(grants)]
 known = set(os.listdir("/.sandboxd"))
 seen = open("/tmp/attacker/seen", "w", buffering=1)
 log = open(f"/tmp/attacker/ticks-{os.getpid()}", "w", buffering=1)
@@ -166,6 +176,7 @@ for n, grant in enumerate(grants):
     links[f"grant-{n}"] = grant
     links[f"grant-{n}-file"] = f"{grant}/readme.txt"
     links[f"grant-{n}-up"] = "../" * 8 + grant.strip("/")
+    links[f"grant-{n}-slashes"] = "/" + grant.replace("/", "//") + "//"
     # Where a fork mounts the grant (or what a path under /tmp would name): its own entries.
     os.makedirs(f"/tmp{grant}/.git/hooks", exist_ok=True)
     with open(f"/tmp{grant}/readme.txt", "w") as shadow:
@@ -306,11 +317,8 @@ def snapshot(directory: Path) -> dict[str, tuple[int, int, str]]:
 def grants() -> Iterator[list[Path]]:
     """Read-write directories granted to forks only, as a workspace looks: a readme and a
     git hooks directory; under /tmp and outside it."""
-    made = [
-        short_dir("frw"),
-        short_dir("frw"),
-        Path(tempfile.mkdtemp(prefix="frw", dir="/var/tmp")),
-    ]
+    outside = [Path(tempfile.mkdtemp(prefix="frw", dir="/var/tmp")) for _ in range(2)]
+    made = [short_dir("frw"), short_dir("frw"), *outside]
     for grant in made:
         (grant / ".git" / "hooks").mkdir(parents=True)
         (grant / "readme.txt").write_text("the host's\n")
@@ -323,11 +331,13 @@ def test_a_process_left_in_the_source_cannot_write_into_a_forks_granted_director
     daemon: Daemon, docker_client: Any, grants: list[Path]
 ) -> None:
     """Finding 1, each variant into a fork of its own: the source is granted one read-only
-    path; its attacker (SIGCONT every 2 ms) writes crafted archives (a PAX path, a global PAX
-    header, a GNU long name, with NULs, `//` and control characters) into whatever copy
-    stream it finds, and its commands planted names, symlinks out (to the grants, the
-    copier's own paths, /proc/1/root) and entries where the forks mount their grants. Each
-    fork's granted directory gets no write; each fork gets the session's tree as it is."""
+    path; its attacker (SIGCONT every 2 ms) writes crafted archives (a PAX path, a PAX
+    linkpath and a member through the link, a global PAX header, a GNU long name, with NULs,
+    `//`, trailing slashes and control characters) into whatever copy stream it finds, and
+    its commands planted names, symlinks out (to the grants, with `//` and trailing slashes,
+    the copier's own paths, /proc/1/root) and entries where the forks mount their grants.
+    Each fork's granted directory gets no write; each fork gets the session's tree as it
+    is."""
     read_only = short_dir("fro")
     before = {grant: snapshot(grant) for grant in grants}
     with daemon.client() as client:
