@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from sandboxd.docker.container import usable_cpus
+from sandboxd.docker.fork import COPIER_MEMORY_BASE, plan_copy
+from sandboxd.docker.scratch import ScratchVolume
 from sandboxd.inside import copier
 from tests.support.host_mounts import tmpfs_at
 
@@ -341,3 +344,26 @@ def test_a_malformed_plan_is_a_usage_error(plan: str) -> None:
         timeout=60,
     )
     assert ran.returncode == copier.USAGE_EXIT and "plan is malformed" in ran.stderr, ran
+
+
+def test_a_plan_copies_each_place_into_the_forks_that_have_it_and_skips_mount_points() -> None:
+    """The second fork mounts /home (its $HOME lives under /tmp): it gets the session's /tmp
+    only. Mounts under a place (the session's or the forks') are left out at its top; the
+    copier's memory covers what it may write, a quarter more, and itself."""
+    mib = 1024**2
+
+    def volume(place: str, name: str, size: int) -> ScratchVolume:
+        return ScratchVolume(place, name, size, "mode=1777")
+
+    source = [volume("/tmp", "s.tmp", 512 * mib), volume("/home/sandbox", "s.home", 128 * mib)]
+    first = [volume("/tmp", "a.tmp", 512 * mib), volume("/home/sandbox", "a.home", 128 * mib)]
+    second = [volume("/tmp", "b.tmp", 512 * mib)]
+    mounts = ["/tmp/work", "/tmp/a/b", "/var/x", "/home/sandbox/proj/src", "/home"]
+    plan = plan_copy(source, [first, second], mounts=mounts, user="1000:1000", cpus=1.0)
+    assert [(p.source.name, [t.name for t in p.targets], p.skip) for p in plan.places] == [
+        ("s.tmp", ["a.tmp", "b.tmp"], ("a", "work")),
+        ("s.home", ["a.home"], ("proj",)),
+    ]
+    assert plan.memory == COPIER_MEMORY_BASE + (1152 * mib) * 5 // 4
+    assert plan.cpus == usable_cpus(2.0) and plan.user == "1000:1000"
+    assert plan_copy(source, [[]], mounts=[], user="1000:1000", cpus=1.0).places == ()
