@@ -151,7 +151,13 @@ class PageRun:
             f"{block.where}: a block that installs must be marked not run: here it would "
             "install into the tests' own virtualenv"
         )
-        return self._run(["bash", "-e", "-o", "pipefail", "-c", block.text], block)
+        status, stdout, stderr = 0, "", ""
+        for segment in _segments(block.text):
+            outcome = self._run(["bash", "-e", "-o", "pipefail", "-c", segment], block)
+            status, stdout, stderr = outcome.status, stdout + outcome.stdout, stderr + outcome.stderr
+            if status != 0:
+                break
+        return Outcome(status, stdout, stderr)
 
     def run_python(self, block: Block) -> Outcome:
         """The block saved as a script and run by the virtualenv's Python."""
@@ -194,7 +200,7 @@ class PageRun:
         finally:
             os.close(keyboard)
             os.close(terminal)
-        servers = len(BACKGROUND_SERVER.findall(block.text)) if block.is_shell else 0
+        servers = len(BACKGROUND_SERVER.findall(command[-1])) if block.is_shell else 0
         self._wait_serving(servers, out, err, block)
         return Outcome(proc.returncode, _read(out), _read(err))
 
@@ -238,6 +244,20 @@ class PageRun:
                 for container in containers_of(docker_client, pid):
                     with contextlib.suppress(Exception):
                         remove_with_volumes(container)
+
+
+def _segments(script: str) -> list[str]:
+    """A shell block cut after each line that starts a server in the background: a reader
+    types the next line once the server says it serves, and so does the run."""
+    segments, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        if BACKGROUND_SERVER.match(line):
+            segments.append("\n".join(current))
+            current = []
+    if any(line.strip() for line in current):
+        segments.append("\n".join(current))
+    return segments
 
 
 def _read(path: Path) -> str:
