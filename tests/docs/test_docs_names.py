@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import io
 import importlib
 import importlib.util
+import io
 import re
 import shlex
 import tomllib
@@ -174,10 +174,12 @@ def test_every_command_and_flag_in_inline_code_exists(where: str, text: str) -> 
             continue
         if words and words[0] in ("serve", "mcp") and words[-1:] == ["&"]:
             words = words[:-1]
-        if not words or not re.fullmatch(r"[a-z][\w-]*", words[0]) and not words[0].startswith("-"):
+        if not words or (
+            not re.fullmatch(r"[a-z][\w-]*", words[0]) and not words[0].startswith("-")
+        ):
             continue  # prose that starts with the program's name ("logos runs …")
-        if words[0] in ("--help", "-h", "--version") or len(words) == 1 and _is_command(
-            program, words
+        if words[0] in ("--help", "-h", "--version") or (
+            len(words) == 1 and _is_command(program, words)
         ):
             continue  # a command named, not a command line
         why = _parses(program, words)
@@ -212,4 +214,3 @@ def test_the_docs_screenshots_are_the_ones_the_page_tests_take() -> None:
     assert named <= DOCS_PICTURES, named - DOCS_PICTURES
     for name in named:
         assert (DOCS_SCREENSHOTS / f"{name}.png").is_file(), name
-

@@ -10,16 +10,17 @@ it, `<!-- docs: not run, checked by CHECK -->`: test_docs_not_run.py holds each 
 from __future__ import annotations
 
 import doctest
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from logos.models.fitting import default_for_this_machine
 from tests.support.docs_files import check_file
 from tests.support.docs_pages import REPO, Block, blocks, commands_and_outputs, pages
 from tests.support.docs_session import Outcome, page_run
-from logos.models.fitting import default_for_this_machine
 from tests.support.hub_server import HubServer
 from tests.support.llama import find_default_gguf
 from tests.support.parts import require
@@ -129,7 +130,6 @@ def test_every_runnable_page_is_run() -> None:
 def test_every_output_block_follows_a_command() -> None:
     for page in pages():
         found = blocks(page)
-        for before, block in zip(found, found[1:], strict=False):
+        for before, block in itertools.pairwise(found):
             if block.is_output:
                 assert before.runs or before.not_run, f"{block.where}: an output of nothing"
-

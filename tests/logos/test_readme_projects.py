@@ -1,7 +1,8 @@
 """The team tutorial (docs/tutorials/team.md), its project commands run as written (read out
-of the page, the usage lines too) by a newcomer's shell: `logos serve` on a port of its own choosing (`--port 0`, which the README
-offers), a real sandboxd started as its README section says, a scripted model; the project
-commands find the server with no flag, and a talon added with `--sandbox` works there."""
+of the page, the usage lines too) by a newcomer's shell: `logos serve` on a port of its own
+choosing (`--port 0`, which the docs offer), a real sandboxd started as the sandbox tutorial
+says, a scripted model; the project commands find the server with no flag, and a talon
+added with `--sandbox` works there."""
 
 from __future__ import annotations
 

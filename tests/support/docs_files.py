@@ -67,9 +67,7 @@ def mcp_servers(path: Path) -> dict[str, dict[str, Any]]:
 def _as_launched(value: str, run: PageRun) -> str:
     """An argument as the editor passes it: VS Code's `${workspaceFolder}` filled in, the
     docs' example project made the page's own."""
-    return value.replace("${workspaceFolder}", str(run.work)).replace(
-        EDITOR_PROJECT, str(run.work)
-    )
+    return value.replace("${workspaceFolder}", str(run.work)).replace(EDITOR_PROJECT, str(run.work))
 
 
 async def _launch_each_server(run: PageRun, block: Block, path: Path) -> None:

@@ -154,7 +154,11 @@ class PageRun:
         status, stdout, stderr = 0, "", ""
         for segment in _segments(block.text):
             outcome = self._run(["bash", "-e", "-o", "pipefail", "-c", segment], block)
-            status, stdout, stderr = outcome.status, stdout + outcome.stdout, stderr + outcome.stderr
+            status, stdout, stderr = (
+                outcome.status,
+                stdout + outcome.stdout,
+                stderr + outcome.stderr,
+            )
             if status != 0:
                 break
         return Outcome(status, stdout, stderr)

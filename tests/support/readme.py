@@ -1,6 +1,7 @@
 """The commands of the README and the docs, read out of them, so that a test runs them as
-written and breaks when they change; and the environment a newcomer (or an editor) runs them in: only a PATH
-where `logos` and `sandboxd` are this checkout's, a HOME of the test's, nothing else."""
+written and breaks when they change; and the environment a newcomer (or an editor) runs them
+in: only a PATH where `logos` and `sandboxd` are this checkout's, a HOME of the test's,
+nothing else."""
 
 from __future__ import annotations
 

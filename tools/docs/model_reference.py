@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 import json
 import re
 import textwrap
@@ -71,7 +72,7 @@ def attribute_docstrings(model: type) -> dict[str, str]:
             continue
         tree = ast.parse(source)
         body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-        for statement, following in zip(body, body[1:], strict=False):
+        for statement, following in itertools.pairwise(body):
             if (
                 isinstance(statement, ast.AnnAssign)
                 and isinstance(statement.target, ast.Name)
