@@ -193,9 +193,11 @@ def private_default_socket(home: Path) -> Path:
 
 def readme_line(heading: str, starts_with: str, language: str = "sh") -> str:
     """The command line of a block under `heading` that starts with `starts_with`."""
-    for line in shell_lines(block(heading, language)):
-        if line.startswith(starts_with):
-            return line
+    for code in code_blocks():
+        if code.heading.startswith(heading) and code.language == language:
+            for line in shell_lines(code.text):
+                if line.startswith(starts_with):
+                    return line
     raise AssertionError(f"the docs show no `{starts_with}…` under {heading!r}")
 
 
