@@ -278,7 +278,9 @@ def _reason(exc: httpx.HTTPError) -> str:
 
 
 def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
-    """A client of the chosen server, with its token."""
+    """A client of the chosen server, with its token; the address is checked first, as it is
+    the first thing a caller gave."""
+    base_url, transport = _address(choice)
     try:
         token = read_token_file(choice.token_file)
     except TokenFileError as exc:
@@ -294,21 +296,27 @@ def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
             "file that server printed when it started with --token-file)"
         ) from None
     headers = {"authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=transport)
+
+
+def _address(choice: ServerChoice) -> tuple[str, httpx.HTTPTransport | None]:
+    """The base URL and transport of the chosen server: its socket (`logos serve --socket
+    PATH`) or its http:// address."""
     url = choice.url
-    try:
-        if url.startswith(("unix:", "/", "~", ".")):  # the socket of `logos serve --socket PATH`
-            transport = httpx.HTTPTransport(uds=os.path.expanduser(url.removeprefix("unix:")))
-            return httpx.Client(
-                base_url="http://localhost", headers=headers, timeout=30, transport=transport
-            )
-        if not url.startswith(("http://", "https://")):
-            raise httpx.InvalidURL("it names no http:// address")
-        return httpx.Client(base_url=url, headers=headers, timeout=30)
-    except httpx.InvalidURL as exc:
-        raise CliError(
-            f"{url!r} ({choice.source}) is not where a logos serve can listen ({exc}): give "
-            "http://HOST:PORT, or the path of its Unix socket"
-        ) from None
+    if url.startswith(("unix:", "/", "~", ".")):
+        socket_path = os.path.expanduser(url.removeprefix("unix:"))
+        return "http://localhost", httpx.HTTPTransport(uds=socket_path)
+    reason = "it names no http:// address"
+    if url.startswith(("http://", "https://")):
+        try:
+            httpx.URL(url)
+            return url, None
+        except httpx.InvalidURL as exc:
+            reason = str(exc)
+    raise CliError(
+        f"{url!r} ({choice.source}) is not where a logos serve can listen ({reason}): give "
+        "http://HOST:PORT, or the path of its Unix socket"
+    )
 
 
 class _Server:
