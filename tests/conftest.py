@@ -32,6 +32,8 @@ for _variable in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HU
 from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require  # noqa: E402
 from tests.support.processes import processes_matching  # noqa: E402
 from tests.support.sandboxd_harness import Daemon, running_daemon  # noqa: E402
+from tests.support.timeouts import stretch_timeouts  # noqa: E402
+from tests.support.worker_groups import assign_groups  # noqa: E402
 
 pytest_plugins = [
     "tests.support.sse_server",
@@ -40,7 +42,22 @@ pytest_plugins = [
     "tests.support.hub_server",
     "tests.support.llama",
     "tests.support.browser",
+    "tests.support.real_parts",
 ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test marked with the real parts it uses, then given its xdist group by rule and
+    its timeout for its share of a CPU: first, so that `-m` selects on those marks and xdist
+    reads those groups."""
+    # WHY here: a module named in pytest_plugins must be imported by pytest first (it
+    # rewrites its asserts), after this file has run.
+    from tests.support.real_parts import mark_real_parts
+
+    mark_real_parts(items)
+    assign_groups(items)
+    stretch_timeouts(config, items)
 
 
 @pytest.fixture(scope="session")
