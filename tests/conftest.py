@@ -43,6 +43,7 @@ pytest_plugins = [
     "tests.support.llama",
     "tests.support.browser",
     "tests.support.real_parts",
+    "pytester",
 ]
 
 

@@ -28,7 +28,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FOLLOWED = (REPO / "tests", REPO / "bench")
-"""Code followed into: the tests and their helpers, and the benchmark (the smoke tests run it)."""
+"""Code followed into, besides the collected test modules: the tests' helpers, and the
+benchmark (the smoke tests run it)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,9 @@ class Reach:
     """What a piece of code reaches: the objects its names stand for, through every function
     and class of the followed packages it names (memoised: the suite shares its helpers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, test_modules: set[str]) -> None:
         self._seen: dict[int, frozenset[int]] = {}
+        self._test_modules = test_modules
 
     def of(self, function: Callable[..., Any]) -> frozenset[int]:
         """The ids of every object `function` reaches."""
@@ -123,7 +125,7 @@ class Reach:
             reached: set[int] = set()
             for found in self._named(function):
                 reached.add(id(found))
-                for inner in self._followed(found):
+                for inner in self._followed(found, self._test_modules):
                     reached |= self.of(inner)
             self._seen[key] = frozenset(reached)
         return self._seen[key]
@@ -146,8 +148,9 @@ class Reach:
                         yield inner
 
     @staticmethod
-    def _followed(found: object) -> Iterator[Callable[..., Any]]:
-        if not _is_followed(getattr(found, "__module__", None) or ""):
+    def _followed(found: object, test_modules: set[str]) -> Iterator[Callable[..., Any]]:
+        module = getattr(found, "__module__", None) or ""
+        if module not in test_modules and not _is_followed(module):
             return
         if inspect.isclass(found):
             for member in vars(found).values():
@@ -213,7 +216,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def mark_real_parts(items: list[pytest.Item]) -> None:
     """Mark each test with the parts it uses (before `-m` selects on these marks)."""
-    reach = Reach()
+    reach = Reach({item.module.__name__ for item in items if isinstance(item, pytest.Function)})
     signatures = {
         part.marker: frozenset(
             id(found) for found in map(_resolve, part.objects) if found is not None

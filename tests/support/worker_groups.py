@@ -6,8 +6,8 @@ the right group by what it uses:
 
 - a test that starts a Ray cluster runs where every other Ray test runs, one at a time: a
   node takes Ray's fixed default ports beside the one it is given;
-- a test on the real model runs where the other model tests run: one llama.cpp server for
-  them all (a session fixture), and no two generations fighting over two cores;
+- a test on the shared llama.cpp server (the session fixture `llama_server`) runs where the
+  others on it run: one server for them all;
 - a benchmark smoke test on the engine runs where the others do: the benchmark labels every
   container it starts `logos-bench`, and each of these tests counts them;
 - a test that uses a fixture shared by its module (a daemon, a served app) runs where the
@@ -42,13 +42,20 @@ def _marked(*names: str) -> Callable[[pytest.Item], bool]:
     return takes
 
 
+def _uses(fixture: str) -> Callable[[pytest.Item], bool]:
+    def takes(item: pytest.Item) -> bool:
+        return fixture in getattr(item, "fixturenames", ())
+
+    return takes
+
+
 def _benchmark_on_the_engine(item: pytest.Item) -> bool:
     return item.path.parent.name == "bench" and item.get_closest_marker("docker") is not None
 
 
 GROUPS = (
     Group("ray", _marked("ray"), first=True),
-    Group("llama", _marked("llama"), first=True),
+    Group("llama-server", _uses("llama_server"), first=True),
     Group("bench-engine", _benchmark_on_the_engine, first=True),
 )
 
