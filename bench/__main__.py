@@ -125,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "duration_s": (datetime.now(UTC) - started).total_seconds(),
             "argv": list(sys.argv[1:] if argv is None else argv),
             "plan": dataclasses.asdict(plan),
+            "container_label": roundtrip.RUN_LABEL,
         },
     )
     (out / TABLE_NAME).write_text(table + "\n")

@@ -32,6 +32,7 @@ from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
 from bench.roundtrip import (
+    BENCH_LABEL,
     COMMANDS,
     DOCKER_EXEC,
     DOCKER_PY,
@@ -266,7 +267,9 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     # The replies' memory went back: what the daemon keeps is not their 6x JSON.
     assert control["after_bytes"] - control["baseline_bytes"] < 64 * 2**20
 
-    leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
+    leftovers = docker_client.containers.list(
+        all=True, filters={"label": results["container_label"]}
+    )
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -308,7 +311,8 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     goals = {target["goal"] for target in section["targets"]}
     assert "first command with preparation <= 15 ms (model 0.5 s to its first block)" in goals
     assert "new session start <= 120 ms" in goals
-    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    label = load_results(tmp_path)["container_label"]
+    assert docker_client.containers.list(all=True, filters={"label": label}) == []
 
 
 @pytest.mark.docker
@@ -398,7 +402,9 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
         daemons: list[int] = []
         while time.monotonic() < deadline and bench.poll() is None:
             daemons = children_of(bench.pid, b"sandboxd")
-            labelled = docker_client.containers.list(filters={"label": "logos-bench"})
+            labelled = docker_client.containers.list(
+                filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+            )
             if daemons and len(labelled) >= 2:  # the docker exec target and mini-swe-agent's
                 break
             time.sleep(0.2)
@@ -408,7 +414,10 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     assert bench.returncode == 130, stderr[-3000:]
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
     assert not (tmp_path / "results.json").exists()
-    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    labelled = docker_client.containers.list(
+        all=True, filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+    )
+    assert labelled == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"
 
 
