@@ -1,5 +1,5 @@
 """Which tests may run side by side when pytest-xdist spreads the suite over processes
-(`pytest -n N`; the pytest config sets `--dist loadgroup`).
+(`pytest -n N`; the pytest config sets `--dist loadgroup`), and in what order.
 
 Each test gets an `xdist_group` from the rules below, never by hand, so a new test falls in
 the right group by what it uses:
@@ -8,13 +8,14 @@ the right group by what it uses:
   node takes Ray's fixed default ports beside the one it is given;
 - a test on the shared llama.cpp server (the session fixture `llama_server`) runs where the
   others on it run: one server for them all;
-- a benchmark smoke test on the engine runs where the others do: the benchmark labels every
-  container it starts `logos-bench`, and each of these tests counts them;
 - a test that uses a fixture shared by its module (a daemon, a served app) runs where the
   rest of its module runs, so that fixture starts once;
 - any other test runs wherever a worker is free.
 
-Groups whose tests are slow go first, so that the run does not end waiting on one of them.
+Tests that count containers or processes count only their own (their daemon's, their
+marker's), so nothing else needs a group. The long tests go first and the quick ones last,
+where they fill the gaps: the two groups above, then the tests slow on purpose, then those
+on a real part, then the rest (the pytest config keeps xdist from reordering them).
 """
 
 from __future__ import annotations
@@ -25,19 +26,18 @@ from dataclasses import dataclass
 import pytest
 
 SHARED_SCOPES = frozenset({"module", "class", "package"})
+REAL_PARTS = ("docker", "llama", "browser", "mcp", "ray")
 
 
 @dataclass(frozen=True)
 class Group:
     name: str
     takes: Callable[[pytest.Item], bool]
-    first: bool
-    """Scheduled before the others: its tests are long, and it runs on one worker."""
 
 
-def _marked(*names: str) -> Callable[[pytest.Item], bool]:
+def _marked(name: str) -> Callable[[pytest.Item], bool]:
     def takes(item: pytest.Item) -> bool:
-        return any(item.get_closest_marker(name) is not None for name in names)
+        return item.get_closest_marker(name) is not None
 
     return takes
 
@@ -49,14 +49,9 @@ def _uses(fixture: str) -> Callable[[pytest.Item], bool]:
     return takes
 
 
-def _benchmark_on_the_engine(item: pytest.Item) -> bool:
-    return item.path.parent.name == "bench" and item.get_closest_marker("docker") is not None
-
-
 GROUPS = (
-    Group("ray", _marked("ray"), first=True),
-    Group("llama-server", _uses("llama_server"), first=True),
-    Group("bench-engine", _benchmark_on_the_engine, first=True),
+    Group("ray", _marked("ray")),
+    Group("llama-server", _uses("llama_server")),
 )
 
 
@@ -72,19 +67,23 @@ def group_of(item: pytest.Item) -> str | None:
     return None
 
 
-def _slow_first(item: pytest.Item) -> int:
-    group = group_of(item)
-    if any(group == first.name for first in GROUPS if first.first):
+def _turn(item: pytest.Item) -> int:
+    """0 for the first tests to start, 3 for the last."""
+    if any(group.takes(item) for group in GROUPS):
         return 0
-    return 1 if item.get_closest_marker("slow") is not None else 2
+    if item.get_closest_marker("slow") is not None:
+        return 1
+    if any(item.get_closest_marker(part) is not None for part in REAL_PARTS):
+        return 2
+    return 3
 
 
 def assign_groups(items: list[pytest.Item]) -> None:
     """Give each test its group (after the real-part marks: the rules read them, and before
-    xdist reads the groups), and put the long groups and slow tests first (the order is
-    otherwise kept: sort is stable)."""
+    xdist reads the groups), and sort the tests by their turn (the order within a turn is
+    kept: sort is stable)."""
     for item in items:
         group = group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=_slow_first)
+    items.sort(key=_turn)

@@ -87,6 +87,11 @@ def test_on_the_shared_model(llama_server):
 @pytest.mark.timeout(30)
 def test_marked_by_hand():
     pass
+
+
+@pytest.mark.slow
+def test_slow_on_purpose():
+    pass
 """
 
 
@@ -125,6 +130,7 @@ def test_each_test_is_marked_with_the_real_parts_it_reaches(
         "test_on_the_shared_daemon": {"docker"},
         "test_on_the_shared_model": {"llama"},
         "test_marked_by_hand": {"docker"},
+        "test_slow_on_purpose": set(),
     }
 
 
@@ -139,8 +145,23 @@ def test_what_must_not_race_shares_a_group_and_the_rest_goes_anywhere(
         "test_on_the_shared_daemon": "test_suite.py",
         "test_on_the_shared_model": "llama-server",
         "test_marked_by_hand": None,
+        "test_slow_on_purpose": None,
     }
-    assert next(iter(collected)) in ("test_on_a_cluster", "test_on_the_shared_model")
+
+
+def test_the_long_tests_go_first_and_the_quick_ones_last(
+    collected: dict[str, pytest.Item],
+) -> None:
+    assert list(collected) == [
+        "test_on_a_cluster",
+        "test_on_the_shared_model",
+        "test_slow_on_purpose",
+        "test_through_a_helper",
+        "test_with_an_mcp_client",
+        "test_on_the_shared_daemon",
+        "test_marked_by_hand",
+        "test_plain",
+    ]
 
 
 def test_a_share_of_a_cpu_counts_workers_over_cpus_and_never_less_than_one(
