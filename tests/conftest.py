@@ -61,6 +61,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     stretch_timeouts(config, items)
 
 
+LONG_BYTES = 64
+
+
+def pytest_make_parametrize_id(val: object, argname: str) -> str | None:
+    """A long bytes value is named by its length, not spelt out. WHY: such values are real
+    TLS hellos, random in each process; pytest-xdist needs every worker to collect tests of
+    the same names (and 2 KB of escaped bytes in a test's name helps no one)."""
+    if isinstance(val, bytes) and len(val) > LONG_BYTES:
+        return f"{argname}-{len(val)}-bytes"
+    return None
+
+
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
     """A docker-py client for a running engine that has the sandbox image."""
