@@ -47,6 +47,14 @@ pytest_plugins = [
 ]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C is given back to the tests' programs. WHY: a suite started in the background by
+    a script (`./scripts/test &`, a CI step) inherits SIGINT ignored, and so would every
+    program a test starts: the tests that stop one with Ctrl-C would fail, or prove nothing."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test marked with the real parts it uses, then given its xdist group by rule and

@@ -5,6 +5,8 @@ timeout stretched by its share of a CPU."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -189,3 +191,14 @@ def test_a_timeout_is_stretched_by_the_workers_share_of_a_cpu(
 
     assert timeout("test_plain") == 400
     assert timeout("test_marked_by_hand") == 120
+
+
+def test_the_programs_a_test_starts_can_be_stopped_with_ctrl_c() -> None:
+    """However the suite was started (a background job of a script ignores SIGINT)."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT).__name__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout == "default_int_handler\n"
