@@ -182,6 +182,30 @@ def internet(block: Block) -> None:
             parse_rule(host)
 
 
+def quick_loop(block: Block) -> None:
+    """`./scripts/test --quick` runs the suite that runs this; here, that its selection (the
+    script's own marker expression) holds no test of the engine, a model, the browser or Ray,
+    as pytest itself counts them."""
+    assert _lines(block) == ["./scripts/test --quick"]
+    script = (REPO / "scripts" / "test").read_text()
+    (expression,) = re.findall(r"^QUICK_TESTS='([^']+)'$", script, flags=re.MULTILINE)
+    assert '-m "$QUICK_TESTS"' in script
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", expression, "--real-parts"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    counts = dict(re.findall(r"^  (\w+) +(\d+)  ", completed.stdout, flags=re.MULTILINE))
+    assert {part: counts.get(part) for part in ("docker", "llama", "browser", "ray")} == {
+        "docker": "0",
+        "llama": "0",
+        "browser": "0",
+        "ray": "0",
+    }, completed.stdout
+
+
 def bench(block: Block) -> None:
     """The benchmark takes minutes on purpose: tests/bench/test_bench_smoke.py runs every
     family at its smallest size; here, the script and its options."""
@@ -209,6 +233,7 @@ CHECKS: dict[str, Callable[[Block], None]] = {
     "ray-stop": ray_stop,
     "internet": internet,
     "bench": bench,
+    "quick-loop": quick_loop,
 }
 NEEDS_ENGINE = frozenset({"image"})
 
