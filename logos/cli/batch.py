@@ -63,7 +63,7 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
     batch_settings = BatchSettings(
         model=ModelSpec(choice.kind.name, choice.model, choice.base_url, choice.api_key),
         sandbox=None if sandbox is None else BatchSandbox(sandbox, spec.sandbox_settings()),
-        limits=resolve.limits(flags, settings, llama_cpp=choice.llama_cpp),
+        limits=resolve.limits(flags, settings),
         timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
         replies=resolve.replies(flags, settings, choice),
         prompt_extra=settings.prompt_extra or "",

@@ -211,7 +211,7 @@ def _prepare_task(
     system_prompt = resolve.system_prompt(
         spec, options, settings, recorded, memory, replies.prompt_style
     )
-    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
+    limits = resolve.limits(flags, settings)
     if (
         choice is not None
         and limits.max_cost_usd is not None

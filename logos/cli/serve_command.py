@@ -118,7 +118,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             print(f"logos: {note}", file=sys.stderr)
     rules = resolve.approval_rules(flags, settings)
     replies = resolve.replies(flags, settings, choice)
-    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
+    limits = resolve.limits(flags, settings)
     options = resolve.exec_options(flags, settings, os.getcwd())
     try:
         # WHY pinned now: the server's own paths are every served run's ceiling (the sandbox

@@ -22,8 +22,8 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from logos.access.names import is_loopback
-from logos.agent.config import DEFAULT_MAX_STEPS, Limits
-from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, ReplySettings
+from logos.agent.config import DEFAULT_MAX_STEPS, Limits, ReplySettings
+from logos.agent.replies import SMALL_MODEL, ReplyPolicy
 from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import ApprovalRules, RulesError, load_rules, read_toml
 from logos.cli.errors import CliError
@@ -624,16 +624,14 @@ def served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
     return choice is None or choice.llama_cpp
 
 
-def limits(flags: Flags, settings: FileSettings, *, llama_cpp: bool = False) -> Limits:
-    """The run's limits; a llama.cpp model's replies are capped unless set
-    (`logos.agent.replies.LOCAL_MAX_TOKENS`)."""
+def limits(flags: Flags, settings: FileSettings) -> Limits:
+    """The run's limits; a reply's output tokens left unset are the reply policy's
+    (`logos.agent.replies`)."""
     return Limits(
         max_steps=first_or(DEFAULT_MAX_STEPS, flags.max_steps, settings.max_steps),
         max_cost_usd=first(flags.max_cost, settings.max_cost),
         max_wall_s=first(flags.max_time, settings.max_time),
-        max_tokens=first(
-            flags.max_tokens, settings.max_tokens, LOCAL_MAX_TOKENS if llama_cpp else None
-        ),
+        max_tokens=first(flags.max_tokens, settings.max_tokens),
         max_total_tokens=first(flags.max_total_tokens, settings.max_total_tokens),
     )
 
@@ -641,11 +639,14 @@ def limits(flags: Flags, settings: FileSettings, *, llama_cpp: bool = False) -> 
 def replies(flags: Flags, settings: FileSettings, choice: ProviderChoice | None) -> ReplySettings:
     """How the model is asked to reply, as the flags, then the config file, then the
     defaults say; the defaults for a model served by llama.cpp (`choice` None for a local
-    GGUF) are the small-model ones of `logos.agent.replies`.
+    GGUF) are the small-model policy (`logos.agent.replies.SMALL_MODEL`).
 
-    The check-back stays on unless turned off: small models answer questions about this
+    The prompt's style brings its parts of that policy: the compact prompt its worked
+    examples and the answers asked from the outputs, the full prompt none of them. The
+    check-back stays on unless turned off: small models answer questions about this
     machine from guesses."""
     llama_cpp = served_by_llama_cpp(choice)
+    policy = SMALL_MODEL if llama_cpp else ReplyPolicy()
     options = dict(settings.provider_options or {})
     asked = None if flags.grammar is None else LOGOS_GRAMMAR_NAME if flags.grammar else NO_GRAMMAR
     default = LOGOS_GRAMMAR_NAME if llama_cpp and "grammar" not in options else NO_GRAMMAR
@@ -672,17 +673,19 @@ def replies(flags: Flags, settings: FileSettings, choice: ProviderChoice | None)
             "a first reply that must hold a block needs the logos grammars, which are off: "
             "drop --first-block (or first_block) or turn the grammars on with --grammar"
         )
-    style: PromptStyle = first_or(
-        "compact" if llama_cpp else "full", flags.prompt_style, settings.prompt_style
-    )
+    style: PromptStyle = first_or(policy.prompt_style, flags.prompt_style, settings.prompt_style)
+    styled = SMALL_MODEL if style == "compact" else ReplyPolicy()
     return ReplySettings(
-        temperature=first(
-            flags.temperature, settings.temperature, LOCAL_TEMPERATURE if llama_cpp else None
+        replace(
+            policy,
+            prompt_style=style,
+            examples=styled.examples,
+            plain_answers=styled.plain_answers,
+            temperature=first(flags.temperature, settings.temperature, policy.temperature),
+            check_back=first_or(True, flags.check_back, settings.check_back),
+            grammars=grammars,
         ),
         provider_options=options,
-        check_back=first_or(True, flags.check_back, settings.check_back),
-        grammars=grammars,
-        prompt_style=style,
     )
 
 

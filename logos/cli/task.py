@@ -21,8 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from logos.agent.config import Config, Limits
-from logos.agent.replies import ReplySettings
+from logos.agent.config import Config, Limits, ReplySettings
 from logos.agent.steps import StopReason
 from logos.approvals.approval import ApprovalMode, Approver
 from logos.approvals.rules import ApprovalRules, approver_for

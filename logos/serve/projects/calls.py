@@ -218,7 +218,7 @@ def _config(
     changes: dict[str, object] = {
         "system_prompt": system_prompt,
         "exec_options": options,
-        "check_back": False,
+        "replies": dataclasses.replace(template.replies, check_back=False),
     }
     if settings.max_steps is not None:
         changes["max_steps"] = settings.max_steps
