@@ -18,7 +18,7 @@ from logos.jsonl import utc_now
 from logos.options import ExecOptions
 from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
-from logos.serve.settings import ServeSettings
+from logos.settings.serve_table import ServeSettings
 
 
 @dataclass(frozen=True)
