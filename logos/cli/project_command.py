@@ -29,8 +29,8 @@ import httpx
 from logos.access.token_file import TokenFileError, read_token_file
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.project_chat import ChatPrinter
-from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
+from logos.options.declarations import DEFAULT_SANDBOX_KIND
 from logos.runners.sandboxes import installed_kinds
 
 SERVERS_SANDBOX = ""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from logos.cli.arguments import build_parser
-from logos.cli.settings import FileSettings
+from logos.settings.config_file import ConfigFileKeys
 from sandboxd.cli import build_parser as sandboxd_parser
 from sandboxd.server.config import DaemonConfig
 from tests.support.docs_pages import REPO
@@ -80,7 +80,7 @@ def test_the_cli_reference_holds_every_command_and_flag(site: Path) -> None:
 
 
 def test_the_config_references_hold_every_key(site: Path) -> None:
-    for model, page in ((FileSettings, "logos-config"), (DaemonConfig, "sandboxd-config")):
+    for model, page in ((ConfigFileKeys, "logos-config"), (DaemonConfig, "sandboxd-config")):
         text = _text(site / "reference" / page / "index.html")
         for name in model.model_fields:
             assert re.search(rf"\b{name}\b", text), f"{page}: {name}"

@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 
 from logos.approvals.rules import load_rules
 from logos.batch.tasks import read_task_file
-from logos.cli.settings import load_file_settings
+from logos.settings.config_file import load_config_file
 from sandboxd.server.config import load_config
 from tests.support.docs_pages import Block
 from tests.support.docs_session import PageRun
@@ -36,7 +36,7 @@ def check_file(run: PageRun, block: Block, path: Path) -> None:
         if name.endswith(MCP_CONFIGS):
             anyio.run(_launch_each_server, run, block, path)
         elif name.endswith("logos/config.toml"):
-            load_file_settings(path, run.env)
+            load_config_file(path, run.env)
         elif name.endswith("sandboxd/config.toml"):
             load_config(path)
         elif name.endswith(".toml") and "rules" in path.name:

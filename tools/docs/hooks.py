@@ -2,7 +2,7 @@
 of a page becomes the reference that KIND writes from TARGET, a `module:attribute`:
 
 - `cli logos.cli.arguments:build_parser`: a command, from the function that builds its parser;
-- `config logos.cli.settings:FileSettings`: the keys of a TOML file, from its model;
+- `config logos.settings.config_file:ConfigFileKeys`: the keys of a TOML file, from its model;
 - `wire sandboxd.api:RunRequest`: a JSON body's fields, from its wire model.
 
 An unknown kind or a target that does not import fails the build, naming the page.
