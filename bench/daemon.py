@@ -170,7 +170,11 @@ def _remove_leftovers(pid: int) -> None:
     """Containers a daemon that died left behind (a clean stop removes them itself)."""
     with contextlib.suppress(BenchSetupError):
         client = docker_client()
-        for container in client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+        # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
+        listed = client.containers.list(
+            all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
+        )
+        for container in listed:
             owner = OwnerProcess.parse(container.labels.get(LABEL_OWNER_PROCESS, ""))
             if owner is not None and owner.pid == pid:
                 with contextlib.suppress(Exception):

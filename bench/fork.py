@@ -141,10 +141,9 @@ def _section(plan: Plan, samples: dict[str, list[float]], failures: list[str]) -
             "without one for the cold row); a sample is POST .../fork until its answer (every "
             "fork started and filled); each fork's checksum is compared with the source's "
             "afterwards, outside the timing",
-            "the copy is one tar in the source (every other process of it stopped), parsed and "
-            "checked by the daemon and written anew into one tar per fork through FIFOs in "
-            "their control directories (not the engine's exec streams); the pool starts no "
-            "refill until it is done",
+            "the copy is made by a one-shot copier container (the source frozen by the cgroup "
+            "freezer meanwhile) that mounts the source's tmpfs volumes read-only and the forks' "
+            "read-write, and no host path; the pool starts no refill until it is done",
         ),
         problems=tuple(failures[:3]),
         raw={"mb": plan.fork_mb, "into": plan.fork_into},

@@ -1,4 +1,9 @@
-"""Family `page`: how the web page copes with a long run.
+"""Family `page`: how the web page opens, and how it copes with a long run.
+
+- load: the real `logos serve` (`bench.serve_server`, its scripted model) holding a project
+  of two agents whose captain answered, and a few finished runs, opened `plan.page_loads` times in
+  headless chromium: first paint, first contentful paint, DOM ready, load, and ready (the
+  page connected, its lists drawn: what a person waits for), each from navigation start;
 
 A saved run of `plan.page_steps` model turns, each with one command whose output is an equal
 share of `plan.page_output_bytes`, is written as a real trajectory and opened with the real
@@ -26,10 +31,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
+
 from bench.daemon import BenchSetupError
 from bench.plan import Plan
 from bench.processes import stop_process
 from bench.results import MEASURE_HEADERS, Section, Series, SeriesGroup, Target, measure_row, ms
+from bench.serve import bench_server
 from logos.agent.steps import StepMessage
 from logos.jsonl import utc_now
 from logos.providers.base import Usage
@@ -38,7 +47,7 @@ from logos.records.trajectory import RunHeader, TrajectoryWriter
 from logos.result import Result
 
 FAMILY = "page"
-TITLE = "the web page: drawing a saved run of 1,000 steps holding 10 MB of output"
+TITLE = "the web page: opening the workspace, and drawing a saved run of 1,000 steps (10 MB)"
 TARGET_LONGEST_FRAME_MS = 200.0
 """The page may be slow to finish, never frozen: no frame longer than this."""
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -63,6 +72,12 @@ async def run(plan: Plan) -> Section:
     chromium = shutil.which("chromium")
     if chromium is None or not Path(CHROMEDRIVER).exists():
         raise BenchSetupError("no chromium and chromedriver: run ./scripts/setup-browser")
+    problems: list[str] = []
+    async with bench_server("logos-bench-page-serve-", problems) as (client, _):
+        await _seed(client)
+        url = f"{client.base_url}/#token={client.headers['authorization'].split()[-1]}"
+        with _browser(chromium) as driver:
+            loads = [_load(driver, url) for _ in range(plan.page_loads)]
     work = Path(tempfile.mkdtemp(prefix="logos-bench-page-"))
     try:
         saved = _write_run(work / "run.jsonl", plan.page_steps, plan.page_output_bytes)
@@ -72,7 +87,12 @@ async def run(plan: Plan) -> Section:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     longest = max(frames_s)
+    load_rows = tuple(
+        measure_row(f"open the workspace: {label}", [load[key] for load in loads])
+        for label, key in LOAD_MEASURES
+    )
     rows = (
+        *load_rows,
         (
             f"{plan.page_steps} steps, {plan.page_output_bytes / 1e6:.0f} MB of output: drawn",
             str(events),
@@ -99,8 +119,91 @@ async def run(plan: Plan) -> Section:
             "headless chromium on this machine, served by `logos view` over loopback; every "
             "event arrives at once (a replay); long outputs are folded to head and tail",
         ),
-        raw={"render_s": render_s, "frames_s": list(frames_s), "events": events},
+        raw={
+            "render_s": render_s,
+            "frames_s": list(frames_s),
+            "events": events,
+            "loads": loads,
+            "problems": problems,
+        },
     )
+
+
+LOAD_MEASURES = (
+    ("first paint", "first_paint_s"),
+    ("first contentful paint", "first_contentful_paint_s"),
+    ("DOM ready", "dom_ready_s"),
+    ("load", "load_s"),
+    ("ready (connected, lists drawn)", "ready_s"),
+)
+"""(label, key) of what one load measures, each from navigation start."""
+_READY_PROBE = """
+window.benchReady = null;
+(function probe() {
+  requestAnimationFrame(() => {
+    const status = document.getElementById("status");
+    const runs = document.getElementById("run-list");
+    if (status && status.textContent === "connected" && runs && runs.children.length) {
+      window.benchReady = performance.now();
+    } else probe();
+  });
+})();
+"""
+
+
+async def _seed(client: httpx.AsyncClient) -> None:
+    """What a workspace holds: a project of two agents that answered once, and finished runs."""
+    made = await client.post("/v1/projects", json={"name": "bench", "goal": "measure the page"})
+    project = made.json()["id"]
+    for name, role in (("captain", "captain"), ("talon", "talon")):
+        body = {"name": name, "role": role, "approval": "auto", "runner": {"kind": "local"}}
+        await client.post(f"/v1/projects/{project}/agents", json=body)
+    await client.post(f"/v1/projects/{project}/messages", json={"text": "hello\n@talon too"})
+    for _ in range(SEEDED_RUNS):
+        await client.post("/v1/runs", json={"prompt": "hello", "approval": "never-run"})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runs = (await client.get("/v1/runs")).json()["runs"]
+        busy = (await client.get(f"/v1/projects/{project}")).json()["status"] != "idle"
+        if not busy and all(run["status"] != "running" for run in runs):
+            return
+        await anyio.sleep(0.05)
+    raise BenchSetupError("the seeded runs and project did not finish within 30 s")
+
+
+SEEDED_RUNS = 5
+
+
+def _load(driver: Any, url: str) -> dict[str, float]:
+    """Open the page afresh and time it (seconds from navigation start)."""
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    probe = driver.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": _READY_PROBE}
+    )
+    try:
+        driver.get(url)
+        deadline = time.monotonic() + 60
+        while driver.execute_script(
+            "return window.benchReady === null || performance.getEntriesByType('paint').length < 2"
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the page was not ready (and painted) within 60 s")
+            time.sleep(0.02)
+        timing: dict[str, float] = driver.execute_script(
+            "const nav = performance.getEntriesByType('navigation')[0];"
+            "const paint = Object.fromEntries(performance.getEntriesByType('paint')"
+            "  .map((entry) => [entry.name, entry.startTime]));"
+            "return {first_paint_s: paint['first-paint'] / 1000,"
+            "  first_contentful_paint_s: paint['first-contentful-paint'] / 1000,"
+            "  dom_ready_s: nav.domContentLoadedEventEnd / 1000, load_s: nav.loadEventEnd / 1000,"
+            "  ready_s: window.benchReady / 1000};"
+        )
+    finally:
+        driver.execute_cdp_cmd(
+            "Page.removeScriptToEvaluateOnNewDocument", {"identifier": probe["identifier"]}
+        )
+    return timing
 
 
 def _write_run(path: Path, steps: int, output_bytes: int) -> Path:

@@ -76,6 +76,8 @@ class Plan:
     batch_sandbox_workers: tuple[int, ...] = (1, 8)
     batch_rounds: int = 4
     """Each level's tasks in this many rounds, a batch and its baseline in turn first."""
+    page_loads: int = 12
+    """Times the workspace page is opened afresh to time its load and first paint."""
     page_steps: int = 1000
     """Model turns of the saved run the page draws, each with one command."""
     page_output_bytes: int = 10_000_000
@@ -115,6 +117,8 @@ class Plan:
     temenos_callers: int = 200
     """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
     temenos` has); 1000 takes about half an hour on a 2-core machine."""
+    settle_max_s: float = 30.0
+    """Longest wait, before each family, for the machine to be quiet (0: start at once)."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -154,6 +158,7 @@ class Plan:
             batch_sandbox_tasks=3,
             batch_sandbox_workers=(1, 2),
             batch_rounds=1,
+            page_loads=4,
             page_steps=100,
             page_output_bytes=1_000_000,
             small_models=("smollm2",),
@@ -170,6 +175,25 @@ class Plan:
             egress_rounds=2,
             egress_requests=5,
             egress_download_bytes=8 * 2**20,
+        )
+
+    @classmethod
+    def smoke(cls, image: str = DEFAULT_IMAGE) -> Plan:
+        """Each family at the least work that still runs every part of it and reports, with
+        no wait for a quiet machine: the test suite's size (its figures mean nothing)."""
+        return dataclasses.replace(
+            cls.quick(image),
+            settle_max_s=0.0,
+            prepare_iterations=1,
+            prepare_slow_model_delay_s=1.0,
+            prepare_sessions=2,
+            pool_iterations=1,
+            pool_sessions=2,
+            pool_switch_starts=3,  # the pool_switch target reads the third start
+            pool_switch_runtime_starts=1,
+            batch_workers=(1,),
+            temenos_callers=3,
+            egress_rounds=1,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 
+from logos.access.token_file import load_or_create_token
 from logos.agent.config import Config
 from logos.commands.memory_store import MemoryStore
 from logos.options import ExecOptions
@@ -35,10 +36,9 @@ from logos.providers.base import (
 from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
 from logos.runners.local import LocalRunner
-from logos.serve.auth import load_or_create_token
 from logos.serve.server import bind_tcp, serve
-from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
+from logos.settings.serve_table import ServeSettings
 
 MAX_RUNS = 128
 

@@ -15,15 +15,14 @@ import secrets
 from pathlib import Path
 from typing import Self
 
+from logos.access.private_dirs import make_private_dirs
 from logos.errors import RecordFileError
 
 
 def make_private_dir(path: Path) -> None:
-    """Create `path` and any missing parent 0700 (`mkdir(parents=True)` would use 0777)."""
-    missing = [path, *(parent for parent in path.parents)]
+    """`make_private_dirs(path)` (each missing directory 0700); RecordFileError if it fails."""
     try:
-        for directory in reversed([d for d in missing if not d.exists()]):
-            directory.mkdir(mode=0o700, exist_ok=True)
+        make_private_dirs(path)
     except OSError as exc:
         raise RecordFileError(
             f"cannot create {path}: {exc.strerror}: make it writable, or set XDG_STATE_HOME "

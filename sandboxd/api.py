@@ -59,6 +59,16 @@ class AllowedPathSpec(_Request):
     read_only: bool = True
 
 
+class CeilingRootSpec(_Request):
+    """A directory granted to the caller, pinned when it was granted (logos.ceiling)."""
+
+    path: NulFreeStr
+    """For messages: the identity is what decides."""
+    read_only: bool
+    device: int = Field(ge=0)
+    inode: int = Field(ge=0)
+
+
 class StartRequest(_Request):
     """POST /v1/sessions/{id}/start: start the session's sandbox for these settings without
     running a command, so that its first command finds it running. The session's commands
@@ -78,6 +88,12 @@ class StartRequest(_Request):
     connect to host sockets under the allowed paths."""
     image: str | None = None
     """None: the daemon's configured image; another image must be in its allowed_images."""
+    path_ceiling: tuple[CeilingRootSpec, ...] | None = None
+    """The roots a front granted its caller (at most max_allowed_paths): each allowed path,
+    once resolved and pinned, must lie within one with at least the access it asks, or the
+    request is refused (403 path_outside_ceiling), and the same holds once the sandbox's
+    mounts are made. None: the daemon's policy alone decides. Not part of the sandbox's
+    settings: every request's mounts are held to its own ceiling."""
 
 
 class RunRequest(StartRequest):

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from logos.ceiling import PathCeiling
 from logos.closing import AsyncCloseable
 from logos.options import (
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -42,6 +43,7 @@ __all__ = [
     "Limits",
     "Mount",
     "MountChangedError",
+    "OutsideCeilingError",
     "SandboxSpec",
     "SessionInfo",
     "StartOutcome",
@@ -118,6 +120,12 @@ class SandboxSpec:
     reclaimable: bool = False
     """Whether the daemon may remove it while idle to make room under the session caps (a
     temenos caller's: temenos gives every command a fresh sandbox, so nothing is lost)."""
+    path_ceiling: PathCeiling | None = field(default=None, compare=False)
+    """The roots of the caller whose request asked for it (logos.ceiling): once its mounts are
+    made, each must still lie within them. WHY not part of the key of warm reuse: the policy
+    holds every request's pinned mounts to that request's own ceiling before a sandbox is
+    chosen, so a sandbox is reused only for mounts the asking caller may have, whatever
+    ceiling it was first made under."""
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -316,6 +324,14 @@ class MountChangedError(BackendError):
     any command ran."""
 
     code = "mount_changed"
+
+
+class OutsideCeilingError(MountChangedError):
+    """A mount no longer lay within its caller's ceiling once made (the daemon answers 403):
+    it was moved between the check and the mount. The container was destroyed before any
+    command ran."""
+
+    code = "path_outside_ceiling"
 
 
 class ImageMissingError(BackendError):

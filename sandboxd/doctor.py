@@ -22,7 +22,7 @@ import httpx
 
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import Backend, ExecRequest, Limits, Mount, SandboxSpec
-from sandboxd.client.connection import daemon_client
+from sandboxd.client.connection import daemon_client, not_running_message
 from sandboxd.client.connection import health as read_health
 from sandboxd.server.backends import build_backend
 from sandboxd.server.config import DaemonConfig
@@ -301,7 +301,7 @@ def _daemon_check(socket_path: Path, report: _Report) -> None:
         with daemon_client(socket_path, timeout=30) as client:
             response = client.get(f"{API_PREFIX}/health")
     except httpx.TransportError:
-        report.note("daemon", f"none on {socket_path} (start one with `sandboxd serve`)")
+        report.note("daemon", not_running_message(socket_path))
         return
     health = read_health(response)
     if health is None:

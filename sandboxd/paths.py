@@ -6,6 +6,7 @@ Light imports only: the logos client resolves the socket with this module too.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -21,14 +22,35 @@ class SocketPathError(ValueError):
 
 
 def default_socket_path(environ: Mapping[str, str] | None = None) -> Path:
-    """`$SANDBOXD_SOCKET`, else `$XDG_RUNTIME_DIR/sandboxd.sock`, else `~/.sandboxd/daemon.sock`."""
+    """`$SANDBOXD_SOCKET`, else `sandboxd.sock` in the user's runtime directory (`/run/user/UID`),
+    else `~/.sandboxd/daemon.sock`: the daemon binds it and every client looks there.
+
+    WHY not `$XDG_RUNTIME_DIR`: an editor starts `sandboxd mcp` (and an agent `logos`) with
+    an environment of its own, often without it, and a default read from it would then name
+    another socket than the one `sandboxd serve` chose in a login shell. The runtime
+    directory is found from the uid instead, the same in every process of the user.
+    """
     env = os.environ if environ is None else environ
     if env.get(SOCKET_ENV):
         return Path(env[SOCKET_ENV]).expanduser()
-    runtime_dir = env.get("XDG_RUNTIME_DIR")
-    if runtime_dir:
-        return Path(runtime_dir) / "sandboxd.sock"
-    return Path.home() / ".sandboxd" / "daemon.sock"
+    runtime_dir = user_runtime_dir()
+    if runtime_dir is not None:
+        return runtime_dir / "sandboxd.sock"
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".sandboxd" / "daemon.sock"
+
+
+def user_runtime_dir() -> Path | None:
+    """`/run/user/UID` when it is this user's own private directory (systemd and elogind make
+    it at login, and set XDG_RUNTIME_DIR to it); None where there is none (macOS, containers)."""
+    uid = os.getuid()
+    path = Path(f"/run/user/{uid}")
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    private = stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o077
+    return path if private else None
 
 
 def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -12,6 +12,7 @@ from logos.approvals.policy import CommandPolicy, check_command
 from logos.commands.family import CommandFamily
 from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
+from logos.options.declarations import DEFAULT_MAX_STEPS
 from logos.protocol.prompt import PromptStyle
 from logos.providers.base import Provider
 from logos.providers.pricing import Price
@@ -20,7 +21,6 @@ from logos.runners.base import Runner
 from logos.runners.live import LivePiece
 from logos.runners.local import LocalRunner
 
-DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_HALLUCINATIONS = 3
 
 

@@ -8,7 +8,8 @@ succeed, each part measured on the small-task suite (`bench/small_model.py`) and
 first-question suite (`bench/first_question.py`): the compact prompt and its worked examples,
 the llama.cpp grammars (`logos.protocol.grammar`), greedy sampling, a cap on each reply, the
 check-back, and answers asked again from the commands' outputs and held to what the task asks.
-The fronts turn `SMALL_MODEL` on for a model served by llama.cpp (`logos.cli.settings.replies`).
+The fronts turn `SMALL_MODEL` on for a model served by llama.cpp
+(`logos.settings.resolution.replies`).
 """
 
 from __future__ import annotations

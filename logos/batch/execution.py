@@ -15,36 +15,37 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 import anyio
 
-from logos.agent.config import Callbacks, Config
-from logos.agent.loop import run
+from logos.agent.config import Config
 from logos.agent.steps import StepMessage, StopReason
+from logos.assembly import RunAssembly, RunParts
 from logos.batch.prepared import PreparedSession, PrepareError
 from logos.batch.results import CHECK_OUTPUT_CHARS, Status, TaskResult
 from logos.batch.sandbox_slots import WaitWhenFull
 from logos.batch.settings import BatchSettings
 from logos.batch.tasks import TaskSpec
 from logos.batch.workspace import WorkspaceError, make_workspace, remove_workspace
+from logos.ceiling import CeilingError, ceiling_of
+from logos.closing import close_bounded
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.envelope import format_results
 from logos.protocol.prompt import build_system_prompt
 from logos.providers.base import Provider, Usage
-from logos.records.events import RunSummary
-from logos.records.trajectory import RunHeader, TrajectoryWriter, count_turns
+from logos.records.events import RunEvents, RunSummary
+from logos.records.trajectory import RunHeader, TrajectoryWriter
 from logos.result import Result
 from logos.runners.base import Runner
 from logos.runners.local import LocalRunner
 from logos.runners.sandboxes import BatchSandboxKind
 from logos.version import logos_version
 
-CLOSE_TIMEOUT_S = 30.0
-"""At most this long to close a task's runner (kill leftovers, end the sandbox session)."""
 T = TypeVar("T")
 
 
@@ -68,7 +69,7 @@ class _Outcome:
     status: Status = "error"
     error: str | None = None
     stop_reason: StopReason | None = None
-    steps: list[StepMessage] = field(default_factory=list)
+    turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     check_exit_code: int | None = None
@@ -119,7 +120,7 @@ async def execute_task(
         attempt=task_run.attempt,
         status=outcome.status,
         stop_reason=outcome.stop_reason,
-        steps=count_turns(outcome.steps),
+        steps=outcome.turns,
         usage=outcome.usage,
         cost_usd=outcome.cost_usd,
         wall_s=time.monotonic() - started,
@@ -171,10 +172,19 @@ async def _phases(
     if made is _CANCELED:
         outcome.status = "canceled"
         return
+    allowed = (AllowedPath(path=str(workspace), read_only=False),)
+    try:
+        # WHY pinned once made: the workspace is the task's ceiling, so a sandbox never mounts
+        # what its name leads to after a swap (logos.ceiling).
+        ceiling = ceiling_of(allowed)
+    except CeilingError as exc:
+        outcome.error = f"workspace: {exc}"
+        return
     options = ExecOptions(
-        allowed_paths=(AllowedPath(path=str(workspace), read_only=False),),
+        allowed_paths=allowed,
         allowed_hosts=() if settings.sandbox is None else settings.sandbox.settings.allowed_hosts,
         timeout_s=settings.timeout_s,
+        path_ceiling=ceiling,
     )
     try:
         opened = await _unless_canceled(
@@ -215,8 +225,7 @@ async def _phases(
                 return
             await _judge(task, runner, options, cancel, outcome)
     finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
-            await runner.aclose()
+        await close_bounded(runner.aclose)
 
 
 @contextlib.asynccontextmanager
@@ -295,41 +304,52 @@ async def _agent(
         started_at=utc_now(),
         system_prompt=system_prompt,
     )
+    config = Config(
+        provider=provider,
+        model=settings.model.model,
+        system_prompt=system_prompt,
+        exec_options=options,
+        # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
+        # independent tries; notes shared between them, or with the user's own runs,
+        # would make one task's result depend on the others.
+    )
+    parts = RunParts(
+        config=settings.replies.apply(task.limits(settings.limits).applied_to(config)),
+        prompt=task.prompt,
+        history=[],
+        open_runner=lambda: runner,
+        open_trajectory=partial(TrajectoryWriter.create, task_run.trajectory, header),
+        observer=_Recorded(on_recorded),
+        approval=None,
+        runner_kind=header.runner,
+        cwd=header.cwd,
+        closes_runner=False,  # WHY: the task's check runs on it next
+    )
     try:
-        writer = TrajectoryWriter.create(task_run.trajectory, header)
+        assembly = await RunAssembly.open(parts)
     except (FileExistsError, RecordFileError) as exc:
         outcome.error = f"trajectory: {exc}"
         outcome.stop_reason = "error"
         return
     outcome.recorded = True
-    with writer:
-        writer.prompt(task.prompt)
+    summary = await assembly.run(cancel)
+    outcome.stop_reason, outcome.error = summary.stop_reason, summary.error
+    outcome.usage, outcome.cost_usd, outcome.turns = summary.usage, summary.cost_usd, summary.turns
 
-        def on_step_end(step: StepMessage) -> None:
-            outcome.steps.append(step)
-            writer.step(step)
-            on_recorded()
 
-        config = Config(
-            provider=provider,
-            model=settings.model.model,
-            system_prompt=system_prompt,
-            runner=runner,
-            exec_options=options,
-            # WHY no loop commands (the memory notes' remember/recall/forget): tasks are
-            # independent tries; notes shared between them, or with the user's own runs,
-            # would make one task's result depend on the others.
-        )
-        config = settings.replies.apply(task.limits(settings.limits).applied_to(config))
-        started = time.monotonic()
-        result = await run(
-            config, [], task.prompt, Callbacks(on_step_end=on_step_end), cancel=cancel
-        )
-        outcome.stop_reason, outcome.error = result.stop_reason, result.error
-        outcome.usage, outcome.cost_usd = result.usage, result.cost_usd
-        summary = RunSummary.of(result, wall_s=time.monotonic() - started, trajectory=None)
-        writer.done(summary, model=settings.model.model)
-    on_recorded()
+class _Recorded(RunEvents):
+    """Tells the batch each time its trajectory grew by a step or by the run's end (a Ray
+    node then sends the new lines); nobody watches the rest of the run's events."""
+
+    def __init__(self, on_recorded: Callable[[], None]) -> None:
+        super().__init__(lambda event: None)
+        self._on_recorded = on_recorded
+
+    def step_end(self, turn: int, step: StepMessage) -> None:
+        self._on_recorded()
+
+    def done(self, summary: RunSummary) -> None:
+        self._on_recorded()
 
 
 async def _judge(

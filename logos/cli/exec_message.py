@@ -16,21 +16,18 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import anyio
-
 from logos.agent.execute import execute_blocks
 from logos.approvals.approval import ApprovalMode, ApprovalRunner
 from logos.approvals.audit import AuditLog
 from logos.approvals.rules import ApprovalRules, approver_for
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
-from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.stopping import stop_signals
+from logos.closing import close_bounded
 from logos.options import ExecOptions
 from logos.protocol.parse import CmdStreamParser, CommandBlock, UnclosedBlock
 from logos.result import Result
-
-CLOSE_TIMEOUT_S = 10.0
+from logos.settings.runners import RunnerSpec, make_runner
 
 
 @dataclass(frozen=True)
@@ -83,8 +80,7 @@ async def execute_message(plan: ExecPlan) -> list[Result]:
             async with stop_signals(received):
                 results = await execute_blocks(plan.commands, gated, plan.exec_options)
     finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
-            await runner.aclose()
+        await close_bounded(runner.aclose)
     if received:
         name = signal.Signals(received[0]).name
         raise CliError(f"stopped by {name}: the commands were killed", 128 + received[0])

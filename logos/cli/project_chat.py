@@ -3,12 +3,15 @@ streamed as it comes with its commands inside it, routing, approvals and guards 
 
 from __future__ import annotations
 
+import shlex
 from typing import IO, Any
 
 
 class ChatPrinter:
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], project: str) -> None:
         self._out = out
+        self._project = shlex.quote(project)
+        """The project as the commands it suggests name it (as the person named it)."""
         self._streaming: str | None = None
         """The message whose deltas are being printed."""
 
@@ -42,7 +45,7 @@ class ChatPrinter:
         elif kind == "approval_required":
             self._line(
                 f"? {data['agent']} wants to run: {data['summary']}\n"
-                f"  approve: logos project approve PROJECT {data['id']} [--deny] [--always]"
+                f"  approve: logos project approve {self._project} {data['id']} [--deny] [--always]"
             )
         elif kind == "approval_decided" and data["action"] != "auto":  # WHY: auto is the rule
             reason = f" ({data['reason']})" if data.get("reason") else ""
@@ -50,7 +53,7 @@ class ChatPrinter:
         elif kind == "guard":
             self._line(
                 f"! {data['reason']}\n"
-                "  answer: logos project guard PROJECT continue | stop | pick AGENT"
+                f"  answer: logos project guard {self._project} continue | stop | pick AGENT"
             )
         elif kind == "turn" and data["state"] != "started":
             self._line(

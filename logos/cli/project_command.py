@@ -8,9 +8,11 @@
     logos project approve PROJECT ID [--deny] [--always]      answer a command's approval
     logos project guard PROJECT continue|stop|pick [AGENT]    answer a guard
     logos project stop PROJECT [--all]                        stop the turn (or the project)
+    logos project resume PROJECT                              go on with a paused project
 
-It speaks the server's HTTP API with the token `logos serve` wrote (its state directory),
-at --url (default: the server's default address). PROJECT is an id or a name.
+It speaks the server's HTTP API at --url, else $LOGOS_SERVE_URL, else where a running
+`logos serve` recorded it listens (`logos.cli.serve_address`), with the token that server
+keeps. PROJECT is an id or a name.
 """
 
 from __future__ import annotations
@@ -18,28 +20,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
+from logos.access.token_file import TokenFileError, read_token_file
 from logos.cli.errors import EXIT_OK, CliError
-from logos.cli.paths import serve_dir
 from logos.cli.project_chat import ChatPrinter
-from logos.serve.settings import DEFAULT_PORT
+from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
+from logos.options.declarations import DEFAULT_SANDBOX_KIND
+from logos.runners.sandboxes import installed_kinds
 
-DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+SERVERS_SANDBOX = ""
+"""`logos project agent --sandbox` with no kind: the server's own sandbox, whichever it is."""
 TURN_ENDS = ("answered", "held", "stopped", "failed", "budget", "interrupted", "no-agent")
 
 
 def add_project_options(project: argparse.ArgumentParser) -> None:
     project.add_argument(
         "--url",
-        help=f"the server, or the path of its Unix socket (default $LOGOS_SERVE_URL, else "
-        f"{DEFAULT_URL})",
+        help=f"the server, or the path of its Unix socket (default: ${URL_ENV}, else where a "
+        "running `logos serve` of yours recorded it listens, else its default address)",
     )
-    project.add_argument("--token-file", help="default: the token `logos serve` wrote")
+    project.add_argument(
+        "--token-file", help="default: the token of the server `logos serve` recorded"
+    )
     actions = project.add_subparsers(dest="project_action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="make a project and print its id")
     create.add_argument("name")
@@ -65,7 +72,14 @@ def add_project_options(project: argparse.ArgumentParser) -> None:
     agent.add_argument("project")
     agent.add_argument("name")
     agent.add_argument("--captain", action="store_true", help="the captain (one per project)")
-    agent.add_argument("--sandbox", action="store_true", help="run its commands in the sandbox")
+    agent.add_argument(
+        "--sandbox",
+        nargs="?",
+        const=SERVERS_SANDBOX,
+        metavar="KIND",
+        help="run its commands in the server's sandbox (of the kind its config's `sandbox` "
+        f"names, {DEFAULT_SANDBOX_KIND} by default); KIND, if given, must be that one",
+    )
     agent.add_argument("--path", action="append", default=[], metavar="DIR[:ro]")
     agent.add_argument("--approval", choices=("auto", "confirm", "never-run"))
     agent.add_argument(
@@ -93,110 +107,159 @@ def add_project_options(project: argparse.ArgumentParser) -> None:
     stop = actions.add_parser("stop", help="stop the running turn")
     stop.add_argument("project")
     stop.add_argument("--all", action="store_true", help="stop the whole project (it pauses)")
+    resume = actions.add_parser("resume", help="go on with a paused project (its queued messages)")
+    resume.add_argument("project")
 
 
 def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: IO[str]) -> int:
-    with _client(args, environ) as client:
-        action = args.project_action
-        if action == "create":
-            body: dict[str, Any] = {
-                "name": args.name,
-                "goal": args.goal,
-                "description": args.description,
-                "allowed_paths": [_path(text) for text in args.path],
-                "allowed_hosts": args.host,
-                "double_texting": args.double_texting,
-                "budget": {
-                    key: value
-                    for key, value in (
-                        ("max_tokens", args.max_tokens),
-                        ("turn_max_tokens", args.turn_max_tokens),
-                    )
-                    if value is not None
-                },
-            }
-            made = _ok(client.post("/v1/projects", json=body))
-            print(made["id"], file=out)
-        elif action == "list":
-            for project in _ok(client.get("/v1/projects"))["projects"]:
-                spent = project["spent"]["tokens"]
-                print(
-                    f"{project['id']}  {project['name']}  {project['status']}  {spent} tokens",
-                    file=out,
+    choice = choose_server(args.url, args.token_file, environ)
+    with _client(choice, args) as client:
+        try:
+            return _act(args, _Server(client, choice), out)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise CliError(unreachable(choice, _reason(exc))) from None
+        except httpx.TransportError as exc:
+            raise CliError(
+                f"the connection to logos serve at {choice.url} broke ({_reason(exc)}): it may "
+                "have stopped; see its output, and start it again with `logos serve`"
+            ) from None
+
+
+def _act(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    action = args.project_action
+    if action == "create":
+        body: dict[str, Any] = {
+            "name": args.name,
+            "goal": args.goal,
+            "description": args.description,
+            "allowed_paths": [_path(text) for text in args.path],
+            "allowed_hosts": args.host,
+            "double_texting": args.double_texting,
+            "budget": {
+                key: value
+                for key, value in (
+                    ("max_tokens", args.max_tokens),
+                    ("turn_max_tokens", args.turn_max_tokens),
                 )
-                for agent in project["agents"]:
-                    kind = f"{agent['role']}, {agent['runner']}"
-                    print(
-                        f"  {agent['name']} ({kind}): {agent['status']}, "
-                        f"{agent['spent']['tokens']} tokens",
-                        file=out,
-                    )
-        elif action == "agent":
-            project_id = _project_id(client, args.project)
-            runner: dict[str, Any] = {"kind": "sandbox" if args.sandbox else "local"}
-            if args.path:
-                runner["allowed_paths"] = [_path(text) for text in args.path]
-            body = {
-                "name": args.name,
-                "role": "captain" if args.captain else "talon",
-                "runner": runner,
-                "grant": args.grant,
-            }
-            if args.approval:
-                body["approval"] = args.approval
-            made = _ok(client.post(f"/v1/projects/{project_id}/agents", json=body))
+                if value is not None
+            },
+        }
+        made = server.ok(client.post("/v1/projects", json=body))
+        print(made["id"], file=out)
+    elif action == "list":
+        for project in server.ok(client.get("/v1/projects"))["projects"]:
+            spent = project["spent"]["tokens"]
             print(
-                f"{made['name']}: {made['role']}, {made['runner']}, approval {made['approval']}",
+                f"{project['id']}  {project['name']}  {project['status']}  {spent} tokens",
                 file=out,
             )
-        elif action == "send":
-            project_id = _project_id(client, args.project)
-            after = _ok(client.get(f"/v1/projects/{project_id}"))["events"]
-            sent = _ok(client.post(f"/v1/projects/{project_id}/messages", json={"text": args.text}))
-            if args.no_follow:
-                print(sent["message"], file=out)
-            else:
-                return _follow(client, project_id, after, out, until_turn_of=sent["message"])
-        elif action == "follow":
-            return _follow(client, _project_id(client, args.project), args.after, out, None)
-        elif action == "approve":
-            project_id = _project_id(client, args.project)
-            body = {"approve": not args.deny, "reason": args.reason, "always": args.always}
-            decided = _ok(
-                client.post(f"/v1/projects/{project_id}/approvals/{args.approval}", json=body)
-            )
-            print(f"{'denied' if args.deny else 'approved'} ({decided['agent']})", file=out)
-        elif action == "guard":
-            project_id = _project_id(client, args.project)
-            body = {"action": args.action, "agent": args.agent}
-            after = _ok(client.get(f"/v1/projects/{project_id}"))["events"]
-            _ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
-            if args.action != "stop":
-                return _follow(client, project_id, after, out, until_turn_of=None, one_turn=True)
-        elif action == "stop":
-            project_id = _project_id(client, args.project)
-            scope = "project" if args.all else "turn"
-            stopped = _ok(client.post(f"/v1/projects/{project_id}/stop", json={"scope": scope}))
-            print("stopping" if stopped["stopped"] else "no turn was running", file=out)
+            for agent in project["agents"]:
+                kind = f"{agent['role']}, {agent['runner']}"
+                print(
+                    f"  {agent['name']} ({kind}): {agent['status']}, "
+                    f"{agent['spent']['tokens']} tokens",
+                    file=out,
+                )
+    elif action == "agent":
+        if args.sandbox:
+            _check_sandbox_kind(args.sandbox, server.choice)
+        project_id = server.project_id(args.project)
+        runner: dict[str, Any] = {"kind": "local" if args.sandbox is None else "sandbox"}
+        if args.path:
+            runner["allowed_paths"] = [_path(text) for text in args.path]
+        body = {
+            "name": args.name,
+            "role": "captain" if args.captain else "talon",
+            "runner": runner,
+            "grant": args.grant,
+        }
+        if args.approval:
+            body["approval"] = args.approval
+        made = server.ok(client.post(f"/v1/projects/{project_id}/agents", json=body))
+        print(
+            f"{made['name']}: {made['role']}, {made['runner']}, approval {made['approval']}",
+            file=out,
+        )
+    elif action == "send":
+        project_id = server.project_id(args.project)
+        after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
+        sent = server.ok(
+            client.post(f"/v1/projects/{project_id}/messages", json={"text": args.text})
+        )
+        if args.no_follow:
+            print(sent["message"], file=out)
+        else:
+            return _follow(server, project_id, after, out, sent["message"], name=args.project)
+    elif action == "follow":
+        return _follow(
+            server, server.project_id(args.project), args.after, out, None, name=args.project
+        )
+    elif action == "approve":
+        project_id = server.project_id(args.project)
+        body = {"approve": not args.deny, "reason": args.reason, "always": args.always}
+        decided = server.ok(
+            client.post(f"/v1/projects/{project_id}/approvals/{args.approval}", json=body)
+        )
+        print(f"{'denied' if args.deny else 'approved'} ({decided['agent']})", file=out)
+    elif action == "guard":
+        project_id = server.project_id(args.project)
+        body = {"action": args.action, "agent": args.agent}
+        after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
+        server.ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
+        if args.action != "stop":
+            return _follow(server, project_id, after, out, None, one_turn=True, name=args.project)
+    elif action == "stop":
+        project_id = server.project_id(args.project)
+        scope = "project" if args.all else "turn"
+        stopped = server.ok(client.post(f"/v1/projects/{project_id}/stop", json={"scope": scope}))
+        print("stopping" if stopped["stopped"] else "no turn was running", file=out)
+        if args.all:
+            again = f"logos project resume {shlex.quote(args.project)}"
+            print(f"the project is paused: `{again}` goes on", file=out)
+    elif action == "resume":
+        project_id = server.project_id(args.project)
+        server.ok(client.post(f"/v1/projects/{project_id}/resume"))
+        print("resumed", file=out)
     return EXIT_OK
 
 
+def _check_sandbox_kind(kind: str, choice: ServerChoice) -> None:
+    """`--sandbox KIND`: an installed kind, and the server's own when its record says which.
+
+    WHY: a server runs its sandboxed agents in one kind, its config's; a client cannot pick
+    another per agent, so asking for one must not pass silently."""
+    installed = installed_kinds()
+    if kind not in installed:
+        raise CliError(
+            f"--sandbox {kind!r}: no such sandbox kind (installed: {', '.join(sorted(installed))})"
+        )
+    if choice.sandbox is not None and kind != choice.sandbox:
+        raise CliError(
+            f"--sandbox {kind}: the server at {choice.url} runs its sandboxed agents in "
+            f"{choice.sandbox} (its config's `sandbox`): drop the kind, or start `logos serve` "
+            f'with sandbox = "{kind}" in its config file'
+        )
+
+
 def _follow(
-    client: httpx.Client,
+    server: _Server,
     project_id: str,
     after: int,
     out: IO[str],
     until_turn_of: str | None,
     *,
     one_turn: bool = False,
+    name: str,
 ) -> int:
     """Print the chat from event `after`: with `until_turn_of`, until that message's turn
     ends; with `one_turn`, until the next turn ends; else as long as the server streams.
-    A stream that ends first is resumed with Last-Event-ID."""
-    printer = ChatPrinter(out)
+    A stream that ends first is resumed with Last-Event-ID. `name`: the project as the
+    person named it (the commands printed for them to answer with name it so)."""
+    printer = ChatPrinter(out, name)
     waiting = until_turn_of is not None or one_turn
     while True:
-        for event_id, kind, data in _events(client, project_id, after):
+        for event_id, kind, data in server.events(project_id, after):
             after = event_id or after
             printer.show(kind, data)
             if (
@@ -210,68 +273,112 @@ def _follow(
             return EXIT_OK
 
 
-def _events(
-    client: httpx.Client, project_id: str, after: int
-) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    headers = {"last-event-id": str(after)} if after else {}
-    with client.stream(
-        "GET",
-        f"/v1/projects/{project_id}/events",
-        headers=headers,
-        timeout=httpx.Timeout(10, read=None),
-    ) as response:
-        if response.status_code != 200:
-            response.read()
-            _ok(response)
-        fields: dict[str, str] = {}
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if line:
-                name, _, value = line.partition(":")
-                fields[name] = value[1:] if value.startswith(" ") else value
-                continue
-            if "data" in fields and "event" in fields:
-                yield int(fields.get("id", "0")), fields["event"], json.loads(fields["data"])
-            fields = {}
+def _reason(exc: httpx.HTTPError) -> str:
+    return str(exc) or type(exc).__name__
 
 
-def _client(args: argparse.Namespace, environ: Mapping[str, str]) -> httpx.Client:
-    url = args.url or environ.get("LOGOS_SERVE_URL") or DEFAULT_URL
-    token_file = Path(args.token_file) if args.token_file else serve_dir(environ) / "token"
+def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
+    """A client of the chosen server, with its token; the address is checked first, as it is
+    the first thing a caller gave."""
+    base_url, transport = _address(choice)
     try:
-        token = token_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
+        token = read_token_file(choice.token_file)
+    except TokenFileError as exc:
+        if choice.by_default and args.token_file is None and not choice.token_file.exists():
+            stale = f" ({choice.stale})" if choice.stale else ""
+            raise CliError(
+                f"no logos serve is running for you: none recorded where it listens{stale}, "
+                f"and there is no server token at {choice.token_file}. Start one with `logos "
+                f"serve`, or name one with --url URL (or ${URL_ENV}) and --token-file FILE"
+            ) from None
         raise CliError(
-            f"cannot read the server's token {token_file} ({exc.strerror}): start `logos serve` "
-            "first, or give --token-file"
+            f"{exc} (the token of the server at {choice.url}, {choice.source}; give the token "
+            "file that server printed when it started with --token-file)"
         ) from None
     headers = {"authorization": f"Bearer {token}"}
-    if url.startswith(("unix:", "/", "~")):  # the socket of `logos serve --socket PATH`
-        transport = httpx.HTTPTransport(uds=os.path.expanduser(url.removeprefix("unix:")))
-        return httpx.Client(
-            base_url="http://localhost", headers=headers, timeout=30, transport=transport
-        )
-    return httpx.Client(base_url=url, headers=headers, timeout=30)
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=transport)
 
 
-def _ok(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
+def _address(choice: ServerChoice) -> tuple[str, httpx.HTTPTransport | None]:
+    """The base URL and transport of the chosen server: its socket (`logos serve --socket
+    PATH`) or its http:// address."""
+    url = choice.url
+    if url.startswith(("unix:", "/", "~", ".")):
+        socket_path = os.path.expanduser(url.removeprefix("unix:"))
+        return "http://localhost", httpx.HTTPTransport(uds=socket_path)
+    reason = "it names no http:// address"
+    if url.startswith(("http://", "https://")):
         try:
-            error = response.json()["error"]
-        except (ValueError, KeyError, TypeError):
-            error = response.text[:500]
-        raise CliError(f"the server said {response.status_code}: {error}")
-    return response.json()
+            httpx.URL(url)
+            return url, None
+        except httpx.InvalidURL as exc:
+            reason = str(exc)
+    raise CliError(
+        f"{url!r} ({choice.source}) is not where a logos serve can listen ({reason}): give "
+        "http://HOST:PORT, or the path of its Unix socket"
+    )
 
 
-def _project_id(client: httpx.Client, given: str) -> str:
-    projects = _ok(client.get("/v1/projects"))["projects"]
-    for project in projects:
-        if given in (project["id"], project["name"]):
-            return str(project["id"])
-    names = ", ".join(p["name"] for p in projects) or "none yet"
-    raise CliError(f"no project {given!r} on this server (projects: {names}): logos project list")
+class _Server:
+    """The chosen server, through its client: answers read, refusals explained."""
+
+    def __init__(self, client: httpx.Client, choice: ServerChoice) -> None:
+        self.client = client
+        self.choice = choice
+
+    def ok(self, response: httpx.Response) -> Any:
+        if response.status_code == 401:
+            raise CliError(
+                f"the server at {self.choice.url} ({self.choice.source}) refused the token in "
+                f"{self.choice.token_file} (401): give that server's token file with "
+                "--token-file"
+            )
+        if response.status_code >= 400:
+            try:
+                error = response.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                error = response.text[:500]
+            raise CliError(f"the server said {response.status_code}: {error}")
+        try:
+            return response.json()
+        except ValueError:
+            raise CliError(
+                f"what answers at {self.choice.url} ({self.choice.source}) is not logos serve "
+                f"(HTTP {response.status_code}, not JSON): check --url or ${URL_ENV}"
+            ) from None
+
+    def project_id(self, given: str) -> str:
+        projects = self.ok(self.client.get("/v1/projects"))["projects"]
+        for project in projects:
+            if given in (project["id"], project["name"]):
+                return str(project["id"])
+        names = ", ".join(p["name"] for p in projects) or "none yet"
+        raise CliError(
+            f"no project {given!r} on this server (projects: {names}): logos project list"
+        )
+
+    def events(self, project_id: str, after: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        headers = {"last-event-id": str(after)} if after else {}
+        with self.client.stream(
+            "GET",
+            f"/v1/projects/{project_id}/events",
+            headers=headers,
+            timeout=httpx.Timeout(10, read=None),
+        ) as response:
+            if response.status_code != 200:
+                response.read()
+                self.ok(response)
+            fields: dict[str, str] = {}
+            for line in response.iter_lines():
+                if line.startswith(":"):
+                    continue
+                if line:
+                    name, _, value = line.partition(":")
+                    fields[name] = value[1:] if value.startswith(" ") else value
+                    continue
+                if "data" in fields and "event" in fields:
+                    yield int(fields.get("id", "0")), fields["event"], json.loads(fields["data"])
+                fields = {}
 
 
 def _path(text: str) -> dict[str, Any]:

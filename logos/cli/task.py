@@ -1,9 +1,10 @@
 """One agent task from the command line: `logos "TASK"` and `logos resume`.
 
-Wires the pieces around `logos.run()`: the runner behind its approval wrapper, the display,
-the trajectory and the audit log, the limits, and the signals. Ctrl-C sets the loop's
-cancel event, so the run stops the model, kills running commands and returns everything
-it recorded; a second Ctrl-C cancels at once (runners still kill what they started).
+States what is the command's own about a run, which `logos.assembly` puts together: the
+runner its flags name, the display, who is asked about commands (the terminal), the
+trajectory's name, the limits, and the signals. Ctrl-C sets the loop's cancel event, so the
+run stops the model, kills running commands and returns everything it recorded; a second
+Ctrl-C cancels at once (runners still kill what they started).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import contextlib
 import errno
 import os
 import signal
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -22,17 +22,15 @@ from pathlib import Path
 import anyio
 
 from logos.agent.config import Config, Limits, ReplySettings
-from logos.agent.loop import run
-from logos.agent.steps import RunResult, StopReason
-from logos.approvals.approval import ApprovalMode, ApprovalRunner, Approver
-from logos.approvals.audit import AuditLog
+from logos.agent.steps import StopReason
+from logos.approvals.approval import ApprovalMode, Approver
 from logos.approvals.rules import ApprovalRules, approver_for
+from logos.assembly import Approval, RunAssembly, RunParts
 from logos.cli.confirm import ConfirmApprover
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.model import OpenModel
 from logos.cli.paths import audit_log_path
 from logos.cli.report import Reporter
-from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.stopping import stop_signals
 from logos.cli.streams import GuardedOutput
 from logos.commands.family import CommandFamily
@@ -40,14 +38,9 @@ from logos.jsonl import utc_now
 from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
 from logos.providers.base import Message
-from logos.records.events import StartEvent
-from logos.records.recorder import RunRecorder
 from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
-from logos.runners.base import Runner
+from logos.settings.runners import RunnerSpec, make_runner
 from logos.version import logos_version
-
-CLOSE_TIMEOUT_S = 10.0
-"""At most this long to close the runner at the end (kill leftovers, end the session)."""
 
 
 @dataclass(frozen=True)
@@ -101,49 +94,13 @@ def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
 
 
 async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
-    """Run the plan to its end and return the exit code; raises CliError before the run."""
-    runner = make_runner(plan.runner)
+    """Run the plan to its end and return the exit code; raises CliError (or SettingsError,
+    for a runner that cannot open) before the run."""
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
-    try:
-        # The audit log first: a run that cannot be audited must not leave a trajectory.
-        audit = AuditLog(
-            audit_log_path(plan.environ),
-            mode=plan.approval,
-            runner=plan.runner.kind,
-            cwd=workdir,
-            trajectory=None,
-        )
-        try:
-            writer = _open_trajectory(plan, model, workdir)
-        except BaseException:
-            audit.close()
-            raise
-    except BaseException:
-        await _close_quietly(runner, None if plan.serving else model)
-        raise
-    audit.trajectory = str(writer.path)
-    with writer, audit:
-        writer.prompt(plan.prompt)
-        recorder = RunRecorder(writer, audit, reporter, model=model.model)
-        fd = plan.input_fd
-        asker = plan.asker
-        if asker is None and fd >= 0:
-            asker = ConfirmApprover(reporter, fd, plan.environ)
-        approver = approver_for(plan.approval, plan.rules, asker)
-        gated = ApprovalRunner(runner, approver, recorder.decided)
-        return await _run_and_record(plan, model, reporter, gated, recorder, workdir)
-
-
-async def _run_and_record(
-    plan: TaskPlan,
-    model: OpenModel,
-    reporter: Reporter,
-    runner: ApprovalRunner,
-    recorder: RunRecorder,
-    workdir: str,
-) -> int:
+    asker = plan.asker
+    if asker is None and plan.input_fd >= 0:
+        asker = ConfirmApprover(reporter, plan.input_fd, plan.environ)
     config = Config(
-        runner=runner,
         provider=model.provider,
         model=model.model,
         system_prompt=plan.system_prompt,
@@ -151,37 +108,33 @@ async def _run_and_record(
         loop_commands=plan.loop_commands,
         mcp_servers=plan.mcp_servers,
     )
-    config = plan.replies.apply(plan.limits.applied_to(config))
-    reporter.start(
-        StartEvent(
-            provider=model.provider.name,
-            model=model.model,
-            runner=plan.runner.kind,
-            approval=plan.approval,
+    assembly = await RunAssembly.open(
+        RunParts(
+            config=plan.replies.apply(plan.limits.applied_to(config)),
+            prompt=plan.prompt,
+            history=plan.history,
+            open_runner=partial(make_runner, plan.runner),
+            open_trajectory=partial(_open_trajectory, plan, model, workdir),
+            observer=reporter,
+            approval=Approval(
+                plan.approval,
+                approver_for(plan.approval, plan.rules, asker),
+                audit_log_path(plan.environ),
+            ),
+            runner_kind=plan.runner.kind,
             cwd=workdir,
-            trajectory=recorder.trajectory,
+            closes_provider=not plan.serving,
         )
     )
     cancel = anyio.Event()
     signals: list[int] = []
     if plan.output is not None:
         plan.output.on_lost = partial(_stop_for_lost_output, cancel, signals, reporter)
-    result: RunResult | None = None
-    started = time.monotonic()
-    try:
-        async with _stopping(plan, signals, partial(_stop_gently, cancel, reporter)):
-            result = await run(
-                config, plan.history, plan.prompt, recorder.callbacks(), cancel=cancel
-            )
-    except anyio.get_cancelled_exc_class():
-        # A server's call was cancelled (`logos mcp`): the run still ends on the record.
-        recorder.done(recorder.summary(None, time.monotonic() - started))
-        raise
-    finally:
-        await _close_quietly(runner, None if plan.serving else model)
-    # result None: a second Ctrl-C cancelled the loop; the steps were recorded
-    summary = recorder.summary(result, time.monotonic() - started)
-    recorder.done(summary)
+    async with _stopping(plan, signals, partial(_stop_gently, cancel, reporter)):
+        await assembly.run(cancel)
+    # WHY the attribute: a second Ctrl-C cancels the run, whose summary is recorded all the same
+    summary = assembly.summary
+    assert summary is not None
     return exit_code_for(summary.stop_reason, signals)
 
 
@@ -238,11 +191,3 @@ def _stopping(
 ) -> AbstractAsyncContextManager[None]:
     """Stop signals stop the run, unless a server's own handling of them is in charge."""
     return contextlib.nullcontext() if plan.serving else stop_signals(received, first)
-
-
-async def _close_quietly(runner: Runner, model: OpenModel | None) -> None:
-    """Close the runner (kill leftover jobs, end the sandbox session) and the provider."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
-        await runner.aclose()
-        if model is not None:
-            await model.provider.aclose()

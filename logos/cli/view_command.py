@@ -8,13 +8,13 @@ which the browser never sends to the server.
 from __future__ import annotations
 
 import argparse
-import secrets
 import webbrowser
 from pathlib import Path
 from typing import TextIO
 
 import anyio
 
+from logos.access.token_file import new_token
 from logos.cli.errors import EXIT_OK, CliError
 from logos.errors import RecordFileError
 from logos.records.trajectory import load_trajectory
@@ -27,7 +27,6 @@ INSTALL_HINT = (
 
 def view_command(args: argparse.Namespace, err: TextIO) -> int:
     try:
-        from logos.serve.auth import TOKEN_BYTES
         from logos.serve.server import BindError, bind_tcp, serve_page
         from logos.serve.view import build_view_app, read_batch_results, saved_run
     except ImportError as exc:
@@ -48,7 +47,7 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
         listener = bind_tcp(VIEW_HOST, args.port, allow_remote=False)
     except BindError as exc:
         raise CliError(str(exc)) from None
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = new_token()
     app = build_view_app(token, listener.hosts, run, batch)
     url = f"{listener.url}/#token={token}&view={'batch' if batch is not None else 'run'}"
 

@@ -36,10 +36,16 @@ class TurnCounter:
 
 
 class RunRecorder:
-    """Records one run of `model` in `writer` and `audit`, and reports it to `observer`."""
+    """Records one run of `model` in `writer` and `audit`, and reports it to `observer`;
+    `audit` None: a run whose commands nobody approves (a batch task's) has nothing to audit."""
 
     def __init__(
-        self, writer: TrajectoryWriter, audit: AuditLog, observer: RunObserver, *, model: str
+        self,
+        writer: TrajectoryWriter,
+        audit: AuditLog | None,
+        observer: RunObserver,
+        *,
+        model: str,
     ) -> None:
         self._writer = writer
         self._audit = audit
@@ -66,7 +72,8 @@ class RunRecorder:
 
     def decided(self, decision: ApprovalDecision) -> None:
         """The approval wrapper's `on_decision`."""
-        self._audit.record(decision)
+        if self._audit is not None:
+            self._audit.record(decision)
         self._writer.approval(decision)
         self._observer.approval(decision)
 

@@ -4,6 +4,11 @@ Kubernetes mounts a service account's token as a file and rotates it by swapping
 a long run must send the current one, so the file is read again whenever its identity
 (device, inode, size, modification time) changes. The token itself never appears in a
 message, a repr or a log line: errors name the file, never its content.
+
+WHY not `logos.access.token_file`'s rules (no symlink, the user's own, 0600): those guard a
+token this user's server accepts. This one is a credential the daemon issued, sent to it, and
+Kubernetes mounts it through a symlink into `..data/`, owned by root, 0644 unless told
+otherwise.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ what was wrong, never a traceback.
     POST   /v1/runs                    start a run → {run, session, events}
     GET    /v1/runs                    the live runs and those finished lately
     GET    /v1/runs/changes            server-sent `runs` events: a run started, published or ended
+    GET    /v1/changes                 `runs` and `projects` events: either changed (one stream)
     GET    /v1/runs/{id}               status, usage, cost, stop reason
     GET    /v1/runs/{id}/events        server-sent events; Last-Event-ID replays what was missed
     POST   /v1/runs/{id}/cancel        stop the model, kill the commands, keep what was done
@@ -17,12 +18,15 @@ what was wrong, never a traceback.
     DELETE /v1/sessions/{id}
     …      /v1/projects, /v1/hierarchy, /v1/metrics: several agents in one chat
                                        (`logos.serve.projects.routes`)
+    GET    /v1/server                  the model, the version, the default directory
+    …      /v1/runs/{id}/changes       the files a run changed, and their diffs
+                                       (`logos.serve.change_routes`)
     GET    /v1/memory                  the memory notes
     GET|PUT|DELETE /v1/memory/{key}    one note ({"text": "…"} to PUT)
     GET    /                           the page (no data in it: it asks for the token)
 
 Every /v1 request needs `Authorization: Bearer <token>`. Every request must name this server
-in `Host` (DNS rebinding), and one that changes something must come from no other `Origin`.
+in `Host` (DNS rebinding) and come from no other `Origin` (`logos.access.guard`).
 """
 
 from __future__ import annotations
@@ -32,39 +36,38 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
+from logos.access.guard import Access, AccessGuard
+from logos.access.names import AllowedHosts
 from logos.commands.memory_store import NoteError
 from logos.errors import RecordFileError
 from logos.providers.base import Usage
 from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
 from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest
-from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
-from logos.serve.auth import bearer_matches, host_name, same_origin
-from logos.serve.http import event_stream, last_event_id, read_body
+from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval, too_late
+from logos.serve.change_routes import change_routes
+from logos.serve.filechanges.tracker import ChangeTrackers
+from logos.serve.http import changes_stream, event_stream, last_event_id, read_body
 from logos.serve.hub import Published, read_published
 from logos.serve.page import PAGE_FILES, page_response
 from logos.serve.projects.registry import Projects
 from logos.serve.projects.routes import project_routes
 from logos.serve.runs import Runs
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
-from logos.serve.setup import ServerSetup
+from logos.serve.setup import RunnerChoice, ServerSetup
 
 M = TypeVar("M", bound=BaseModel)
 _USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 """The most of a saved output one request returns (the page shows it as text)."""
-CHANGES_EVERY_S = 0.25
-"""The runs stream's events come at most this often: a busy run publishes far faster."""
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class RuleRequest(BaseModel):
@@ -80,17 +83,19 @@ def build_app(
     runs: Runs,
     approvals: Approvals,
     *,
-    hosts: frozenset[str] | None = None,
+    hosts: AllowedHosts | None = None,
     rule_book: RuleBook | None = None,
     projects: Projects | None = None,
+    trackers: ChangeTrackers | None = None,
 ) -> ASGIApp:
     """The application; `runs` must be bound to the server's task group before requests.
     `hosts`: the names `Host` may give (None on a Unix socket, which no browser reaches)."""
-    api = _Api(setup, runs, approvals, rule_book)
+    api = _Api(setup, runs, approvals, rule_book, projects)
     routes = [
         Route("/v1/runs", api.start_run, methods=["POST"]),
         Route("/v1/runs", api.list_runs, methods=["GET"]),
         Route("/v1/runs/changes", api.run_changes, methods=["GET"]),
+        Route("/v1/changes", api.changes, methods=["GET"]),
         Route("/v1/runs/{run_id}", api.run_status, methods=["GET"]),
         Route("/v1/runs/{run_id}/events", api.run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
@@ -105,14 +110,20 @@ def build_app(
         Route("/v1/memory/{key}", api.get_note, methods=["GET"]),
         Route("/v1/memory/{key}", api.put_note, methods=["PUT"]),
         Route("/v1/memory/{key}", api.delete_note, methods=["DELETE"]),
+        Route("/v1/server", api.server, methods=["GET"]),
         *(project_routes(projects) if projects is not None else []),
+        *(change_routes(runs, projects, trackers) if trackers is not None else []),
         *(Route(path, page_response, methods=["GET"]) for path in PAGE_FILES),
     ]
-    return guarded(routes, token, hosts)
+    return guarded(routes, token, "the token from the file `logos serve` printed at start", hosts)
 
 
-def guarded(routes: list[Route], token: str, hosts: frozenset[str] | None) -> ASGIApp:
-    """`routes` behind the checks every request passes (see `Guard`)."""
+def guarded(
+    routes: list[Route], token: str, token_hint: str, hosts: AllowedHosts | None
+) -> ASGIApp:
+    """`routes` behind the checks every request passes (`logos.access.guard`): it names this
+    server in `Host` (when `hosts` is given), comes from no other `Origin`, and carries the
+    token (`token_hint`: where a client finds it), but for the page's static files."""
     app = Starlette(
         routes=routes,
         exception_handlers={
@@ -121,72 +132,20 @@ def guarded(routes: list[Route], token: str, hosts: frozenset[str] | None) -> AS
             Exception: _unexpected,
         },
     )
-    return Guard(app, token, hosts)
-
-
-class Guard:
-    """Every request must name this server in `Host` (when `hosts` is given); one that
-    changes something must not come from another `Origin`; every request but the page's
-    static files needs the bearer token."""
-
-    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] | None) -> None:
-        self._app = app
-        self._token = token
-        self._hosts = hosts
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self._refusal(scope)
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self._app(scope, receive, send)
-
-    def _refusal(self, scope: Scope) -> Response | None:
-        headers = dict(scope["headers"])
-        host = headers.get(b"host", b"").decode("latin-1")
-        if self._hosts is not None and host_name(host) not in self._hosts:
-            return _error(
-                421,
-                f"this server does not answer to the name {host[:100]!r}: reach it as "
-                "http://127.0.0.1:PORT (or the address it listens on)",
-            )
-        origin = headers.get(b"origin")
-        if (
-            scope.get("method") not in SAFE_METHODS
-            and origin is not None
-            and not same_origin(origin.decode("latin-1"), host)
-        ):
-            return _error(
-                403,
-                f"a request from another origin ({origin.decode('latin-1')[:100]!r}) may not "
-                "change anything here: send it from the server's own page, or without an "
-                "Origin header",
-            )
-        if not _is_page(scope):
-            header = headers.get(b"authorization")
-            given = header.decode("latin-1") if header is not None else None
-            if not bearer_matches(given, self._token):
-                why = "no" if given is None else "a wrong"
-                response = _error(
-                    401,
-                    f"this request has {why} bearer token: send Authorization: Bearer <token>, "
-                    "with the token from the file `logos serve` printed at start",
-                )
-                response.headers["www-authenticate"] = "Bearer"
-                return response
-        return None
-
-
-def _is_page(scope: Scope) -> bool:
-    return scope.get("method") == "GET" and scope.get("path") in PAGE_FILES
+    return AccessGuard(app, Access(token, token_hint, hosts, open_paths=frozenset(PAGE_FILES)))
 
 
 class _Api:
     def __init__(
-        self, setup: ServerSetup, runs: Runs, approvals: Approvals, rule_book: RuleBook | None
+        self,
+        setup: ServerSetup,
+        runs: Runs,
+        approvals: Approvals,
+        rule_book: RuleBook | None,
+        projects: Projects | None,
     ) -> None:
         self._setup = setup
+        self._projects = projects
         self._runs = runs
         self._approvals = approvals
         self._rule_book = rule_book
@@ -194,11 +153,27 @@ class _Api:
         self._titles: dict[str, str] = {}
         self._tallies: dict[str, LiveTally] = {}
 
+    async def server(self, request: Request) -> Response:
+        """What every run and agent of this server uses: its model, and where local commands
+        run unless told otherwise; whether the sandbox can run commands now."""
+        setup = self._setup
+        sandbox = setup.runners.problem(RunnerChoice(sandbox=True))
+        return JSONResponse(
+            {
+                "model": setup.model.model,
+                "provider": setup.model.provider,
+                "version": setup.logos_version,
+                "workdir": setup.workdir,
+                "sandbox_problem": sandbox,
+                "approval_ttl_s": self._approvals.ttl_s,
+            }
+        )
+
     # Runs -----------------------------------------------------------------------------------
 
     async def start_run(self, request: Request) -> Response:
         asked = await self._body(request, RunRequest)
-        run = self._runs.start(asked)
+        run = await self._runs.start(asked)
         return JSONResponse(
             {"run": run.id, "session": run.session_id, "events": f"/v1/runs/{run.id}/events"},
             status_code=201,
@@ -216,6 +191,7 @@ class _Api:
                 del self._tallies[run_id]
         for status in statuses:
             status["task"] = self._titles.get(status["session"], "")
+            status["model"] = self._setup.model.model
             run = live.get(status["id"])
             if run is not None:
                 template = self._setup.template
@@ -226,27 +202,17 @@ class _Api:
         return JSONResponse({"runs": statuses})
 
     async def run_changes(self, request: Request) -> Response:
-        """Server-sent `runs` events, one at once and one whenever a run starts, publishes or
-        ends (at most one per `CHANGES_EVERY_S`): the page's runs list reads `GET /v1/runs`
-        on each instead of asking on a timer."""
-        changes = self._runs.changes
-        keepalive_s = self._setup.settings.keepalive_s
+        """Server-sent `runs` events: one at once and one whenever a run starts, publishes or
+        ends; the page's runs list reads `GET /v1/runs` on each."""
+        return changes_stream({"runs": self._runs.changes}, self._setup.settings.keepalive_s)
 
-        async def versions() -> AsyncIterator[bytes]:
-            seen = changes.version
-            yield b"retry: 1000\n\n" + _runs_changed(seen)
-            while not changes.closed:
-                await anyio.sleep(CHANGES_EVERY_S)
-                version = await changes.after(seen, keepalive_s)
-                if changes.closed:
-                    return
-                if version == seen:
-                    yield b": keep-alive\n\n"
-                else:
-                    seen = version
-                    yield _runs_changed(seen)
-
-        return event_stream(versions())
+    async def changes(self, request: Request) -> Response:
+        """Server-sent `runs` and `projects` events, one of each at once and one whenever a
+        run or a project changes: what the page's sidebar follows, on one connection."""
+        sources = {"runs": self._runs.changes}
+        if self._projects is not None:
+            sources["projects"] = self._projects.changes
+        return changes_stream(sources, self._setup.settings.keepalive_s)
 
     async def run_status(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -322,12 +288,8 @@ class _Api:
         answer = await self._body(request, ApprovalAnswer)
         try:
             pending = self._approvals.decide(approval_id, answer.approve, answer.reason)
-        except UnknownApproval:
-            raise ApiError(
-                404,
-                f"no command waits for approval {approval_id!r}: it was decided already, it "
-                "expired, its run ended, or it never existed (GET /v1/approvals lists them)",
-            ) from None
+        except UnknownApproval as exc:
+            raise ApiError(*too_late(approval_id, exc.outcome, self._approvals.ttl_s)) from None
         return JSONResponse({"id": pending.id, "run": pending.run_id, "approved": answer.approve})
 
     async def add_rule(self, request: Request) -> Response:
@@ -548,10 +510,6 @@ def output_query(request: Request) -> tuple[int, int, Literal["stdout", "stderr"
     if stream == "stderr":
         return int(turn), int(index), "stderr"
     raise ApiError(400, "give stream=stdout or stream=stderr")
-
-
-def _runs_changed(version: int) -> bytes:
-    return f'event: runs\ndata: {{"version":{version}}}\n\n'.encode()
 
 
 def _noted(action: Callable[[], Any]) -> Any:

@@ -14,9 +14,11 @@ import datetime as dt
 import json
 import secrets
 import tomllib
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, TypeAlias
 
 import anyio
 
@@ -37,10 +39,40 @@ from logos.protocol.envelope import command_preview
 from logos.records.events import ConfirmRequiredEvent
 
 EXPIRED = "expired"
+KEPT_OUTCOMES = 1000
+"""Answered questions whose outcome is remembered, to tell a late answer what happened."""
+
+Outcome: TypeAlias = Literal["approved", "denied", "expired", "ended"]
 
 
 class UnknownApproval(KeyError):
     """No command waits under that id: decided already, expired, or never asked."""
+
+    def __init__(self, approval_id: str, outcome: Outcome | None = None) -> None:
+        super().__init__(approval_id)
+        self.outcome = outcome
+        """What became of it, when it was asked lately; None: never asked (or long ago)."""
+
+
+def too_late(approval_id: str, outcome: Outcome | None, ttl_s: float) -> tuple[int, str]:
+    """The status and the words of an answer to a question no longer open: what happened
+    to it, as the person who clicked needs to hear it."""
+    said: dict[Outcome, str] = {
+        "approved": "this command was approved already (from another page, the terminal or "
+        "the API): it ran or is running",
+        "denied": "this command was denied already (from another page, the terminal or the "
+        "API): it did not run",
+        "expired": f"nobody answered within {ttl_s:g} s, so this command was denied as expired "
+        "and the model was told",
+        "ended": "the run or the agent's turn ended before anyone answered: the command did "
+        "not run",
+    }
+    if outcome is None:
+        return 404, (
+            f"no command waits for approval {approval_id[:40]!r}: it was decided already, it "
+            "expired, its run ended, or it never existed (GET /v1/approvals lists them)"
+        )
+    return 409, said[outcome]
 
 
 @dataclass
@@ -61,6 +93,7 @@ class Approvals:
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
         self._pending: dict[str, Pending] = {}
+        self._outcomes: OrderedDict[str, Outcome] = OrderedDict()
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         """Oldest first; those of one run when `run_id` is given."""
@@ -69,11 +102,21 @@ class Approvals:
     def decide(self, approval_id: str, approve: bool, reason: str | None) -> Pending:
         pending = self._pending.pop(approval_id, None)
         if pending is None:
-            raise UnknownApproval(approval_id)
+            raise UnknownApproval(approval_id, self._outcomes.get(approval_id))
         action: ApprovalAction = "yes" if approve else "no"
         pending.decision = ApprovalDecision(action, pending.command, reason=reason)
         pending.decided.set()
+        self._remember(approval_id, "approved" if approve else "denied")
         return pending
+
+    def outcome(self, approval_id: str) -> Outcome | None:
+        """What became of a question asked lately (None: unknown, or still open)."""
+        return self._outcomes.get(approval_id)
+
+    def _remember(self, approval_id: str, outcome: Outcome) -> None:
+        self._outcomes[approval_id] = outcome
+        while len(self._outcomes) > KEPT_OUTCOMES:
+            self._outcomes.popitem(last=False)
 
     def approver_for(
         self, run_id: str, announce: Callable[[ConfirmRequiredEvent], None]
@@ -93,6 +136,7 @@ class Approvals:
             expires_at=_timestamp(now + dt.timedelta(seconds=self.ttl_s)),
         )
         self._pending[pending.id] = pending
+        timed_out = False
         try:
             announce(
                 ConfirmRequiredEvent(
@@ -102,11 +146,13 @@ class Approvals:
                     expires_at=pending.expires_at,
                 )
             )
-            with anyio.move_on_after(self.ttl_s):
+            with anyio.move_on_after(self.ttl_s) as waiting:
                 await pending.decided.wait()
+            timed_out = waiting.cancelled_caught
         finally:
             # WHY also on cancel: a canceled run's question must leave the list.
-            self._pending.pop(pending.id, None)
+            if self._pending.pop(pending.id, None) is not None:
+                self._remember(pending.id, "expired" if timed_out else "ended")
         return pending.decision or ApprovalDecision("no", command, reason=EXPIRED)
 
 

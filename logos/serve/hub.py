@@ -106,6 +106,10 @@ class Changes:
         self._changed.set()
         self._changed = anyio.Event()
 
+    async def bumped(self) -> None:
+        """Return at the next bump."""
+        await self._changed.wait()
+
     async def after(self, version: int, timeout_s: float) -> int:
         """The version once it is past `version`, or the same after `timeout_s` without a
         change (time for a keep-alive)."""

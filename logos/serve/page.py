@@ -1,4 +1,4 @@
-"""The web page: one HTML file, its script and its style, and the chart library it uses,
+"""The web page: one HTML file, its scripts and its style, and the libraries it uses,
 shipped in the package (no build step, no CDN: it works offline). They hold no data, so they
 are the only routes served without the token; the page reads the token from its URL's
 fragment (never sent to the server, never in a log), keeps it in sessionStorage and sends it
@@ -18,9 +18,15 @@ PAGE_FILES: dict[str, tuple[str, str]] = {
     "/page.js": ("page.js", "text/javascript; charset=utf-8"),
     "/page.css": ("page.css", "text/css; charset=utf-8"),
     "/projects.js": ("projects.js", "text/javascript; charset=utf-8"),
-    # uPlot (MIT, vendored unchanged with its LICENSE): the batch report's charts, offline.
+    "/changes.js": ("changes.js", "text/javascript; charset=utf-8"),
+    "/markdown.js": ("markdown.js", "text/javascript; charset=utf-8"),
+    # Vendored unchanged, each with its LICENSE (no CDN: the page works offline):
+    # uPlot (MIT), the batch report's charts; markdown-it (MIT) renders replies, with raw HTML
+    # off; DOMPurify (Apache-2.0) sanitises what it renders once more.
     "/vendor/uPlot.iife.min.js": ("vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
     "/vendor/uPlot.min.css": ("vendor/uPlot.min.css", "text/css; charset=utf-8"),
+    "/vendor/markdown-it.min.js": ("vendor/markdown-it.min.js", "text/javascript; charset=utf-8"),
+    "/vendor/purify.min.js": ("vendor/purify.min.js", "text/javascript; charset=utf-8"),
 }
 """Route → (file in logos/serve/static, media type)."""
 

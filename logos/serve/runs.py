@@ -1,21 +1,21 @@
 """Runs: started by a request, owned by the server.
 
-`Runs.start` checks the request, writes the prompt to the session and answers at once;
-the run itself proceeds in the server's task group, not the request's, so it finishes and
-is saved when every client has gone. Each run publishes its events to its `EventLog`,
-writes its steps to the session before announcing them, and records every approval
-decision in the audit log. Cancelling a run (or shutting the server down) stops the model
-and kills its commands; what was done is kept.
+`Runs.start` checks the request, opens the run's parts (`logos.assembly`: the session's
+trajectory, the audit log, the runner) and answers at once; the run itself proceeds in the
+server's task group, not the request's, so it finishes and is saved when every client has
+gone. Each run publishes its events to its `EventLog`, writes its steps to the session
+before announcing them, and records every approval decision in the audit log. Cancelling a
+run (or shutting the server down) stops the model and kills its commands; what was done is
+kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,42 +23,41 @@ import anyio
 from anyio.abc import TaskGroup
 
 from logos.agent.config import Config
-from logos.agent.loop import run as run_loop
-from logos.agent.steps import RunResult
-from logos.approvals.approval import (
-    ApprovalMode,
-    ApprovalRunner,
-    Approver,
-)
-from logos.approvals.audit import AuditLog
+from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import Verdicts, approver_for
+from logos.assembly import Approval, RunAssembly, RunParts
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
-from logos.providers.base import Message
-from logos.records.events import RunEvents, RunSummary, StartEvent
-from logos.records.recorder import RunRecorder
-from logos.records.trajectory import Trajectory, TrajectoryWriter
-from logos.runners.base import Runner
-from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
+from logos.options.declarations import (
+    ALLOW,
+    MAX_COST,
+    MAX_STEPS,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_TOTAL_TOKENS,
+    NETWORK,
+    TIMEOUT,
+    options_at,
+)
+from logos.options.narrowing import NarrowingRefused, asked_in, narrowed, sandbox_only
+from logos.options.option import Place, requested
+from logos.records.events import RunEvents, RunSummary
+from logos.records.trajectory import Trajectory
+from logos.serve.api import ApiError, RunRequest
 from logos.serve.approvals import Approvals
+from logos.serve.filechanges.tracker import (
+    ChangeTrackers,
+    TurnChanges,
+    after_each_turn,
+    writable_roots,
+)
 from logos.serve.hub import Changes, EventLog, read_published
 from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
 from logos.serve.setup import RunnerChoice, ServerSetup
 
-CLOSE_TIMEOUT_S = 10.0
-"""At most this long to close a run's runner (kill leftovers, end a sandbox session)."""
 KEPT_FINISHED = 1000
 """Finished runs whose status stays in memory; older ones are read from their event log."""
-CONFIG_KEYS = {
-    "max_steps": "max_steps",
-    "max_cost_usd": "max_cost",
-    "max_wall_s": "max_time",
-    "max_tokens": "max_tokens",
-    "max_total_tokens": "max_total_tokens",
-}
-"""The limits a request may narrow, and the config file's key of each."""
-TIMEOUT_KEY = "timeout"
 
 RunState = Literal["running", "finished"]
 
@@ -95,25 +94,18 @@ class Run:
         }
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """A checked request, ready to run."""
-
-    run: Run
-    prompt: str
-    history: list[Message]
-    config: Config
-    runner: Runner
-    writer: TrajectoryWriter
-    audit: AuditLog
-    workdir: str
-
-
 class Runs:
     def __init__(
-        self, setup: ServerSetup, sessions: Sessions, approvals: Approvals, rules: Verdicts
+        self,
+        setup: ServerSetup,
+        sessions: Sessions,
+        approvals: Approvals,
+        rules: Verdicts,
+        trackers: ChangeTrackers | None = None,
     ) -> None:
         self._setup = setup
+        self.trackers = trackers
+        """Where each run's changed files are followed (None: they are not)."""
         self._rules = rules
         """The approval rules every run follows, read at each command (the server's book)."""
         self.sessions = sessions
@@ -138,47 +130,36 @@ class Runs:
     def get(self, run_id: str) -> Run | None:
         return self._live.get(run_id) or self._finished.get(run_id)
 
-    def start(self, request: RunRequest) -> Run:
-        """Check the request, open the session and write its prompt; the run goes on in
-        the background. ApiError says what stands in the way."""
+    async def start(self, request: RunRequest) -> Run:
+        """Check the request, open the session and the run's parts; the run goes on in the
+        background. ApiError says what stands in the way."""
         settings = self._setup.settings
-        if not self._accepting or self._group is None:
-            raise ApiError(503, "the server is shutting down: start the run on its next start")
-        if len(self._live) >= settings.max_concurrent_runs:
-            raise ApiError(
-                429,
-                f"{len(self._live)} runs are going, the most max_concurrent_runs "
-                f"({settings.max_concurrent_runs}, in the config file's [serve] table) allows: "
-                "wait for one to end, or raise the setting",
-            )
-        choice = RunnerChoice(
-            sandbox=request.runner.kind == "sandbox", network=request.runner.network
-        )
-        approval = request.approval or ("auto" if choice.sandbox else "confirm")
-        if approval == "auto" and not choice.sandbox and not settings.allow_local_auto:
+        sandbox = request.runner.kind == "sandbox"
+        approval = request.approval or ("auto" if sandbox else "confirm")
+        if approval == "auto" and not sandbox and not settings.allow_local_auto:
             raise ApiError(
                 403,
                 'approval "auto" would run the model\'s commands on this machine without '
                 "asking anyone: this server allows it only with allow_local_auto = true in "
                 'its [serve] table; ask for approval "confirm", or run in the sandbox',
             )
-        options = self._exec_options(request.runner, request.limits)
-        choice = dataclasses.replace(choice, allowed_hosts=options.allowed_hosts)
-        template = self._narrowed(request.limits)
+        choice, options, template = self._narrowed(request)
         problem = self._setup.runners.problem(choice)
         if problem is not None:
             raise ApiError(503, problem)
         continued = self._claim_session(request.session)
         session_id = request.session or self.sessions.create()
         try:
-            return self._open(request, choice, approval, options, template, session_id, continued)
+            return await self._open(
+                request, choice, approval, options, template, session_id, continued
+            )
         except BaseException:
             self.sessions.release(session_id)
             if continued is None:
                 self.sessions.discard(session_id)
             raise
 
-    def _open(
+    async def _open(
         self,
         request: RunRequest,
         choice: RunnerChoice,
@@ -191,52 +172,76 @@ class Runs:
         setup = self._setup
         workdir = options.resolved_workdir() or setup.workdir
         system_prompt = setup.runners.system_prompt(choice, options, continued)
-        try:
-            runner = setup.runners.open(choice)
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from None
-        try:
-            writer = setup.session_writer(
-                self.sessions.trajectory_path(session_id), choice, workdir, system_prompt, continued
-            )
-        except RecordFileError as exc:
-            raise ApiError(409, exc.message) from None
-        try:
-            audit = AuditLog(
-                setup.audit_path,
-                mode=approval,
-                runner=choice.kind,
-                cwd=workdir,
-                trajectory=str(writer.path),
-            )
-            writer.prompt(request.prompt)
-            run_id = new_id()
-            log = EventLog(
-                self.sessions.runs_dir(session_id) / f"{run_id}.jsonl",
-                replay_memory=setup.settings.replay_memory,
-                subscriber_buffer=setup.settings.subscriber_buffer,
-                on_publish=self.changes.bump,
-            )
-        except BaseException:
-            writer.close()
-            raise
-        run = Run(run_id, session_id, choice, approval, log)
-        plan = _Plan(
-            run=run,
+        run_id = new_id()
+        log = EventLog(
+            self.sessions.runs_dir(session_id) / f"{run_id}.jsonl",
+            replay_memory=setup.settings.replay_memory,
+            subscriber_buffer=setup.settings.subscriber_buffer,
+            on_publish=self.changes.bump,
+        )
+        approver = approver_for(
+            approval, self._rules, self._approvals.approver_for(run_id, log.publish)
+        )
+        changes = self._changes_of(run_id, log, options)
+        parts = RunParts(
+            config=dataclasses.replace(template, system_prompt=system_prompt, exec_options=options),
             prompt=request.prompt,
             history=continued.history() if continued is not None else [],
-            config=dataclasses.replace(template, system_prompt=system_prompt, exec_options=options),
-            runner=runner,
-            writer=writer,
-            audit=audit,
-            workdir=workdir,
+            open_runner=partial(setup.runners.open, choice),
+            open_trajectory=partial(
+                setup.session_writer,
+                self.sessions.trajectory_path(session_id),
+                choice,
+                workdir,
+                system_prompt,
+                continued,
+            ),
+            observer=RunEvents(log.publish),
+            approval=Approval(approval, approver, setup.audit_path),
+            runner_kind=choice.kind,
+            cwd=workdir,
+            watch=None if changes is None else after_each_turn(changes),
         )
+        try:
+            assembly = await _opened(parts)
+            try:
+                # WHY after opening: no other request runs between this check and the
+                # registration below, whatever opening awaited.
+                self._check_room()
+            except BaseException:
+                await assembly.aclose()
+                raise
+        except BaseException:
+            log.close()
+            log.path.unlink(missing_ok=True)  # WHY: a run that never started has no events
+            raise
+        run = Run(run_id, session_id, choice, approval, log)
         self._live[run_id] = run
         self._all_done = anyio.Event()
         self.changes.bump()
         assert self._group is not None
-        self._group.start_soon(self._execute, plan)
+        self._group.start_soon(self._execute, run, assembly, changes)
         return run
+
+    def _changes_of(self, run_id: str, log: EventLog, options: ExecOptions) -> TurnChanges | None:
+        """What the run's commands change in its writable paths, each turn's published as a
+        `files_changed` event (None: the server follows no changes)."""
+        if self.trackers is None:
+            return None
+        roots = writable_roots([(p.path, p.read_only) for p in options.allowed_paths])
+        return TurnChanges(self.trackers.open(run_id, roots), log.publish)
+
+    def _check_room(self) -> None:
+        settings = self._setup.settings
+        if not self._accepting or self._group is None:
+            raise ApiError(503, "the server is shutting down: start the run on its next start")
+        if len(self._live) >= settings.max_concurrent_runs:
+            raise ApiError(
+                429,
+                f"{len(self._live)} runs are going, the most max_concurrent_runs "
+                f"({settings.max_concurrent_runs}, in the config file's [serve] table) allows: "
+                "wait for one to end, or raise the setting",
+            )
 
     def _claim_session(self, session_id: str | None) -> Trajectory | None:
         if session_id is None:
@@ -259,26 +264,25 @@ class Runs:
             self.sessions.release(session_id)
             raise ApiError(409, exc.message) from None
 
-    def _exec_options(self, runner: RunnerRequest, limits: LimitsRequest) -> ExecOptions:
-        server_timeout = self._setup.template.exec_options.timeout_s
-        if limits.timeout_s is not None and limits.timeout_s > server_timeout:
-            raise _wider("timeout_s", limits.timeout_s, server_timeout, TIMEOUT_KEY)
+    def _narrowed(self, request: RunRequest) -> tuple[RunnerChoice, ExecOptions, Config]:
+        """Where the run's commands run, their options and the run's config: the server's,
+        narrowed as the request asks (`logos.options.narrowing`); ApiError for what it may
+        not ask (400: malformed, 403: wider than the server's)."""
+        template = self._setup.template
+        runner = request.runner
+        asked = asked_in(request.limits, Place.SERVE_LIMITS)
         if runner.kind == "local":
-            if runner.allowed_paths or runner.network or runner.allowed_hosts:
-                raise ApiError(
-                    400,
-                    "allowed_paths, network and allowed_hosts are for the sandbox (runner.kind "
-                    '"sandbox"): local commands reach the whole machine; give runner.workdir '
-                    "instead",
-                )
+            if any(ask.value for ask in asked_in(runner, Place.SERVE_RUNNER)):
+                fields = [
+                    option.name_at(Place.SERVE_RUNNER) for option in options_at(Place.SERVE_RUNNER)
+                ]
+                refused = sandbox_only(fields, "runner.kind")
+                raise ApiError(400, f"{refused}; give runner.workdir instead")
             workdir = runner.workdir or self._setup.workdir
             if not os.path.isabs(workdir) or not os.path.isdir(workdir):
                 raise ApiError(
                     400, f"runner.workdir {workdir!r} is not an absolute path to a directory"
                 )
-            paths: tuple[AllowedPath, ...] = (
-                AllowedPath(path=os.path.realpath(workdir), read_only=False),
-            )
         else:
             if runner.workdir is not None:
                 raise ApiError(
@@ -286,44 +290,45 @@ class Runs:
                     "runner.workdir is for local commands: in the sandbox, the first of "
                     "runner.allowed_paths is the working directory",
                 )
-            if not runner.allowed_paths:
+            if not requested(runner, ALLOW, Place.SERVE_RUNNER):
                 raise ApiError(
                     400,
                     "a sandbox run needs runner.allowed_paths: the directories it may see, "
                     'e.g. [{"path": "/home/me/project", "read_only": false}]',
                 )
-            paths = tuple(AllowedPath(p.path, p.read_only) for p in runner.allowed_paths)
-        hosts: tuple[str, ...] = ()
-        if runner.kind == "sandbox":
-            hosts = tuple(runner.allowed_hosts) or self._setup.template.exec_options.allowed_hosts
-            if hosts and runner.network:
-                raise ApiError(
-                    400,
-                    "runner.allowed_hosts limits a sandbox without network to those hosts, and "
-                    "runner.network opens every host: send one or the other",
-                )
+            asked += asked_in(runner, Place.SERVE_RUNNER)
         try:
-            return dataclasses.replace(
-                self._setup.template.exec_options,
+            values = narrowed(self._setup.ceiling, asked)
+        except NarrowingRefused as exc:
+            raise ApiError(403 if exc.wider else 400, str(exc)) from None
+        paths, hosts = values.paths, values.hosts
+        if runner.kind == "local":
+            paths, hosts = (AllowedPath(path=os.path.realpath(workdir), read_only=False),), ()
+        try:
+            # WHY the template's path_ceiling kept: the server's own paths, pinned when it
+            # started, are every run's ceiling: the sandbox holds each mount to them.
+            options = dataclasses.replace(
+                template.exec_options,
                 allowed_paths=paths,
                 allowed_hosts=hosts,
-                timeout_s=limits.timeout_s or server_timeout,
+                timeout_s=values[TIMEOUT] or template.exec_options.timeout_s,
             )
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-
-    def _narrowed(self, limits: LimitsRequest) -> Config:
-        template = self._setup.template
-        asked: dict[str, Any] = {}
-        for name, key in CONFIG_KEYS.items():
-            value = getattr(limits, name)
-            if value is None:
-                continue
-            ceiling = getattr(template, name)
-            if ceiling is not None and value > ceiling:
-                raise _wider(name, value, ceiling, key)
-            asked[name] = value
-        return dataclasses.replace(template, **asked)
+        config = dataclasses.replace(
+            template,
+            max_steps=values[MAX_STEPS] or template.max_steps,
+            max_cost_usd=values[MAX_COST],
+            max_wall_s=values[MAX_TIME],
+            max_tokens=values[MAX_TOKENS],
+            max_total_tokens=values[MAX_TOTAL_TOKENS],
+        )
+        choice = RunnerChoice(
+            sandbox=runner.kind == "sandbox",
+            network=bool(values[NETWORK]),
+            allowed_hosts=options.allowed_hosts,
+        )
+        return choice, options, config
 
     def cancel(self, run_id: str) -> Run:
         run = self._live.get(run_id)
@@ -370,93 +375,40 @@ class Runs:
         await self._all_done.wait()
         self.changes.close()
 
-    async def _execute(self, plan: _Plan) -> None:
-        run = plan.run
-        model = self._setup.model
-        recorder = RunRecorder(
-            plan.writer, plan.audit, RunEvents(run.log.publish), model=model.model
-        )
-        gated = ApprovalRunner(plan.runner, self._approver(run), recorder.decided)
-        run.log.publish(
-            StartEvent(
-                provider=model.provider,
-                model=model.model,
-                runner=run.choice.kind,
-                approval=run.approval,
-                cwd=plan.workdir,
-                trajectory=recorder.trajectory,
-            )
-        )
-        await run_gated(
-            plan.config,
-            gated,
-            plan.history,
-            plan.prompt,
-            recorder,
-            run.cancel,
-            lambda summary: self._finish(plan, recorder, summary),
-        )
-
-    def _approver(self, run: Run) -> Approver:
-        asker = self._approvals.approver_for(run.id, run.log.publish)
-        return approver_for(run.approval, self._rules, asker)
-
-    def _finish(self, plan: _Plan, recorder: RunRecorder, summary: RunSummary) -> None:
-        run = plan.run
+    async def _execute(self, run: Run, assembly: RunAssembly, changes: TurnChanges | None) -> None:
         try:
-            recorder.done(summary)
+            if changes is not None:
+                await changes.begin()  # WHY before the first command: what it changes shows
+            await assembly.run(run.cancel)
         finally:
-            run.summary = summary
-            run.ended_at = utc_now()
-            run.log.close()
-            plan.writer.close()
-            plan.audit.close()
-            self.sessions.release(run.session_id)
-            self._live.pop(run.id, None)
-            self._finished[run.id] = run
-            while len(self._finished) > KEPT_FINISHED:
-                self._finished.popitem(last=False)
-            if not self._live:
-                self._all_done.set()
-            self.changes.bump()
+            with anyio.CancelScope(shield=True):
+                await assembly.aclose()  # WHY: a run cancelled before it ran still closes
+            self._finish(run, assembly.summary)
+
+    def _finish(self, run: Run, summary: RunSummary | None) -> None:
+        run.summary = summary
+        run.ended_at = utc_now()
+        run.log.close()
+        self.sessions.release(run.session_id)
+        self._live.pop(run.id, None)
+        self._finished[run.id] = run
+        if self.trackers is not None:
+            self.trackers.finish(run.id)
+        while len(self._finished) > KEPT_FINISHED:
+            self._finished.popitem(last=False)
+        if not self._live:
+            self._all_done.set()
+        self.changes.bump()
 
 
-async def run_gated(
-    config: Config,
-    gated: ApprovalRunner,
-    history: list[Message],
-    prompt: str,
-    recorder: RunRecorder,
-    cancel: anyio.Event,
-    finish: Callable[[RunSummary], None],
-) -> None:
-    """Run the loop on `gated`, then close the runner (killing what is left) and hand
-    `finish` the summary, however the loop ended: cancelled under it too, when the summary
-    holds what its recorded steps spent."""
-    started = time.monotonic()
-    result: RunResult | None = None
+async def _opened(parts: RunParts) -> RunAssembly:
+    """The run's parts opened; ApiError for what the request asked that cannot be."""
     try:
-        result = await run_loop(
-            dataclasses.replace(config, runner=gated),
-            history,
-            prompt,
-            recorder.callbacks(),
-            cancel=cancel,
-        )
-    finally:
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(CLOSE_TIMEOUT_S):
-                await gated.aclose()
-            finish(recorder.summary(result, time.monotonic() - started))
-
-
-def _wider(name: str, asked: float, ceiling: float, key: str) -> ApiError:
-    return ApiError(
-        403,
-        f"limits.{name} {asked:g} is above this server's limit of {ceiling:g} ({key} in its "
-        f"config file): a request may narrow the server's limits, never widen them; ask for "
-        f"{ceiling:g} or less",
-    )
+        return await RunAssembly.open(parts)
+    except ValueError as exc:  # the runner it asks for
+        raise ApiError(400, str(exc)) from None
+    except RecordFileError as exc:  # its session's trajectory, or the audit log
+        raise ApiError(409, exc.message) from None
 
 
 def _summary_fields(summary: RunSummary | None) -> dict[str, Any]:

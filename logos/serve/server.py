@@ -11,7 +11,6 @@ which also ends their event streams, then stops uvicorn.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -26,11 +25,12 @@ import uvicorn
 from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
+from logos.access.names import AllowedHosts, allowed_hosts, is_loopback
 from logos.jsonl import make_private_dir
 from logos.serve.app import build_app
 from logos.serve.approvals import Approvals, RuleBook
-from logos.serve.auth import allowed_hosts
 from logos.serve.connections import connection_cap, guarded_protocol, open_files_limit
+from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.projects.registry import Projects
 from logos.serve.runs import Runs
 from logos.serve.sessions import Sessions
@@ -42,6 +42,9 @@ GRACEFUL_S = 5.0
 _STARTED_POLL_S = 0.02
 VIEW_CONNECTIONS = 64
 """Connections a `logos view` page server holds (one person's browser)."""
+SNAPSHOTS_DIR = "snapshots"
+"""In the server's state directory: the snapshots behind the diffs of what runs changed
+(each server's own, removed as it stops)."""
 PAGE_RULES_FILE = "approval-rules.toml"
 """In the server's state directory: the rules the page adds when no rules file is configured."""
 
@@ -56,19 +59,9 @@ class Listener:
     url: str
     """Where clients reach it (`unix:PATH` for a socket)."""
     unix_path: Path | None = None
-    hosts: frozenset[str] | None = None
-    """The names `Host` may give: loopback's and the address listened on; None on a Unix
-    socket (no browser reaches one) and on an unspecified address (every name is this
-    machine's)."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    hosts: AllowedHosts | None = None
+    """The names `Host` may give: loopback's and the address listened on (any address of
+    this machine for an unspecified one); None on a Unix socket, which no browser reaches."""
 
 
 def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
@@ -83,12 +76,15 @@ def bind_tcp(host: str, port: int, *, allow_remote: bool) -> Listener:
     try:
         sock = socket.create_server((address, port), family=family)
     except OSError as exc:
-        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        # WHY os.strerror: create_server's own message adds the address again, in a tuple.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise BindError(
+            f"cannot listen on {host}:{port}: {reason}: choose another --port (0 picks a free "
+            "one) or --host"
+        ) from None
     bound_port = sock.getsockname()[1]
     shown = f"[{address}]" if family == socket.AF_INET6 else address
-    unspecified = address in ("", "0.0.0.0", "::")
-    hosts = None if unspecified else allowed_hosts(address)
-    return Listener(sock, f"http://{shown}:{bound_port}", hosts=hosts)
+    return Listener(sock, f"http://{shown}:{bound_port}", hosts=allowed_hosts(address))
 
 
 def bind_unix(path: Path) -> Listener:
@@ -102,7 +98,10 @@ def bind_unix(path: Path) -> Listener:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise BindError(f"cannot listen on {path}: {exc.strerror}") from None
+        raise BindError(
+            f"cannot listen on {path}: {exc.strerror}: choose another --socket path, in a "
+            "directory you can write"
+        ) from None
     return Listener(sock, f"unix:{path}", unix_path=path)
 
 
@@ -173,8 +172,9 @@ async def serve(
         print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
     sessions = Sessions(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
-    runs = Runs(setup, sessions, approvals, rule_book)
-    projects = Projects(setup, approvals, rule_book, rule_book)
+    trackers = ChangeTrackers(setup.state_dir / SNAPSHOTS_DIR)
+    runs = Runs(setup, sessions, approvals, rule_book, trackers)
+    projects = Projects(setup, approvals, rule_book, rule_book, trackers)
     app = build_app(
         setup,
         token,
@@ -183,6 +183,7 @@ async def serve(
         hosts=listener.hosts,
         rule_book=rule_book,
         projects=projects,
+        trackers=trackers,
     )
     server = _uvicorn(app, settings.max_connections)
     try:
@@ -204,6 +205,7 @@ async def serve(
                 await runs.shutdown()
                 server.should_exit = True
     finally:
+        trackers.close()
         listener.sock.close()
         if listener.unix_path is not None:
             with contextlib.suppress(OSError):

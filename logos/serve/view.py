@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from logos.access.names import AllowedHosts
 from logos.agent.steps import StepMessage
 from logos.protocol.parse import parse_cmd_blocks, strip_cmd_blocks
 from logos.records.events import (
@@ -141,7 +142,7 @@ def _status(task: str, started_at: str, summary: RunSummary | None) -> dict[str,
 
 
 def build_view_app(
-    token: str, hosts: frozenset[str] | None, run: SavedRun | None, batch: str | None
+    token: str, hosts: AllowedHosts | None, run: SavedRun | None, batch: str | None
 ) -> ASGIApp:
     """The page and the read routes of one saved run, or of one batch's results."""
     runs = [run.status] if run is not None else []
@@ -171,7 +172,7 @@ def build_view_app(
         Route("/v1/batch", batch_results, methods=["GET"]),
         *(Route(path, page_response, methods=["GET"]) for path in PAGE_FILES),
     ]
-    return guarded(routes, token, hosts)
+    return guarded(routes, token, "the token in the URL `logos view` printed", hosts)
 
 
 def _the_run(request: Request, run: SavedRun | None) -> SavedRun:

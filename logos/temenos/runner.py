@@ -29,6 +29,7 @@ import anyio
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from logos.ceiling import early_refusal
 from logos.options import NONINTERACTIVE_ENV, ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.runners.auth_token import AuthToken, TokenError
@@ -78,6 +79,13 @@ class TemenosRunner(Runner):
     runner; sandboxd keeps one warm sandbox per caller id). `auth_token`: a token, or the file
     that holds one (e.g. a Kubernetes service-account token, read again when it rotates).
 
+    A temenos daemon takes no ceiling (`ExecOptions.path_ceiling`): given one, the runner holds
+    each allowed path to it itself, resolved and placed as it is just before the request is
+    sent, and refuses the command when one leads outside; it never drops the ceiling. The
+    daemon resolves the path again when it mounts it, so a swap between that check and the
+    mount still wins: where a caller's paths may be swapped under it (another sandbox
+    writing to their parent), use sandboxd, which holds the mount itself to the ceiling.
+
     Commands run in the first allowed path (temenos has no other working directory). Only
     `options.env` and logos's non-interactive variables are sent; the daemon may withhold
     some, and those of `options.env` it withheld are named in the result's stderr. A job
@@ -111,6 +119,7 @@ class TemenosRunner(Runner):
         try:
             if self._client.closed:
                 raise TemenosFailure("this temenos runner is closed: open a new one")
+            await _hold_to_ceiling(options)
             answer = await self._client.run(
                 self._request(command, options),
                 answer_within_s=math.ceil(options.timeout_s) + HTTP_MARGIN_S,
@@ -406,3 +415,30 @@ def _failed(command: str, started: float, error: str) -> Result:
 def _absolute(path: str) -> str:
     """A relative path means what it means to the caller; the daemon takes absolute ones."""
     return os.path.abspath(path)
+
+
+async def _hold_to_ceiling(options: ExecOptions) -> None:
+    """Raise TemenosFailure naming a path `options.path_ceiling` refuses as it is now; on a
+    thread, as a path's file system may hang."""
+    ceiling = options.path_ceiling
+    if ceiling is None:
+        return
+
+    def first_refusal() -> str | None:
+        return next(
+            (
+                refused
+                for p in options.allowed_paths
+                if (
+                    refused := early_refusal(
+                        _absolute(p.path), read_only=p.read_only, ceiling=ceiling
+                    )
+                )
+                is not None
+            ),
+            None,
+        )
+
+    refused = await anyio.to_thread.run_sync(first_refusal)
+    if refused is not None:
+        raise TemenosFailure(refused)

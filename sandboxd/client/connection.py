@@ -17,6 +17,7 @@ import httpx
 from pydantic import ValidationError
 
 from sandboxd.api import API_PREFIX, ErrorDetail, ErrorResponse, HealthResponse
+from sandboxd.paths import SOCKET_ENV, default_socket_path
 
 BASE_URL = "http://sandboxd"
 """The host part of every request: the socket is the address, the name is a placeholder."""
@@ -68,6 +69,20 @@ def permission_denied_message(socket_path: Path) -> str:
     )
 
 
+def not_running_message(socket_path: Path) -> str:
+    """No daemon answers on `socket_path`: where that socket came from, how to start a daemon
+    there, and how to name one that listens elsewhere (the same words from every client)."""
+    if socket_path == Path(os.path.abspath(default_socket_path())):
+        named = f"named by ${SOCKET_ENV}" if os.environ.get(SOCKET_ENV) else "the default socket"
+        where, start = f"{socket_path} ({named})", "`sandboxd serve`"
+    else:
+        where, start = f"{socket_path}", f"`sandboxd serve --socket {socket_path}`"
+    return (
+        f"sandboxd is not running on {where}: start it with {start}, or pass --socket PATH "
+        f"(or set ${SOCKET_ENV}) to reach a daemon that listens elsewhere"
+    )
+
+
 def error_detail(response: httpx.Response) -> ErrorDetail | None:
     """The daemon's `{"error": …}` of a refusal; None when the answer is not one."""
     try:
@@ -103,12 +118,7 @@ def check_health(socket_path: Path) -> HealthCheck:
     except httpx.HTTPError as exc:
         if permission_denied(exc):
             return HealthCheck(None, permission_denied_message(socket_path), reached=True)
-        return HealthCheck(
-            None,
-            f"sandboxd is not running on {socket_path}: start it with `sandboxd serve` (or "
-            "pass --socket PATH if it listens elsewhere)",
-            reached=False,
-        )
+        return HealthCheck(None, not_running_message(socket_path), reached=False)
     answer = health(response)
     if answer is None:
         return HealthCheck(

@@ -36,6 +36,7 @@ from sandboxd import api as wire
 from sandboxd.client.connection import (
     async_daemon_client,
     error_detail,
+    not_running_message,
     permission_denied,
     permission_denied_message,
 )
@@ -73,15 +74,19 @@ class _Preparation:
 class SandboxRunner(AsyncCloseable):
     """Runs commands through a sandboxd daemon (see `sandboxd serve`).
 
-    `socket`: the daemon's socket (default: $SANDBOXD_SOCKET, $XDG_RUNTIME_DIR/sandboxd.sock,
-    ~/.sandboxd/daemon.sock). `session`: the daemon keeps one warm container per session
-    (default: a random id per runner). `image`: one of the daemon's allowed images (default:
-    its configured image). `network`: ask for network access (the daemon's config must allow
-    it). `unix_sockets`: let commands create Unix sockets, e.g. for a test database (the
-    daemon's config must allow it; they could then reach host sockets under the allowed
-    paths). `close_session`: remove the session's containers on `aclose()`.
+    `socket`: the daemon's socket (default: `sandboxd.paths.default_socket_path`:
+    $SANDBOXD_SOCKET, /run/user/UID/sandboxd.sock, ~/.sandboxd/daemon.sock). `session`: the
+    daemon keeps one warm container per session (default: a random id per runner). `image`: one
+    of the daemon's allowed images (default: its configured image). `network`: ask for network
+    access (the daemon's config must allow it). `unix_sockets`: let commands create Unix
+    sockets, e.g. for a test database (the daemon's config must allow it; they could then reach
+    host sockets under the allowed paths). `close_session`: remove the session's containers on
+    `aclose()`.
 
-    Only `options.env` is sent: the sandbox never inherits the caller's environment. Jobs
+    `options.path_ceiling` is sent with every run, start and fork: the daemon holds each
+    mount to it where it mounts it (a refusal is the command's error, 403
+    path_outside_ceiling). Only `options.env` is sent: the sandbox never inherits the
+    caller's environment. Jobs
     end with the session (on `aclose()` when it closes it); the daemon caps how many a caller
     keeps (its answer to one more is the command's error).
     """
@@ -375,6 +380,7 @@ class SandboxRunner(AsyncCloseable):
 
     def _start_request(self, options: ExecOptions) -> wire.StartRequest:
         """Where commands run with `options` go: the fields a run and a start share."""
+        ceiling = options.path_ceiling
         return wire.StartRequest(
             env=dict(options.env),
             allowed_paths=tuple(
@@ -386,6 +392,14 @@ class SandboxRunner(AsyncCloseable):
             allowed_hosts=options.allowed_hosts,
             unix_sockets=self.unix_sockets,
             image=self.image,
+            path_ceiling=None
+            if ceiling is None
+            else tuple(
+                wire.CeilingRootSpec(
+                    path=r.path, read_only=r.read_only, device=r.device, inode=r.inode
+                )
+                for r in ceiling
+            ),
         )
 
     async def _post_to_session(self, action: str, body: str) -> httpx.Response:
@@ -435,7 +449,7 @@ class SandboxRunner(AsyncCloseable):
         if isinstance(exc, httpx.ConnectError):
             if permission_denied(exc):
                 return permission_denied_message(where)
-            return f"sandboxd is not running on {where}: start it with `sandboxd serve`"
+            return not_running_message(where)
         return (
             f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
             "daemon may have stopped; check its log and restart it with `sandboxd serve`"

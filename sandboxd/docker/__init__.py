@@ -4,8 +4,9 @@
 session and spec; `container` is the container's shape (and stages sandboxd.inside into it),
 `seccomp` its profile, `engine` the engine's client on worker threads, `supervisor_client`
 the backend's end of the supervisor's channel over `fifo`s, `mount_check` whether a
-container mounted what the policy checked, `job` a command gone on as a job, `fork` a
-session copied into its forks, `exec_fallback` the `docker exec` path for images without
+container mounted what the policy checked, `job` a command gone on as a job, `scratch` a
+sandbox's /tmp and $HOME as tmpfs volumes, `fork` a session copied into its forks by a
+copier container, `exec_fallback` the `docker exec` path for images without
 python3, `mount_report` the same path's mount check, `image` the image build, `ownership`
 which daemon owns a container, `step_clock` the timed steps of a start.
 

@@ -22,7 +22,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,12 +61,12 @@ from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_e
 from sandboxd.docker.exec_fallback import ExecCall, SandboxGoneError, run_exec
 from sandboxd.docker.fifo import FifoPair
 from sandboxd.docker.fork import (
-    ArchiveRefused,
     CopyPlan,
     ForkCopyError,
-    ForkEnd,
-    copy_changes,
-    copy_through_fifos,
+    await_copier,
+    copier_name,
+    create_copier,
+    plan_copy,
 )
 from sandboxd.docker.job import SupervisedJob
 from sandboxd.docker.mount_check import check_mounts
@@ -80,10 +80,18 @@ from sandboxd.docker.ownership import (
     OwnerProcess,
     is_orphan,
 )
+from sandboxd.docker.scratch import (
+    ScratchVolume,
+    doomed_volumes,
+    remove_volumes,
+    scratch_volumes,
+    volumes_in,
+)
 from sandboxd.docker.step_clock import StepClock, describe_steps
 from sandboxd.docker.supervisor_client import (
     ChannelFifos,
     ChannelLost,
+    MountSeen,
     RunMessage,
     SupervisorChannel,
     SupervisorHello,
@@ -146,6 +154,11 @@ class _Container(Sandbox):
     """Its proxy's latest refusals, numbered, for the results of the commands that ran
     meanwhile."""
     blocked_count: int = 0
+    volumes: tuple[ScratchVolume, ...] = ()
+    """Its scratch places' volumes (sandboxd.docker.scratch), removed with it."""
+    freezes: int = 0
+    """Forks copying it now: it stays frozen (paused) until the last one is done."""
+    freeze_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     def usable(self) -> bool:
         # A supervisor that just died is not usable: _serve_channel is retiring its container.
@@ -205,6 +218,8 @@ class DockerBackend(AsyncCloseable):
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
+        self._copiers: set[str] = set()
+        """Names of forks' copier containers that exist (gc() leaves them alone)."""
         self._exec_mode_images: dict[str, str] = {}
         """Image names whose image had no python3, with that image's id (an id never
         changes; a name may be given to another image)."""
@@ -375,22 +390,18 @@ class DockerBackend(AsyncCloseable):
                         code=None if full else "fork_failed",
                     )
                 boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
-                plan = CopyPlan(
-                    source=source.container_id,
-                    targets=[box.container_id for box in boxes],
-                    user=f"{spec.uid}:{spec.gid}",
-                    roots=source.layout.scratch,
+                plan = plan_copy(
+                    source.volumes,
+                    [box.volumes for box in boxes],
                     mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
+                    user=f"{spec.uid}:{spec.gid}",
+                    cpus=source.spec.limits.cpus,
                 )
                 try:
-                    await self._copy(source, boxes, plan)
-                except ArchiveRefused as exc:
-                    raise ForkRefusedError(
-                        f"{exc}; none was kept. Remove or rename it in the session "
-                        "(its links and what passes through them), then fork again",
-                        code="fork_member_refused",
-                        status=422,
-                    ) from exc
+                    with contextlib.ExitStack() as quiet:
+                        for box in boxes:  # their commands wait for the copy too
+                            quiet.enter_context(box.copying())
+                        await self._copy(source, plan)
                 except ForkCopyError as exc:
                     raise BackendError(
                         f"the session could not be copied into its forks: {exc}; none was kept",
@@ -412,23 +423,93 @@ class DockerBackend(AsyncCloseable):
                 raise
         return [outcomes[target] for target in into]
 
-    async def _copy(self, source: _Container, targets: list[_Container], plan: CopyPlan) -> None:
-        """Through the supervisors' FIFOs, or (an image without python3) the engine."""
-        ends = [
-            ForkEnd(box.name, box.channel, box.control_dir)
-            for box in targets
-            if box.channel is not None
-        ]
-        if source.channel is not None and len(ends) == len(targets):
-            await copy_through_fifos(
-                ForkEnd(source.name, source.channel, source.control_dir), ends, plan
-            )
+    async def _copy(self, source: _Container, plan: CopyPlan) -> None:
+        """Run the copier (sandboxd.docker.fork) with the source frozen; raises ForkCopyError."""
+        if not plan.places:
             return
-        await anyio.to_thread.run_sync(
-            self._exec_engine.call_blocking,
-            functools.partial(copy_changes, plan=plan),
-            limiter=self._exec_engine.limiter,
+        image = self._copier_image(source)
+        name = copier_name()
+        labels = {
+            LABEL_MANAGED: "1",
+            LABEL_SESSION: source.session,
+            LABEL_CREATED: str(int(time.time())),
+            LABEL_OWNER: self.instance_id,
+            LABEL_OWNER_PROCESS: self._owner.label,
+        }
+        self._copiers.add(name)
+        copier_id: str | None = None
+        try:
+            try:
+                copier_id = created = await self._engine.call(
+                    functools.partial(
+                        create_copier, plan=plan, image=image, name=name, labels=labels
+                    )
+                )
+                async with self._frozen(source):
+                    await self._engine.call(lambda api: api.start(created))
+                    # WHY abandoned on cancel: the copier's removal (below) ends the wait.
+                    await anyio.to_thread.run_sync(
+                        self._exec_engine.call_blocking,
+                        functools.partial(await_copier, container_id=created),
+                        abandon_on_cancel=True,
+                        limiter=self._exec_engine.limiter,
+                    )
+            except docker.errors.ImageNotFound as exc:
+                raise self._image_missing(image) from exc
+            except docker.errors.APIError as exc:
+                text = api_error_text(exc)
+                if "executable file not found" in text:
+                    text += f" (a fork's copier needs python3 in the image: {BUILD_HINT})"
+                raise ForkCopyError(f"its copier failed in image {image}: {text}") from exc
+        finally:
+            self._copiers.discard(name)
+            if copier_id is not None:
+                # Off the fork's answer: the source is thawed already, the forks are filled.
+                self._background(self._remove_container, copier_id)
+
+    def _copier_image(self, source: _Container) -> str:
+        """The daemon's image, unless it was found without python3 (see sandboxd.docker.fork)."""
+        if self.image not in self._exec_mode_images:
+            return self.image
+        if source.channel is not None:
+            return source.spec.image
+        raise ForkCopyError(
+            f"a fork's copier needs python3, and neither the daemon's image {self.image} nor "
+            f"the session's {source.spec.image} has it: configure an image with python3 "
+            f"({BUILD_HINT})"
         )
+
+    @contextlib.asynccontextmanager
+    async def _frozen(self, box: _Container) -> AsyncIterator[None]:
+        """The sandbox frozen whole by the cgroup freezer (the engine's pause) while the block
+        runs, and thawed after it, whatever happens: none of its processes runs meanwhile,
+        whatever signals or timers they set up. Forks copying it at once share one freeze."""
+        async with box.freeze_lock:
+            if not box.freezes:
+                try:
+                    await self._engine.call(lambda api: api.pause(box.container_id))
+                except docker.errors.APIError as exc:
+                    raise ForkCopyError(
+                        f"the session's sandbox could not be frozen: {api_error_text(exc)}"
+                    ) from exc
+            box.freezes += 1
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with box.freeze_lock:
+                    box.freezes -= 1
+                    if not box.freezes:
+                        await self._thaw(box)
+
+    async def _thaw(self, box: _Container) -> None:
+        """Unpause it; one that cannot be thawed is of no use any more: it is retired."""
+        try:
+            await self._engine.call(lambda api: api.unpause(box.container_id))
+        except (docker.errors.APIError, EngineUnavailableError) as exc:
+            logger.warning("cannot thaw %s after a fork: %s", box.name, exc)
+            reason = f"its sandbox could not be thawed after a fork ({exc})"
+            self._background(self._sessions.retire, box, reason)
 
     def _fork_source(self, session: str, into: Sequence[str]) -> _Container:
         boxes = self._sessions.sandboxes_of(session)
@@ -492,19 +573,35 @@ class DockerBackend(AsyncCloseable):
         )
         boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
         tracked = {box.container_id for box in boxes}
-        doomed = []
+        doomed: list[tuple[str, list[str]]] = []
+        kept: set[str] = set()
+        spared = self._starting | self._copiers
         for container in listed:
             labels = container.get("Labels") or {}
             names = [name.lstrip("/") for name in container.get("Names") or []]
-            if container["Id"] in tracked or self._starting.intersection(names):
+            if container["Id"] in tracked or spared.intersection(names):
+                kept.update(names)
                 continue
             if labels.get(LABEL_OWNER) == self.instance_id or is_orphan(
                 labels, str(container.get("State", "")), self._owner
             ):
-                doomed.append(container["Id"])
+                doomed.append((container["Id"], list(volumes_in(labels).values())))
+            else:
+                kept.update(names)
         async with anyio.create_task_group() as removals:
-            for container_id in doomed:
-                removals.start_soon(self._remove_container, container_id)
+            for container_id, volumes in doomed:
+                removals.start_soon(self._remove_container, container_id, volumes)
+        # Volumes whose container is gone (a daemon killed before it removed them).
+        stray = await self._engine.call(
+            functools.partial(
+                doomed_volumes,
+                containers=kept,
+                spared=set(self._starting),
+                instance=self.instance_id,
+                me=self._owner,
+            )
+        )
+        await self._engine.call(functools.partial(remove_volumes, names=stray))
         self._remove_stale_control_dirs(
             {name for container in listed for name in container.get("Names") or []}
         )
@@ -538,6 +635,7 @@ class DockerBackend(AsyncCloseable):
             )
         token = secrets.token_hex(4)
         name = container_name(session, token)
+        volumes = scratch_volumes(name, spec, layout.scratch, layout.home)
         control_dir = self._control_root / token
         self._prepare_control_dir(control_dir, spec)
         fifos: ChannelFifos | None = None
@@ -563,6 +661,7 @@ class DockerBackend(AsyncCloseable):
                 labels=labels,
                 control_dir=str(control_dir),
                 supervised=supervised,
+                volumes=volumes,
             )
             try:
                 container_id = created = await self._engine.call(create)
@@ -589,7 +688,7 @@ class DockerBackend(AsyncCloseable):
                 fifos = None  # the channel owns them now
                 clock.lap("handshake")
                 try:
-                    check_mounts(spec.mounts, hello.mounts)
+                    await _checked_mounts(spec, hello.mounts)
                     _check_unix_sockets(spec, hello.unix_sockets)
                     _check_egress(spec, hello.egress)
                 except BackendError:
@@ -604,14 +703,22 @@ class DockerBackend(AsyncCloseable):
                         paths=[mount.path for mount in spec.mounts],
                     )
                 )
-                check_mounts(spec.mounts, parse_exec_report(report, len(spec.mounts)))
+                await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
                 clock.lap("mount_report")
             if self._sessions.closing:  # aclose() ran while this container started
                 if channel is not None:
                     await channel.aclose()
                 raise shutting_down()
             box = _Container(
-                name, session, spec, container_id, layout, control_dir, channel, clock.steps
+                name,
+                session,
+                spec,
+                container_id,
+                layout,
+                control_dir,
+                channel,
+                clock.steps,
+                volumes=volumes,
             )
             if channel is not None:
                 if spec.allowed_hosts:
@@ -626,9 +733,13 @@ class DockerBackend(AsyncCloseable):
                 with anyio.CancelScope(shield=True):
                     await fifos.aclose()
             if not handed_over:
-                if container_id is not None:
-                    with anyio.CancelScope(shield=True):
-                        await self._remove_container(container_id)
+                with anyio.CancelScope(shield=True):
+                    names = [volume.name for volume in volumes]
+                    if container_id is not None:
+                        await self._remove_container(container_id, names)
+                    else:  # a create that failed may have made some
+                        with contextlib.suppress(EngineUnavailableError):
+                            await self._engine.call(functools.partial(remove_volumes, names=names))
                 shutil.rmtree(control_dir, ignore_errors=True)
 
     async def _runs_in_exec_mode(self, image: str) -> bool:
@@ -743,7 +854,8 @@ class DockerBackend(AsyncCloseable):
     async def _serve_channel(self, box: _Container, channel: SupervisorChannel) -> None:
         await channel.serve()
         if box.retired is None:
-            # The supervisor died on its own (e.g. a command ran `kill -9 -1`).
+            # The supervisor died without the backend ending it (its container was killed
+            # or removed from outside, or it crashed): no command can end it.
             await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
 
     async def _open_egress(self, box: _Container, number: int) -> bool:
@@ -822,7 +934,7 @@ class DockerBackend(AsyncCloseable):
         if box.channel is not None:
             box.channel.close(reason)
         with anyio.CancelScope(shield=True):
-            await self._remove_container(box.container_id)
+            await self._remove_container(box.container_id, [v.name for v in box.volumes])
         shutil.rmtree(box.control_dir, ignore_errors=True)
 
     async def _last_logs(self, container_id: str) -> str:
@@ -832,13 +944,18 @@ class DockerBackend(AsyncCloseable):
             return f"(its logs are unavailable: {exc})"
         return bytes(logs).decode(errors="replace").strip() or "(no output)"
 
-    async def _remove_container(self, container_id: str) -> None:
+    async def _remove_container(self, container_id: str, volumes: Iterable[str] = ()) -> None:
+        """Remove the container, then its scratch `volumes` (the engine keeps named ones)."""
         # WHY best effort: a removal already under way (409), a container already gone or an
         # engine down must not fail a shutdown; gc() and the next start-up sweep retry.
         with contextlib.suppress(docker.errors.APIError, EngineUnavailableError):
             await self._engine.call(
                 lambda api: api.remove_container(container_id, force=True, v=True)
             )
+        names = list(volumes)
+        if names:
+            with contextlib.suppress(EngineUnavailableError):
+                await self._engine.call(functools.partial(remove_volumes, names=names))
 
     def _remove_stale_control_dirs(self, container_names: set[str]) -> None:
         """Control dirs of containers that no longer exist (e.g. a killed daemon's)."""
@@ -926,8 +1043,9 @@ class DockerBackend(AsyncCloseable):
         if lost.by_backend:
             return lost.reason
         return (
-            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): a command may have "
-            "killed it (e.g. `kill -9 -1`) or its container was removed. Commands running in "
+            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): its container was "
+            "killed or removed from outside (`docker kill`/`docker rm`, the engine restarting, "
+            "the out-of-memory killer); no signal from a command ends it. Commands running in "
             "that container were lost; this session's next command gets a fresh container"
         )
 
@@ -971,6 +1089,13 @@ class _NoPython:
 
 
 _NO_PYTHON = _NoPython()
+
+
+async def _checked_mounts(spec: SandboxSpec, seen: Sequence[MountSeen]) -> None:
+    """check_mounts on a thread: with a ceiling it walks the host's directories, and a hung
+    file system must not stall the event loop."""
+    check = functools.partial(check_mounts, spec.mounts, seen, ceiling=spec.path_ceiling)
+    await anyio.to_thread.run_sync(check)
 
 
 def _check_unix_sockets(spec: SandboxSpec, reported: str) -> None:

@@ -4,7 +4,8 @@ Least privilege unless the spec says otherwise: no network, no capabilities, no 
 gain, sandboxd's own seccomp profile from the first process (sandboxd.docker.seccomp), the
 supervisor as PID 1 (no engine init), read-only root filesystem, memory without swap escape,
 a pids ceiling, no core dumps (they would land in a mounted project), and the caller's
-uid:gid. Writable places are the tmpfs /tmp and $HOME plus the read-write mounts.
+uid:gid. Writable places are /tmp and $HOME, each a tmpfs volume of its own
+(sandboxd.docker.scratch), plus the read-write mounts.
 
 WHY a sandbox without network has the engine's networking disabled (not only its network
 mode "none"): with "none" the engine still builds a network sandbox for the container, and
@@ -35,6 +36,12 @@ import docker.types
 import logos.runners.capture
 import logos.runners.live
 from sandboxd.backend import SandboxSpec
+from sandboxd.docker.scratch import (
+    LABEL_SCRATCH,
+    ScratchVolume,
+    scratch_label,
+    volume_labels,
+)
 from sandboxd.docker.seccomp import security_option
 from sandboxd.egress.proxy import EGRESS_PORT
 from sandboxd.inside import egress_forwarder, supervisor
@@ -44,7 +51,7 @@ CONTROL_DIR = "/.sandboxd"
 mounted read-only."""
 HOME_DIR = "/home/sandbox"
 FALLBACK_HOME_DIR = "/tmp/home"
-"""$HOME when a mount covers /home/sandbox's parent (it then lives in the /tmp tmpfs)."""
+"""$HOME when a mount covers /home/sandbox's parent (it then lives in the /tmp volume)."""
 TMP_DIR = "/tmp"
 HOSTNAME = "sandbox"
 ETC_HOSTS = "/etc/hosts"
@@ -127,15 +134,16 @@ class Layout:
     sandbox mounts its own /etc/hosts."""
 
     home: str
-    home_tmpfs: bool
-    tmp_tmpfs: bool
+    home_scratch: bool
+    tmp_scratch: bool
     hosts_file: bool
 
     @property
     def scratch(self) -> tuple[str, ...]:
-        """The tmpfs places: what commands can change outside the mounts."""
-        places = [TMP_DIR] if self.tmp_tmpfs else []
-        if self.home_tmpfs:
+        """The scratch places (each a tmpfs volume): what commands can change outside the
+        mounts."""
+        places = [TMP_DIR] if self.tmp_scratch else []
+        if self.home_scratch:
             places.append(self.home)
         return tuple(places)
 
@@ -149,21 +157,24 @@ def plan_layout(spec: SandboxSpec) -> Layout | str:
                 f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
                 "inside the container; mount a more specific directory"
             )
-    tmp_tmpfs = TMP_DIR not in targets
+    tmp_scratch = TMP_DIR not in targets
     # WHY not under a mounted /etc: its mount point would be made in the HOST directory
     # (and that /etc brings its own hosts file).
     hosts_file = not spec.network and not any(is_within(ETC_HOSTS, t) for t in targets)
     home_parent = os.path.dirname(HOME_DIR)
     if any(is_within(home_parent, target) for target in targets):
-        # WHY: a tmpfs at /home/sandbox on top of a mounted /home would create its mount
+        # WHY: a volume at /home/sandbox on top of a mounted /home would create its mount
         # point in the HOST directory.
         return Layout(
-            home=FALLBACK_HOME_DIR, home_tmpfs=False, tmp_tmpfs=tmp_tmpfs, hosts_file=hosts_file
+            home=FALLBACK_HOME_DIR,
+            home_scratch=False,
+            tmp_scratch=tmp_scratch,
+            hosts_file=hosts_file,
         )
     return Layout(
         home=HOME_DIR,
-        home_tmpfs=HOME_DIR not in targets,
-        tmp_tmpfs=tmp_tmpfs,
+        home_scratch=HOME_DIR not in targets,
+        tmp_scratch=tmp_scratch,
         hosts_file=hosts_file,
     )
 
@@ -261,20 +272,15 @@ def create_container(
     labels: Mapping[str, str],
     control_dir: str,
     supervised: bool,
+    volumes: Sequence[ScratchVolume],
 ) -> str:
-    """Create (not start) the container; returns its id. Blocking: run on the worker pool."""
+    """Create (not start) the container, and its scratch `volumes` with it; returns its id.
+    Blocking: run on the worker pool."""
     limits = spec.limits
-    tmpfs = {}
-    if layout.tmp_tmpfs:
-        tmpfs[TMP_DIR] = f"rw,exec,nosuid,nodev,size={limits.tmp},mode=1777"
-    if layout.home_tmpfs:
-        tmpfs[layout.home] = (
-            f"rw,exec,nosuid,nodev,size={limits.home},uid={spec.uid},gid={spec.gid},mode=700"
-        )
+    scratch = [volume.mount(volume_labels(labels, name)) for volume in volumes]
     mounts = bind_mounts(spec, layout, control_dir, api_version=str(api.api_version))
     host_config = api.create_host_config(
-        mounts=mounts,
-        tmpfs=tmpfs,
+        mounts=[*scratch, *mounts],
         network_mode="bridge" if spec.network else "none",
         cap_drop=["ALL"],
         security_opt=["no-new-privileges", security_option(unix_sockets=spec.unix_sockets)],
@@ -286,7 +292,7 @@ def create_container(
         pids_limit=limits.pids,
         mem_limit=limits.memory,
         memswap_limit=limits.memory,
-        nano_cpus=int(_usable_cpus(limits.cpus) * 1e9),
+        nano_cpus=int(usable_cpus(limits.cpus) * 1e9),
         ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
         auto_remove=False,
     )
@@ -304,7 +310,7 @@ def create_container(
             "TMPDIR": TMP_DIR,
             **(PROXY_ENV if spec.allowed_hosts else {}),
         },
-        labels=dict(labels),
+        labels={**labels, LABEL_SCRATCH: scratch_label(volumes)},
         name=name,
         hostname=HOSTNAME,
         network_disabled=not spec.network,
@@ -359,7 +365,7 @@ def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
     return found >= wanted
 
 
-def _usable_cpus(requested: float) -> float:
+def usable_cpus(requested: float) -> float:
     """The engine refuses more CPUs than the machine has; a ceiling above that means none."""
     available = os.cpu_count() or 1
     return min(requested, float(available))

@@ -1,5 +1,5 @@
-"""The host's end of the FIFOs a sandbox talks through: its supervisor's channel, a fork's
-archive, each connection of its egress.
+"""The host's end of the FIFOs a sandbox talks through: its supervisor's channel and each
+connection of its egress.
 
 WHY FIFOs rather than a Unix socket: the container's seccomp profile refuses Unix sockets to
 every process in it, the supervisor included (sandboxd.docker.seccomp), and a FIFO in the

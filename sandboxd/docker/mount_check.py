@@ -10,20 +10,32 @@ Then the host's mount table is read again: a mount point that appeared beneath a
 mount after the policy listed those (sandboxd.policy binds each read-only) came along
 writable when the engine bound its parent, so that container is destroyed too, before any
 command runs.
+
+Last, with the caller's ceiling (logos.ceiling): each mount, pinned again and still what the
+container shows, must still lie within it, so a directory moved out of a root between the
+policy's check and the mount is caught too (sandboxd.policy.ceiling_check).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandboxd.backend import Mount, MountChangedError
+from logos.ceiling import CeilingError, PathCeiling, os_reason
+from sandboxd.backend import Mount, MountChangedError, OutsideCeilingError
 from sandboxd.docker.supervisor_client import MountSeen
+from sandboxd.policy.ceiling_check import mounted_refusal
 from sandboxd.policy.mount_table import printable, read_mountinfo, uncovered_mount_points
+from sandboxd.policy.pinned import PathChangedError
+
+_DESTROYED = "the sandbox was destroyed before any command ran"
 
 
-def check_mounts(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:
+def check_mounts(
+    mounts: Sequence[Mount], seen: Sequence[MountSeen], *, ceiling: PathCeiling | None = None
+) -> None:
     """Raise MountChangedError naming the first mount whose root is not what was checked, or
-    a mount point that appeared beneath a read-only mount since the check."""
+    a mount point that appeared beneath a read-only mount since the check; with a `ceiling`,
+    OutsideCeilingError naming a mount no longer within it."""
     if len(seen) != len(mounts):
         raise MountChangedError(
             f"the sandbox reported {len(seen)} mounts for {len(mounts)} requested: it was "
@@ -39,6 +51,29 @@ def check_mounts(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:
                 "or its parent directories"
             )
     check_nothing_new_beneath(mounts)
+    if ceiling is not None:
+        check_within_ceiling(mounts, ceiling)
+
+
+def check_within_ceiling(mounts: Sequence[Mount], ceiling: PathCeiling) -> None:
+    """Raise OutsideCeilingError naming the first mount that no longer lies within `ceiling`
+    with its access, MountChangedError for one that cannot be placed any more."""
+    for mount in mounts:
+        try:
+            refused = mounted_refusal(
+                mount.path, mount.identity, read_only=mount.read_only, ceiling=ceiling
+            )
+        except (PathChangedError, OSError, CeilingError) as exc:
+            why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+            raise MountChangedError(
+                f"{mount.path} could not be placed within the paths granted to its caller once "
+                f"mounted ({why}): {_DESTROYED}; retry once nothing renames it or its parent "
+                "directories"
+            ) from None
+        if refused is not None:
+            raise OutsideCeilingError(
+                f"{refused} (it was moved between the check and the mount: {_DESTROYED})"
+            )
 
 
 def check_nothing_new_beneath(mounts: Sequence[Mount]) -> None:

@@ -15,7 +15,11 @@ default refuses to a container without capabilities, it refuses:
 - Unix sockets: socket(AF_UNIX, …), and socketpair(AF_UNIX, SOCK_DGRAM, …), whose ends can be
   connected elsewhere (a stream pair cannot: it stays allowed for pipes and asyncio). A host
   socket under a mount (a read-only one included) is out of reach. Unless the sandbox's spec
-  allows Unix sockets. Sockets of any family but IPv4, IPv6 and netlink.
+  allows Unix sockets.
+- Every other socket but IPv4 and IPv6 TCP and UDP (stream or datagram, protocol 0, TCP or
+  UDP), and netlink's NETLINK_ROUTE (interfaces and routes, as `ip` and getifaddrs read
+  them): no MPTCP, UDP-Lite, SCTP, ping (ICMP) sockets nor other netlink protocols, whose
+  kernel code a container has no use for and whose bugs were exploits.
 - io_uring, which opens and connects sockets without the system calls filtered here.
 - ptrace(PTRACE_ATTACH) and ptrace(PTRACE_SEIZE): a process is traced only by its parent, at its
   own request (PTRACE_TRACEME, as debuggers start what they debug), never one it did not start;
@@ -320,13 +324,27 @@ NOT_IMPLEMENTED = ("clone3", "openat2")
 """Fail with ENOSYS: the C library then uses clone and openat, whose arguments are checked."""
 
 _AF_UNIX = 1
-_SOCKET_FAMILIES = (2, 10, 16)
-"""AF_INET, AF_INET6, AF_NETLINK (interfaces and routes, as `ip` and getifaddrs read them):
-the rest (packet, vsock to the hypervisor, the kernel's crypto API, Bluetooth, and the
-rarely used families whose bugs were kernel exploits) never gets a socket."""
+_AF_INET = 2
+_AF_INET6 = 10
+_AF_NETLINK = 16
 _SOCK_STREAM = 1
+_SOCK_DGRAM = 2
 _SOCK_SEQPACKET = 5
 _SOCK_TYPE_MASK = 0xF
+"""The type's bits of socket()'s second argument (SOCK_NONBLOCK and SOCK_CLOEXEC aside)."""
+_IPPROTO_TCP = 6
+_IPPROTO_UDP = 17
+_NETLINK_ROUTE = 0
+_IP_SOCKETS = (
+    (_SOCK_STREAM, 0),
+    (_SOCK_STREAM, _IPPROTO_TCP),
+    (_SOCK_DGRAM, 0),
+    (_SOCK_DGRAM, _IPPROTO_UDP),
+)
+"""(type, protocol) of the IPv4 and IPv6 sockets allowed: TCP and UDP. The rest (MPTCP 262,
+UDP-Lite 136, SCTP 132, ICMP and ICMPv6 ping sockets 1 and 58, raw sockets) never gets one,
+nor does any other family (packet, vsock to the hypervisor, the kernel's crypto API,
+Bluetooth, and the rarely used families whose bugs were kernel exploits)."""
 _SETID_BITS = 0o6000
 _NAMESPACE_FLAGS = 0x7E020000
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET."""
@@ -342,7 +360,9 @@ _PTRACE_REQUESTS = (
 """Every request but PTRACE_ATTACH (16) and PTRACE_SEIZE (0x4206), which would trace a process
 the command did not start, and SECCOMP_GET_FILTER/GET_RSEQ_CONFIGURATION (root's)."""
 _PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
-"""Linux, with UNAME26 or ADDR_NO_RANDOMIZE (what `setarch -R` asks), or the query."""
+"""PER_LINUX (0), PER_LINUX32 (0x8, what `linux32` asks), either with UNAME26 (0x20000), or
+the query (0xFFFFFFFF): the engine default's list. ADDR_NO_RANDOMIZE (0x0040000, what
+`setarch -R` asks) is not among them: no command turns address randomisation off."""
 _MODE_ARGUMENT = {
     "chmod": 1,
     "fchmod": 1,
@@ -378,8 +398,21 @@ def profile(*, unix_sockets: bool = False, machine: str | None = None) -> dict[s
         raise ValueError(f"no seccomp profile for the {machine} architecture")
     names = [name for name in ALLOWED if not (machine == "aarch64" and name == "arch_prctl")]
     rules = [_allow(names)]
-    families = (*_SOCKET_FAMILIES, *((_AF_UNIX,) if unix_sockets else ()))
-    rules += [_allow(["socket"], _arg(0, "EQ", family)) for family in families]
+    # WHY one rule per (family, type, protocol): the engine ANDs the conditions of one rule
+    # and ORs the rules of one call.
+    rules += [
+        _allow(
+            ["socket"],
+            _arg(0, "EQ", family),
+            _arg(1, "MASKED_EQ", _SOCK_TYPE_MASK, kind),
+            _arg(2, "EQ", protocol),
+        )
+        for family in (_AF_INET, _AF_INET6)
+        for kind, protocol in _IP_SOCKETS
+    ]
+    rules.append(_allow(["socket"], _arg(0, "EQ", _AF_NETLINK), _arg(2, "EQ", _NETLINK_ROUTE)))
+    if unix_sockets:
+        rules.append(_allow(["socket"], _arg(0, "EQ", _AF_UNIX)))
     if unix_sockets:
         rules.append(_allow(["socketpair"], _arg(0, "EQ", _AF_UNIX)))
     else:

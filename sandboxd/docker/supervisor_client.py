@@ -97,13 +97,6 @@ class RunMessage(BaseModel):
     """A command still running then goes on as a job (a "background" reply, then its end)."""
     live: bool = False
     """Send "live" replies while it runs (see the supervisor's docstring)."""
-    fifo: str | None = None
-    """A FIFO in the control directory, opened by the supervisor and open in the command (see
-    the supervisor's docstring)."""
-    fifo_write: bool = False
-    """The command writes into `fifo` (else it reads from it)."""
-    quiesce: bool = False
-    """Every other process of the sandbox is stopped while the command runs."""
 
 
 ReplyPhase = Literal["background", "output", "live", "end"]

@@ -11,7 +11,7 @@ each mount root (device, inode, type: the backend destroys the container if that
 its policy checked) and whether Unix sockets are refused. Then it says hello and serves requests
 until the backend hangs up:
 
-    <- {"hello": "sandboxd-supervisor", "protocol": 3, "mounts": [...], ...}
+    <- {"hello": "sandboxd-supervisor", "protocol": 7, "mounts": [...], ...}
     -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
         "max_output_bytes": 32768, "max_saved_output_bytes": 67108864,
         "background_after_s": null}
@@ -31,14 +31,6 @@ limit is reached). They stop when the command ends or goes on as a job; its "end
 A reply is a JSON line followed by its stdout and stderr as raw UTF-8 (their lengths are in the
 line): output full of control characters would grow up to six times as JSON strings.
 
-A run with `"fifo": NAME` gets a FIFO the backend made in the control directory, opened here
-(for writing with `"fifo_write": true`, else for reading) and open in the command as the fd
-named by $SANDBOXD_PIPE_FD. A fork streams the session's files through such FIFOs
-(sandboxd.docker.fork): no byte of the copy passes through the Docker engine, and the FIFO
-leads nowhere but to the backend. With `"quiesce": true`, every other process of the container
-is stopped (SIGSTOP) before the command starts and continued after it ends: a fork copies a
-still view, which no process of the session can write into while it is taken.
-
 Egress: a sandbox with an allowlist has a forwarder thread (sandboxd.inside.egress_forwarder) that
 listens on 127.0.0.1:PORT; for each connection it asks the backend for a FIFO pair:
 
@@ -55,6 +47,11 @@ with no output, which stays here for "peek" requests until the backend says "for
     -> {"op": "kill", "id": 7}
     <- {"id": 7, "phase": "end", "signal": 15, "stdout_bytes": 0, "stderr_bytes": 0, ...}
     -> {"op": "forget", "id": 7}
+
+As PID 1 it cannot be ended from inside: the kernel delivers a process of its PID namespace
+no signal PID 1 has no handler for, and it has none but SIGCHLD's (which only wakes its
+reaper), so `kill -TERM 1`, `kill -INT 1` and a pidfd's signal are dropped. Only SIGKILL from
+outside (the container's removal) ends it, or the backend hanging up.
 
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, the
 container's environment plus the request's env (the backend sends the non-interactive one,
@@ -99,7 +96,7 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules(), load
     )
     from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
 
-PROTOCOL = 6
+PROTOCOL = 7
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
 """Next to this script: the mount roots to report, and the egress forwarder's port when the
@@ -108,7 +105,6 @@ IN_FIFO = "in"
 """In the control directory: the backend's requests."""
 OUT_FIFO = "out"
 """In the control directory: the replies, and the forwarder's requests for connections."""
-FIFO_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 KILL_GRACE_S = 1.0
 """Between SIGTERM and SIGKILL when a command times out or is cancelled."""
 LINGER_S = 0.02
@@ -133,8 +129,6 @@ NO_PYTHON_EXIT = 3
 MAX_KEPT_OUTPUTS = 256
 """Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
 forgets each once its daemon drops the job)."""
-PIPE_FD_VARIABLE = "SANDBOXD_PIPE_FD"
-"""Names, in a `"fifo"` command's environment, the fd of the FIFO it came with."""
 RECEIVE_BYTES = 64 * 1024
 REAP_INTERVAL_S = 1.0
 """As PID 1, how often orphans are looked for when no SIGCHLD says so sooner."""
@@ -272,19 +266,10 @@ class Supervisor:
             print(f"sandboxd supervisor: ignoring malformed request: {exc}", file=sys.stderr)
             return
         if op == "run":
-            pipe = None
-            if message.get("fifo") is not None:
-                opened = self._open_fifo(message)
-                if isinstance(opened, str):
-                    self.send_reply({"id": request_id, "error": opened})
-                    return
-                pipe = opened
             with self._running_lock:
                 self._starting[request_id] = None
             for attempt in range(SPAWN_ATTEMPTS):
-                worker = threading.Thread(
-                    target=self._run, args=(request_id, message, pipe), daemon=True
-                )
+                worker = threading.Thread(target=self._run, args=(request_id, message), daemon=True)
                 try:
                     worker.start()
                     return
@@ -292,8 +277,6 @@ class Supervisor:
                     self._make_room(attempt)
             with self._running_lock:
                 self._starting.pop(request_id, None)
-            if pipe is not None:
-                os.close(pipe)
             self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
         elif op in ("cancel", "kill"):
             with self._running_lock:
@@ -312,25 +295,6 @@ class Supervisor:
                 self._kept.pop(request_id, None)
         elif op == "egress" and self.on_egress_ready is not None:
             self.on_egress_ready(request_id, bool(message.get("ready")))
-
-    def _open_fifo(self, message: dict[str, Any]) -> int | str:
-        """The FIFO a run names, opened (never blocks: the backend holds its end), or why not."""
-        name = str(message["fifo"])
-        if not name or not set(name) <= FIFO_NAME_CHARACTERS:
-            return f"the FIFO name {name!r} is not one the backend makes"
-        # WHY non-blocking: an open that found no other end would hold up every request.
-        flags = os.O_WRONLY if message.get("fifo_write") else os.O_RDONLY
-        try:
-            fd = os.open(
-                os.path.join(self._control_dir, name), flags | os.O_NOFOLLOW | os.O_NONBLOCK
-            )
-        except OSError as exc:
-            return f"cannot open the FIFO {name}: {exc.strerror or exc}"
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            os.close(fd)
-            return f"{name} is not a FIFO"
-        os.set_blocking(fd, True)  # the command's tools expect a blocking descriptor
-        return fd
 
     def _peek(self, request_id: int, since_background: bool) -> None:
         with self._running_lock:
@@ -381,15 +345,13 @@ class Supervisor:
         reply["stdout_bytes"], reply["stderr_bytes"] = len(out), len(err)
         self.send(reply, out, err)
 
-    def _run(self, request_id: int, request: dict[str, Any], pipe: int | None) -> None:
+    def _run(self, request_id: int, request: dict[str, Any]) -> None:
         stopped: Command | None = None
         try:
-            reply, stopped = self._execute(request_id, request, pipe)
+            reply, stopped = self._execute(request_id, request)
         except Exception as exc:  # a reply must come back whatever happens
             reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
         finally:
-            if pipe is not None:
-                os.close(pipe)  # the command holds its own copy; EOF needs ours gone
             with self._running_lock:
                 self._starting.pop(request_id, None)
         reply["id"] = request_id
@@ -401,10 +363,9 @@ class Supervisor:
             finish_kill(stopped)
 
     def _execute(
-        self, request_id: int, request: dict[str, Any], pipe: int | None
+        self, request_id: int, request: dict[str, Any]
     ) -> tuple[dict[str, Any], Command | None]:
-        """The reply, and the command when its SIGKILL escalation is still due; `pipe` is
-        the FIFO a `"fifo"` request came with."""
+        """The reply, and the command when its SIGKILL escalation is still due."""
         started = time.monotonic()
         command_text = str(request["command"])
         cwd = str(request["cwd"])
@@ -415,15 +376,12 @@ class Supervisor:
             }, None
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
-        if pipe is not None:
-            env[PIPE_FD_VARIABLE] = str(pipe)
         limit = int(request["max_output_bytes"])
         save_limit = int(request.get("max_saved_output_bytes") or 0)
         saved = f"{self._output_dir}/cmd-{request_id}"
         stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
         proc = None
-        stopped = quiesce() if request.get("quiesce") else []
         try:
             for attempt in range(SPAWN_ATTEMPTS):
                 try:
@@ -436,7 +394,6 @@ class Supervisor:
                             cwd=cwd,
                             env=env,
                             start_new_session=True,
-                            pass_fds=() if pipe is None else (pipe,),
                         )
                         self.spawned.pids.add(proc.pid)
                     break
@@ -450,7 +407,6 @@ class Supervisor:
                 return {"error": OUT_OF_PROCESSES}, None
             return self._follow(request_id, request, proc, stdout, stderr, started)
         finally:
-            resume(stopped)
             if proc is not None:
                 self.spawned.pids.discard(proc.pid)
 
@@ -719,8 +675,13 @@ class Spawned:
 
 
 def become_init(spawned: Spawned) -> None:
-    """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and end the
-    container on SIGTERM (PID 1 gets no signal it has no handler for)."""
+    """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and stay up
+    whatever a command signals it.
+
+    WHY no handler but SIGCHLD's (Python's own for SIGINT removed): PID 1 gets no signal from
+    inside its namespace that it has no handler for, so no command can end it with one (nor
+    stop it: SIGSTOP is refused it too); SIGKILL from outside, the container's removal, still
+    does. A handler for SIGTERM would let `kill -TERM 1` end the sandbox's every command."""
     # WHY a wake-up pipe rather than a handler that sets an Event: a handler runs between two
     # bytecodes of the main thread, possibly inside the previous one's lock, and a second
     # SIGCHLD there waited on that lock for ever (a fork bomb's death sends hundreds).
@@ -728,7 +689,8 @@ def become_init(spawned: Spawned) -> None:
     os.set_blocking(wake, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
+    for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(ignored, signal.SIG_DFL)
 
     def reap() -> None:
         while True:
@@ -768,42 +730,6 @@ def container_processes() -> list[tuple[int, bytes, int]]:
 def zombie_children() -> list[int]:
     me = os.getpid()
     return [pid for pid, state, parent in container_processes() if state == b"Z" and parent == me]
-
-
-QUIESCE_ROUNDS = 100
-
-
-def quiesce() -> list[int]:
-    """Stop (SIGSTOP) every process of the container but this one; those it stopped.
-
-    Only as PID 1: the container's processes are then all of /proc. Round after round until a
-    round finds no process it has not seen (a stopped process makes no new one; one caught
-    in the middle of a fork shows its child in the next round)."""
-    if os.getpid() != 1:
-        return []
-    seen: set[int] = set()
-    stopped: list[int] = []
-    for _ in range(QUIESCE_ROUNDS):
-        fresh = [entry for entry in container_processes() if entry[0] not in seen]
-        if not fresh:
-            break
-        for pid, state, _ in fresh:
-            seen.add(pid)
-            if state in (b"T", b"t", b"Z", b"X"):
-                continue  # stopped already (by its own session: it stays so), or dead
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except OSError:
-                continue
-            stopped.append(pid)
-        time.sleep(0.001)
-    return stopped
-
-
-def resume(stopped: list[int]) -> None:
-    for pid in stopped:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGCONT)
 
 
 def read_settings(script: str) -> dict[str, Any]:

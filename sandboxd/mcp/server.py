@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from logos.mcp.strict_arguments import UnknownArguments
+from logos.options.declarations import ALLOW, ALLOW_HOST, TIMEOUT
+from logos.options.option import MAX_LIST, argument
 from logos.result import JobEnd, Result
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.mcp.limits import (
@@ -227,7 +229,9 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         "signal, timeout, truncation). Host paths it sees: "
         f"{shown_paths or 'none'}; network: "
         f"{'on' if launch.network else ', '.join(launch.allowed_hosts) or 'off'}. "
-        "paths, hosts, timeout_s and env can only narrow what the server was launched with."
+        "paths, hosts, timeout_s and env can only narrow what the server was launched with "
+        f"(timeout_s at most {launch.max_timeout_s:g} s; paths and hosts by default the "
+        "launch's)."
     )
     if launch.background_after_s is not None:
         run_description += (
@@ -246,21 +250,15 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         workdir: Annotated[
             str | None, Field(max_length=4096, description="inside one of the paths")
         ] = None,
-        timeout_s: Annotated[
-            float | None,
-            Field(gt=0, description=f"at most {launch.max_timeout_s:g} s"),
-        ] = None,
+        timeout_s: Annotated[float | None, argument(TIMEOUT)] = None,
         env: Annotated[
             dict[str, str] | None, Field(description="variables for this command only")
         ] = None,
         paths: Annotated[
             list[PathArgument] | None,
-            Field(max_length=64, description="narrow the host paths (default: the launch's)"),
+            Field(max_length=MAX_LIST, description=ALLOW.help),
         ] = None,
-        hosts: Annotated[
-            list[str] | None,
-            Field(max_length=64, description="narrow the reachable hosts (default: the launch's)"),
-        ] = None,
+        hosts: Annotated[list[str] | None, argument(ALLOW_HOST)] = None,
         sandbox: Sandbox = None,
     ) -> Annotated[CallToolResult, RunOutput]:
         async with _sandboxes(ctx).for_call(ctx) as client:

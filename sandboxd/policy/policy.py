@@ -7,6 +7,11 @@ path is what gets mounted, so a symlink cannot smuggle a refused place in under 
 The resolved path is then pinned (sandboxd.policy.pinned): its identity is what the container
 must show, so a symlink swapped in after the check is caught before any command runs.
 
+A front that narrows its caller's paths sends the roots it granted, pinned when granted (the
+caller's ceiling, logos.ceiling): each pinned mount must then lie within one of them, found by
+walking up from the pinned descriptor (sandboxd.policy.ceiling_check), whatever its name
+led to before.
+
 The places never mountable (sandboxd.policy.places) include the system directories (/usr,
 /etc, /var/lib, ...) and the roots that hold them (/home, /var, /opt, ...), read-only as much
 as read-write, unless the config's allowed_system_paths names them. Each mount point under a
@@ -27,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from logos.ceiling import CeilingError, PathCeiling, os_reason
+from sandboxd.policy.ceiling_check import ceiling_refusal
 from sandboxd.policy.env import filter_env
 from sandboxd.policy.errors import PolicyError
 from sandboxd.policy.hosts import check_hosts
@@ -116,10 +123,16 @@ class Policy:
         )
 
     def grant_paths(
-        self, requested: Sequence[tuple[str, bool]], *, caller_home: Path | None
+        self,
+        requested: Sequence[tuple[str, bool]],
+        *,
+        caller_home: Path | None,
+        ceiling: PathCeiling | None = None,
     ) -> PathGrant:
         """Resolve, pin and check each (path, read_only); the order is kept (the first is the
-        default workdir). Raises PolicyError naming the rule that refused a path."""
+        default workdir). With a `ceiling` (the roots a front granted its caller), each pinned
+        mount must lie within it too, the read-only ones beneath included. Raises PolicyError
+        naming the rule that refused a path."""
         extra = home_rules(caller_home) if caller_home is not None else ()
         granted: dict[str, GrantedPath] = {}
         pins: list[PinnedPath] = []
@@ -127,6 +140,8 @@ class Policy:
             for raw, read_only in requested:
                 pinned = self._check_path(raw, extra)
                 pins.append(pinned)
+                if ceiling is not None:
+                    _hold_to_ceiling(raw, pinned, read_only, ceiling)
                 earlier = granted.get(pinned.path)
                 if earlier is not None and earlier.read_only != read_only:
                     raise PolicyError(
@@ -143,6 +158,8 @@ class Policy:
             below = _read_only_submounts(grants, mountinfo) if read_only else []
             for point, pinned in below:
                 pins.append(pinned)
+                if ceiling is not None:
+                    _hold_to_ceiling(point, pinned, True, ceiling)
                 granted[point] = GrantedPath(point, True, pinned.identity)
         except BaseException:
             for pinned in pins:
@@ -246,6 +263,10 @@ class Policy:
                 changed = str(exc)
                 continue
             except OSError as exc:
+                if exc.errno == errno.EINVAL:
+                    # WHY a change: realpath met a symlink that was gone by its readlink.
+                    changed = "a symlink on its way was swapped while it was resolved"
+                    continue
                 raise PolicyError(
                     "path_unusable",
                     f"refused {raw}: {_os_reason(exc)}; pass an existing file or directory",
@@ -333,6 +354,28 @@ class Policy:
                     raise PolicyError(
                         "path_refused", f"refused {holder}: {shown} {printable(name)}: {reason}"
                     )
+
+
+def _hold_to_ceiling(raw: str, pinned: PinnedPath, read_only: bool, ceiling: PathCeiling) -> None:
+    """Refuse `pinned` unless it lies within `ceiling` with at least the access asked."""
+    try:
+        refused = ceiling_refusal(raw, pinned, read_only=read_only, ceiling=ceiling)
+    except PathChangedError as exc:
+        raise PolicyError(
+            "path_changed",
+            f"refused {raw}: what it names changed while it was checked ({exc}): retry once "
+            "nothing renames it or its parent directories",
+            status=409,
+        ) from None
+    except (OSError, CeilingError) as exc:
+        why = _os_reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise PolicyError(
+            "path_outside_ceiling",
+            f"refused {raw}: it cannot be placed within the paths granted to this caller "
+            f"({why}); ask for a path inside one of them",
+        ) from None
+    if refused is not None:
+        raise PolicyError("path_outside_ceiling", refused)
 
 
 MAX_SUBMOUNTS = 256
@@ -437,10 +480,6 @@ def _shown(raw: str, resolved: Path) -> str:
 
 
 def _os_reason(exc: OSError) -> str:
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return "it does not exist"
-    if exc.errno == errno.ELOOP:
-        return "it is a symlink loop"
     if exc.errno == errno.EACCES:
         return "the daemon is not permitted to look it up"
-    return exc.strerror or str(exc)
+    return os_reason(exc)

@@ -154,7 +154,8 @@ class DaemonConfig(BaseModel):
     idle_timeout_s: Seconds = 30.0
     """A keep-alive connection that sends no request for this long is closed."""
     max_allowed_paths: int = Field(default=64, ge=1, le=4096)
-    """Most allowed_paths one request may list (each one is resolved and checked)."""
+    """Most allowed_paths one request may list (each one is resolved and checked), and most
+    roots its path_ceiling may hold."""
     max_output_memory: Annotated[Size, Field(ge=MIN_OUTPUT_MEMORY)] = 1024**3
     """Reply memory all requests in flight may reserve together (bytes or "1g"), see README."""
     max_output_memory_wait_s: float = Field(default=30.0, ge=0, le=3600)

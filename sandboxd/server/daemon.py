@@ -32,7 +32,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from sandboxd.paths import check_socket_path_length, lock_path, open_lock_file
+from sandboxd.paths import SOCKET_ENV, check_socket_path_length, lock_path, open_lock_file
 from sandboxd.policy.places import ENGINE_SOCKETS
 from sandboxd.policy.policy import Policy
 from sandboxd.server.app import App, sandboxd_version
@@ -77,7 +77,13 @@ def bind_socket(path: Path) -> BoundSocket:
     """Bind and listen on `path` (0600), replacing a stale socket; DaemonError otherwise."""
     check_socket_path_length(path)
     if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True)
+        except OSError as exc:
+            raise DaemonError(
+                f"cannot create the socket's directory {path.parent}: {exc.strerror or exc}; "
+                f"choose a socket path in a directory you can write (--socket or ${SOCKET_ENV})"
+            ) from None
     lock_fd = _lock(path)
     try:
         _clear_stale(path)

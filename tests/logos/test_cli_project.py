@@ -3,10 +3,12 @@ message and read the chat the terminal prints."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import pytest
 
+from logos.cli.project_chat import ChatPrinter
 from tests.support.cli_harness import Home, logos, make_home
 from tests.support.sandboxd_harness import short_dir
 from tests.support.serve_harness import AUTO_LOCAL, Served, serving
@@ -76,7 +78,7 @@ def test_a_guard_is_answered_from_the_terminal(home: Home, sse_server: ScriptedS
         held = project("send", "checks", "check it")
         resumed = project("guard", "checks", "continue")
     assert "! boss → helper again: the same handoff twice in one turn" in held
-    assert "  answer: logos project guard PROJECT continue | stop | pick AGENT" in held
+    assert "  answer: logos project guard checks continue | stop | pick AGENT" in held
     assert (
         held.splitlines()[-1]
         == "— turn held: boss → helper again: the same handoff twice in one turn"
@@ -100,4 +102,20 @@ def test_logos_project_reaches_a_server_on_a_unix_socket(sse_server: ScriptedSer
     assert chat.splitlines()[-2:] == [
         "Over the socket.",
         "— turn answered: boss answered (no handoff)",
+    ]
+
+
+def test_the_answers_printed_name_the_project_as_the_person_named_it() -> None:
+    out = io.StringIO()
+    printer = ChatPrinter(out, "my team")
+    printer.show(
+        "approval_required",
+        {"agent": "boss", "summary": "rm -rf build", "id": "0a1b2c3d4e5f6a7b"},
+    )
+    printer.show("guard", {"reason": "boss → helper again"})
+    assert out.getvalue().splitlines() == [
+        "? boss wants to run: rm -rf build",
+        "  approve: logos project approve 'my team' 0a1b2c3d4e5f6a7b [--deny] [--always]",
+        "! boss → helper again",
+        "  answer: logos project guard 'my team' continue | stop | pick AGENT",
     ]

@@ -100,7 +100,8 @@ def test_a_missing_daemon_is_reported_before_the_model_is_called(
     )
     assert done.returncode == 2
     assert f"sandboxd is not running on {socket}" in done.stderr
-    assert "`sandboxd serve`" in done.stderr
+    assert f"start it with `sandboxd serve --socket {socket}`" in done.stderr
+    assert "pass --socket PATH (or set $SANDBOXD_SOCKET)" in done.stderr
     assert sse_server.requests == [] and home.runs() == []
 
 
@@ -110,7 +111,7 @@ def test_doctor_says_what_failed_and_how_to_fix_it(home: Home, sse_server: Scrip
     done, checks = doctor(["--model", "m", "--sandbox", "--socket", str(socket)], home, sse_server)
     assert done.returncode == 1
     assert checks == dict(config="ok", model="ok", provider="FAIL", sandboxd="FAIL", runner="skip")
-    assert "OPENAI_API_KEY" in done.stdout and "`sandboxd serve`" in done.stdout
+    assert "OPENAI_API_KEY" in done.stdout and "`sandboxd serve --socket" in done.stdout
 
 
 def test_doctor_without_a_provider_names_the_default_model_and_the_variables_that_override_it(

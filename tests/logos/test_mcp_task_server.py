@@ -152,7 +152,10 @@ async def test_a_call_can_only_lower_the_limits(home: Home, sse_server: Scripted
             await c.call_tool("task", {"task": "x", "max_step": 3})
     assert too_many.is_error and "max_steps" in json.dumps(too_many.model_dump(mode="json"))
     assert too_long.is_error
-    assert "can only lower it" in too_long.content[0].text  # type: ignore[union-attr]
+    assert (
+        "max_wall_s 600 is above this server's limit of 60 (max_time in its config file, or "
+        "--max-time): a caller may narrow this server's options, never widen them"
+    ) in too_long.content[0].text  # type: ignore[union-attr]
     assert empty.is_error
 
 
@@ -216,7 +219,7 @@ async def test_over_http_a_task_needs_the_token_and_asks_through_the_session(
                 "task", {"task": "say it"}, progress_callback=on_progress
             )
     assert refused.status_code == 401
-    assert "logos mcp was launched with" in refused.json()["message"]
+    assert "the token `logos mcp` was launched with" in refused.json()["error"]
     assert result.structured_content is not None, result.content
     assert result.structured_content["answer"] == "It said: over http."
     assert len(asked) == 1 and "echo over http" in asked[0]

@@ -102,6 +102,7 @@ def test_sandboxd_says_what_stands_in_the_way(tmp_path: Path) -> None:
     missing = tmp_path / "no-daemon.sock"
     problem = SANDBOXD.problem(SandboxSettings(socket=str(missing)))
     assert problem is not None
-    assert f"sandboxd is not running on {missing}" in problem and "`sandboxd serve`" in problem
+    assert f"sandboxd is not running on {missing}" in problem
+    assert f"`sandboxd serve --socket {missing}`" in problem
     too_long = SANDBOXD.problem(SandboxSettings(socket="/tmp/" + "s" * 200))
     assert too_long is not None and "choose a shorter path" in too_long

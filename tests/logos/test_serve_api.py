@@ -4,7 +4,6 @@ do: unknown fields, wrong tokens, unknown ids, wider limits, busy sessions, full
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -148,7 +147,7 @@ def _error(answer: httpx.Response, status: int) -> str:
                 },
             },
             400,
-            "runner.network opens every host: send one or the other",
+            "runner.network opens every host: use one or the other",
         ),
     ],
 )
@@ -223,6 +222,31 @@ def test_two_runs_on_one_session_and_too_many_runs(
     assert client.get(f"/v1/runs/{first['run']}").status_code == 200  # still in memory
 
 
+def test_a_run_refused_for_want_of_room_leaves_its_session_as_it_was(
+    served: Served, client: httpx.Client, model: ScriptedServer, module_home: Home
+) -> None:
+    model.enqueue(openai_stream("done"))
+    earlier = served.start_run(client, prompt="one", approval="never-run")
+    served.wait_finished(client, earlier["run"])
+    session = module_home.state / "serve" / "sessions" / earlier["session"]
+    recorded = {path.name: path.read_bytes() for path in session.rglob("*") if path.is_file()}
+    slow = openai_stream("a slow answer", chunk_size=1, event_pause_s=0.2)
+    model.enqueue(slow, slow, openai_stream("continued"))
+    going = [served.start_run(client, prompt=p, approval="never-run") for p in ("two", "three")]
+    refused = client.post(
+        "/v1/runs", json={"prompt": "four", "session": earlier["session"], "approval": "never-run"}
+    )
+    assert "2 runs are going" in _error(refused, 429)
+    assert {p.name: p.read_bytes() for p in session.rglob("*") if p.is_file()} == recorded
+    for started in going:
+        client.post(f"/v1/runs/{started['run']}/cancel")
+        served.wait_finished(client, started["run"])
+    again = served.start_run(
+        client, prompt="four", session=earlier["session"], approval="never-run"
+    )
+    served.wait_finished(client, again["run"])
+
+
 def test_notes_with_bad_keys_or_texts_are_400s(client: httpx.Client) -> None:
     assert "control characters" in _error(client.put("/v1/memory/a%0Ab", json={"text": "x"}), 400)
     long_key = "k" * 101
@@ -230,19 +254,3 @@ def test_notes_with_bad_keys_or_texts_are_400s(client: httpx.Client) -> None:
         client.put(f"/v1/memory/{long_key}", json={"text": "x"}), 400
     )
     assert "at most 4000 fit" in _error(client.put("/v1/memory/k", json={"text": "x" * 4001}), 400)
-
-
-def test_the_token_file_is_private(served: Served, module_home: Home) -> None:
-    assert served.token_path.stat().st_mode & 0o777 == 0o600
-    assert len(served.token) >= 32
-
-
-def test_a_token_file_others_can_read_is_refused(tmp_path: Path, model: ScriptedServer) -> None:
-    home = make_home(tmp_path)
-    token = home.state / "serve" / "token"
-    token.parent.mkdir(parents=True)
-    token.write_text("a" * 43 + "\n")
-    token.chmod(0o644)
-    with serving(home, model, config=CONFIG, wait=False) as served:
-        assert served.proc.wait(30) == 2
-    assert f"run chmod 600 {token}" in served.output()

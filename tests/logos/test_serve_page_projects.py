@@ -89,10 +89,10 @@ def test_a_talons_command_is_approved_from_the_chat(
     )
     _open_team(browser, served, worker_approval="confirm")
     _send(browser, "check it")
-    text_appears(browser, "project-chat", "worker waits for approval")
+    text_appears(browser, "project-chat", "worker waits for your approval")
     _answer(
         browser,
-        ".message[data-author='worker'] .approval-box",
+        ".message[data-author='worker'] .command.waiting",
         "echo checked-after-approval",
         "approve",
     )
@@ -133,10 +133,12 @@ def test_a_project_and_its_agents_are_made_from_the_page(
 ) -> None:
     sse_server.enqueue(openai_stream("Hello from the captain."))
     open_page(browser, served)
+    browser.find_element("css selector", "a[data-go='new-project']").click()
     browser.find_element("id", "new-project-name").send_keys("made here")
     browser.find_element("id", "new-project-goal").send_keys("say hello")
     browser.find_element("id", "create-project").click()
     text_appears(browser, "project-name", "made here")
+    until(browser, lambda d: d.find_element("id", "agent-name").is_displayed())
     browser.find_element("id", "agent-name").send_keys("cap")
     browser.find_element("css selector", "#agent-role option[value='captain']").click()
     browser.find_element("css selector", "#agent-approval option[value='auto']").click()
@@ -154,7 +156,9 @@ def test_a_project_and_its_agents_are_made_from_the_page(
     assert [(p["name"], [a["name"] for a in p["agents"]]) for p in listed] == [
         ("made here", ["cap", "cap2"])
     ]
-    text_appears(browser, "project-list", "cap (captain, idle), cap2 (talon, idle)")
+    text_appears(browser, "project-list", "made here\nidle\n2 agents")
+    roster = [card.text.split("\n")[:3] for card in css(browser, "#roster .agent-card")]
+    assert roster == [["cap", "captain", "idle"], ["cap2", "talon", "idle"]]
 
 
 def test_html_from_agents_commands_and_the_person_stays_text(
@@ -184,9 +188,13 @@ def test_a_guard_is_answered_from_the_chat(
         openai_stream("@worker check it again"),
         openai_stream("Checked again, all good."),
     )
-    _open_team(browser, served)
+    project = _open_team(browser, served)
     _send(browser, "check")
     text_appears(browser, "project-chat", "turn held")
+    assert project.status()["status"] == "held"  # it waits for the person, not idle
+    text_appears(browser, "project-state", "held: your call")
+    item = f'#project-list li[data-id="{project.id}"] .chip'
+    until(browser, lambda d: css(d, item)[0].text == "held: your call")
     _answer(
         browser, ".guard-box", "boss → worker again: the same handoff twice in one turn", "continue"
     )

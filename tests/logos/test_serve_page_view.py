@@ -100,6 +100,7 @@ def test_the_served_page_opens_a_batch_report_from_a_file(
     results = _results_file(home.root / "results.jsonl")
     with serving(home, sse_server) as served:
         open_page(browser, served)
+        browser.find_element("css selector", "a[data-go='batch']").click()
         browser.find_element("id", "batch-file").send_keys(str(results))
         _check_report(browser)
 

@@ -5,6 +5,7 @@ at a time, so replies are taken in the order the agents speak), and real local b
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -301,8 +302,11 @@ def test_a_command_waits_for_approval_in_the_chat(
     result = [e for e in of_type(events, "command") if e["event"]["type"] == "command_result"]
     assert result[0]["event"]["result"]["stdout"] == "approved-and-ran\n"
     assert project.status()["approvals"] == []
-    missing = project.client.post(f"{project.path}/approvals/{asked['id']}", json={"approve": True})
-    assert missing.status_code == 404
+    again = project.client.post(f"{project.path}/approvals/{asked['id']}", json={"approve": True})
+    assert again.status_code == 409
+    assert again.json()["error"].startswith("this command was approved already")
+    unknown = project.client.post(f"{project.path}/approvals/{'0' * 16}", json={"approve": True})
+    assert unknown.status_code == 404
 
 
 def test_a_model_that_fails_mid_turn_marks_the_message(
@@ -344,7 +348,10 @@ def test_bad_input_is_a_clear_refusal_or_a_note(
     }
     refused = client.post(f"{project.path}/agents", json=beyond)
     assert refused.status_code == 403
-    assert f"{outside} is outside the project's paths" in refused.json()["error"]
+    assert (
+        f"refused {outside}: it is outside the paths granted to this caller"
+        in refused.json()["error"]
+    )
     assert "grant: true" in refused.json()["error"]
     granted = client.post(
         f"{project.path}/agents", json={**beyond, "grant": True, "approval": "auto"}
@@ -446,6 +453,30 @@ def test_a_restart_mid_turn_ends_the_turn_with_a_note_and_keeps_everything(
             "boss",
             "worker",
         ]
+
+
+def test_granted_paths_are_pinned_and_a_project_saved_unpinned_is_pinned_when_loaded(
+    home: Home, sse_server: ScriptedServer
+) -> None:
+    with serving(home, sse_server, config=AUTO_LOCAL) as served:
+        project = team(served)
+        status = project.status()
+    real = os.stat(home.work)
+    pinned = {"path": str(home.work), "read_only": False}
+    pinned |= {"device": real.st_dev, "inode": real.st_ino}
+    assert status["allowed_paths"] == [pinned]
+    assert [agent["allowed_paths"] for agent in status["agents"]] == [[pinned], [pinned]]
+    saved_path = home.state / "serve" / "projects" / project.id / "project.json"
+    saved = json.loads(saved_path.read_text())
+    for holder in (saved, *saved["agents"]):
+        for path in holder["allowed_paths"]:
+            del path["device"], path["inode"]
+    saved_path.write_text(json.dumps(saved))
+    with serving(home, sse_server, config=AUTO_LOCAL) as again:
+        project.client = again.client()
+        assert project.status()["allowed_paths"] == [pinned]
+    resaved = json.loads(saved_path.read_text())
+    assert [p["inode"] for p in resaved["agents"][1]["allowed_paths"]] == [real.st_ino]
 
 
 def test_a_pending_approval_survives_a_restart_and_resumes_the_right_agent(

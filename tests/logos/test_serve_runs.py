@@ -198,7 +198,11 @@ def test_an_approval_nobody_answers_expires_and_the_model_reads_why(
         assert (decided.data["action"], decided.data["reason"]) == ("no", "expired")
         assert client.get("/v1/approvals").json() == {"approvals": []}
         late = client.post(f"/v1/approvals/{asked.data['id']}", json={"approve": True})
-        assert late.status_code == 404
+        assert late.status_code == 409
+        assert late.json()["error"] == (
+            "nobody answered within 0.5 s, so this command was denied as expired and the model "
+            "was told"
+        )
     assert not (home.work / "approved-file").exists()
     result = sent_messages(sse_server, 1)[-1]["content"]
     assert "the user declined to run this command: expired" in result
@@ -314,7 +318,11 @@ def test_a_page_following_the_runs_does_not_hold_the_shutdown(
             assert served.stop() == 0
             stopped_s = time.monotonic() - began
             assert [line for line in lines if line] == []  # it ended with the server, nothing more
-    assert stopped_s < GRACEFUL_S / 2, f"the shutdown waited {stopped_s:.1f} s for the stream"
+    # WHY not a time well under the grace: a machine busy enough takes seconds to stop any
+    # server. uvicorn says so when it waits out its grace for a connection; it never did, and
+    # the stop took less than that grace.
+    assert "graceful shutdown exceeded" not in served.output(), served.output()
+    assert stopped_s < GRACEFUL_S, f"the shutdown waited {stopped_s:.1f} s for the stream"
 
 
 def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from logos.ceiling import ceiling_of
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
 from logos.runners.auth_token import AuthToken
@@ -247,6 +248,32 @@ async def test_a_workdir_temenos_cannot_honour_is_refused_before_sending(tmp_pat
         sent = server.run_bodies()
     assert refused.error is not None and "list it first in allowed_paths" in refused.error
     assert first.stdout == f"{tmp_path}\n" and len(sent) == 1
+
+
+async def test_a_path_outside_the_ceiling_is_refused_before_sending(tmp_path: Path) -> None:
+    """temenos takes no ceiling: the runner holds each path to it itself, never drops it."""
+    (tmp_path / "granted").mkdir()
+    (tmp_path / "outside").mkdir()
+    ceiling = ceiling_of([AllowedPath(str(tmp_path / "granted"), read_only=True)])
+    link = tmp_path / "granted" / "to-outside"
+    link.symlink_to(tmp_path / "outside")
+    outside = ExecOptions(allowed_paths=(AllowedPath(str(link)),), path_ceiling=ceiling)
+    writable = ExecOptions(
+        allowed_paths=(AllowedPath(str(tmp_path / "granted"), read_only=False),),
+        path_ceiling=ceiling,
+    )
+    inside = ExecOptions(
+        allowed_paths=(AllowedPath(str(tmp_path / "granted")),), path_ceiling=ceiling
+    )
+    with temenos_server() as server:
+        async with TemenosRunner(server.address) as runner:
+            refused = [await runner.run("pwd", options) for options in (outside, writable)]
+            ran = await runner.run("pwd", inside)
+        sent = server.run_bodies()
+    assert refused[0].error is not None
+    assert f"refused {link} (resolves to {tmp_path / 'outside'}): it is outside" in refused[0].error
+    assert refused[1].error is not None and "only read-only" in refused[1].error
+    assert ran.error is None and len(sent) == 1
 
 
 # --- sandboxd's temenos jobs (a threshold of 1 s) -------------------------------------------

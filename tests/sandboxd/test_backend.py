@@ -538,6 +538,9 @@ async def test_orphans_of_a_killed_backend_are_swept(state_dir: Path, docker_cli
         async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir) as sweeper:
             assert container_names(docker_client, "orphan-test-a") == []
             assert container_names(docker_client, "orphan-test-b") == []
+            for session in ("orphan-test-a", "orphan-test-b"):  # and their scratch volumes
+                label = {"label": f"{LABEL_SESSION}={session}"}
+                assert not docker_client.api.volumes(filters=label).get("Volumes")
             # A live backend's containers are not orphans, even for another backend.
             assert container_names(docker_client, "live") == [kept.sandbox]
             assert await sweeper.gc() == 0

@@ -29,7 +29,7 @@ from sandboxd.docker.ownership import (
     OwnerProcess,
     is_orphan,
 )
-from sandboxd.inside import supervisor
+from sandboxd.inside import copier, supervisor
 from sandboxd.policy.pinned import FileIdentity
 
 IMAGE = "logos-sandbox:latest"
@@ -116,6 +116,7 @@ def test_orphan_rule_spares_running_containers_of_unverifiable_owners() -> None:
 
 
 def test_supervisor_parses_with_python_38_grammar() -> None:
-    """It runs on the sandbox image's python3, which may be older than the project's."""
-    for module in (supervisor, logos.runners.capture):
+    """It runs on the sandbox image's python3, which may be older than the project's; so does
+    a fork's copier."""
+    for module in (supervisor, logos.runners.capture, copier):
         ast.parse(Path(module.__file__ or "").read_text(), feature_version=(3, 8))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +20,7 @@ from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.docker import fork as fork_module
 from sandboxd.docker.backend import DockerBackend
+from sandboxd.docker.fork import COPIER_ROLE, LABEL_ROLE
 from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
@@ -284,7 +284,7 @@ async def test_a_fork_copies_odd_names_symlinks_empty_dirs_modes_and_times(
     mkdir -p ~/.config/tool && printf 9 > ~/.config/tool/rc && chmod 640 ~/.config/tool/rc
     """
     await sh(backend, "source", prepared, box)
-    assert box_of(backend, "source").channel is not None  # through the supervisors' pipes
+    assert box_of(backend, "source").channel is not None  # a supervised sandbox
     before = await sh(backend, "source", LISTING, box)
     await backend.fork("source", ["f1"])
     assert await sh(backend, "f1", LISTING, box) == before
@@ -333,13 +333,14 @@ async def test_a_fork_of_a_session_with_many_small_files(backend: DockerBackend)
         assert await sh(backend, fork, summary, box) == before
 
 
-async def test_a_fork_into_an_image_without_python_copies_through_the_engine(
-    backend: DockerBackend, dash_exec_image: str
+@pytest.mark.parametrize("image_fixture", ["dash_exec_image", "busybox_image"])
+async def test_a_fork_of_an_image_without_python_is_copied_as_any_other(
+    backend: DockerBackend, request: pytest.FixtureRequest, image_fixture: str
 ) -> None:
+    """Its copier runs the daemon's image (the session's has no python3)."""
+    image = request.getfixturevalue(image_fixture)
     # WHY unix sockets: an image without python3 cannot have them denied (no supervisor).
-    box = SandboxSpec(
-        dash_exec_image, (), False, UID, GID, Limits(memory=256 * 1024**2), unix_sockets=True
-    )
+    box = SandboxSpec(image, (), False, UID, GID, Limits(memory=256 * 1024**2), unix_sockets=True)
     await sh(
         backend,
         "source",
@@ -353,47 +354,37 @@ async def test_a_fork_into_an_image_without_python_copies_through_the_engine(
         assert await sh(backend, fork, "cat /tmp/l/f ~/.rc", box) == "tmp\nhome\n"
 
 
-def _supervisor_host_pid(docker_client: Any, container_id: str) -> int:
-    """The supervisor's pid as this host sees it: the container's first process."""
-    init = int(docker_client.api.inspect_container(container_id)["State"]["Pid"])
-    assert b"-m\0supervisor" in Path(f"/proc/{init}/cmdline").read_bytes()
-    return init
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-async def test_a_source_whose_supervisor_stops_fails_the_fork_in_bounded_time(
+async def test_a_copy_over_its_time_fails_the_fork_in_bounded_time_and_thaws_the_session(
     backend: DockerBackend, docker_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fork_module, "IO_TIMEOUT_S", 3.0)
-    monkeypatch.setattr(fork_module, "EXIT_WAIT_S", 2.0)
+    monkeypatch.setattr(fork_module, "COPY_TIMEOUT_S", 0.5)
     box = spec()
-    await sh(backend, "source", "echo data > /tmp/state", box)
-    await sh(backend, "bystander", "true", box)  # its supervisor's FIFOs stay open
-    supervisor = _supervisor_host_pid(docker_client, box_of(backend, "source").container_id)
-    fds = held_by_us()  # after the engine call above, whose connection stays pooled
-    try:
-        # WHY from the host: a command cannot stop it (PID 1 of its namespace ignores them).
-        os.kill(supervisor, signal.SIGSTOP)
-        with anyio.fail_after(10):
-            while _state(supervisor) != "T":
-                await anyio.sleep(0.02)
-        started = time.monotonic()
-        with pytest.raises(BackendError) as failed, anyio.fail_after(30):
-            await backend.fork("source", ["f1", "f2"])
-        elapsed = time.monotonic() - started
-        assert failed.value.code == "fork_failed", failed.value
-        assert "moved no byte" in str(failed.value) and "none was kept" in str(failed.value)
-        assert 3.0 <= elapsed < 20, elapsed
-        assert sorted(info.id for info in await backend.list_sessions()) == ["bystander", "source"]
-        with anyio.fail_after(20):  # removed, if not at once
-            while await containers_of(docker_client, "f1", "f2"):
-                await anyio.sleep(0.1)
-        await until_held_as(fds)
-    finally:
-        os.kill(supervisor, signal.SIGCONT)
+    many = 'mkdir /tmp/m && cd /tmp/m && python3 -c \'for i in range(30000): open(f"f{i}", "w")\''
+    await sh(backend, "source", many, box)
+    await sh(backend, "bystander", "true", box)
+    fds = held_by_us()  # after the engine calls above, whose connections stay pooled
+    started = time.monotonic()
+    with pytest.raises(BackendError) as failed, anyio.fail_after(30):
+        await backend.fork("source", ["f1", "f2"])
+    elapsed = time.monotonic() - started
+    assert failed.value.code == "fork_failed", failed.value
+    assert "took over 0 s" in str(failed.value) and "none was kept" in str(failed.value)
+    assert elapsed < 20, elapsed
+    assert sorted(info.id for info in await backend.list_sessions()) == ["bystander", "source"]
+    assert not docker_client.api.inspect_container(box_of(backend, "source").container_id)["State"][
+        "Paused"
+    ]
+    assert await sh(backend, "source", "ls /tmp/m | wc -l", box) == "30000\n"
+    with anyio.fail_after(20):  # removed, if not at once (the copier too)
+        while await containers_of(docker_client, "f1", "f2") or copiers(docker_client):
+            await anyio.sleep(0.1)
+    await until_held_as(fds)
+
+
+def copiers(docker_client: Any) -> list[Any]:
+    return docker_client.containers.list(  # type: ignore[no-any-return]
+        all=True, filters={"label": f"{LABEL_ROLE}={COPIER_ROLE}"}, ignore_removed=True
+    )
 
 
 async def test_a_symlink_into_a_read_only_mount_cannot_make_a_fork_write_there(
@@ -506,48 +497,36 @@ async def test_no_warm_fill_starts_while_the_pool_is_held_and_it_catches_up_afte
         tasks.cancel_scope.cancel()
 
 
-def test_the_extracting_tar_writes_nothing_where_a_fork_mounts_a_path(docker_client: Any) -> None:
-    """An archive crafted by the session's commands (they could write into the source tar's
-    pipe) that names a mounted path: the fork's tar leaves it out, wherever the mount is."""
+async def test_the_copy_writes_nothing_where_a_fork_mounts_a_path(
+    backend: DockerBackend,
+) -> None:
+    """The session holds entries where its forks mount host paths (under /tmp, and a
+    directory named as one outside it): the forks see their host paths, which the copy left
+    untouched, and the rest of the session's /tmp."""
     outside = Path(tempfile.mkdtemp(prefix="sbk-mnt-", dir="/var/tmp"))
     under_tmp = Path(tempfile.mkdtemp(prefix="sbk-mnt-"))
     try:
         for path in (outside, under_tmp):
             os.chown(path, UID, GID)
             (path / "kept.txt").write_text("host\n")
-        plan = fork_module.CopyPlan(
-            source="",
-            targets=[],
-            user=f"{UID}:{GID}",
-            roots=("/tmp", "/home/sandbox"),
-            mounts=[str(outside), str(under_tmp)],
-        )
-        members = [str(p).lstrip("/") for p in (outside, under_tmp)]
+        box = spec()
+        members = [str(p) for p in (f"/tmp{outside}", under_tmp)]
         craft = " && ".join(
             [
-                "mkdir -p /tmp/c/tmp " + " ".join(f"/tmp/c/{m}" for m in members),
                 *(
-                    f"echo evil > /tmp/c/{m}/kept.txt && echo evil > /tmp/c/{m}/new"
+                    f"mkdir -p {m} && echo evil > {m}/kept.txt && echo evil > {m}/new"
                     for m in members
                 ),
-                "echo ok > /tmp/c/tmp/ok",
-                "tar -C /tmp/c -cf /tmp/crafted.tar tmp/ok " + " ".join(members),
-                "rm -rf /tmp/c",
-                f"{' '.join(fork_module._extract(plan))} -xf /tmp/crafted.tar",
-                "cat /tmp/ok",
+                "echo ok > /tmp/ok",
             ]
         )
-        output = docker_client.containers.run(
-            SANDBOX_IMAGE,
-            ["/bin/sh", "-c", craft],
-            user=f"{UID}:{GID}",
-            remove=True,
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": "rw,exec,size=64m,mode=1777"},
-            volumes={str(p): {"bind": str(p), "mode": "rw"} for p in (outside, under_tmp)},
+        await sh(backend, "source", craft, box)
+        theirs = spec(*(Mount.of(str(p), read_only=False) for p in (outside, under_tmp)))
+        await backend.fork("source", ["f1"], spec=theirs)
+        seen = await sh(
+            backend, "f1", f"cat /tmp/ok {under_tmp}/kept.txt {outside}/kept.txt", theirs
         )
-        assert output == b"ok\n"
+        assert seen == "ok\nhost\nhost\n"
         for path in (outside, under_tmp):
             assert sorted(p.name for p in path.iterdir()) == ["kept.txt"]
             assert (path / "kept.txt").read_text() == "host\n"

@@ -1,6 +1,6 @@
-"""`sandboxd mcp --http`: streamable HTTP on loopback behind a bearer token, with Host and Origin
-checked, driven by the MCP SDK's own client and by raw HTTP for what a client must not get
-through, against a real daemon and engine."""
+"""`sandboxd mcp --http`: streamable HTTP on loopback, driven by the MCP SDK's own client and by
+raw HTTP for what a client must not get through, against a real daemon and engine. The token,
+Host and Origin checks every local server shares: tests/security/test_local_server_access.py."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,8 +46,6 @@ def server(daemon: Daemon) -> Iterator[HttpServer]:
         str(daemon.socket),
         "--allow",
         f"{root / 'rw'}:rw",
-        "--allow-origin",
-        "http://127.0.0.1:6274",
         "--background-after",
         "5",
         log_dir=root,
@@ -107,32 +105,6 @@ async def test_without_a_session_each_call_has_a_sandbox_of_its_own(
     assert left == set()
 
 
-@pytest.mark.parametrize(
-    ("authorization", "expected"),
-    [(None, "missing bearer token"), ("Bearer wrong-token-0123456789", "wrong bearer token")],
-)
-def test_a_request_without_the_token_is_refused(
-    server: HttpServer, authorization: str | None, expected: str
-) -> None:
-    headers = {} if authorization is None else {"authorization": authorization}
-    with httpx.Client(timeout=30) as http:
-        response = http.post(server.url, json=INITIALIZE, headers={**HEADERS, **headers})
-    assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith("Bearer")
-    assert expected in response.json()["message"]
-
-
-def test_host_and_origin_are_checked(server: HttpServer) -> None:
-    rebound = post(server, INITIALIZE, host="evil.example:80")
-    foreign = post(server, INITIALIZE, origin="https://evil.example")
-    allowed = post(server, INITIALIZE, origin="http://127.0.0.1:6274")
-    assert rebound.status_code == 421, rebound.text
-    assert "Host" in rebound.text
-    assert foreign.status_code == 403, foreign.text
-    assert "Origin" in foreign.text
-    assert allowed.status_code == 200, allowed.text
-
-
 def test_malformed_and_oversized_requests_get_clear_errors(server: HttpServer) -> None:
     broken = post(server, b'{"jsonrpc": "2.0", "id": 1, "method": ')
     not_rpc = post(server, {"hello": "world"})
@@ -177,18 +149,6 @@ def test_http_launch_mistakes_are_explained(argv: list[str], expected: str) -> N
     assert expected in done.stderr
 
 
-def test_a_token_file_is_created_private(tmp_path: Path) -> None:
-    from logos.mcp.token import TokenError, launch_token
-
-    path = tmp_path / "token"
-    token = launch_token(path, {}, "SANDBOXD_MCP_TOKEN")
-    assert len(token) >= 32 and path.stat().st_mode & 0o777 == 0o600
-    assert launch_token(path, {}, "SANDBOXD_MCP_TOKEN") == token
-    path.chmod(0o644)
-    with pytest.raises(TokenError, match="chmod 600"):
-        launch_token(path, {}, "SANDBOXD_MCP_TOKEN")
-
-
 async def test_a_dropped_connection_mid_call_kills_the_command(
     server: HttpServer, daemon: Daemon, marker: str
 ) -> None:
@@ -221,13 +181,16 @@ async def test_stopping_the_server_closes_its_clients_sandboxes(daemon: Daemon) 
     with http_server(
         "sandboxd", "mcp", "--socket", str(daemon.socket), log_dir=short_dir("mcps")
     ) as own:
-        async with connect(own) as client:
-            await client.call_tool("run", {"command": "true"})
-            opened = sessions(daemon) - before
-            assert len(opened) == 1
-            own.proc.terminate()
-            # WHY -SIGTERM: uvicorn re-raises the signal once it has shut down gracefully.
-            assert own.proc.wait(timeout=30) in (0, -signal.SIGTERM), own.output()
+        try:
+            async with connect(own) as client:
+                await client.call_tool("run", {"command": "true"})
+                opened = sessions(daemon) - before
+                assert len(opened) == 1
+                own.proc.terminate()
+                # WHY -SIGTERM: uvicorn re-raises the signal once it has shut down gracefully.
+                assert own.proc.wait(timeout=30) in (0, -signal.SIGTERM), own.output()
+        except* httpx2.ConnectError:
+            pass  # WHY: the client's last message may or may not find its server still there
     with anyio.fail_after(30):
         while opened & sessions(daemon):
             await anyio.sleep(0.2)

@@ -3,6 +3,8 @@ functions; the same refusals through a real client are in tests/security/test_mc
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -68,8 +70,12 @@ def test_narrowing_a_path_a_host_and_the_timeout(tmp_path: Path) -> None:
         ({"env": {f"V{n}": "x" for n in range(65)}}, "at most 64 are taken"),
         ({"env": {"BIG": "x" * 40000}}, "longer than 32768 bytes"),
         ({"env": {"BAD=NAME": "x"}}, "cannot be passed to a process"),
-        ({"timeout_s": 0}, "outside (0, 600]"),
-        ({"hosts": ["pypi.org"]}, "not allowed when the server was launched (allowed: none)"),
+        ({"timeout_s": 0}, "timeout_s 0 is not a positive number"),
+        ({"timeout_s": 601}, "timeout_s 601 is above this server's limit of 600 (max_timeout in"),
+        (
+            {"hosts": ["pypi.org"]},
+            "host pypi.org is not among this server's hosts (none; allow_host in its config file",
+        ),
     ],
 )
 def test_what_a_call_cannot_ask_for(call: dict[str, object], expected: str) -> None:
@@ -78,7 +84,7 @@ def test_what_a_call_cannot_ask_for(call: dict[str, object], expected: str) -> N
 
 
 def test_a_launch_with_the_network_on_takes_no_host_list() -> None:
-    with pytest.raises(NarrowingError, match="launched with the network on"):
+    with pytest.raises(NarrowingError, match="sandboxes have the network on"):
         ask(McpLaunch(network=True), hosts=["pypi.org"])
 
 
@@ -94,3 +100,23 @@ def test_a_launch_with_the_network_on_takes_no_host_list() -> None:
 def test_a_bad_launch_is_explained(launch: dict[str, object], expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
         McpLaunch(**launch)  # type: ignore[arg-type]
+
+
+def test_a_launch_pins_its_paths_and_every_call_is_held_to_them(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "sub" / "to-out").symlink_to(tmp_path / "out")
+    launch = McpLaunch(allowed_paths=(AllowedPath(str(tmp_path / "sub"), read_only=False),))
+    real = os.stat(tmp_path / "sub")
+    assert [(r.path, r.device, r.inode) for r in launch.path_ceiling] == [
+        (str(tmp_path / "sub"), real.st_dev, real.st_ino)
+    ]
+    assert ask(launch).path_ceiling == launch.path_ceiling
+    asked = ask(launch, paths=[PathAsk(str(tmp_path / "sub"), writable=True)])
+    assert asked.path_ceiling == launch.path_ceiling
+    out = str(tmp_path / "sub" / "to-out")
+    refused = re.escape(f"refused {out} (resolves to {tmp_path / 'out'}): it is outside")
+    with pytest.raises(NarrowingError, match=refused):
+        ask(launch, paths=[PathAsk(out)])
+    with pytest.raises(ValueError, match="cannot be pinned: it does not exist"):
+        McpLaunch(allowed_paths=(AllowedPath(str(tmp_path / "missing")),))

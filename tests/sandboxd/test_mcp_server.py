@@ -218,8 +218,9 @@ async def test_without_a_daemon_the_run_tool_says_how_to_start_one(tmp_path: Pat
         result = await client.call_tool("run", {"command": "true"})
     assert result.is_error
     text = result.content[0].text  # type: ignore[union-attr]
-    assert text.startswith("could not run: sandboxd is not running on")
-    assert "start it with `sandboxd serve`" in text
+    assert text.startswith(f"could not run: sandboxd is not running on {missing}")
+    assert f"start it with `sandboxd serve --socket {missing}`" in text
+    assert "pass --socket PATH (or set $SANDBOXD_SOCKET)" in text
 
 
 async def test_the_launch_can_come_from_a_config_file(

@@ -312,7 +312,7 @@ async def test_a_symlink_swapped_in_after_the_check_does_not_redirect_a_warm_mou
 
 def hardening(container: Any) -> dict[str, Any]:
     """What a container is created with, minus what names one container (its name, labels,
-    its own control directory and the files in it)."""
+    its own control directory and the files in it, its scratch volumes' names and labels)."""
     attrs = container.attrs
     host = dict(attrs["HostConfig"])
     mounts = host.pop("Mounts")
@@ -320,12 +320,18 @@ def hardening(container: Any) -> dict[str, Any]:
         key: attrs["Config"].get(key)
         for key in ("User", "Entrypoint", "Cmd", "Env", "NetworkDisabled")
     }
+
+    def shape(mount: dict[str, Any]) -> dict[str, Any]:
+        if mount["Type"] == "volume":
+            options = {k: v for k, v in mount["VolumeOptions"].items() if k != "Labels"}
+            return {**mount, "Source": None, "VolumeOptions": options}
+        if mount["Target"] in ("/.sandboxd", "/etc/hosts"):
+            return {**mount, "Source": None}
+        return mount
+
     return {
         "host_config": host,
-        "mounts": [
-            {**mount, "Source": None} if mount["Target"] in ("/.sandboxd", "/etc/hosts") else mount
-            for mount in mounts
-        ],
+        "mounts": [shape(mount) for mount in mounts],
         "config": config,
         "image": attrs["Image"],
     }

@@ -104,7 +104,11 @@ async def test_a_missing_daemon_is_a_result_error_with_the_fix() -> None:
     nowhere = short_dir() / "absent.sock"
     async with SandboxRunner(socket=nowhere) as runner:
         result = await runner.run("true", ExecOptions())
-    assert result.error == f"sandboxd is not running on {nowhere}: start it with `sandboxd serve`"
+    assert result.error == (
+        f"sandboxd is not running on {nowhere}: start it with `sandboxd serve --socket "
+        f"{nowhere}`, or pass --socket PATH (or set $SANDBOXD_SOCKET) to reach a daemon that "
+        "listens elsewhere"
+    )
 
 
 @pytest.mark.timeout(120)

@@ -64,7 +64,10 @@ def test_run_reports_timeouts_refusals_and_a_missing_daemon(daemon: Daemon) -> N
     nowhere = short_dir() / "absent.sock"
     missing = sandboxd("run", "--socket", str(nowhere), "--", "true")
     assert missing.returncode == 125
-    assert f"sandboxd is not running on {nowhere}: start it with `sandboxd serve`" in missing.stderr
+    assert (
+        f"sandboxd is not running on {nowhere}: start it with `sandboxd serve --socket {nowhere}`"
+        in missing.stderr
+    )
     empty = sandboxd("run", "--socket", str(daemon.socket))
     assert empty.returncode == 2 and "no command given" in empty.stderr
 
@@ -79,8 +82,10 @@ def test_status_shows_health_and_sessions(daemon: Daemon) -> None:
     assert "status-demo: 1 container(s), 0 running" in status.stdout
     assert re.search(r"containers: [1-9]\d* of at most \d+ \(\d+ per caller\)", status.stdout)
     assert "warm pool: off ([pool] size = 0): every new session starts a container" in status.stdout
-    down = sandboxd("status", "--socket", str(short_dir() / "absent.sock"))
-    assert down.returncode == 1 and "start it with `sandboxd serve`" in down.stderr
+    absent = short_dir() / "absent.sock"
+    down = sandboxd("status", "--socket", str(absent))
+    assert down.returncode == 1
+    assert f"start it with `sandboxd serve --socket {absent}`" in down.stderr
 
 
 def test_gc_goes_through_a_running_daemon_or_sweeps_directly(
@@ -150,11 +155,12 @@ def test_doctor_says_when_the_warm_pool_is_on(tmp_path: Path) -> None:
 def test_doctor_fails_on_a_missing_image_with_the_fix(tmp_path: Path) -> None:
     config = tmp_path / "doctor.toml"
     config.write_text(f'state_dir = "{short_dir()}"\nimage = "sandboxd-test-missing:latest"\n')
-    run = sandboxd("doctor", "--socket", str(short_dir() / "absent.sock"), "--config", str(config))
+    absent = short_dir() / "absent.sock"
+    run = sandboxd("doctor", "--socket", str(absent), "--config", str(config))
     assert run.returncode == 1
     assert "FAIL  image: sandboxd-test-missing:latest is missing" in run.stdout
     assert "fix: run `sandboxd build-image`" in run.stdout
-    assert "--    daemon: none on" in run.stdout
+    assert f"--    daemon: sandboxd is not running on {absent}: start it with" in run.stdout
 
 
 @pytest.mark.timeout(300)

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from logos.ceiling import pin_root
 from sandboxd.policy.errors import PolicyError
 from sandboxd.policy.pinned import identify
 from sandboxd.policy.policy import GrantedPath, Policy
 from sandboxd.server.config import config_from_mapping
 from sandboxd.server.daemon import daemon_policy
+from tests.support.host_mounts import tmpfs_at
 
 
 @pytest.fixture
@@ -439,3 +441,34 @@ def test_a_path_that_resolves_to_a_name_that_is_not_utf8_is_refused(
         f"refused {link} (resolves to {world['project']}/caf\\xe9): its name is not UTF-8, "
         "which the engine's API cannot carry: rename it"
     )
+
+
+def test_a_ceiling_holds_every_pinned_mount_files_and_submounts_included(
+    world: dict[str, Path],
+) -> None:
+    project = world["project"]
+    (world["tmp"] / "elsewhere").mkdir()
+    (project / "src" / "away").symlink_to(world["tmp"] / "elsewhere")
+    policy = _policy(world)
+    ceiling = (pin_root(str(project), read_only=True),)
+
+    def grant(*paths: tuple[Path, bool]) -> None:
+        requested = [(str(path), read_only) for path, read_only in paths]
+        policy.grant_paths(requested, caller_home=world["home"], ceiling=ceiling).close()
+
+    grant((project / "src", True), (project / "README", True))
+    refusals = []
+    for asked in (
+        (project / "src", False),
+        (project / "README", False),
+        (project / "src" / "away", True),
+    ):
+        with pytest.raises(PolicyError) as refused:
+            grant(asked)
+        assert (refused.value.status, refused.value.code) == (403, "path_outside_ceiling")
+        refusals.append(refused.value.message)
+    assert "hold it only read-only" in refusals[0] and "hold it only read-only" in refusals[1]
+    assert f"(resolves to {world['tmp'] / 'elsewhere'}): it is outside" in refusals[2]
+    with tmpfs_at(project / "src" / "mounted"):
+        # The read-only bind of a mount point beneath a read-only grant lies within it too.
+        grant((project / "src", True))

@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from tests.support.mcp_servers import sandboxd_mcp
+from tests.support.path_swaps import SWAPPER
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -33,22 +34,22 @@ def places() -> Iterator[tuple[Path, Path]]:
 
 
 WIDENINGS = [
-    ({"command": "true", "paths": [{"path": "/etc"}]}, "not one the server was launched with"),
+    ({"command": "true", "paths": [{"path": "/etc"}]}, "outside the paths granted to this"),
     ({"command": "true", "paths": [{"path": "/"}]}, "never widen"),
-    ({"command": "true", "paths": [{"path": "{rw}/../.."}]}, "not one the server was launched"),
-    ({"command": "true", "paths": [{"path": "{ro}", "writable": True}]}, "cannot make it writable"),
-    ({"command": "true", "hosts": ["evil.example"]}, "was not allowed when the server"),
+    ({"command": "true", "paths": [{"path": "{rw}/../.."}]}, "outside the paths granted to"),
+    ({"command": "true", "paths": [{"path": "{ro}", "writable": True}]}, "only read-only ({ro}"),
+    ({"command": "true", "hosts": ["evil.example"]}, "is not among this server's hosts"),
     ({"command": "true", "env": {"FIXED": "mine"}}, "fixed by the server's launch"),
     ({"command": "true", "env": {"HTTPS_PROXY": "http://evil:1"}}, "egress proxy"),
     ({"command": "true", "env": {"https_proxy": "http://evil:1"}}, "egress proxy"),
-    ({"command": "true", "timeout_s": 3600}, "at most 30 s per command"),
+    ({"command": "true", "timeout_s": 3600}, "is above this server's limit of 30"),
     ({"command": "true", "workdir": "/etc"}, "must be an absolute path inside"),
     # Symlinks under an allowed path lead nowhere the launch did not allow.
-    ({"command": "true", "paths": [{"path": "{rw}/to-etc"}]}, "not one the server was launched"),
-    ({"command": "true", "paths": [{"path": "{rw}/to-parent"}]}, "not one the server was"),
+    ({"command": "true", "paths": [{"path": "{rw}/to-etc"}]}, "(resolves to /etc): it is"),
+    ({"command": "true", "paths": [{"path": "{rw}/to-parent"}]}, "outside the paths granted"),
     (
         {"command": "true", "paths": [{"path": "{rw}/to-ro", "writable": True}]},
-        "cannot make it writable",
+        "only read-only",
     ),
     ({"command": "true", "workdir": "{rw}/to-etc"}, "must be an absolute path inside"),
     ({"command": "true", "paths": [{"path": "relative/path"}]}, "must be an absolute host path"),
@@ -62,6 +63,7 @@ async def test_a_client_cannot_widen_the_launch(daemon: Daemon, places: tuple[Pa
             filled = _fill(arguments, rw=str(rw), ro=str(ro))
             result = await client.call_tool("run", filled)
             assert result.is_error, filled
+            expected = _fill(expected, rw=str(rw), ro=str(ro))
             assert expected in result.content[0].text, (filled, result.content)  # type: ignore[union-attr]
         still = await client.call_tool("run", {"command": "echo fine"})
     assert still.structured_content is not None
@@ -109,3 +111,72 @@ async def test_a_path_narrowed_through_a_symlink_mounts_its_target_read_only(
     assert result.structured_content["exit_code"] != 0
     assert "Read-only file system" in result.structured_content["stderr"]
     assert not (ro / "planted").exists()
+
+
+SWAP_CALLS = 48
+"""The other client's calls at most (on a daemon that mounts what a name leads to, the swap
+wins within a few seconds)."""
+
+
+async def test_a_clients_swap_never_lets_another_call_mount_what_lies_outside(
+    daemon: Daemon, places: tuple[Path, Path]
+) -> None:
+    """One client's sandbox (read-write on rw) exchanges rw/sub with a symlink to a directory
+    outside the launch, in a loop (renameat2 RENAME_EXCHANGE); another client asks for rw/sub
+    read-write again and again. Each call is checked early by the server and, where it counts,
+    by the daemon, against the launch's paths as pinned at launch: the outside directory is
+    never mounted, and every refusal is a clear tool error."""
+    rw, _ = places
+    sub, link, outside = rw / "sub", rw / "swap-link", rw.parent / "outside"
+    sub.mkdir()
+    (sub / "which").write_text("real\n")
+    outside.mkdir()
+    (outside / "which").write_text("OUTSIDE\n")
+    link.symlink_to(outside)
+    asked = {
+        # WHY the canary's two places: a sandbox mounts what a name resolves to, where it
+        # resolves to.
+        "command": f"cat {sub}/which; echo x > {outside}/canary 2>/dev/null; true",
+        "paths": [{"path": str(sub), "writable": True}],
+    }
+    swap = f"nohup python3 -c '{SWAPPER}' {sub} {link} >/dev/null 2>&1 & sleep 0.5; echo started"
+    answers: list[tuple[bool, str]] = []
+    async with (
+        Client(sandboxd_mcp(daemon.socket, *places)) as attacker,
+        Client(sandboxd_mcp(daemon.socket, *places)) as victim,
+    ):
+        started = await attacker.call_tool("run", {"command": swap})
+        assert started.structured_content is not None, started.content
+        assert started.structured_content["stdout"] == "started\n", started.structured_content
+        for _ in range(SWAP_CALLS):
+            result = await victim.call_tool("run", asked)
+            answers.append((result.is_error, result.content[0].text))  # type: ignore[union-attr]
+            assert not (outside / "canary").exists(), f"escaped: {answers[-1]}"
+            ran = any(not is_error for is_error, _ in answers)
+            if ran and any(_DAEMON_REFUSED in text for _, text in answers):
+                break
+    tally = {"ran": 0, "refused early": 0, "refused by the daemon": 0, "changed": 0}
+    for is_error, text in answers:
+        assert "OUTSIDE" not in text, text
+        if is_error:
+            tally[_refusal_kind(text)] += 1
+        else:
+            assert text.startswith("exit code 0") and "--- stdout ---\nreal" in text, text
+            tally["ran"] += 1
+    print(f"\n[sandboxd mcp, a client's swap] {len(answers)} calls: {tally}")
+    assert tally["ran"] > 0, tally
+    assert len(answers) > tally["ran"], f"the swap was never met: {tally}"
+
+
+_DAEMON_REFUSED = "(403 path_outside_ceiling)"
+
+
+def _refusal_kind(text: str) -> str:
+    """Which clear refusal a tool error is (an error of any other kind fails the test)."""
+    if _DAEMON_REFUSED in text:
+        return "refused by the daemon"
+    if "(409 path_changed)" in text or "(409 mount_changed)" in text:
+        return "changed"
+    assert text.startswith("Error executing tool run: refused "), text
+    assert any(why in text for why in ("it is outside the paths granted", "symlink")), text
+    return "refused early"

@@ -10,12 +10,7 @@ new mount); a request that lands on the swapped-in target is an escape.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,46 +23,13 @@ from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_SESSION
 from sandboxd.policy.pinned import identify
 from tests.support.parts import SANDBOX_IMAGE
+from tests.support.path_swaps import SWAPPER, swapping
 from tests.support.sandboxd_harness import Daemon, running_daemon, short_dir
 
 pytestmark = pytest.mark.docker
 
 TRIES = 50
 ENGINE_SOCKET = Path("/var/run/docker.sock")
-
-SWAPPER = textwrap.dedent(
-    """
-    import ctypes, os, sys
-    libc = ctypes.CDLL(None, use_errno=True)
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    first, second = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
-    print("swapping", flush=True)
-    while True:
-        libc.renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE)
-    """
-)
-
-
-@contextmanager
-def swapping(first: Path, second: Path) -> Iterator[None]:
-    """Exchange `first` and `second` atomically, over and over, until the block ends."""
-    swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(first), str(second)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert swapper.stdout is not None and swapper.stdout.readline().strip() == "swapping"
-        yield
-    finally:
-        swapper.kill()
-        swapper.wait()
-    if first.is_symlink():  # leave the names as they were
-        subprocess.run(
-            [sys.executable, "-c", SWAPPER.replace("while True:", "if True:"), first, second],
-            check=True,
-            capture_output=True,
-        )
 
 
 def _new_sessions(

@@ -1,13 +1,15 @@
 """Attack: a session's commands write into the host directory a fork of it is granted.
 
 Issue 33, finding 2 (SandboxEscapeBench's "poisoned copy" shape: the source of a copy is
-under the attacker's control). A fork is filled from one `tar` in the source session's
-sandbox, which runs as the session's uid: a process the session's commands left behind finds
-that tar (or the shell that starts it) in /proc and writes an archive of its own into the
-copy's stream through /proc/<pid>/fd/N, before the genuine one. Its members aim at the
+under the attacker's control). A fork used to be filled from one `tar` in the source
+session's sandbox, as the session's uid: a process the session's commands left behind found
+that tar (or the shell that started it) in /proc and wrote an archive of its own into the
+copy's stream through /proc/<pid>/fd/N, before the genuine one, its members aimed at the
 read-write host directory granted to the fork only, with names an exclusion list may not
 match: `./tmp/...`, `tmp//...`, `tmp/./...`, and a relative symlink followed by a member
-through it that overwrites a host file.
+through it that overwrites a host file. The copy is now made outside the source, which is
+frozen meanwhile (sandboxd.docker.fork): the attacker, still left behind, must find nothing
+to write into, and the forks must get the genuine files.
 """
 
 from __future__ import annotations

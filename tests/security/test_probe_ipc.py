@@ -140,3 +140,39 @@ def test_only_ip_and_netlink_sockets_can_be_made(daemon: Daemon) -> None:
         "31": "EPERM",
         "30": "EPERM",
     }, seen
+
+
+PROTOCOLS = """
+import socket
+tries = {
+    "tcp": (2, 1, 0), "tcp explicit": (2, 1, 6), "udp": (2, 2, 0), "udp explicit": (2, 2, 17),
+    "tcp6": (10, 1, 0), "tcp6 explicit": (10, 1, 6),
+    "udp6": (10, 2, 0), "udp6 explicit": (10, 2, 17),
+    "tcp nonblocking": (2, 1 | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, 0),
+    "route netlink": (16, 3, 0), "route netlink dgram": (16, 2, 0),
+    "mptcp": (2, 1, 262), "mptcp6": (10, 1, 262), "udplite": (2, 2, 136), "udplite6": (10, 2, 136),
+    "sctp": (2, 5, 132), "sctp stream": (2, 1, 132), "sctp6": (10, 5, 132),
+    "ping": (2, 2, 1), "ping6": (10, 2, 58), "raw": (2, 3, 0), "seqpacket": (2, 5, 0),
+    "sock_diag netlink": (16, 3, 4), "audit netlink": (16, 3, 9), "uevent netlink": (16, 2, 15),
+    "xfrm netlink": (16, 3, 6), "generic netlink": (16, 3, 16),
+}
+for name, (family, kind, protocol) in tries.items():
+    try:
+        socket.socket(family, kind, protocol).close()
+        print(name.replace(" ", "-"), "made")
+    except OSError as exc:
+        print(name.replace(" ", "-"), errno.errorcode.get(exc.errno, exc.errno))
+"""
+
+
+def test_ip_sockets_are_tcp_or_udp_and_netlink_only_route(daemon: Daemon) -> None:
+    """The kernel code behind a socket's protocol is surface too: MPTCP, UDP-Lite, SCTP, ping
+    sockets and netlink's other protocols (sock_diag, audit, uevents, xfrm, generic) have had
+    their exploits. The profile lets IPv4 and IPv6 make TCP and UDP sockets only (protocol 0
+    or named), and netlink only NETLINK_ROUTE (what `ip` and getifaddrs read)."""
+    with daemon.client() as client:
+        seen = dict(line.split() for line in probe(client, PROTOCOLS).splitlines())
+    made = ["tcp", "tcp-explicit", "udp", "udp-explicit", "tcp6", "tcp6-explicit", "udp6"]
+    made += ["udp6-explicit", "tcp-nonblocking", "route-netlink", "route-netlink-dgram"]
+    assert {name: seen.pop(name) for name in made} == dict.fromkeys(made, "made")
+    assert seen == dict.fromkeys(seen, "EPERM") and len(seen) == 16, seen

@@ -24,7 +24,7 @@ from tests.support.parts import require
 from tests.support.processes import log_text, processes_matching, start_logged, stop_server
 
 REPO = Path(__file__).resolve().parents[2]
-TOKEN = "test-token-0123456789abcdef"
+TOKEN = "test-token-0123456789abcdef-0123456789"
 
 
 def stdio_server(

@@ -22,6 +22,7 @@ import pytest
 
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.docker.scratch import remove_volumes, volumes_in
 from sandboxd.docker.supervisor_client import RunMessage, SupervisorChannel
 from sandboxd.sessions.caps import SessionCaps
 from tests.support.parts import SANDBOX_IMAGE, require
@@ -198,6 +199,12 @@ def containers_of(docker_client: Any, pid: int, *, session_prefix: str | None = 
     return found
 
 
+def remove_with_volumes(container: Any) -> None:
+    """Remove a sandbox container and its scratch volumes (the engine keeps named ones)."""
+    container.remove(force=True)
+    remove_volumes(container.client.api, volumes_in(container.labels).values())
+
+
 def removing_test_containers(session_prefix: str | None = None) -> Any:
     """A test module's fixture (assign it to a name in the module): once its tests ran, the
     containers its own backends left behind are removed, and those of the sessions named
@@ -207,7 +214,7 @@ def removing_test_containers(session_prefix: str | None = None) -> Any:
     def remove_test_containers(docker_client: Any) -> Iterator[None]:
         yield
         for container in containers_of(docker_client, os.getpid(), session_prefix=session_prefix):
-            container.remove(force=True)
+            remove_with_volumes(container)
 
     return remove_test_containers
 
@@ -233,7 +240,7 @@ def running_daemon(docker_client: Any, config: str = "", **options: Any) -> Iter
             daemon.stop()
         for container in containers_of(docker_client, daemon.proc.pid):
             with contextlib.suppress(Exception):
-                container.remove(force=True)
+                remove_with_volumes(container)
         shutil.rmtree(root, ignore_errors=True)
 
 

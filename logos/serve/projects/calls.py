@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -14,9 +15,12 @@ from pydantic import BaseModel
 
 from logos.agent.config import Config
 from logos.agent.steps import StepMessage
-from logos.approvals.approval import ApprovalDecision, ApprovalRunner, Approver
-from logos.approvals.audit import AuditLog
+from logos.approvals.approval import ApprovalDecision, Approver
+from logos.assembly import Approval, RunAssembly, RunParts
+from logos.ceiling import PathCeiling
 from logos.options import AllowedPath, ExecOptions
+from logos.options.declarations import MAX_STEPS, MAX_TOKENS, TEMPERATURE
+from logos.options.option import Place, requested
 from logos.protocol.envelope import command_preview
 from logos.providers.base import Usage
 from logos.records.events import (
@@ -27,14 +31,12 @@ from logos.records.events import (
     RunSummary,
     StartEvent,
 )
-from logos.records.recorder import RunRecorder
 from logos.records.trajectory import Trajectory, load_trajectory
 from logos.result import JobEnd, Result
 from logos.runners.live import LivePiece
 from logos.serve.projects.budget import Allowance
 from logos.serve.projects.events import ApprovalDecided, CommandActivity, MessageDelta
 from logos.serve.projects.wire import AgentRecord
-from logos.serve.runs import run_gated
 from logos.serve.setup import RunnerChoice, ServerSetup
 
 
@@ -42,6 +44,8 @@ from logos.serve.setup import RunnerChoice, ServerSetup
 class CallPlan:
     project_id: str
     agent: AgentRecord
+    ceiling: PathCeiling
+    """The roots the agent's sandbox is held to (permissions.agent_ceiling)."""
     message_id: str
     prompt: str
     allowance: Allowance
@@ -66,12 +70,15 @@ def runner_choice(agent: AgentRecord) -> RunnerChoice:
     )
 
 
-def exec_options(setup: ServerSetup, agent: AgentRecord) -> ExecOptions:
+def exec_options(setup: ServerSetup, agent: AgentRecord, ceiling: PathCeiling) -> ExecOptions:
     paths = tuple(AllowedPath(p.path, p.read_only) for p in agent.allowed_paths)
     if agent.runner_kind == "local":
         paths = paths[:1]  # WHY: a local command reaches the machine; the first is its cwd
     return dataclasses.replace(
-        setup.template.exec_options, allowed_paths=paths, allowed_hosts=tuple(agent.allowed_hosts)
+        setup.template.exec_options,
+        allowed_paths=paths,
+        allowed_hosts=tuple(agent.allowed_hosts),
+        path_ceiling=ceiling,
     )
 
 
@@ -174,45 +181,28 @@ async def call_agent(
     ValueError when its runner cannot open."""
     agent = plan.agent
     choice = runner_choice(agent)
-    options = exec_options(setup, agent)
+    options = exec_options(setup, agent, plan.ceiling)
     workdir = options.resolved_workdir() or setup.workdir
     path = plan.session_path
     continued: Trajectory | None = load_trajectory(path) if path.exists() else None
     system_prompt = setup.runners.system_prompt(choice, options, continued)
-    writer = setup.session_writer(path, choice, workdir, system_prompt, continued)
-    audit: AuditLog | None = None
-    try:
-        audit = AuditLog(
-            setup.audit_path,
-            mode=agent.approval,
-            runner=choice.kind,
-            cwd=workdir,
-            trajectory=str(writer.path),
-        )
-        runner = setup.runners.open(choice)
-    except BaseException:
-        writer.close()
-        if audit is not None:
-            audit.close()
-        raise
-    writer.prompt(plan.prompt)
     observer = _Observer(publish, agent.name, plan.message_id, on_usage)
-    recorder = RunRecorder(writer, audit, observer, model=setup.model.model)
-    gated = ApprovalRunner(runner, approver(observer), recorder.decided)
-    config = _config(setup, agent, plan.allowance, system_prompt, options)
-    ended: list[RunSummary] = []
-
-    def finish(summary: RunSummary) -> None:
-        ended.append(summary)
-        try:
-            recorder.done(summary)
-        finally:
-            writer.close()
-            audit.close()
-
-    history = continued.history() if continued is not None else []
-    await run_gated(config, gated, history, plan.prompt, recorder, plan.cancel, finish)
-    summary = ended[0]
+    assembly = await RunAssembly.open(
+        RunParts(
+            config=_config(setup, agent, plan.allowance, system_prompt, options),
+            prompt=plan.prompt,
+            history=continued.history() if continued is not None else [],
+            open_runner=partial(setup.runners.open, choice),
+            open_trajectory=partial(
+                setup.session_writer, path, choice, workdir, system_prompt, continued
+            ),
+            observer=observer,
+            approval=Approval(agent.approval, approver(observer), setup.audit_path),
+            runner_kind=choice.kind,
+            cwd=workdir,
+        )
+    )
+    summary = await assembly.run(plan.cancel)
     return CallOutcome(summary, "".join(observer.prose).strip(), tuple(observer.commands))
 
 
@@ -232,12 +222,14 @@ def _config(
         "exec_options": options,
         "replies": dataclasses.replace(template.replies, check_back=False),
     }
-    if settings.max_steps is not None:
-        changes["max_steps"] = settings.max_steps
-    if settings.max_tokens is not None:
-        changes["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        changes["temperature"] = settings.temperature
+    for option, name in (
+        (MAX_STEPS, "max_steps"),
+        (MAX_TOKENS, "max_tokens"),
+        (TEMPERATURE, "temperature"),
+    ):
+        asked = requested(settings, option, Place.AGENT_MODEL)
+        if asked is not None:
+            changes[name] = asked
     for name, limit in (
         ("max_total_tokens", allowance.tokens),
         ("max_cost_usd", allowance.cost_usd),

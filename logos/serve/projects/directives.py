@@ -34,22 +34,34 @@ class Directive:
     """The rest of its line, or the handoff block's text: why it is handed over."""
 
 
-def plain_text(text: str) -> str:
-    """`text` without what can hold no directive: commands, code, quotes."""
-    for pattern in (_CMD, _FENCE, _INLINE_CODE, _QUOTE_LINE):
-        text = pattern.sub(" ", text)
+def _blanked(match: re.Match[str]) -> str:
+    """The match as spaces, its line breaks kept: what follows stays where it was."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def plain_text(text: str, patterns: tuple[re.Pattern[str], ...] | None = None) -> str:
+    """`text` without what can hold no directive (commands, code, quotes), each blanked
+    in place: a position in it is the same position in `text`."""
+    for pattern in patterns or (_CMD, _FENCE, _INLINE_CODE, _QUOTE_LINE):
+        text = pattern.sub(_blanked, text)
     return text
 
 
 def directives(text: str) -> list[Directive]:
-    """The directives of a message, in the order written."""
+    """The directives of a message, in the order written; each note as written, its
+    inline code kept (only commands and code blocks are left out of it)."""
     plain = plain_text(text)
+    noted = plain_text(text, (_CMD, _FENCE))
+
+    def note(match: re.Match[str]) -> str:
+        return " ".join(noted[match.start(2) : match.end(2)].split())
+
     found: list[tuple[int, Directive]] = []
     for match in _HANDOFF.finditer(plain):
-        found.append((match.start(), Directive(match.group(1).lower(), match.group(2).strip())))
-    without_blocks = _HANDOFF.sub(lambda m: " " * len(m.group(0)), plain)
-    for match in _MENTION.finditer(_QUOTED.sub(" ", without_blocks)):
-        found.append((match.start(), Directive(match.group(1).lower(), match.group(2).strip())))
+        found.append((match.start(), Directive(match.group(1).lower(), note(match))))
+    without_blocks = _HANDOFF.sub(_blanked, plain)
+    for match in _MENTION.finditer(_QUOTED.sub(_blanked, without_blocks)):
+        found.append((match.start(), Directive(match.group(1).lower(), note(match))))
     return [directive for _, directive in sorted(found, key=lambda pair: pair[0])]
 
 

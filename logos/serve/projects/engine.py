@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,15 @@ from logos.providers.base import Usage
 from logos.providers.pricing import estimate_cost
 from logos.records.events import ConfirmRequiredEvent
 from logos.serve.api import ApiError
-from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval
+from logos.serve.approvals import (
+    KEPT_OUTCOMES,
+    Approvals,
+    RuleBook,
+    RuleRefused,
+    UnknownApproval,
+    too_late,
+)
+from logos.serve.filechanges.tracker import ChangeTrackers, TurnChanges, writable_roots
 from logos.serve.hub import EventLog, read_published
 from logos.serve.projects import budget as budgets
 from logos.serve.projects.briefing import Member, briefing
@@ -51,7 +60,9 @@ from logos.serve.projects.events import (
     TurnState,
 )
 from logos.serve.projects.guards import TurnGuard
+from logos.serve.projects.permissions import agent_ceiling
 from logos.serve.projects.routing import Decision, route_handoff, route_user_message
+from logos.serve.projects.states import agent_place, agent_state, project_state
 from logos.serve.projects.store import ProjectStore
 from logos.serve.projects.wire import (
     AgentRecord,
@@ -86,6 +97,8 @@ class Services:
     rules: Verdicts
     rule_book: RuleBook | None
     """Where "always allow commands like this" writes (None: nowhere)."""
+    trackers: ChangeTrackers | None = None
+    """Where each project's changed files are followed (None: they are not)."""
 
     def allow_like(self, command: str) -> None:
         if self.rule_book is None:
@@ -136,6 +149,11 @@ class Project:
         self.turn_spend = Spend()
         self.closing = False
         self.done = anyio.Event()
+        self._changes: TurnChanges | None = None
+        """What the running turn changed in the project's writable paths, followed."""
+        self._asked: OrderedDict[str, None] = OrderedDict()
+        """The ids of the questions this project asked lately (a late answer is told what
+        became of one of them, never of another project's)."""
 
     # Saving and telling ----------------------------------------------------------------------
 
@@ -288,7 +306,11 @@ class Project:
         state: TurnState = "failed"
         reason = "a bug in logos serve ended the turn"
         try:
+            self._changes = await self._follow_changes()
             state, reason = await self._run_turn(message)
+            if self._changes is not None:
+                start = self._changes.start
+                await self._changes.step("turn", message.id, message=message.id, since=start)
         finally:
             self.publish(TurnChanged(message=message.id, state=state, reason=reason))
             self._requeue_injected()
@@ -410,6 +432,7 @@ class Project:
         plan = CallPlan(
             project_id=record.id,
             agent=agent,
+            ceiling=agent_ceiling(record.allowed_paths, agent),
             message_id=reply_id,
             prompt="\n\n".join(parts),
             allowance=allowance,
@@ -429,9 +452,28 @@ class Project:
         except (RecordFileError, ValueError, OSError) as exc:
             problem = str(exc)
         finally:
-            reply = self._ended(agent, reply_id, outcome, problem)
             self.call = None
-        return reply
+        if self._changes is not None:
+            await self._changes.step("reply", reply_id, message=reply_id)
+        return self._ended(agent, reply_id, outcome, problem)
+
+    async def _follow_changes(self) -> TurnChanges | None:
+        """Snapshot the paths the project's agents may write as a turn starts (each reply
+        and the turn then publish what they changed); None when nothing is followed."""
+        trackers = self._services.trackers
+        if trackers is None:
+            return None
+        record = self.record
+        paths = [(p.path, p.read_only) for p in record.allowed_paths]
+        paths += [(p.path, p.read_only) for a in record.agents for p in a.allowed_paths]
+        roots = writable_roots(paths)
+        tracker = trackers.get(record.id)
+        if tracker is None or tracker.roots != roots:
+            trackers.remove(record.id)
+            tracker = trackers.open(record.id, roots)
+        changes = TurnChanges(tracker, self.publish)
+        await changes.begin()
+        return changes
 
     def _live_spend(self, agent: AgentRecord) -> Callable[[Usage], None]:
         """Publish the spend with what the running call used so far (it is charged for good
@@ -530,6 +572,9 @@ class Project:
 
         def announce(event: ConfirmRequiredEvent) -> None:
             pending[event.command] = event.id
+            self._asked[event.id] = None
+            while len(self._asked) > KEPT_OUTCOMES:
+                self._asked.popitem(last=False)
             saved = SavedApproval(
                 id=event.id,
                 agent=agent.name,
@@ -560,20 +605,18 @@ class Project:
         return approver_for(agent.approval, services.rules, _Asker())
 
     def decide(self, approval_id: str, approve: bool, reason: str | None, always: bool) -> str:
+        approvals = self._services.approvals
         saved = next((a for a in self.record.approvals if a.id == approval_id), None)
         if saved is None:
-            raise ApiError(
-                404,
-                f"no command of this project waits for approval {approval_id[:40]!r}: it was "
-                "decided already, it expired, or it never existed",
-            )
+            outcome = approvals.outcome(approval_id) if approval_id in self._asked else None
+            raise ApiError(*too_late(approval_id, outcome, approvals.ttl_s))
         if always and approve:
             self._services.allow_like(saved.command)
         if saved.live:
             try:
-                self._services.approvals.decide(approval_id, approve, reason)
-            except UnknownApproval:
-                raise ApiError(404, f"approval {approval_id!r} was decided already") from None
+                approvals.decide(approval_id, approve, reason)
+            except UnknownApproval as exc:
+                raise ApiError(*too_late(approval_id, exc.outcome, approvals.ttl_s)) from None
             return saved.agent
         # Saved before a restart: the agent's call is gone; tell it, in a turn of its own.
         self.record.approvals.remove(saved)
@@ -643,13 +686,13 @@ class Project:
             "goal": record.goal,
             "description": record.description,
             "progress": record.progress,
-            "status": "paused" if record.paused else ("busy" if self.busy else "idle"),
+            "status": project_state(record, self.busy),
             "double_texting": record.double_texting,
             "budget": record.budget.model_dump(),
             "spent": record.spent.model_dump(),
             "allowed_paths": [p.model_dump() for p in record.allowed_paths],
             "allowed_hosts": record.allowed_hosts,
-            "agents": [agent_status(a) for a in record.agents],
+            "agents": [self.agent_status(a) for a in record.agents],
             "queue": len(record.queue),
             "listening": record.listening,
             "held": record.held.model_dump() if record.held else None,
@@ -658,12 +701,18 @@ class Project:
             "created_at": record.created_at,
         }
 
+    def agent_status(self, agent: AgentRecord) -> dict[str, Any]:
+        return agent_status(agent, self.record, self._services.setup.model.model)
 
-def agent_status(agent: AgentRecord) -> dict[str, Any]:
+
+def agent_status(agent: AgentRecord, record: ProjectRecord, model: str) -> dict[str, Any]:
     return {
         "name": agent.name,
         "role": agent.role,
         "status": agent.status,
+        "state": agent_state(agent, record),  # WHY beside status: waiting is no saved status
+        "model": model,
+        "where": agent_place(agent),
         "runner": agent.runner_kind,
         "approval": agent.approval,
         "allowed_paths": [p.model_dump() for p in agent.allowed_paths],

@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from logos.serve.api import ApiError
 from logos.serve.http import M, event_stream, last_event_id, read_body
-from logos.serve.projects.engine import Project, agent_status
+from logos.serve.projects.engine import Project
 from logos.serve.projects.events import Resume
 from logos.serve.projects.registry import Projects
 from logos.serve.projects.wire import (
@@ -107,7 +107,7 @@ class _ProjectsApi:
     async def add_agent(self, request: Request) -> Response:
         project = self._project(request)
         agent = self._projects.add_agent(project, await self._body(request, AgentRequest))
-        return JSONResponse(agent_status(agent), status_code=201)
+        return JSONResponse(project.agent_status(agent), status_code=201)
 
     async def remove_agent(self, request: Request) -> Response:
         project = self._project(request)
@@ -118,12 +118,12 @@ class _ProjectsApi:
     async def stop_agent(self, request: Request) -> Response:
         project = self._project(request)
         agent = self._projects.set_agent_running(project, request.path_params["name"], False)
-        return JSONResponse(agent_status(agent))
+        return JSONResponse(project.agent_status(agent))
 
     async def start_agent(self, request: Request) -> Response:
         project = self._project(request)
         agent = self._projects.set_agent_running(project, request.path_params["name"], True)
-        return JSONResponse(agent_status(agent))
+        return JSONResponse(project.agent_status(agent))
 
     async def pause(self, request: Request) -> Response:
         project = self._project(request)

@@ -1,35 +1,57 @@
-// The page's projects: several agents in one chat. The list of projects (status, spend), a
-// form to make one and to add agents; a project's roster (status, spend), its chat as it
-// streams (each message by its author, an agent's command cards with live output inside its
-// message, approvals inline, routing notes, guards that ask the person) and a box to write
-// in. Uses page.js's helpers (api, element, button, $, authorization, folded, statusOf,
-// outputText, readServerEvents, describeDecision, dollars, TOKEN_KEY, viewing); like
-// page.js, everything from a model, a command or a person is put in the page as text, never
-// as HTML.
+// The page's projects: several agents in one chat. The sidebar lists them with their state
+// as the server tells it (working, waiting for approval, held by a guard, paused, idle) and a
+// dot for what happened since you looked; a project's chat streams in the main pane (each
+// message by its author, rendered from Markdown, an agent's command cards inside its message,
+// approvals and guards inline, routing notes); its team (role, model, where commands run,
+// state, spend) and the files it changed are in the side pane. Uses page.js's helpers.
 "use strict";
 
 const chat = freshChat(null);
+let knownProjects = [];
 window.logosProjectShown = [];  // the ids of the project events shown (tests check each appears once)
+
+const PROJECT_WORDS = {
+  waiting: "waiting for approval", held: "held: your call", busy: "working", paused: "paused", idle: "idle",
+};
+const AGENT_WORDS = { waiting: "waiting for approval", busy: "working", idle: "idle", stopped: "stopped" };
+const TURN_LOOKS = {
+  answered: "ok", held: "held", stopped: "denied", failed: "failed", budget: "failed",
+  interrupted: "failed", "no-agent": "failed",
+};
 
 function freshChat(projectId) {
   return { projectId, lastId: 0, controller: null, messages: new Map(), cards: new Map(),
-    approvals: new Map(), agentNames: [] };
+    approvals: new Map(), agents: new Map(), dirty: new Set(), drawing: false };
 }
+
+// The sidebar's projects ---------------------------------------------------------------------
 
 async function refreshProjects() {
   const { projects } = await api("GET", "/v1/projects");
-  fillList("project-list", projects, "project-item", "No projects yet.", (item, project) => {
-    const open = element("a", "", project.name);
+  knownProjects = projects;
+  fillList("project-list", projects, "nav-item project-item", "No projects yet.", (item, project) => {
+    const open = element("a", "nav-link");
     open.href = "#project=" + encodeURIComponent(project.id);
     open.onclick = (event) => { event.preventDefault(); openProject(project.id); };
-    const agents = project.agents.map((agent) => agent.name + " (" + agent.role + ", " + agent.status + ")");
-    item.append(open, " " + project.status + " · " + project.spent.tokens + " tokens · "
-      + (agents.join(", ") || "no agents yet"));
+    const unread = project.id !== chat.projectId && project.events > seenOf("project", project.id);
+    const meta = element("span", "nav-meta");
+    const team = project.agents.length ? project.agents.length + (project.agents.length === 1 ? " agent" : " agents") : "no agents yet";
+    meta.append(chip(project.status, PROJECT_WORDS[project.status] || project.status), element("span", "team", team));
+    const badge = element("span", "unread", "new");
+    badge.hidden = !unread;
+    open.append(element("span", "nav-title", project.name), badge, meta);
+    open.title = project.name + (project.goal ? ": " + project.goal : "");
+    item.classList.toggle("has-unread", unread);
+    item.classList.toggle("selected", project.id === chat.projectId && document.body.dataset.view === "project");
+    item.append(open);
+    if (project.id === chat.projectId) showProjectStatus(project);
   });
-  const metrics = await api("GET", "/v1/metrics");
-  $("project-metrics").textContent = metrics.projects.active + " active, " + metrics.projects.paused
-    + " paused · agents: " + metrics.agents.busy + " busy, " + metrics.agents.running + " running, "
-    + metrics.agents.stopped + " stopped · " + metrics.spend.tokens + " tokens spent";
+  const busy = projects.reduce((sum, project) => sum + project.agents.filter((agent) => agent.state === "busy").length, 0);
+  const paused = projects.filter((project) => project.status === "paused").length;
+  $("project-metrics").textContent = projects.length
+    ? (projects.length - paused) + " active, " + paused + " paused · " + busy + (busy === 1 ? " agent" : " agents") + " working"
+    : "";
+  applySearch();
 }
 
 async function openProject(projectId) {
@@ -37,30 +59,50 @@ async function openProject(projectId) {
   Object.assign(chat, freshChat(projectId));
   window.logosProjectShown = [];
   $("project-chat").replaceChildren();
-  $("project").hidden = false;
-  history.replaceState(null, "", location.pathname + "#project=" + encodeURIComponent(projectId));
+  $("project-error").textContent = "";
+  go("project=" + encodeURIComponent(projectId));
+  showView("project");
+  markSelected();
+  openChanges("project", projectId);
+  refreshProjects().catch(() => {});  // its unread mark goes, its selection shows
   await refreshRoster();
   followProject(projectId);
 }
 
 async function refreshRoster() {
-  const project = await api("GET", "/v1/projects/" + encodeURIComponent(chat.projectId));
-  $("project-name").textContent = project.name;
-  $("project-goal").textContent = project.goal ? "Goal: " + project.goal : "";
-  $("project-spend").textContent = "spent " + project.spent.tokens + " tokens"
-    + (project.spent.cost_known && project.spent.cost_usd ? " · " + dollars(project.spent.cost_usd) : "")
-    + " · " + project.status + (project.queue ? " · " + project.queue + " queued" : "");
-  chat.agentNames = project.agents.map((agent) => agent.name);
-  const body = $("roster").tBodies[0];
-  body.replaceChildren(...project.agents.map((agent) => {
-    const row = element("tr", "agent-row " + agent.status);
-    row.dataset.name = agent.name;
-    for (const text of [agent.name, agent.role, agent.runner, agent.status, agent.spent.tokens + " tokens"]) {
-      row.append(element("td", "", text));
-    }
-    return row;
-  }));
+  showProjectStatus(await api("GET", "/v1/projects/" + encodeURIComponent(chat.projectId)));
 }
+
+function showProjectStatus(project) {
+  setText($("project-name"), project.name);
+  setChip($("project-state"), project.status, PROJECT_WORDS[project.status] || project.status);
+  setText($("project-goal"), project.goal ? "Goal: " + project.goal : "No goal written yet.");
+  const spent = project.spent;
+  setText($("project-spend"), spent.tokens + " tokens"
+    + (spent.cost_known && spent.cost_usd ? " · " + dollars(spent.cost_usd) : "")
+    + (project.queue ? " · " + project.queue + " queued" : ""));
+  $("project-stop").hidden = !["busy", "waiting"].includes(project.status);
+  chat.agentNames = project.agents.map((agent) => agent.name);
+  for (const agent of project.agents) chat.agents.set(agent.name, agent);
+  const roster = $("roster");
+  roster.replaceChildren(...project.agents.map((agent) => {
+    const card = element("li", "agent-card " + agent.state);
+    card.dataset.name = agent.name;
+    const head = element("div", "agent-head");
+    head.append(element("span", "agent-name", agent.name), element("span", "role " + agent.role, agent.role),
+      chip(agent.state, AGENT_WORDS[agent.state] || agent.state));
+    const cost = agent.spent.cost_known && agent.spent.cost_usd ? " · " + dollars(agent.spent.cost_usd) : "";
+    card.append(head,
+      element("div", "agent-line", agent.model + " · " + (agent.runner === "sandbox" ? "sandbox" : "local bash")),
+      element("div", "agent-line muted where", agent.where),
+      element("div", "agent-line muted", "approval " + agent.approval + " · " + agent.spent.tokens + " tokens" + cost));
+    return card;
+  }));
+  if (!project.agents.length) roster.append(element("li", "empty", "No agents yet: add a captain first."));
+  markSeen("project", project.id, chat.lastId);
+}
+
+// The chat -------------------------------------------------------------------------------------
 
 async function followProject(projectId) {
   await followEvents(chat, "/v1/projects/" + encodeURIComponent(projectId) + "/events",
@@ -70,24 +112,38 @@ async function followProject(projectId) {
 
 function chatItem(node) {
   $("project-chat").append(node);
-  const box = $("project-chat");
-  box.scrollTop = box.scrollHeight;
+  if (following) requestAnimationFrame(scrollToEnd);
   return node;
 }
 
 function messageNode(id, author, kind) {
   let message = chat.messages.get(id);
   if (!message) {
-    const node = element("div", "message " + kind);
+    const node = element("article", "message " + kind);
     node.dataset.id = id;
     node.dataset.author = author;
+    const head = element("header", "author");
+    head.append(element("span", "name", author));
+    const agent = chat.agents.get(author);
+    if (agent) head.append(element("span", "role " + agent.role, agent.role));
     const body = element("div", "message-body");
-    node.append(element("div", "author", author), body);
-    message = { node, body, prose: null };
+    node.append(head, body);
+    message = { node, head, body, prose: null };
     chat.messages.set(id, message);
     chatItem(node);
   }
   return message;
+}
+
+function drawSoon() {
+  // Replies grow by small deltas: their Markdown is drawn once per frame.
+  if (chat.drawing) return;
+  chat.drawing = true;
+  requestAnimationFrame(() => {
+    chat.drawing = false;
+    renderDirty(chat.dirty);
+    if (following) scrollToEnd();
+  });
 }
 
 function showProjectEvent(id, type, event) {
@@ -95,35 +151,60 @@ function showProjectEvent(id, type, event) {
   if (!(id > chat.lastId)) return;
   chat.lastId = id;
   window.logosProjectShown.push(id);
+  markSeen("project", chat.projectId, id);
   if (type === "message") {
-    if (event.kind === "user") messageNode(event.id, "you", "user").body.textContent = event.text;
+    if (event.kind === "user") setMarkdown(messageNode(event.id, "you", "user").body, event.text);
     else if (event.kind === "briefing") {
       const details = chatItem(element("details", "briefing"));
       details.append(element("summary", "", "briefing sent to " + event.to), element("pre", "", event.text));
-    } else chatItem(element("div", "note", event.text));
-  } else if (type === "routing" && event.agent) chatItem(element("div", "route", "→ " + event.agent + ": " + event.reason));
-  else if (type === "message_start") messageNode(event.id, event.author, "agent");
+    } else {
+      const note = chatItem(element("div", "note"));
+      note.append(renderInline(event.text));
+    }
+  } else if (type === "routing" && event.agent) {
+    const route = chatItem(element("div", "route"));
+    route.append("→ " + event.agent + ": ", renderInline(event.reason));
+  } else if (type === "message_start") messageNode(event.id, event.author, "agent");
   else if (type === "delta") {
     const message = messageNode(event.message, "", "agent");
-    if (!message.prose) { message.prose = element("div", "prose"); message.body.append(message.prose); }
-    message.prose.append(event.text);
+    if (!message.prose) {
+      message.prose = element("div", "prose md");
+      message.prose.logosPending = "";
+      message.body.append(message.prose);
+    }
+    appendProse(message.prose, event.text, chat.dirty);
+    drawSoon();
   } else if (type === "command") showProjectCommand(event);
   else if (type === "message_end") {
     const message = messageNode(event.id, event.author, "agent");
     message.node.classList.add(event.status);
     if (event.status !== "complete") message.node.append(element("div", "message-state", event.status + ": " + event.reason));
   } else if (type === "approval_required") askInChat(event);
-  else if (type === "approval_decided") {
-    const open = chat.approvals.get(event.id);
-    const said = describeDecision(event);
-    if (open) open.replaceChildren(element("span", "decided " + event.action, said));
-    else if (event.action !== "auto") chatItem(element("div", "note", event.agent + ": `" + event.command + "` " + said));
-  } else if (type === "guard") showGuard(event);
-  else if (type === "turn" && event.state !== "started") {
-    chatItem(element("div", "turn-end", "turn " + event.state + (event.reason ? ": " + event.reason : "")));
+  else if (type === "approval_decided") settleInChat(event);
+  else if (type === "guard") showGuard(event);
+  else if (type === "files_changed") showChangedInChat(event);
+  else if (type === "turn") {
+    if (event.state !== "started") {
+      const end = chatItem(element("div", "turn-end"));
+      end.append(chip(TURN_LOOKS[event.state] || "idle", "turn " + event.state), element("span", "", event.reason || ""));
+      refreshChanges();
+    }
     refreshRoster().catch(() => {});
-    refreshProjects().catch(() => {});
-  } else if (type === "agent" || type === "budget" || type === "project") refreshRoster().catch(() => {});
+  } else if (type === "agent" || type === "budget" || type === "project") refreshRosterSoon();
+}
+
+let rosterTimer = null;
+
+function refreshRosterSoon() {
+  // A burst of spend updates reads the project once.
+  if (rosterTimer) return;
+  rosterTimer = setTimeout(() => { rosterTimer = null; refreshRoster().catch(() => {}); }, 250);
+}
+
+function agentPlace(name) {
+  const agent = chat.agents.get(name);
+  if (!agent) return "";
+  return agent.runner === "sandbox" ? "in " + name + "'s sandbox" : "on this machine (local bash)";
 }
 
 function showProjectCommand(activity) {
@@ -132,58 +213,60 @@ function showProjectCommand(activity) {
   const key = activity.message + ":" + event.turn + ":" + event.index;
   let card = chat.cards.get(key);
   if (!card && event.type !== "job_end") {
-    const node = element("div", "command running");
-    const state = element("span", "card-state", "running");
-    const approval = element("div", "card-approval");
-    const line = element("pre", "line", "$ " + (event.command || (event.result || {}).command || ""));
-    const output = element("pre", "output");
-    node.append(state, approval, line, output);
-    card = { node, state, approval, output };
+    card = Object.assign(newCard(event.command || (event.result || {}).command || ""), { agent: activity.agent });
+    card.node.title = (chat.agents.get(activity.agent) || {}).where || "";
     chat.cards.set(key, card);
-    message.body.append(node);
+    message.body.append(card.node);
     message.prose = null;
   }
   if (!card) return;
-  if (event.type === "command_output") card.output.append(event.text);
-  else if (event.type === "command_result") {
-    const status = statusOf(event.result);
-    card.state.textContent = status.text;
-    card.node.classList.remove("running");
-    card.node.classList.add(status.ok ? "ok" : "failed");
-    card.output.textContent = folded(outputText(event.result) || "(no output)").text;
-  }
+  if (event.type === "command_output") showLiveOutput(card, event);
+  else if (event.type === "command_result") fillResult(card, event.result, agentPlace(activity.agent), null);
 }
 
 function askInChat(event) {
-  const box = element("div", "approval-box");
-  box.dataset.id = event.id;
-  box.append(element("span", "asks", event.agent + " waits for approval" + (event.live ? " " : " (asked before the server restarted) ")));
-  const reason = element("input", "reason");
-  reason.placeholder = "reason (sent to the agent)";
-  const note = element("span", "approval-note");
-  const answer = async (approve, always) => {
-    try {
-      await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/approvals/" + event.id,
-        { approve, reason: approve ? null : (reason.value || null), always });
-    } catch (error) { note.textContent = error.message; }
-  };
-  box.append(button("approve", "Approve", () => answer(true, false)), " ", reason, " ",
-    button("deny", "Deny", () => answer(false, false)), " ",
-    button("always", "Always allow commands like this", () => answer(true, true)), " ", note);
+  const box = approvalBox(event, async (approve, reason, always) => {
+    await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/approvals/" + event.id,
+      { approve, reason, always });
+    refreshApprovals().catch(() => {});
+  }, true);
+  if (!event.live) box.querySelector(".asks").append(" (asked before the server restarted)");
   chat.approvals.set(event.id, box);
   const message = chat.messages.get(event.message);
   let card = null;
-  for (const [key, open] of chat.cards) if (key.startsWith(event.message + ":") && open.node.classList.contains("running")) card = open;
-  if (card) card.approval.append(box);
-  else if (message) message.body.append(box);
-  else chatItem(box);
-  box.prepend(element("code", "", event.summary + " "));
+  for (const [key, open] of chat.cards) if (key.startsWith(event.message + ":") && open.command === event.command && !open.result) card = open;
+  if (card) {
+    setCardState(card, "waiting", "waiting for approval");
+    card.approval.append(box);
+  } else {
+    box.prepend(element("code", "cmd", event.summary));
+    if (message) message.body.append(box);
+    else chatItem(box);
+  }
+  refreshApprovals().catch(() => {});
+}
+
+function settleInChat(event) {
+  const open = chat.approvals.get(event.id);
+  const said = describeDecision(event);
+  let card = null;
+  for (const [key, candidate] of chat.cards) if (key.startsWith(event.message + ":") && candidate.command === event.command && !candidate.result) card = candidate;
+  if (card && (event.action === "yes" || event.action === "auto")) setCardState(card, "running", "running");
+  if (card && event.action === "no") setCardState(card, "denied", said);
+  if (open && card && event.action === "no") open.remove();  // WHY: the card's state says it
+  else if (open) settled(open, event.action, said);
+  else if (event.action !== "auto") {
+    const note = chatItem(element("div", "note"));
+    note.append(renderInline(event.agent + ": `" + event.command + "` " + said));
+  }
+  refreshApprovals().catch(() => {});
 }
 
 function showGuard(event) {
   const box = chatItem(element("div", "guard-box"));
-  box.append(element("span", "", event.reason + ": "));
+  box.append(element("strong", "", "A guard holds the turn: "), element("span", "", event.reason));
   const note = element("span", "guard-note");
+  note.setAttribute("role", "status");
   const answer = async (action, agent) => {
     try {
       await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/guard", { action, agent });
@@ -191,43 +274,78 @@ function showGuard(event) {
     } catch (error) { note.textContent = error.message; }
   };
   const pick = element("select", "pick");
+  pick.setAttribute("aria-label", "the agent to go on");
   for (const name of chat.agentNames || []) pick.append(element("option", "", name));
-  box.append(button("continue", "Continue", () => answer("continue")), " ",
-    button("stop", "Stop", () => answer("stop")), " ", pick, " ",
-    button("pick-agent", "Let this agent go on", () => answer("pick", pick.value)), " ", note);
+  const actions = element("div", "actions");
+  actions.append(button("continue primary", "Continue", () => answer("continue")),
+    button("stop danger", "Stop", () => answer("stop")), pick,
+    button("pick-agent ghost", "Let this agent go on", () => answer("pick", pick.value)));
+  box.append(actions, note);
 }
+
+function showChangedInChat(event) {
+  const note = changedFilesNote(event, event.scope === "reply" ? "this reply" : "this turn");
+  const message = event.scope === "reply" ? chat.messages.get(event.message) : null;
+  if (message) message.body.append(note);
+  else chatItem(note);
+  refreshChanges();
+}
+
+// The person's actions --------------------------------------------------------------------------
 
 async function sendToProject(event) {
   event.preventDefault();
   const text = $("project-message").value;
-  if (!text.trim() || !chat.projectId) return;
+  if (!chat.projectId) return;
+  if (!text.trim()) { $("project-error").textContent = "Write a message first."; $("project-message").focus(); return; }
   try {
     await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/messages", { text });
     $("project-message").value = "";
     $("project-error").textContent = "";
+    following = true;
   } catch (error) { $("project-error").textContent = error.message; }
 }
 
 async function createProject(event) {
   event.preventDefault();
+  $("project-form-error").textContent = "";
+  const name = $("new-project-name").value.trim();
+  if (!name) return fieldError($("new-project-name"), "project-form-error", "Name the project first.");
+  const body = { name, goal: $("new-project-goal").value };
+  const directory = $("new-project-dir").value.trim();
+  if (directory) {
+    if (!directory.startsWith("/")) return fieldError($("new-project-dir"), "project-form-error", "Give the directory as a full path, starting with /.");
+    body.allowed_paths = [{ path: directory, read_only: false }];
+  }
   try {
-    const project = await api("POST", "/v1/projects", { name: $("new-project-name").value, goal: $("new-project-goal").value });
+    const project = await api("POST", "/v1/projects", body);
+    $("new-project-name").value = $("new-project-goal").value = $("new-project-dir").value = "";
     await refreshProjects();
-    openProject(project.id);
-  } catch (error) { $("project-form-error").textContent = error.message; }
+    await openProject(project.id);
+    $("agent-form-box").open = true;
+    $("agent-name").focus();
+  } catch (error) {
+    const words = [[/allowed path/g, "Directory"], [/allowed_paths/g, "Directory"]];
+    $("project-form-error").textContent = inFormWords(error.message, words);
+  }
 }
 
 async function addAgent(event) {
   event.preventDefault();
-  const body = { name: $("agent-name").value, role: $("agent-role").value, runner: { kind: $("agent-runner").value } };
+  $("agent-error").textContent = "";
+  const runner = { kind: $("agent-runner").value };
+  const body = { name: $("agent-name").value.trim(), role: $("agent-role").value, runner };
   if ($("agent-approval").value) body.approval = $("agent-approval").value;
+  if (!body.name) return fieldError($("agent-name"), "agent-error", "Name the agent first: the chat addresses it as @name.");
   try {
     await api("POST", "/v1/projects/" + encodeURIComponent(chat.projectId) + "/agents", body);
     $("agent-name").value = "";
     $("agent-role").value = "talon";  // WHY: a project has one captain; the next is a talon
-    $("agent-error").textContent = "";
     await refreshRoster();
-  } catch (error) { $("agent-error").textContent = error.message; }
+  } catch (error) {
+    const words = [[/runner\.kind "sandbox"/g, "the sandbox runner"], [/\bgrant: true\b/g, "a grant"]];
+    $("agent-error").textContent = inFormWords(error.message, words);
+  }
 }
 
 async function stopProjectTurn() {
@@ -242,9 +360,6 @@ function projectsMain() {
   $("project-send").onsubmit = sendToProject;
   $("project-stop").onclick = stopProjectTurn;
   refreshProjects().catch(() => {});
-  setInterval(() => { if (!document.hidden) refreshProjects().catch(() => {}); }, 5000);
-  const wanted = new URLSearchParams(location.hash.slice(1)).get("project");
-  if (wanted) openProject(wanted).catch((error) => { $("project-error").textContent = error.message; });
 }
 
-projectsMain();
+window.addEventListener("logos-ready", projectsMain);

@@ -25,6 +25,7 @@ from sandboxd.backend import (
     EngineUnavailableError,
     ImageMissingError,
     MountChangedError,
+    OutsideCeilingError,
     TooManySessionsError,
 )
 from sandboxd.policy.policy import Policy
@@ -150,7 +151,9 @@ def backend_session(uid: int, session: str) -> str:
 
 
 def backend_problem(exc: BackendError) -> Problem:
-    if isinstance(exc, MountChangedError):
+    if isinstance(exc, OutsideCeilingError):
+        status = 403
+    elif isinstance(exc, MountChangedError):
         status = 409
     elif isinstance(exc, TooManySessionsError):
         status = 429

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import anyio
 
+from logos.ceiling import CeilingRoot, PathCeiling
 from logos.result import JobStarted, Result
 from logos.runners.live import FLUSH_S as LIVE_FLUSH_S
 from logos.runners.live import LiveOutput
@@ -61,10 +62,13 @@ class Placement:
     allowed_hosts: Sequence[str] = ()
     reclaimable: bool = False
     """A temenos caller's: its idle sandbox may be removed to make room (SandboxSpec)."""
+    path_ceiling: PathCeiling | None = None
+    """The roots a front granted its caller: every mount must lie within them."""
 
     @classmethod
     def of(cls, body: StartRequest, session: str) -> Placement:
         """The placement a request in our shape (a run, a start, a fork's sandbox) asks for."""
+        ceiling = body.path_ceiling
         return cls(
             env=body.env,
             allowed_paths=[(p.path, p.read_only) for p in body.allowed_paths],
@@ -74,6 +78,9 @@ class Placement:
             session=session,
             image=body.image,
             allowed_hosts=body.allowed_hosts,
+            path_ceiling=None
+            if ceiling is None
+            else tuple(CeilingRoot(r.path, r.read_only, r.device, r.inode) for r in ceiling),
         )
 
 
@@ -301,6 +308,7 @@ async def specified(
     config, policy = daemon.config, daemon.policy
     _check_count("allowed_paths", len(placement.allowed_paths), config.max_allowed_paths)
     _check_count("allowed_hosts", len(placement.allowed_hosts), config.max_allowed_hosts)
+    _check_count("path_ceiling", len(placement.path_ceiling or ()), config.max_allowed_paths)
     try:
         image = policy.check_image(placement.image)
         note.image = image
@@ -328,26 +336,41 @@ async def specified(
             unix_sockets=placement.unix_sockets,
             allowed_hosts=hosts,
             reclaimable=placement.reclaimable,
+            path_ceiling=placement.path_ceiling,
         )
         yield Specified(spec, env, stripped, workdir)
 
 
 _TOO_MANY = {
-    "allowed_paths": ("too_many_paths", "mount a common parent directory instead"),
-    "allowed_hosts": ("too_many_hosts", "use a wildcard such as *.example.org"),
+    "allowed_paths": (
+        "too_many_paths",
+        "max_allowed_paths",
+        "mount a common parent directory instead",
+    ),
+    "allowed_hosts": (
+        "too_many_hosts",
+        "max_allowed_hosts",
+        "use a wildcard such as *.example.org",
+    ),
+    "path_ceiling": (
+        "too_many_roots",
+        "max_allowed_paths",
+        "grant a common parent directory instead",
+    ),
 }
-"""Per counted field of a request: the error code over the bound, and what to do instead."""
+"""Per counted field of a request: the error code over the bound, the config's key of the
+bound, and what to do instead."""
 
 
 def _check_count(field: str, count: int, most: int) -> None:
-    """A request lists at most `most` entries of `field` (the config's `max_<field>`)."""
+    """A request lists at most `most` entries of `field` (the config's bound for it)."""
     if count > most:
-        code, fix = _TOO_MANY[field]
+        code, key, fix = _TOO_MANY[field]
         raise Problem(
             422,
             code,
             f"the request lists {count} {field} and this daemon takes at most {most} "
-            f"(max_{field} in its config): {fix}",
+            f"({key} in its config): {fix}",
         )
 
 
@@ -359,7 +382,9 @@ async def _checked_paths(
 
     def check() -> str | None:
         grant = daemon.policy.grant_paths(
-            placement.allowed_paths, caller_home=daemon.caller_home(uid)
+            placement.allowed_paths,
+            caller_home=daemon.caller_home(uid),
+            ceiling=placement.path_ceiling,
         )
         granted.append(grant)
         note.mounts = [

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import field
-from typing import Protocol
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
+
+from logos.ceiling import CeilingRoot, PathAccess
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024
@@ -46,16 +47,6 @@ class AllowedPath:
     read_only: bool = True
 
 
-class PathAccess(Protocol):
-    """A host path and whether it is read-only: an AllowedPath, or a wire model of one."""
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def read_only(self) -> bool: ...
-
-
 def described_paths(paths: Iterable[PathAccess]) -> str:
     """`/a (read-only), /b (read-write)`: host paths as a prompt or a report names them."""
     return ", ".join(f"{p.path} ({'read-only' if p.read_only else 'read-write'})" for p in paths)
@@ -90,6 +81,11 @@ class ExecOptions:
     """A command still running after this many seconds goes on as a job (its result says
     so, `Result.job`) on a runner that keeps jobs (`logos.runners.jobs.JobRunner`); others ignore
     it. None: commands are waited for until they end or time out."""
+    path_ceiling: tuple[CeilingRoot, ...] | None = None
+    """The roots `allowed_paths` must lie within, pinned when a front granted them
+    (logos.ceiling): a sandbox refuses a path that leads outside them once resolved, however
+    it got there. None: no ceiling beyond the sandbox's own policy. A local command reaches
+    the whole machine, so the local runner has nothing to hold to it."""
 
     def __post_init__(self) -> None:
         if not 0 < self.timeout_s < math.inf:
