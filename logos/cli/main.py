@@ -184,15 +184,7 @@ def _prepare_task(
     sandbox = resolution.sandbox_choice(flags[SANDBOX], recorded_sandbox, config[SANDBOX])
     spec = resolution.runner_spec(flags, config, sandbox)
     approval = resolution.approval_mode(flags, sandbox is not None, terminal)
-    default_dir = os.getcwd()
-    if recorded is not None and not flags[ALLOW]:
-        default_dir = recorded.header.cwd
-        if not os.path.isdir(default_dir):
-            raise CliError(
-                f"the run's working directory {default_dir} no longer exists: choose one "
-                "with --allow PATH:rw"
-            )
-    options = resolution.exec_options(flags, config, default_dir)
+    options = resolution.exec_options(flags, config, _default_dir(flags, recorded))
     if flags[ALLOW] and not sandbox:
         reporter.notice(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
@@ -211,15 +203,8 @@ def _prepare_task(
         spec, options, config, recorded, memory, replies.prompt_style
     )
     limits = resolution.limits(flags, config)
-    if (
-        choice is not None
-        and limits.max_cost_usd is not None
-        and price_for(choice.model or "") is None
-    ):
-        reporter.notice(
-            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
-            "only applies if the server reports what each request cost"
-        )
+    if choice is not None and limits.max_cost_usd is not None:
+        _notice_unknown_price(choice, reporter)
 
     # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
     can_ask_rules = rules is not None and approval != "never-run" and terminal
@@ -242,6 +227,28 @@ def _prepare_task(
         mcp_servers=mcp_servers,
     )
     return _PreparedTask(plan, choice, local)
+
+
+def _default_dir(flags: Flags, recorded: Trajectory | None) -> str:
+    """Where commands start without --allow: a resumed run's directory, else this one."""
+    allowed = flags[ALLOW]
+    if recorded is None or allowed:
+        return os.getcwd()
+    directory = recorded.header.cwd
+    if not os.path.isdir(directory):
+        raise CliError(
+            f"the run's working directory {directory} no longer exists: choose one "
+            "with --allow PATH:rw"
+        )
+    return directory
+
+
+def _notice_unknown_price(choice: ProviderChoice, reporter: Reporter) -> None:
+    if price_for(choice.model or "") is None:
+        reporter.notice(
+            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
+            "only applies if the server reports what each request cost"
+        )
 
 
 def _open_model(
