@@ -207,8 +207,7 @@ def _command(commands: argparse._SubParsersAction[_Parser], name: str) -> _Parse
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
-        usage='logos [OPTIONS] "TASK"\n'
-        "       logos {run,resume,show,exec,doctor,memory,serve,batch} ...",
+        usage=f'logos [OPTIONS] "TASK"\n       logos {{{",".join(COMMANDS)}}} ...',
         description="Give a model a task; it works on it through shell commands, which logos "
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
@@ -246,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(doctor)
     _runner_options(doctor)
 
+    _memory_command(commands)
+    _models_command(commands)
+
+    _serve_command(commands)
+    _batch_command(commands)
+    _view_command(commands)
+    add_project_options(_command(commands, "project"))
+    _mcp_command(commands)
+    return parser
+
+
+def _memory_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     memory = _command(commands, "memory")
     actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
     actions.add_parser("list", help="every note, the most recent first")
@@ -257,8 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     forget = actions.add_parser("forget", help="remove a note")
     forget.add_argument("key", metavar="KEY")
 
-    _models_command(commands)
 
+def _serve_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     serve = _command(commands, "serve")
     _model_options(serve)
     add_flag(serve.add_argument_group("what its sandboxed runs may see, at most"), ALLOW)
@@ -279,12 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
         help_text="allow an address other than loopback: anyone who can reach it and has the "
         "token runs commands on this machine",
     )
-
-    _batch_command(commands)
-    _view_command(commands)
-    add_project_options(_command(commands, "project"))
-    _mcp_command(commands)
-    return parser
 
 
 def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:

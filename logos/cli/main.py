@@ -62,7 +62,7 @@ from logos.options.declarations import (
 from logos.options.option import Values
 from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
-from logos.providers.choice import ProviderChoice, resolve_model_sync
+from logos.providers.choice import ProviderChoice
 from logos.providers.pricing import price_for
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory, load_trajectory
@@ -173,26 +173,16 @@ def _prepare_task(
     environ = os.environ
     config = load_config_file(config_path(flags), environ)
     mcp_servers = _mcp_servers(flags, config)
-    local = model_choice.local_model(flags, config, environ, recorded)
-    choice = (
-        None
-        if local is not None
-        else model_choice.choose_provider_for(flags, config, environ, recorded)
-    )
+    chosen = model_choice.choose_model(flags, config, environ, recorded)
+    local, choice = chosen.local, chosen.provider
+    if chosen.note:
+        reporter.notice(chosen.note)
 
     recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
     sandbox = resolution.sandbox_choice(flags[SANDBOX], recorded_sandbox, config[SANDBOX])
     spec = resolution.runner_spec(flags, config, sandbox)
     approval = resolution.approval_mode(flags, sandbox is not None, terminal)
-    default_dir = os.getcwd()
-    if recorded is not None and not flags[ALLOW]:
-        default_dir = recorded.header.cwd
-        if not os.path.isdir(default_dir):
-            raise CliError(
-                f"the run's working directory {default_dir} no longer exists: choose one "
-                "with --allow PATH:rw"
-            )
-    options = resolution.exec_options(flags, config, default_dir)
+    options = resolution.exec_options(flags, config, _default_dir(flags, recorded))
     if flags[ALLOW] and not sandbox:
         reporter.notice(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
@@ -201,25 +191,14 @@ def _prepare_task(
     rules = resolution.approval_rules(flags, config)
     if sandbox:
         _require_sandbox(spec)
-    if choice is not None:
-        choice, note = resolve_model_sync(choice)
-        if note:
-            reporter.notice(note)
     replies = resolution.replies(flags, config, choice)
     memory = MemoryStore(memory_path(environ))
     system_prompt = resolution.system_prompt(
         spec, options, config, recorded, memory, replies.prompt_style
     )
     limits = resolution.limits(flags, config)
-    if (
-        choice is not None
-        and limits.max_cost_usd is not None
-        and price_for(choice.model or "") is None
-    ):
-        reporter.notice(
-            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
-            "only applies if the server reports what each request cost"
-        )
+    if choice is not None and limits.max_cost_usd is not None:
+        _notice_unknown_price(choice, reporter)
 
     # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
     can_ask_rules = rules is not None and approval != "never-run" and terminal
@@ -242,6 +221,28 @@ def _prepare_task(
         mcp_servers=mcp_servers,
     )
     return _PreparedTask(plan, choice, local)
+
+
+def _default_dir(flags: Flags, recorded: Trajectory | None) -> str:
+    """Where commands start without --allow: a resumed run's directory, else this one."""
+    allowed = flags[ALLOW]
+    if recorded is None or allowed:
+        return os.getcwd()
+    directory = recorded.header.cwd
+    if not os.path.isdir(directory):
+        raise CliError(
+            f"the run's working directory {directory} no longer exists: choose one "
+            "with --allow PATH:rw"
+        )
+    return directory
+
+
+def _notice_unknown_price(choice: ProviderChoice, reporter: Reporter) -> None:
+    if price_for(choice.model or "") is None:
+        reporter.notice(
+            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
+            "only applies if the server reports what each request cost"
+        )
 
 
 def _open_model(
@@ -434,12 +435,8 @@ def _doctor_model(flags: Values, config: ConfigFile) -> list[Check]:
     """Which model a run would use and why, then one real request to it; a Hub model that
     is not downloaded yet is not downloaded here."""
     try:
-        local = model_choice.local_model(flags, config, os.environ, None)
-        choice = None
-        if local is None:
-            choice, _ = resolve_model_sync(
-                model_choice.choose_provider_for(flags, config, os.environ, None)
-            )
+        chosen = model_choice.choose_model(flags, config, os.environ, None)
+        local, choice = chosen.local, chosen.provider
     except SettingsError as exc:
         return [Check("model", "FAIL", exc.message)]
     model = Check("model", "ok", describe_model_choice(local, choice, os.environ))

@@ -221,6 +221,14 @@ Sandbox = Annotated[
 
 
 def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
+    _add_run_tool(server, launch)
+    _add_job_tools(server, launch)
+    if launch.max_forks > 0:
+        _add_fork_tool(server, launch)
+
+
+def _run_description(launch: McpLaunch) -> str:
+    """What the run tool tells the client's model: the launch's paths, network and limits."""
     shown_paths = ", ".join(
         f"{p.path} ({'ro' if p.read_only else 'rw'})" for p in launch.allowed_paths
     )
@@ -238,10 +246,13 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
             f" A command still running after {launch.background_after_s:g} s goes on as a "
             "job (job_id set): follow it with job_wait."
         )
+    return run_description
 
+
+def _add_run_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "run",
-        description=run_description,
+        description=_run_description(launch),
         annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
     )
     async def run(
@@ -281,6 +292,8 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 result = await unless_client_goes(ctx, partial(runner.run, command, options))
         return _tool_result(_run_output(result))
 
+
+def _add_job_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "job_status",
         description="The jobs still running in a sandbox (commands that went on past the "
@@ -332,9 +345,8 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 raise ToolError(f"{exc}: job_status lists the jobs still running") from None
         return _job_output(job_id, end)
 
-    if launch.max_forks == 0:
-        return
 
+def _add_fork_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "fork",
         description="Copy the main sandbox (what its commands changed in /tmp and $HOME) into "
