@@ -88,6 +88,8 @@ def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
             decode=True,
         )
         owner = f"/{daemon.proc.pid}/"
-        created = [e for e in events if owner in e["Actor"]["Attributes"][LABEL_OWNER_PROCESS]]
+        created = [
+            e for e in events if owner in e["Actor"]["Attributes"].get(LABEL_OWNER_PROCESS, "")
+        ]
     passed_results(home, ["t0", "t1", "t2"])
     assert len(created) == 3, created
