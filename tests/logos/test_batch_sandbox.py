@@ -18,7 +18,7 @@ from tests.support.batch_model import (
     write_tasks,
 )
 from tests.support.cli_harness import Home, read_jsonl
-from tests.support.sandboxd_harness import containers_of, running_daemon
+from tests.support.sandboxd_harness import running_daemon
 from tests.support.sse_server import ScriptedServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -61,9 +61,9 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
         # every task's session was closed when the task ended
         holder.delete("/v1/sessions/holder")
         deadline = time.monotonic() + 30
-        while containers_of(docker_client, daemon.proc.pid) and time.monotonic() < deadline:
+        while daemon.containers(docker_client) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert containers_of(docker_client, daemon.proc.pid) == []
+        assert daemon.containers(docker_client) == []
     trajectory = read_jsonl(home.work / "out" / lines[0]["trajectory"])
     assert trajectory[0]["runner"] == "sandbox"
     assert trajectory[0]["sandbox"] == "sandboxd"  # the kind `--sandbox` alone names
