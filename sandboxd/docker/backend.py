@@ -757,6 +757,8 @@ class DockerBackend(AsyncCloseable):
         if isinstance(rejoined, str):
             return rejoined
         channel, last_active = rejoined
+        if channel is not None and any(held.end is None for held in channel.held):
+            last_active = time.time()  # a job runs: not idle (its follower counts it soon)
         box = DockerSandbox(
             record.name,
             record.session,
@@ -1051,10 +1053,10 @@ class DockerBackend(AsyncCloseable):
                 ) from exc
             logger.warning("cannot record the sandbox %s: %s", box.name, exc)
 
-    def _on_handed(self, box: DockerSandbox) -> None:
-        """A warm sandbox became a session's: its record says so from now on."""
-        if self._keeping is not None:
-            self._background(self._save_record, box)
+    async def _on_handed(self, box: DockerSandbox) -> None:
+        """A warm sandbox became a session's: its record says so before the session uses it
+        (a daemon after this one must not take it back into its pool)."""
+        await self._save_record(box)
 
     async def _runs_in_exec_mode(self, image: str) -> bool:
         """Whether `image` is one found without python3 (its commands run with `docker exec`).

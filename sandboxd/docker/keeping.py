@@ -22,7 +22,7 @@ from sandboxd.backend import SandboxSpec
 from sandboxd.docker.records import RecordStore
 from sandboxd.sessions.lost import LostSessions
 
-SpecCheck = Callable[[SandboxSpec], "str | None"]
+SpecCheck = Callable[[SandboxSpec], str | None]
 """Why the daemon's policy no longer allows a sandbox of this spec, or None (blocking: it
 looks at the host's paths)."""
 

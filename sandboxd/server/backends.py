@@ -7,12 +7,11 @@ a value of DaemonConfig.backend, and a case here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import assert_never
 
-from sandboxd.backend import Backend, SandboxSpec
+from sandboxd.backend import Backend
 from sandboxd.docker.backend import DockerBackend, EgressSink
-from sandboxd.docker.keeping import Keeping
+from sandboxd.docker.keeping import Keeping, SpecCheck
 from sandboxd.docker.records import RecordStore
 from sandboxd.egress.proxy import EgressSettings
 from sandboxd.server.config import DaemonConfig
@@ -26,7 +25,7 @@ def build_backend(
     *,
     on_egress: EgressSink | None = None,
     keep_in: StateDir | None = None,
-    spec_check: Callable[[SandboxSpec], str | None] | None = None,
+    spec_check: SpecCheck | None = None,
 ) -> Backend:
     """The configured backend, not started yet (use it with `async with`). `keep_in`: the
     state directory (claimed) its sandboxes are kept in across restarts, each taken over

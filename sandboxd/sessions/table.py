@@ -145,13 +145,14 @@ class Sessions(Generic[BoxT]):
         spawn: Callable[..., None],
         pool: PoolSettings | None = None,
         lost: LostSessions | None = None,
-        on_handed: Callable[[BoxT], None] = lambda box: None,
+        on_handed: Callable[[BoxT], Awaitable[None]] | None = None,
     ) -> None:
         """`start`: a new sandbox (BackendError, SandboxStartError among them, when it cannot
         start); `tear_down`: fail its in-flight commands with the reason and remove it;
         `spawn(fn, *args)`: run a task in the backend's task group; `pool`: how many
         sandboxes to keep warm (None: none); `lost`: where lost sessions are kept (default: in
-        memory); `on_handed`: told when a warm sandbox becomes a session's."""
+        memory); `on_handed`: told (and waited for) when a warm sandbox becomes a
+        session's."""
         if not idle_ttl_s > 0:
             raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         self.slots = SessionSlots(caps)
@@ -227,7 +228,8 @@ class Sessions(Generic[BoxT]):
         warm = self.pool.take(spec)
         if warm is not None:
             warm.hand_to(session)
-            self._on_handed(warm)
+            if self._on_handed is not None:
+                await self._on_handed(warm)
             return warm
         slot = await self._claim(spec)
         self._being_started.append(spec)
