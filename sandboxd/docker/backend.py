@@ -705,10 +705,12 @@ class DockerBackend(AsyncCloseable):
         container: Mapping[str, Any] | None,
         limiter: anyio.CapacityLimiter,
     ) -> None:
-        async with limiter:
-            why = await self._take_over(keeping, record, container)
-        if why is None:
+        try:
+            async with limiter:
+                await self._take_over(keeping, record, container)
             return
+        except _NotTakenOverError as exc:
+            why = exc.reason
         logger.warning(
             "sandbox %s of session %s not taken over: %s", record.name, record.session, why
         )
@@ -724,19 +726,19 @@ class DockerBackend(AsyncCloseable):
 
     async def _take_over(
         self, keeping: Keeping, record: SandboxRecord, container: Mapping[str, Any] | None
-    ) -> str | None:
-        """Make `record`'s sandbox one of this backend's, its supervisor rejoined; None, or
-        why it cannot be."""
+    ) -> None:
+        """Make `record`'s sandbox one of this backend's, its supervisor rejoined; or raise
+        _NotTakenOverError with why it cannot be."""
         if container is None or container.get("Id") != record.container_id:
-            return GONE_REASON
+            raise _NotTakenOverError(GONE_REASON)
         state = str(container.get("State", ""))
         if state == "paused":  # frozen for a fork the daemon before never finished
             try:
                 await self._engine.call(lambda api: api.unpause(record.container_id))
             except docker.errors.APIError as exc:
-                return (
+                raise _NotTakenOverError(
                     f"it was left frozen by a fork, and could not be thawed ({api_error_text(exc)})"
-                )
+                ) from exc
             state = "running"
         if state != "running":
             try:
@@ -745,18 +747,21 @@ class DockerBackend(AsyncCloseable):
                 )
             except docker.errors.APIError:
                 inspected = {}
-            return stopped_reason(inspected, self._orphan_ttl_s, supervisor.ORPHANED_EXIT)
+            raise _NotTakenOverError(
+                stopped_reason(inspected, self._orphan_ttl_s, supervisor.ORPHANED_EXIT)
+            )
         if record.filling:
-            return "it was a fork's sandbox not yet filled when its daemon stopped"
+            raise _NotTakenOverError(
+                "it was a fork's sandbox not yet filled when its daemon stopped"
+            )
         spec = record.spec()
         refused = await anyio.to_thread.run_sync(keeping.vet, spec)
         if refused is not None:
-            return f"the restarted daemon's policy no longer allows it: {refused}"
+            raise _NotTakenOverError(
+                f"the restarted daemon's policy no longer allows it: {refused}"
+            )
         control_dir = self._control_root / record.control_dir
-        rejoined = await self._rejoin(record, spec, control_dir)
-        if isinstance(rejoined, str):
-            return rejoined
-        channel, last_active = rejoined
+        channel, last_active = await self._rejoin(record, spec, control_dir)
         if channel is not None and any(held.end is None for held in channel.held):
             last_active = time.time()  # a job runs: not idle (its follower counts it soon)
         box = DockerSandbox(
@@ -779,22 +784,24 @@ class DockerBackend(AsyncCloseable):
                 slot.release()
                 if channel is not None:
                     await channel.aclose()
-                return "the warm pool has no room for it under this daemon's [pool] settings"
+                raise _NotTakenOverError(
+                    "the warm pool has no room for it under this daemon's [pool] settings"
+                )
             box.slot = slot
         elif not self._sessions.adopt(box):
             if channel is not None:
                 await channel.aclose()
-            return "its session has another sandbox of the same settings"
+            raise _NotTakenOverError("its session has another sandbox of the same settings")
         self._serve(box)
         for held in channel.held if channel is not None else ():
             self._adopted.held[JobKey(box.name, held.id)] = (box, held)
-        return None
 
     async def _rejoin(
         self, record: SandboxRecord, spec: SandboxSpec, control_dir: Path
-    ) -> tuple[SupervisorChannel | None, float] | str:
+    ) -> tuple[SupervisorChannel | None, float]:
         """A kept sandbox reached again, its mounts checked: its supervisor's new channel
-        (None in `docker exec` mode) and when it was last used; or why it cannot be."""
+        (None in `docker exec` mode) and when it was last used; or _NotTakenOverError with
+        why it cannot be."""
         if not record.supervised:
             report = await self._engine.call(
                 functools.partial(
@@ -806,14 +813,16 @@ class DockerBackend(AsyncCloseable):
             )
             problem = seen_problem(spec.mounts, parse_exec_report(report, len(spec.mounts)))
             if problem is not None:
-                return f"its mounts are not what was pinned any more: {problem}"
+                raise _NotTakenOverError(f"its mounts are not what was pinned any more: {problem}")
             return None, time.time()
         if record.secret is None:
-            return "its supervisor gave no secret to reach it again by"
+            raise _NotTakenOverError("its supervisor gave no secret to reach it again by")
         try:
             fifos = ChannelFifos.rejoin(control_dir, record.secret, spec.uid, spec.gid)
         except OSError as exc:
-            return f"its control directory {control_dir} cannot be used ({exc})"
+            raise _NotTakenOverError(
+                f"its control directory {control_dir} cannot be used ({exc})"
+            ) from exc
         try:
             with anyio.fail_after(REJOIN_TIMEOUT_S):
                 channel, hello = await fifos.handshake()
@@ -828,11 +837,11 @@ class DockerBackend(AsyncCloseable):
         ) as exc:
             await fifos.aclose()
             why = str(exc) or type(exc).__name__
-            return (
+            raise _NotTakenOverError(
                 f"its supervisor did not answer the restarted daemon within "
                 f"{REJOIN_TIMEOUT_S:g} s ({why}): it was made by another sandboxd version, or "
                 "it is stuck"
-            )
+            ) from exc
         problem = seen_problem(spec.mounts, hello.mounts)
         if problem is None:
             try:
@@ -842,7 +851,7 @@ class DockerBackend(AsyncCloseable):
                 problem = exc.message
         if problem is not None:
             await channel.aclose()
-            return f"it is not what was checked any more: {problem}"
+            raise _NotTakenOverError(f"it is not what was checked any more: {problem}")
         return channel, hello.last_active or time.time()
 
     def _follow_adopted(self, box: DockerSandbox, held: HeldJob, command: str) -> SupervisedJob:
@@ -904,8 +913,6 @@ class DockerBackend(AsyncCloseable):
         or another BackendError, and _NoPythonError once the image is found without python3
         (it is then started again in exec mode)."""
         layout = plan_layout(spec)
-        if isinstance(layout, str):
-            raise SandboxStartError(layout)
         supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
         if not supervised and spec.allowed_hosts:
@@ -953,12 +960,12 @@ class DockerBackend(AsyncCloseable):
             channel: SupervisorChannel | None = None
             secret: str | None = None
             if fifos is not None:
-                waited = await self._await_supervisor(fifos, container_id)
-                if waited is None:
+                try:
+                    channel, hello = await self._await_supervisor(fifos, container_id)
+                except _NoPythonError:
                     # No python3 in this image: remember, and start it in exec mode.
                     self._exec_mode_images[spec.image] = await self._image_id(spec.image)
-                    raise _NoPythonError
-                channel, hello = waited
+                    raise
                 secret = hello.secret
                 fifos = None  # the channel owns them now
                 clock.lap("handshake")
@@ -1119,11 +1126,11 @@ class DockerBackend(AsyncCloseable):
 
     async def _await_supervisor(
         self, fifos: ChannelFifos, container_id: str
-    ) -> tuple[SupervisorChannel, SupervisorHello] | None:
-        """The supervisor's channel and hello; None if the image has no python3; else
-        SandboxStartError with why it failed. The channel takes over `fifos` once it has a
-        hello."""
-        outcome: tuple[SupervisorChannel, SupervisorHello] | str | None = (
+    ) -> tuple[SupervisorChannel, SupervisorHello]:
+        """The supervisor's channel and hello; raises _NoPythonError if the image has no
+        python3, else SandboxStartError with why it failed. The channel takes over `fifos`
+        once it has a hello."""
+        outcome: tuple[SupervisorChannel, SupervisorHello] | Exception = SandboxStartError(
             f"the sandbox supervisor did not say hello within {START_TIMEOUT_S:.0f} s"
         )
         with anyio.move_on_after(START_TIMEOUT_S):
@@ -1134,9 +1141,11 @@ class DockerBackend(AsyncCloseable):
                     try:
                         outcome = await fifos.handshake()
                     except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
-                        outcome = f"the sandbox supervisor failed its handshake: {exc}"
+                        outcome = SandboxStartError(
+                            f"the sandbox supervisor failed its handshake: {exc}"
+                        )
                     except (anyio.DelimiterNotFound, TimeoutError):
-                        outcome = "the sandbox supervisor failed its handshake"
+                        outcome = SandboxStartError("the sandbox supervisor failed its handshake")
                     waiting.cancel_scope.cancel()
 
                 async def watch() -> None:
@@ -1150,16 +1159,18 @@ class DockerBackend(AsyncCloseable):
                                 lambda api: api.inspect_container(container_id)["State"]
                             )
                         except (docker.errors.APIError, EngineUnavailableError) as exc:
-                            outcome = f"could not follow the sandbox container's start: {exc}"
+                            outcome = SandboxStartError(
+                                f"could not follow the sandbox container's start: {exc}"
+                            )
                             waiting.cancel_scope.cancel()
                             return
                         if state.get("Running"):
                             continue
                         code = state.get("ExitCode")
                         if code == supervisor.NO_PYTHON_EXIT:
-                            outcome = None
+                            outcome = _NoPythonError()
                         else:
-                            outcome = (
+                            outcome = SandboxStartError(
                                 f"the sandbox container exited (status {code}) before its "
                                 f"supervisor said hello: {await self._last_logs(container_id)}"
                             )
@@ -1168,8 +1179,8 @@ class DockerBackend(AsyncCloseable):
 
                 waiting.start_soon(accept)
                 waiting.start_soon(watch)
-        if isinstance(outcome, str):
-            raise SandboxStartError(outcome)
+        if isinstance(outcome, Exception):
+            raise outcome
         return outcome
 
     async def _serve_channel(self, box: DockerSandbox, channel: SupervisorChannel) -> None:
@@ -1407,6 +1418,15 @@ class DockerBackend(AsyncCloseable):
 
 class _NoPythonError(Exception):
     """The image has no python3: its container must be started again in exec mode."""
+
+
+class _NotTakenOverError(Exception):
+    """A kept sandbox the daemon cannot take over: it is removed, and `reason` is what its
+    session is told."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 async def _checked_mounts(spec: SandboxSpec, seen: Sequence[MountSeen]) -> None:

@@ -37,7 +37,7 @@ import docker.types
 
 import logos.runners.capture
 import logos.runners.live
-from sandboxd.backend import SandboxSpec
+from sandboxd.backend import SandboxSpec, SandboxStartError
 from sandboxd.docker.scratch import (
     LABEL_SCRATCH,
     ScratchVolume,
@@ -174,12 +174,13 @@ class Layout:
         return tuple(places)
 
 
-def plan_layout(spec: SandboxSpec) -> Layout | str:
-    """The layout, or why the spec's mounts cannot work (a message for Result.error)."""
+def plan_layout(spec: SandboxSpec) -> Layout:
+    """The layout; SandboxStartError says why the spec's mounts cannot work (the command's
+    error)."""
     targets = [mount.path.rstrip("/") or "/" for mount in spec.mounts]
     for target in targets:
         if paths_overlap(CONTROL_DIR, target):
-            return (
+            raise SandboxStartError(
                 f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
                 "inside the container; mount a more specific directory"
             )
