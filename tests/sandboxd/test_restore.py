@@ -278,6 +278,23 @@ def test_the_warm_pool_is_taken_over_or_removed_never_leaked(docker_client: Any)
         assert listed == {"a", "b", "c"}
 
 
+def test_the_session_caps_count_the_sandboxes_taken_over(docker_client: Any) -> None:
+    with restartable(docker_client, "max_sessions = 2\nmax_sessions_per_caller = 2\n") as daemons:
+        daemons.start()
+        first = _sandbox_of(daemons, "a")
+        _sandbox_of(daemons, "b")
+        daemons.kill()
+        daemons.start()
+        over = daemons.run("true", "c")
+        assert over.status_code == 429, over.text
+        assert over.json()["error"]["code"] == "too_many_sessions"
+        with daemons.client() as http:
+            assert http.get("/v1/health").json()["containers"] == 2
+            assert http.delete("/v1/sessions/a").status_code == 200
+        assert daemons.ok("true", "c")["sandbox"] != first
+        assert len(daemons.kept()) == 2
+
+
 def test_a_second_daemon_on_the_same_state_directory_is_refused(docker_client: Any) -> None:
     with restartable(docker_client) as daemons:
         daemons.start()
