@@ -88,7 +88,12 @@ asked for."""
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    plan = Plan.quick(args.image) if args.quick else Plan(image=args.image)
+    if args.smoke:
+        plan = Plan.smoke(args.image)
+    elif args.quick:
+        plan = Plan.quick(args.image)
+    else:
+        plan = Plan(image=args.image)
     if args.n is not None:
         plan = plan.with_iterations(args.n)
     out: Path = args.out
@@ -122,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "duration_s": (datetime.now(UTC) - started).total_seconds(),
             "argv": list(sys.argv[1:] if argv is None else argv),
             "plan": dataclasses.asdict(plan),
+            "container_label": roundtrip.RUN_LABEL,
         },
     )
     (out / TABLE_NAME).write_text(table + "\n")
@@ -139,7 +145,9 @@ async def _run_families(plan: Plan, only: Sequence[str]) -> list[Section]:
     sections = []
     for number, name in enumerate(only, 1):
         title, family = FAMILIES[name]
-        waited, busy = await anyio.to_thread.run_sync(wait_until_quiet)
+        waited, busy = 0.0, 0.0
+        if plan.settle_max_s > 0:
+            waited, busy = await anyio.to_thread.run_sync(wait_until_quiet, plan.settle_max_s)
         settled = f" (waited {waited:.1f} s for the machine to settle)" if waited > 1 else ""
         _progress(f"[{number}/{len(only)}] {name}: {title} ...{settled}")
         started = time.perf_counter()
@@ -203,8 +211,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Benchmark logos and sandboxd against docker exec, docker run --rm, "
         "docker-py and mini-swe-agent; print a table, save JSON and a PNG chart.",
     )
-    parser.add_argument(
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument(
         "--quick", action="store_true", help="small counts: proves the harness, not the numbers"
+    )
+    sizes.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the least work that runs every part of a family, without waiting for a quiet "
+        "machine: the test suite's size",
     )
     parser.add_argument(
         "--only",

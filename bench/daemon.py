@@ -204,7 +204,8 @@ def remove_leftovers(root: Path) -> None:
     with contextlib.suppress(BenchSetupError):
         client = docker_client()
         label = {"label": f"{LABEL_STATE}={kept}"}
-        for container in client.containers.list(all=True, filters=label):
+        # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
+        for container in client.containers.list(all=True, filters=label, ignore_removed=True):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         names = [v["Name"] for v in client.api.volumes(filters=label)["Volumes"] or []]

@@ -125,6 +125,8 @@ class Plan:
     temenos_callers: int = 200
     """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
     temenos` has); 1000 takes about half an hour on a 2-core machine."""
+    settle_max_s: float = 30.0
+    """Longest wait, before each family, for the machine to be quiet (0: start at once)."""
 
     @classmethod
     def quick(cls, image: str = DEFAULT_IMAGE) -> Plan:
@@ -185,6 +187,28 @@ class Plan:
             restore_jobs=2,
             restore_iterations=1,
             restore_gap_s=1.0,
+        )
+
+    @classmethod
+    def smoke(cls, image: str = DEFAULT_IMAGE) -> Plan:
+        """Each family at the least work that still runs every part of it and reports, with
+        no wait for a quiet machine: the test suite's size (its figures mean nothing)."""
+        return dataclasses.replace(
+            cls.quick(image),
+            settle_max_s=0.0,
+            prepare_iterations=1,
+            prepare_slow_model_delay_s=1.0,
+            prepare_sessions=2,
+            pool_iterations=1,
+            pool_sessions=2,
+            pool_switch_starts=3,  # the pool_switch target reads the third start
+            pool_switch_runtime_starts=1,
+            batch_workers=(1,),
+            temenos_callers=3,
+            egress_rounds=1,
+            restore_sessions=2,  # one with a job, one without
+            restore_jobs=1,
+            restore_gap_s=0.5,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

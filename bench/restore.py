@@ -205,7 +205,9 @@ def _kept(root: Path) -> set[str]:
     client = docker_client()
     try:
         label = {"label": f"{LABEL_STATE}={kept}"}
-        containers = {c.name for c in client.containers.list(all=True, filters=label)}
+        containers = {
+            c.name for c in client.containers.list(all=True, filters=label, ignore_removed=True)
+        }
         volumes = {v["Name"] for v in client.api.volumes(filters=label)["Volumes"] or []}
     finally:
         client.close()

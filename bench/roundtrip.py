@@ -42,6 +42,9 @@ TARGET_WARM_SPEEDUP = 3.0
 TARGET_COLD_RATIO = 1.2
 BENCH_LABEL = "logos-bench"
 """On containers the benchmark starts itself (not through sandboxd)."""
+RUN_LABEL = f"{BENCH_LABEL}={os.getpid()}"
+"""The label those containers carry, valued with this run's process id: a run (or a test of
+one) finds its own, whatever other runs share the engine."""
 
 LOCAL = "LocalRunner (host bash)"
 SANDBOX_WARM = "SandboxRunner, warm session"
@@ -143,7 +146,7 @@ class DockerCliMethod(Method):
 
     @classmethod
     def run_each(cls, docker: str, image: str) -> DockerCliMethod:
-        prefix = [docker, "run", "--rm", "--network", "none", "--label", BENCH_LABEL]
+        prefix = [docker, "run", "--rm", "--network", "none", "--label", RUN_LABEL]
         return cls(DOCKER_RUN, True, [*prefix, image, "bash", "-c"])
 
     async def once(self, command: str) -> float:
@@ -208,7 +211,7 @@ class MiniSweAgentMethod:
             self._env = DockerEnvironment(
                 image=image,
                 executable=docker,
-                run_args=["--rm", "--network", "none", "--label", BENCH_LABEL],
+                run_args=["--rm", "--network", "none", "--label", RUN_LABEL],
                 logger=logging.getLogger("bench.minisweagent"),
             )
         except BaseException:
@@ -343,7 +346,7 @@ def _start_idle_container(docker: str, image: str) -> str:
     completed = subprocess.run(
         [
             *(docker, "run", "-d", "--rm", "--init", "--network", "none"),
-            *("--label", BENCH_LABEL, image, "sleep", "infinity"),
+            *("--label", RUN_LABEL, image, "sleep", "infinity"),
         ],
         capture_output=True,
         text=True,

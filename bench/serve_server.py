@@ -37,8 +37,8 @@ from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
 from logos.runners.local import LocalRunner
 from logos.serve.server import bind_tcp, serve
-from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
+from logos.settings.serve_table import ServeSettings
 
 MAX_RUNS = 128
 

@@ -1,7 +1,7 @@
 """logos: a stateless agent loop whose model acts through `<cmd>` blocks.
 
 Data flows one way: model text → blocks (`parse`) → runner (`LocalRunner`, or a sandbox's
-runner such as `sandboxd.runner.SandboxRunner`) → results (`Result`) → envelope
+runner such as `sandboxd.client.runner.SandboxRunner`) → results (`Result`) → envelope
 (`format_results`) → model (`run`).
 """
 

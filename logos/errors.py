@@ -100,6 +100,11 @@ class LocalModelError(LogosError):
     """The local model server (llama.cpp in this process) could not start."""
 
 
+class SettingsError(MessageError, ValueError):
+    """The settings cannot work as given (a flag, the config file, the environment, a server
+    that cannot say which model it serves); the message names the setting and what to do."""
+
+
 class RecordFileError(MessageError):
     """A run's record (a trajectory, the audit log) cannot be read or written; the message
     says why and what to do."""

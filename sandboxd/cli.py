@@ -18,7 +18,22 @@ from typing import TypeVar
 import anyio
 import httpx
 
-from logos.options import AllowedPath, ExecOptions, described_paths
+from logos.options import DEFAULT_TIMEOUT_S, AllowedPath, ExecOptions, described_paths
+from logos.options.declarations import (
+    ALLOW,
+    ALLOW_HOST,
+    BACKGROUND_AFTER,
+    DEFAULT_BACKGROUND_AFTER_S,
+    DEFAULT_MAX_FORKS,
+    DEFAULT_MAX_TIMEOUT_S,
+    ENV,
+    IMAGE,
+    MAX_FORKS,
+    MAX_TIMEOUT,
+    NETWORK,
+    TIMEOUT,
+)
+from logos.options.option import Option, Values, add_flag
 from logos.result import Result
 from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsResponse
 from sandboxd.client.connection import (
@@ -29,7 +44,7 @@ from sandboxd.client.connection import (
     permission_denied_message,
 )
 from sandboxd.client.connection import health as read_health
-from sandboxd.mcp.launch_file import LaunchFileError, McpLaunchFile, load_launch_file
+from sandboxd.mcp.launch_file import LAUNCH_OPTIONS, LaunchFileError, load_launch_file
 from sandboxd.mcp.limits import McpLaunch
 from sandboxd.paths import SocketPathError, lock_path, resolve_socket_path
 from sandboxd.server.config import (
@@ -131,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sandbox_options(run)
     run.add_argument("--workdir", help="working directory (inside an allowed path)")
     run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
-    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    add_flag(run, TIMEOUT)
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
 
     mcp = _daemon_command(
@@ -146,37 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
         "One client keeps one sandbox session, closed when it goes.",
     )
     _sandbox_options(mcp)
-    mcp.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set for every command; clients cannot change it; repeatable",
-    )
-    mcp.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="default per command (default 120)"
-    )
-    mcp.add_argument(
-        "--max-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="the longest a client may ask for (default 600)",
-    )
-    mcp.add_argument(
-        "--background-after",
-        type=float,
-        metavar="SECONDS",
-        help="a command still running after this long goes on as a job (0: never; default 30)",
-    )
-    mcp.add_argument(
-        "--max-forks", type=int, help="forks one client may hold (0: no fork tool; default 4)"
-    )
+    for option in (ENV, TIMEOUT, MAX_TIMEOUT, BACKGROUND_AFTER, MAX_FORKS):
+        add_flag(mcp, option)
+    keys = ", ".join(sorted(option.key for option in LAUNCH_OPTIONS))
     mcp.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
-        help="TOML with these options as keys (allow, allow_host, network, image, env, timeout, "
-        "max_timeout, background_after, max_forks); flags add to its lists and override it",
+        help=f"TOML with these options as keys ({keys}); flags add to its lists and override it",
     )
     mcp.add_argument(
         "--http",
@@ -236,23 +228,8 @@ def _daemon_command(
 
 def _sandbox_options(parser: argparse.ArgumentParser) -> None:
     """What the sandbox may see: paths, network, hosts, image."""
-    parser.add_argument(
-        "--allow",
-        action="append",
-        default=[],
-        metavar="PATH[:ro|:rw]",
-        help="mount PATH at the same path (read-only unless :rw); repeatable",
-    )
-    parser.add_argument("--network", action="store_true", help="ask for network access")
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="with network off, a host reachable over HTTP(S) through the sandbox's proxy "
-        "(pypi.org, *.example.org, api.example.org:8443); repeatable",
-    )
-    parser.add_argument("--image", help="one of the daemon's allowed images")
+    for option in (ALLOW, NETWORK, ALLOW_HOST, IMAGE):
+        add_flag(parser, option)
 
 
 def _socket_option(parser: argparse.ArgumentParser) -> None:
@@ -439,19 +416,20 @@ def _run(args: argparse.Namespace) -> int:
     if not words:
         raise CliError("no command given: sandboxd run [OPTIONS] -- CMD...", EXIT_USAGE)
     command = words[0] if len(words) == 1 else shlex.join(words)
+    timeout = args.timeout or DEFAULT_TIMEOUT_S
     try:
         options = ExecOptions(
             env=dict(_env_pair(item) for item in args.env),
             allowed_paths=tuple(_allowed_path(spec) for spec in args.allow),
             workdir=os.path.abspath(args.workdir) if args.workdir else None,
             allowed_hosts=tuple(args.allow_host),
-            timeout_s=args.timeout,
+            timeout_s=timeout,
         )
         runner = SandboxRunner(
             socket=args.socket,
             session=args.session,
             image=args.image,
-            network=args.network,
+            network=bool(args.network),
             close_session=args.session is None,
         )
     except ValueError as exc:
@@ -477,7 +455,7 @@ def _run(args: argparse.Namespace) -> int:
     if result.oom_killed:
         print("sandboxd: the command ran out of memory and was killed", file=sys.stderr)
     if result.timed_out:
-        print(f"sandboxd: timed out after {args.timeout:g} s", file=sys.stderr)
+        print(f"sandboxd: timed out after {timeout:g} s", file=sys.stderr)
         return EXIT_TIMED_OUT
     if result.signal is not None:
         return 128 + result.signal
@@ -534,25 +512,32 @@ async def _serve_launch_failure(reason: str) -> None:
 def _mcp_launch(args: argparse.Namespace) -> McpLaunch:
     """What `sandboxd mcp` was launched with: its flags over its --config file; the daemon's
     socket resolved now, so that a path no socket can have is a launch error, not a call's."""
-    file = McpLaunchFile() if args.config is None else load_launch_file(args.config)
+    file = Values() if args.config is None else load_launch_file(args.config)
+    flags = Values.of(args, LAUNCH_OPTIONS)
 
-    def given(flag: T | None, from_file: T | None, default: T) -> T:
-        return flag if flag is not None else from_file if from_file is not None else default
+    def given(option: Option[T], default: T) -> T:
+        """The flag's value, else the file's, else `default`."""
+        found = flags[option]
+        if found is None:
+            found = file[option]
+        return default if found is None else found
 
-    max_timeout = given(args.max_timeout, file.max_timeout, 600.0)
-    background_after = given(args.background_after, file.background_after, 30.0)
+    max_timeout = given(MAX_TIMEOUT, DEFAULT_MAX_TIMEOUT_S)
+    env_flags = dict(_env_pair(item) for item in flags[ENV] or ())
     try:
         return McpLaunch(
             socket=str(resolve_socket_path(args.socket)),
-            allowed_paths=tuple(_allowed_path(spec) for spec in [*file.allow, *args.allow]),
-            allowed_hosts=(*file.allow_host, *args.allow_host),
-            network=args.network or file.network,
-            image=args.image or file.image,
-            env={**file.env, **dict(_env_pair(item) for item in args.env)},
-            default_timeout_s=min(given(args.timeout, file.timeout, 120.0), max_timeout),
+            allowed_paths=tuple(
+                _allowed_path(spec) for spec in [*(file[ALLOW] or ()), *(flags[ALLOW] or ())]
+            ),
+            allowed_hosts=(*(file[ALLOW_HOST] or ()), *(flags[ALLOW_HOST] or ())),
+            network=bool(flags[NETWORK] or file[NETWORK]),
+            image=flags[IMAGE] or file[IMAGE],
+            env={**(file[ENV] or {}), **env_flags},
+            default_timeout_s=min(given(TIMEOUT, DEFAULT_TIMEOUT_S), max_timeout),
             max_timeout_s=max_timeout,
-            background_after_s=background_after or None,
-            max_forks=given(args.max_forks, file.max_forks, 4),
+            background_after_s=given(BACKGROUND_AFTER, DEFAULT_BACKGROUND_AFTER_S),
+            max_forks=given(MAX_FORKS, DEFAULT_MAX_FORKS),
         )
     except SocketPathError:
         raise

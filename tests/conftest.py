@@ -32,6 +32,8 @@ for _variable in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HU
 from tests.support.parts import BUSYBOX_IMAGE, SANDBOX_IMAGE, require  # noqa: E402
 from tests.support.processes import processes_matching  # noqa: E402
 from tests.support.sandboxd_harness import Daemon, running_daemon  # noqa: E402
+from tests.support.timeouts import stretch_timeouts  # noqa: E402
+from tests.support.worker_groups import assign_groups  # noqa: E402
 
 pytest_plugins = [
     "tests.support.sse_server",
@@ -40,7 +42,43 @@ pytest_plugins = [
     "tests.support.hub_server",
     "tests.support.llama",
     "tests.support.browser",
+    "tests.support.real_parts",
+    "pytester",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C is given back to the tests' programs. WHY: a suite started in the background by
+    a script (`./scripts/test &`, a CI step) inherits SIGINT ignored, and so would every
+    program a test starts: the tests that stop one with Ctrl-C would fail, or prove nothing."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test marked with the real parts it uses, then given its xdist group by rule and
+    its timeout for its share of a CPU: first, so that `-m` selects on those marks and xdist
+    reads those groups."""
+    # WHY here: a module named in pytest_plugins must be imported by pytest first (it
+    # rewrites its asserts), after this file has run.
+    from tests.support.real_parts import mark_real_parts
+
+    mark_real_parts(items)
+    assign_groups(items)
+    stretch_timeouts(config, items)
+
+
+LONG_BYTES = 64
+
+
+def pytest_make_parametrize_id(val: object, argname: str) -> str | None:
+    """A long bytes value is named by its length, not spelt out. WHY: such values are real
+    TLS hellos, random in each process; pytest-xdist needs every worker to collect tests of
+    the same names (and 2 KB of escaped bytes in a test's name helps no one)."""
+    if isinstance(val, bytes) and len(val) > LONG_BYTES:
+        return f"{argname}-{len(val)}-bytes"
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -6,23 +6,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from logos.agent.replies import ReplyPolicy
 from logos.agent.steps import StepMessage
 from logos.approvals.policy import CommandPolicy, check_command
 from logos.commands.family import CommandFamily
 from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
-from logos.protocol.grammar import ReplyGrammars
-from logos.protocol.worked_examples import WorkedExamples
-from logos.providers.base import Message, Provider
+from logos.options.declarations import DEFAULT_MAX_STEPS
+from logos.protocol.prompt import PromptStyle
+from logos.providers.base import Provider
 from logos.providers.pricing import Price
 from logos.result import JobEnd, Result
 from logos.runners.base import Runner
 from logos.runners.live import LivePiece
 from logos.runners.local import LocalRunner
 
-DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_HALLUCINATIONS = 3
-DEFAULT_REPEATED_FAILURE_NOTE = 3
 
 
 @dataclass(frozen=True)
@@ -48,17 +47,18 @@ class Config:
     mcp_servers: Sequence[McpServer] = ()
     """MCP servers whose tools the model may call (`mcp SERVER TOOL {...}`), started for the
     run and stopped after it (`logos.mcp.tools`; needs the `mcp` extra)."""
-    example: Sequence[Message] | WorkedExamples = ()
-    """Turns sent before the conversation, after the system prompt, to show the protocol
-    once; or worked examples that fit them to the task (`logos.protocol.worked_examples`,
-    whose plain answers also see the examples marked for it). Never part of the steps a run
-    returns."""
+    replies: ReplyPolicy = field(default_factory=ReplyPolicy)
+    """How the model is asked for its replies and which checks read them
+    (`logos.agent.replies`): the defaults keep a frontier model's prompt and behaviour;
+    `SMALL_MODEL` bundles what small local models need (worked examples, grammars, plain
+    answers, greedy sampling, a reply cap, the check-back)."""
     max_concurrency: int = 8
     """Commands of one reply that may run at the same time."""
     max_steps: int = DEFAULT_MAX_STEPS
     """Model turns before the run stops with `max_steps`."""
     max_tokens: int | None = None
-    """Output token limit for each model turn (the provider's default when None)."""
+    """Output token limit for each model turn; None: the reply policy's, else the
+    provider's default."""
     max_total_tokens: int | None = None
     """Input + output tokens over the whole run before it stops with `max_tokens_budget`."""
     max_wall_s: float | None = None
@@ -68,27 +68,11 @@ class Config:
     max_hallucinations: int = DEFAULT_MAX_HALLUCINATIONS
     """Fake tool calls (or commands in code fences, or made-up results) in a row before the
     run stops with `hallucination_limit`."""
-    check_back: bool = False
-    """Before taking an answer from a conversation that has run no command yet (its history
-    included), ask the model once whether the task needs one: small models answer questions
-    about this machine from guesses. The answer given again stands. The `logos` command
-    turns this on."""
-    repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
-    """After the same command fails the same way this many times in a row, a note under its
-    block tells the model to try something else (`logos.protocol.repeated_failure`); None: never."""
     temperature: float | None = None
+    """Sampling temperature; None: the reply policy's, else the provider's default."""
     provider_options: Mapping[str, Any] = field(default_factory=dict)
     """Extra JSON fields for every request, merged into the provider's request body; a
     None value removes a field logos would send (e.g. `stream_options`)."""
-    grammars: ReplyGrammars | None = None
-    """llama.cpp grammars for the replies, one per kind of turn (`logos.protocol.grammar`), sent as
-    each request's `grammar`: a first reply that acts, well-formed replies after it, an
-    answer after a repeated reply. Only for a server that takes a grammar (llama.cpp)."""
-    plain_answers: bool = False
-    """For small local models: once commands ran, the final answer is asked from a plain view
-    of the task and the commands' outputs (`logos.protocol.plain_answer`), with the answer
-    grammar, whether the model answered or repeated itself; and it is cleared of protocol
-    debris (`logos.protocol.debris`). The model's own answer stays in the steps."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Prices for models missing from the built-in table (model-name prefix → price)."""
     context_window: int | None = None
@@ -99,14 +83,9 @@ class Config:
             raise ValueError(f"max_steps must be at least 1, got {self.max_steps}")
         if self.max_hallucinations < 1:
             raise ValueError("max_hallucinations must be at least 1")
-        if self.repeated_failure_note is not None and self.repeated_failure_note < 2:
+        if self.replies.grammars is not None and "grammar" in self.provider_options:
             raise ValueError(
-                "repeated_failure_note must be at least 2 (a failure repeats from its second "
-                f"time) or None, got {self.repeated_failure_note}"
-            )
-        if self.grammars is not None and "grammar" in self.provider_options:
-            raise ValueError(
-                "two grammars are set: `grammars` and provider_options['grammar']; keep one"
+                "two grammars are set: `replies.grammars` and provider_options['grammar']; keep one"
             )
         for name in ("max_wall_s", "max_cost_usd", "max_total_tokens", "max_tokens"):
             value = getattr(self, name)
@@ -116,6 +95,16 @@ class Config:
     @property
     def model_name(self) -> str:
         return self.model or self.provider.model
+
+    @property
+    def reply_temperature(self) -> float | None:
+        """The temperature each request is sent with: this config's, else the policy's."""
+        return self.replies.temperature if self.temperature is None else self.temperature
+
+    @property
+    def reply_max_tokens(self) -> int | None:
+        """The output token limit of each reply: this config's, else the policy's."""
+        return self.replies.max_tokens if self.max_tokens is None else self.max_tokens
 
 
 @dataclass(frozen=True)
@@ -131,6 +120,24 @@ class Limits:
     def applied_to(self, config: Config) -> Config:
         """`config` with these limits: each field is the `Config` field of the same name."""
         return replace(config, **asdict(self))
+
+
+@dataclass(frozen=True)
+class ReplySettings:
+    """A run's replies, as a front end resolved them (flags, its config file): the reply
+    policy (`logos.agent.replies`), and the extra JSON fields every request carries."""
+
+    policy: ReplyPolicy = field(default_factory=ReplyPolicy)
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt_style(self) -> PromptStyle:
+        return self.policy.prompt_style
+
+    def apply(self, config: Config) -> Config:
+        """`config` with these settings (the system prompt is the front's to render in
+        `prompt_style`)."""
+        return replace(config, replies=self.policy, provider_options=self.provider_options)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """The agent loop: prompt → model → `<cmd>` blocks → concurrent execution → `<result>` → model.
 
 Stateless: the caller passes the history in and gets the new steps back. Blocks start the
-moment they close in the stream, so command time hides behind the model's generation.
-Everything the model can get wrong (fake tool calls, commands in code fences, empty
-replies, a reply cut inside a block, made-up results, the same failing command again and
-again, an answer before any command ran) is answered with a corrective message
-(`logos.protocol.notices`) rather than a crash, and every way a run can end keeps the steps and the
-usage spent so far.
+moment they close in the stream (`logos.agent.turn`), so command time hides behind the
+model's generation. Each reply is classified and read by the run's checks
+(`logos.agent.checks`, listed by its `logos.agent.replies.ReplyPolicy`): everything the model
+can get wrong (fake tool calls, commands in code fences, empty replies, a reply cut inside a
+block, made-up results, the same commands again, an answer before any command ran) is
+answered with a corrective message (`logos.protocol.notices`) rather than a crash, and every
+way a run can end keeps the steps and the usage spent so far.
 
 Commands still running at `ExecOptions.background_after_s` go on as jobs (on a runner that
 keeps them): the next envelope after a job ends carries its end, the model waits for or
@@ -24,10 +25,12 @@ import math
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import anyio
 
+from logos.agent.checks import plain_answers
+from logos.agent.checks.base import EndRun, RunState, run_checks
+from logos.agent.checks.reply import read_reply
 from logos.agent.config import Callbacks, Config
 from logos.agent.context import HEADROOM, estimate_tokens, fit_to_window
 from logos.agent.execute import BlockExecutor
@@ -40,64 +43,23 @@ from logos.agent.steps import (
     normalize_history,
     steps_to_messages,
 )
+from logos.agent.turn import StreamedTurn, TurnReader
 from logos.callback import invoke_callback
 from logos.commands.jobs import JobCommands
 from logos.commands.run_jobs import RunJobs
-from logos.errors import (
-    ContextWindowExceededError,
-    LogosError,
-    ProviderError,
-    StreamInterruptedError,
-)
-from logos.protocol.debris import clean_answer
+from logos.errors import ContextWindowExceededError, LogosError, ProviderError
 from logos.protocol.envelope import format_results
-from logos.protocol.fabricated_result import RESULT_TAG, find_fabricated_result
-from logos.protocol.fenced_command import find_fenced_command
 from logos.protocol.grammar import Turn
-from logos.protocol.hallucination import find_tool_call_hallucination
-from logos.protocol.notices import (
-    CHECK_BACK_NOTICE,
-    CUT_AFTER_BLOCKS_NOTICE,
-    FABRICATED_RESULT_NOTICE,
-    INTERRUPTED_NOTICE,
-    answer_notice,
-    empty_reply_notice,
-    not_run_notice,
-    repeated_reply_notice,
-    running_jobs_notice,
-    unclosed_block_notice,
-)
-from logos.protocol.parse import (
-    CmdStreamParser,
-    CommandBlock,
-    ProseDelta,
-    UnclosedBlock,
-    strip_cmd_blocks,
-)
-from logos.protocol.pitfalls import pitfall_note, pitfall_notes
+from logos.protocol.pitfalls import pitfall_notes
 from logos.protocol.plain_answer import ANSWER_SYSTEM, plain_answer_view
 from logos.protocol.prompt import build_system_prompt
 from logos.protocol.repeated_failure import RepeatedFailures
-from logos.protocol.repetition import Repetition
 from logos.protocol.worked_examples import WorkedExamples
-from logos.providers.base import (
-    Finish,
-    FinishReason,
-    Message,
-    ModelRequest,
-    ReasoningDelta,
-    ReasoningSignature,
-    RedactedReasoning,
-    TextDelta,
-    Usage,
-    UsageReport,
-)
+from logos.providers.base import Message, ModelRequest, Usage
 from logos.providers.pricing import context_window_for, estimate_cost
 from logos.result import Result
 from logos.runners.jobs import JobRunner
 
-MAX_EMPTY_REPLIES = 3
-MAX_STREAM_INTERRUPTIONS = 3
 MAX_WINDOW_SHRINKS = 3
 WINDOW_SHRINK = 0.7
 """After the server says the conversation is too long, aim at this share of what was sent."""
@@ -163,54 +125,11 @@ def run_sync(
     return anyio.run(main)
 
 
-@dataclass
-class _Turn:
-    """What one model turn produced, filled in while it streams."""
-
-    text: list[str] = field(default_factory=list)
-    prose: list[str] = field(default_factory=list)
-    prose_tail: str = ""
-    """The last characters of the prose, to spot a `<result>` split across deltas."""
-    fabricated_at: int | None = None
-    """Where the model started writing a `<result>` of its own, in the text."""
-    reasoning: list[str] = field(default_factory=list)
-    signature: list[str] = field(default_factory=list)
-    redacted: list[str] = field(default_factory=list)
-    usage: Usage | None = None
-    finish: FinishReason | None = None
-    blocks: int = 0
-    unclosed_block: bool = False
-    interrupted: StreamInterruptedError | None = None
-    results: list[Result] = field(default_factory=list)
-    executor: BlockExecutor | None = None
-    shown: bool = True
-    """Whether its prose goes to `Callbacks.on_delta` as it streams."""
-
-    @property
-    def fabricated_result(self) -> bool:
-        return self.fabricated_at is not None
-
-    @property
-    def content(self) -> str:
-        """What the model wrote, up to a result it made up (that part is discarded)."""
-        text = "".join(self.text)
-        return text if self.fabricated_at is None else text[: self.fabricated_at].rstrip()
-
-    def step(self) -> StepMessage:
-        return StepMessage(
-            role="assistant",
-            content=self.content,
-            reasoning="".join(self.reasoning) or None,
-            reasoning_signature="".join(self.signature) or None,
-            redacted_reasoning=tuple(self.redacted),
-            usage=self.usage,
-        )
-
-
 class _Run:
     def __init__(self, config: Config, callbacks: Callbacks) -> None:
         self.config = config
         self.callbacks = callbacks
+        self.policy = config.replies
         self.steps: list[StepMessage] = []
         self.usage = Usage()
         self.cost_usd = 0.0
@@ -218,14 +137,11 @@ class _Run:
         self.messages: list[Message] = []
         self.example: tuple[Message, ...] = ()
         self.answering_example: tuple[Message, ...] = ()
-        self.current: _Turn | None = None
+        self.current: StreamedTurn | None = None
         self.canceled = False
-        self.repeated_failures = (
-            None
-            if config.repeated_failure_note is None
-            else RepeatedFailures(config.repeated_failure_note)
-        )
-        self.repetition = Repetition()
+        self.checks = self.policy.checks(config.max_hallucinations)
+        note = self.policy.repeated_failure_note
+        self.repeated_failures = None if note is None else RepeatedFailures(note)
         after = config.exec_options.background_after_s
         self.jobs = (
             RunJobs(config.runner, callbacks.on_job_end)
@@ -252,14 +168,15 @@ class _Run:
     async def execute(
         self, history: list[Message], prompt: str, cancel: anyio.Event | None
     ) -> RunResult:
-        self.task = prompt
-        examples = self.config.example
+        examples = self.policy.examples
         if isinstance(examples, WorkedExamples):
             self.example = examples.turns(prompt)
             self.answering_example = examples.answering_turns(prompt)
         else:
             self.example = tuple(examples)
         self.messages = [*history, Message(role="user", content=prompt)]
+        ran = has_run_commands(self.messages)
+        self.state = RunState(task=prompt, jobs=self.jobs, ran_commands=ran, acted=ran)
         stop: StopReason = "error"
         error: str | None = None
         response = ""
@@ -271,7 +188,9 @@ class _Run:
                 deadline = self.config.max_wall_s or math.inf
                 with anyio.move_on_after(deadline) as wall:
                     try:
-                        stop, error, response = await self._loop()
+                        response, stop = await self._loop(), "final"
+                    except EndRun as end:
+                        stop, error = end.reason, end.error
                     except ProviderError as exc:
                         stop, error = "error", exc.message
                     except LogosError as exc:
@@ -309,143 +228,36 @@ class _Run:
         self.canceled = True
         scope.cancel()
 
-    async def _loop(self) -> tuple[StopReason, str | None, str]:
-        hallucinations = empty_replies = interruptions = 0
-        # `acted`: the last reply that ran commands had one succeed (or go on as a job),
-        # into no known trap (`logos.protocol.pitfalls`).
-        ran_commands = acted = has_run_commands(self.messages)
-        checked_back = jobs_told = must_answer = False
-        for step in range(self.config.max_steps):
-            budget = self._budget_stop()
-            if budget is not None:
-                return budget, None, ""
-            # WHY "act" until a command succeeded, and again after a reply whose commands all
-            # failed: a small model told its `sed -i` was refused, or shown an error, says
-            # the work is done; made to write a block, it runs the command the refusal
-            # offered, or fixes the one that failed. Repeating a failure forces an answer.
-            kind: Turn = "answer" if must_answer else "reply" if acted else "act"
-            # WHY not shown: with plain answers, once commands ran, a reply without a block
-            # is asked again from the outputs; a small model's draft (often copied from the
-            # worked example) would only be read as an answer that is not the one.
-            last_turn = step == self.config.max_steps - 1
-            draft = (
-                self.config.plain_answers and ran_commands and kind != "answer" and not last_turn
-            )
-            turn = await self._turn_within_window(kind, shown=not draft)
+    async def _loop(self) -> str:
+        """Turns until an answer stands: each reply is classified, read by the policy's
+        checks, then answered with its results and their notices. A check, a budget or the
+        step limit ends the run by raising `EndRun`."""
+        state = self.state
+        for number in range(self.config.max_steps):
+            self._check_budget()
+            kind = state.start_turn(last=number == self.config.max_steps - 1)
+            shown = not self.policy.plain_answers or plain_answers.shown(state, kind)
+            turn = await self._turn_within_window(kind, shown)
             self.current = None
-            # WHY in a row: a long run over a flaky network may see a few drops; only a
-            # connection that keeps failing ends it.
-            interruptions = interruptions + 1 if turn.interrupted is not None else 0
-            if turn.interrupted is not None and not turn.text and not turn.blocks:
-                if interruptions >= MAX_STREAM_INTERRUPTIONS:
-                    return "error", _interrupted_error(turn.interrupted, interruptions), ""
-                continue  # nothing was shown or run: ask again
-            if not (turn.blocks or turn.unclosed_block):
-                # WHY after the stream: with no block, nothing ran that a made-up result
-                # could hide, and the whole reply tells a result from a mention of the tag.
-                turn.fabricated_at = find_fabricated_result("".join(turn.text))
-            await self._add_assistant(turn)
+            reply = read_reply(
+                turn, ran_commands=state.ran_commands, clean=self.policy.plain_answers
+            )
+            if not reply.lost:
+                await self._add_assistant(turn)
+            state.took(reply)
+            try:
+                verdict = await run_checks(self.checks, reply, state)
+            except EndRun:
+                if reply.results:
+                    await self._add_results(reply.results, [])
+                raise
+            if verdict.answer is not None:
+                return verdict.answer
+            if not reply.lost:
+                await self._add_results(reply.results, verdict.notices)
+        raise EndRun("max_steps")
 
-            notices = []
-            if turn.interrupted is not None:
-                if interruptions >= MAX_STREAM_INTERRUPTIONS:
-                    await self._add_results(turn.results, [])
-                    return "error", _interrupted_error(turn.interrupted, interruptions), ""
-                notices.append(INTERRUPTED_NOTICE)
-            if turn.unclosed_block:
-                notices.append(unclosed_block_notice(turn.blocks))
-            elif turn.finish == "length" and turn.blocks:
-                notices.append(CUT_AFTER_BLOCKS_NOTICE)
-
-            prose = "".join(turn.prose)
-            marker = find_tool_call_hallucination(prose)
-            fenced = None
-            if marker is None and not (turn.blocks or turn.unclosed_block or ran_commands):
-                # WHY only before any command ran: a final answer may show commands in a
-                # fence; a first reply that holds one and no block meant to run it.
-                fenced = find_fenced_command(prose)
-            ran_commands = ran_commands or turn.blocks > 0
-            if turn.results:
-                acted = any(
-                    (result.ok or result.job is not None) and pitfall_note(result) is None
-                    for result in turn.results
-                )
-            if turn.fabricated_result and not turn.blocks:
-                what = f"made-up results ({RESULT_TAG})"
-                notice = FABRICATED_RESULT_NOTICE
-            elif marker is not None and not turn.blocks:
-                what = f"fake tool calls ({marker!r})"
-                notice = not_run_notice(repr(marker), hallucinations + 1)
-            elif fenced is not None:
-                what = f"commands in code fences ({fenced!r})"
-                notice = not_run_notice(
-                    f"a command in a code fence ({fenced!r})", hallucinations + 1
-                )
-            else:
-                what = notice = ""
-            if notice:
-                hallucinations += 1
-                if hallucinations >= self.config.max_hallucinations:
-                    return (
-                        "hallucination_limit",
-                        f"the model wrote {what} {hallucinations} times in a row instead of "
-                        "<cmd> blocks",
-                        "",
-                    )
-                notices.append(notice)
-                await self._add_results([], notices)
-                continue
-            hallucinations = 0
-            if turn.fabricated_result:
-                notices.append(FABRICATED_RESULT_NOTICE)
-            if marker is not None:
-                notices.append(not_run_notice(repr(marker), 1))
-
-            if turn.blocks or notices:
-                empty_replies = 0
-                must_answer = self.repetition.repeats(turn.results)
-                if must_answer:
-                    forced = self.config.grammars is not None
-                    notices.append(repeated_reply_notice(forced, self.task))
-                await self._add_results(turn.results, notices)
-                continue
-            answer = strip_cmd_blocks(turn.content)
-            if self.config.plain_answers:
-                answer = clean_answer(answer)
-            if not answer.strip():
-                empty_replies += 1
-                if empty_replies >= MAX_EMPTY_REPLIES:
-                    return "error", _empty_replies_error(empty_replies, turn.finish), ""
-                await self._add_results([], [empty_reply_notice(turn.finish)])
-                continue
-            # WHY not on the last turn: with no turn left to answer it, a check-back (or
-            # the jobs' notice) would only lose the answer.
-            if (
-                self.jobs is not None
-                and not (jobs_told or last_turn)
-                and await self.jobs.has_news()
-            ):
-                jobs_told = True
-                empty_replies = 0
-                running = await self.jobs.running()
-                await self._add_results([], [running_jobs_notice(running)] if running else [])
-                continue
-            if self.config.plain_answers and ran_commands and kind != "answer" and not last_turn:
-                # WHY: a small model's own answer at the end of the conversation copies the
-                # worked example's ("Python: the directory holds setup.py") as often as it
-                # reads the outputs; asked from the outputs alone, it reads them.
-                must_answer = True
-                await self._add_results([], [answer_notice(self.task)])
-                continue
-            if self.config.check_back and not (ran_commands or checked_back or last_turn):
-                checked_back = True
-                empty_replies = 0
-                await self._add_results([], [CHECK_BACK_NOTICE])
-                continue
-            return "final", None, answer
-        return "max_steps", None, ""
-
-    async def _turn_within_window(self, kind: Turn, shown: bool = True) -> _Turn:
+    async def _turn_within_window(self, kind: Turn, shown: bool = True) -> StreamedTurn:
         """A model turn of this kind (which grammar it gets, `logos.protocol.grammar`). When the
         server says the conversation is longer than the model's context window (unknown to
         us, or smaller than we were told), older command outputs are elided further and the
@@ -467,7 +279,7 @@ class _Run:
 
     def _shrink_window(self) -> bool:
         """Aim the elision below what was just sent; False when nothing is left to elide."""
-        max_tokens = self.config.max_tokens
+        max_tokens = self.config.reply_max_tokens
         conversation = self._conversation()
         sent = fit_to_window(self.system, conversation, self.context_window, max_tokens)
         sent_tokens = estimate_tokens(self.system, sent)
@@ -483,32 +295,39 @@ class _Run:
         it holds no results to elide), then the conversation."""
         return [*self.example, *self.messages]
 
-    async def _model_turn(self, kind: Turn, shown: bool) -> _Turn:
-        turn = _Turn(shown=shown)
-        self.current = turn
+    def _request(self, kind: Turn) -> ModelRequest:
+        """The request for a turn of this kind: its grammar, and for an answer turn with
+        plain answers, the plain view of the task and the outputs instead of the
+        conversation (`logos.protocol.plain_answer`)."""
         config = self.config
         extra = config.provider_options
-        if config.grammars is not None:
-            extra = {**extra, "grammar": config.grammars.for_turn(kind)}
+        if self.policy.grammars is not None:
+            extra = {**extra, "grammar": self.policy.grammars.for_turn(kind)}
         system, conversation = self.system, self._conversation()
-        if kind == "answer" and config.plain_answers:
+        if kind == "answer" and self.policy.plain_answers:
             system = ANSWER_SYSTEM
             conversation = [
                 *self.answering_example,
                 *plain_answer_view(
-                    self.task,
+                    self.state.task,
                     [result for step in self.steps for result in step.results],
                     config.exec_options.resolved_workdir() or os.getcwd(),
                 ),
             ]
-        request = ModelRequest(
+        max_tokens = config.reply_max_tokens
+        return ModelRequest(
             system=system,
-            messages=fit_to_window(system, conversation, self.context_window, config.max_tokens),
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
+            messages=fit_to_window(system, conversation, self.context_window, max_tokens),
+            max_tokens=max_tokens,
+            temperature=config.reply_temperature,
             extra=extra,
         )
-        parser = CmdStreamParser()
+
+    async def _model_turn(self, kind: Turn, shown: bool) -> StreamedTurn:
+        turn = StreamedTurn(shown=shown)
+        self.current = turn
+        config = self.config
+        request = self._request(kind)
         executor = BlockExecutor(
             config.runner,
             config.exec_options,
@@ -520,71 +339,19 @@ class _Run:
             families=self.families,
         )
         turn.executor = executor
-        failure: ProviderError | None = None
+        reader = TurnReader(
+            turn,
+            executor,
+            self._account,
+            on_delta=self.callbacks.on_delta,
+            on_reasoning_delta=self.callbacks.on_reasoning_delta,
+        )
         async with executor:
-            stream = config.provider.stream(request, self.callbacks.on_retry)
-            try:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        turn.text.append(event.text)
-                        for parsed in parser.feed(event.text):
-                            await self._on_parsed(parsed, turn, executor)
-                        if turn.fabricated_result:
-                            break
-                    elif isinstance(event, ReasoningDelta):
-                        turn.reasoning.append(event.text)
-                        await invoke_callback(self.callbacks.on_reasoning_delta, event.text)
-                    elif isinstance(event, ReasoningSignature):
-                        turn.signature.append(event.signature)
-                    elif isinstance(event, RedactedReasoning):
-                        turn.redacted.append(event.data)
-                    elif isinstance(event, UsageReport):
-                        turn.usage = event.usage
-                        # WHY now, not after the commands: a wall clock or a cancel that
-                        # stops them must not lose what the model has already spent.
-                        self._account(event.usage)
-                    elif isinstance(event, Finish):
-                        turn.finish = event.reason
-            except StreamInterruptedError as exc:
-                turn.interrupted = exc
-            except ProviderError as exc:
-                failure = exc
-                executor.cancel()  # the run ends: its commands' results would reach no one
-            finally:
-                # Closes the provider's HTTP response too, also when we stop reading early.
-                with anyio.CancelScope(shield=True):
-                    await stream.aclose()
-            if not turn.fabricated_result and failure is None:
-                cut = turn.finish == "length" or turn.interrupted is not None
-                for parsed in parser.close(truncated=cut):
-                    await self._on_parsed(parsed, turn, executor)
+            failure = await reader.read(config.provider.stream(request, self.callbacks.on_retry))
         if failure is not None:
             raise failure
         turn.results = executor.results
         return turn
-
-    async def _on_parsed(self, parsed: object, turn: _Turn, executor: BlockExecutor) -> None:
-        if turn.fabricated_result:
-            return  # what follows a made-up result (in the same delta) is not the model's act
-        if isinstance(parsed, CommandBlock):
-            executor.submit(parsed.command)
-            turn.blocks += 1
-        elif isinstance(parsed, ProseDelta):
-            text = parsed.text
-            if turn.blocks:
-                seen = turn.prose_tail + text
-                at = seen.find(RESULT_TAG)
-                if at >= 0:
-                    # The model is writing its own results: stop reading and run the real ones.
-                    turn.fabricated_at = "".join(turn.text).rfind(RESULT_TAG)
-                    text = text[: max(0, at - (len(seen) - len(text)))]
-            if text:
-                turn.prose.append(text)
-                turn.prose_tail = (turn.prose_tail + text)[-len(RESULT_TAG) :]
-                if turn.shown:
-                    await invoke_callback(self.callbacks.on_delta, text)
-        elif isinstance(parsed, UnclosedBlock):
-            turn.unclosed_block = True
 
     def _account(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -596,20 +363,19 @@ class _Run:
         else:
             self.cost_usd += cost
 
-    def _budget_stop(self) -> StopReason | None:
+    def _check_budget(self) -> None:
         config = self.config
         if (
             config.max_cost_usd is not None
             and self.cost_known
             and self.cost_usd >= config.max_cost_usd
         ):
-            return "max_cost"
+            raise EndRun("max_cost")
         spent = self.usage.total_input_tokens + self.usage.output_tokens
         if config.max_total_tokens is not None and spent >= config.max_total_tokens:
-            return "max_tokens_budget"
-        return None
+            raise EndRun("max_tokens_budget")
 
-    async def _add_assistant(self, turn: _Turn) -> None:
+    async def _add_assistant(self, turn: StreamedTurn) -> None:
         step = turn.step()
         self.messages.extend(steps_to_messages([step]))
         await self._add_step(step)
@@ -668,10 +434,6 @@ class _Run:
         ):
             await self.jobs.stop_all()
 
-    async def _jobs_have_news(self) -> bool:
-        """Whether jobs still run, or ended with the model not shown their end yet."""
-        return self.jobs is not None and await self.jobs.has_news()
-
 
 def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:
     if canceled or (stop == "error" and error is None):  # the cancel event or the caller's
@@ -681,29 +443,9 @@ def _why_unfinished(stop: StopReason, error: str | None, canceled: bool) -> str:
     return "the run ended with an error"
 
 
-def _interrupted_error(last: StreamInterruptedError, times: int) -> str:
-    return (
-        f"the model's answer broke off {times} times in a row; the last time: "
-        f"{last.message.rstrip('.')}. Check the network or the server, then resume the run "
-        "from its steps."
-    )
-
-
 def _describe_bug(exc: BaseException) -> str:
     """What failed, with the task group's wrapper opened: a callback that raised inside the
     command executor must be named, not reported as "unhandled errors in a TaskGroup"."""
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe_bug(inner) for inner in exc.exceptions)
     return f"{type(exc).__name__}: {exc}"
-
-
-def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
-    if finish == "length":
-        return (
-            f"the model's last {count} replies were cut off at the output token limit before "
-            "any text (reasoning can use them all up): raise max_tokens"
-        )
-    return (
-        f"the model sent {count} empty replies in a row: check that the model and its chat "
-        "template can follow the system prompt, or try another model"
-    )

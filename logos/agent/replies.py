@@ -1,54 +1,109 @@
-"""How a front end asks the model to reply: sampling, grammars, the prompt's style.
+"""How a run asks its model for replies and which checks read them: one setting, `ReplyPolicy`.
 
-The command, the server and a batch resolve these once (`logos.cli.settings.replies`) and
-apply them to the run's `Config` the same way. Two sets of defaults come out: models behind
-OpenAI's or Anthropic's API keep the full prompt and their own sampling; a model served by
-llama.cpp (`--gguf`, or a llama.cpp server behind `--base-url`) gets what makes small local
-models succeed, measured on the small-task suite (`bench/small_model.py`): the compact prompt
-and its worked example, the grammars of `logos.protocol.grammar` (a first reply that acts,
-well-formed replies, an answer after a repeated reply), greedy sampling and a cap on each
-reply's length.
+Every model's turns go through the same loop core (`logos.agent.loop`) and the same checks of
+the protocol (`logos.agent.checks`). What differs between models is this policy: the default
+keeps what a model behind OpenAI's or Anthropic's API needs (the full prompt, its own
+sampling, the protocol's checks); `SMALL_MODEL` bundles what makes a small local model
+succeed, each part measured on the small-task suite (`bench/small_model.py`) and the
+first-question suite (`bench/first_question.py`): the compact prompt and its worked examples,
+the llama.cpp grammars (`logos.protocol.grammar`), greedy sampling, a cap on each reply, the
+check-back, and answers asked again from the commands' outputs and held to what the task asks.
+The fronts turn `SMALL_MODEL` on for a model served by llama.cpp
+(`logos.settings.resolution.replies`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from logos.agent.config import Config
+from logos.agent.checks.base import ReplyCheck
+from logos.agent.checks.check_back import CheckBack
+from logos.agent.checks.cuts import Cuts
+from logos.agent.checks.empty_answers import EmptyAnswers
+from logos.agent.checks.fake_actions import FakeActions
+from logos.agent.checks.interruptions import Interruptions
+from logos.agent.checks.plain_answers import PlainAnswers
+from logos.agent.checks.repeated_replies import RepeatedReplies
+from logos.agent.checks.running_jobs import RunningJobs
 from logos.protocol.grammar import ReplyGrammars
 from logos.protocol.prompt import PromptStyle
-from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
+from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES, WorkedExamples
+from logos.providers.base import Message
 
 LOCAL_TEMPERATURE = 0.0
-"""Sampling temperature for a llama.cpp model unless one is set: on the small-task suite a
-0.5B model did 20-21 of 30 tasks greedily against 13-20 at 0.3, and no worse on retries."""
+"""Sampling temperature for a small model unless one is set: on the small-task suite a 0.5B
+model did 20-21 of 30 tasks greedily against 13-20 at 0.3, and no worse on retries."""
 LOCAL_MAX_TOKENS = 1024
-"""Output tokens per reply for a llama.cpp model unless set: a small model that loops
-(a hundred blocks in one reply, a number that never ends) is cut off within seconds."""
+"""Output tokens per reply for a small model unless set: a small model that loops (a hundred
+blocks in one reply, a number that never ends) is cut off within seconds."""
+DEFAULT_REPEATED_FAILURE_NOTE = 3
 
 
 @dataclass(frozen=True)
-class ReplySettings:
-    temperature: float | None = None
-    provider_options: Mapping[str, Any] = field(default_factory=dict)
-    """Extra JSON fields for every request (`Config.provider_options`)."""
-    check_back: bool = True
-    grammars: ReplyGrammars | None = None
-    prompt_style: PromptStyle = "full"
-    """The system prompt's style; `compact` also sends its worked example."""
+class ReplyPolicy:
+    """How a run asks for its replies and checks them; the defaults are a frontier model's."""
 
-    def apply(self, config: Config) -> Config:
-        """`config` with these settings (the system prompt is the front end's to render in
-        `prompt_style`)."""
-        return dataclasses.replace(
-            config,
-            temperature=self.temperature,
-            provider_options=self.provider_options,
-            check_back=self.check_back,
-            grammars=self.grammars,
-            example=SMALL_MODEL_EXAMPLES if self.prompt_style == "compact" else (),
-            plain_answers=self.prompt_style == "compact",
-        )
+    prompt_style: PromptStyle = "full"
+    """The system prompt's style (`logos.protocol.prompt`), which the front renders; a
+    `Config.system_prompt` left None is rendered in it."""
+    examples: Sequence[Message] | WorkedExamples = ()
+    """Turns sent before the conversation, after the system prompt, to show the protocol
+    once; or worked examples fitted to the task (`logos.protocol.worked_examples`, whose
+    plain answers also see the examples marked for it). Never part of the steps a run
+    returns."""
+    grammars: ReplyGrammars | None = None
+    """llama.cpp grammars for the replies, one per kind of turn (`logos.protocol.grammar`),
+    sent as each request's `grammar`. Only for a server that takes a grammar (llama.cpp)."""
+    temperature: float | None = None
+    """Sampling temperature unless `Config.temperature` is set; None: the provider's."""
+    max_tokens: int | None = None
+    """Output tokens per reply unless `Config.max_tokens` is set; None: the provider's."""
+    check_back: bool = False
+    """Before taking an answer from a conversation that has run no command yet (its history
+    included), ask the model once whether the task needs one (`logos.agent.checks.check_back`):
+    small models answer questions about this machine from guesses."""
+    plain_answers: bool = False
+    """Once commands ran, the final answer is asked from a plain view of the task and the
+    commands' outputs (`logos.protocol.plain_answer`), with the answer grammar, and cleared
+    of protocol debris (`logos.protocol.debris`); the model's own answer stays in the steps
+    (`logos.agent.checks.plain_answers`)."""
+    repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
+    """After the same command fails the same way this many times in a row, a note under its
+    block tells the model to try something else (`logos.protocol.repeated_failure`); None:
+    never."""
+
+    def __post_init__(self) -> None:
+        if self.repeated_failure_note is not None and self.repeated_failure_note < 2:
+            raise ValueError(
+                "repeated_failure_note must be at least 2 (a failure repeats from its second "
+                f"time) or None, got {self.repeated_failure_note}"
+            )
+
+    def checks(self, max_hallucinations: int) -> list[ReplyCheck]:
+        """This policy's checks, fresh for one run, in the order they read a reply."""
+        checks: list[ReplyCheck] = [
+            Interruptions(),
+            Cuts(),
+            FakeActions(max_hallucinations),
+            RepeatedReplies(forced=self.grammars is not None),
+            EmptyAnswers(),
+            RunningJobs(),
+        ]
+        if self.plain_answers:
+            checks.append(PlainAnswers())
+        if self.check_back:
+            checks.append(CheckBack())
+        return checks
+
+
+SMALL_MODEL = ReplyPolicy(
+    prompt_style="compact",
+    examples=SMALL_MODEL_EXAMPLES,
+    grammars=ReplyGrammars(),
+    temperature=LOCAL_TEMPERATURE,
+    max_tokens=LOCAL_MAX_TOKENS,
+    check_back=True,
+    plain_answers=True,
+)
+"""What makes a small local model succeed (module docstring)."""

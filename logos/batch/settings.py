@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from logos.agent.config import Limits
-from logos.agent.replies import ReplySettings
+from logos.agent.config import Limits, ReplySettings
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.base import Provider
 from logos.providers.registry import provider_kind
@@ -59,7 +58,7 @@ class BatchSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Each command's time limit: the agent's, the setup's and the check's."""
     replies: ReplySettings = field(default_factory=ReplySettings)
-    """Sampling, grammars and the prompt's style (`logos.agent.replies`)."""
+    """The reply policy and extra request fields (`logos.agent.config.ReplySettings`)."""
     prompt_extra: str = ""
     prepare: str | None = None
     """A command run once, before the tasks, in a sandbox session of its own: each task's

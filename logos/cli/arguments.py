@@ -15,21 +15,51 @@ logos project {create,agent,send,follow,…}  several agents in one chat, on a l
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from logos.agent.config import DEFAULT_MAX_STEPS
 from logos.approvals.approval import APPROVAL_MODES, ApprovalMode
 from logos.cli.project_command import SERVERS_SANDBOX, add_project_options
-from logos.cli.runners import DEFAULT_SANDBOX_KIND
-from logos.cli.settings import DEFAULT_BACKGROUND_AFTER_S, DEFAULT_CONTEXT_SIZE, Flags
-from logos.options import DEFAULT_TIMEOUT_S
-from logos.protocol.prompt import PROMPT_STYLES
-from logos.providers.registry import LOCAL_SERVER_KIND, PROVIDER_KINDS
+from logos.options.declarations import (
+    ALLOW,
+    ALLOW_HOST,
+    APPROVAL_RULES,
+    APPROVE,
+    BACKGROUND_AFTER,
+    BASE_URL,
+    CHECK_BACK,
+    CONFIG,
+    CONTEXT_SIZE,
+    DEFAULT_SANDBOX_KIND,
+    FIRST_BLOCK,
+    GGUF,
+    GRAMMAR,
+    IMAGE,
+    MAX_COST,
+    MAX_STEPS,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_TOTAL_TOKENS,
+    MCP,
+    MODEL,
+    NETWORK,
+    PROMPT_STYLE,
+    PROVIDER,
+    SANDBOX,
+    SANDBOX_TOKEN_FILE,
+    SOCKET,
+    TEMPERATURE,
+    THREADS,
+    TIMEOUT,
+    TRAJECTORY,
+    YES,
+)
+from logos.options.option import add_flag, parse_positive, parse_whole
+from logos.providers.registry import PROVIDER_KINDS
 from logos.runners.sandboxes import installed_kinds
-from logos.serve.settings import DEFAULT_PORT
+from logos.settings.config_file import CHOICES
+from logos.settings.serve_table import DEFAULT_PORT
 from logos.version import logos_version
 
 _ABOUT: dict[str, tuple[str, str]] = {
@@ -119,7 +149,7 @@ _ABOUT: dict[str, tuple[str, str]] = {
 COMMANDS = tuple(_ABOUT)
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
-SANDBOX_OPTION = "--sandbox"
+SANDBOX_OPTION = SANDBOX.flag_names[0]
 
 
 def with_command(arguments: Sequence[str]) -> list[str]:
@@ -154,43 +184,6 @@ def _sandbox_kinds_spelled_out(arguments: Sequence[str], bare: str) -> list[str]
     return spelled
 
 
-def flags_of(args: argparse.Namespace) -> Flags:
-    """The settings flags in `args`; those a command does not take keep their defaults."""
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Flags) if f.name in args}
-    return Flags(**given)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def _non_negative_float(text: str) -> float:
-    value = _float(text)
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _float(text)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
 class UsageError(Exception):
     def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
         super().__init__(message)
@@ -214,8 +207,7 @@ def _command(commands: argparse._SubParsersAction[_Parser], name: str) -> _Parse
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logos",
-        usage='logos [OPTIONS] "TASK"\n'
-        "       logos {run,resume,show,exec,doctor,memory,serve,batch} ...",
+        usage=f'logos [OPTIONS] "TASK"\n       logos {{{",".join(COMMANDS)}}} ...',
         description="Give a model a task; it works on it through shell commands, which logos "
         "runs (locally after your confirmation, or in the sandboxd Docker sandbox) until it "
         "answers. `logos TASK` is short for `logos run TASK`.",
@@ -253,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(doctor)
     _runner_options(doctor)
 
+    _memory_command(commands)
+    _models_command(commands)
+
+    _serve_command(commands)
+    _batch_command(commands)
+    _view_command(commands)
+    add_project_options(_command(commands, "project"))
+    _mcp_command(commands)
+    return parser
+
+
+def _memory_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     memory = _command(commands, "memory")
     actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
     actions.add_parser("list", help="every note, the most recent first")
@@ -264,10 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     forget = actions.add_parser("forget", help="remove a note")
     forget.add_argument("key", metavar="KEY")
 
-    _models_command(commands)
 
+def _serve_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     serve = _command(commands, "serve")
     _model_options(serve)
+    add_flag(serve.add_argument_group("what its sandboxed runs may see, at most"), ALLOW)
     listen = serve.add_argument_group("where to listen")
     listen.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     listen.add_argument(
@@ -285,12 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
         help_text="allow an address other than loopback: anyone who can reach it and has the "
         "token runs commands on this machine",
     )
-
-    _batch_command(commands)
-    _view_command(commands)
-    add_project_options(_command(commands, "project"))
-    _mcp_command(commands)
-    return parser
 
 
 def _mcp_command(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -361,7 +360,7 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     spread = where.add_mutually_exclusive_group()
     spread.add_argument(
         "--workers",
-        type=_positive_int,
+        type=parse_whole,
         default=1,
         metavar="N",
         help="tasks at once on this machine (default 1; at most the sandbox's session cap)",
@@ -379,24 +378,23 @@ def _batch_command(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     where.add_argument(
         "--cpus-per-task",
-        type=_positive_float,
+        type=parse_positive,
         default=1.0,
         metavar="N",
         help="--ray: CPUs Ray reserves for each task (default 1)",
     )
     where.add_argument(
         "--memory-per-task",
-        type=_positive_float,
+        type=parse_positive,
         metavar="GIB",
         help="--ray: memory Ray reserves for each task, in GiB (default: none)",
     )
     _model_options(batch)
     _runner_options(batch, allow=False, jobs=False)
-    _switch(
+    add_flag(
         batch.add_argument_group("approval"),
-        "-y",
-        "--yes",
-        help_text="run the commands with local bash, unasked (without --sandbox, this is required)",
+        YES,
+        help="run the commands with local bash, unasked (without --sandbox, this is required)",
     )
     _limit_options(batch)
     _reply_options(batch)
@@ -457,24 +455,11 @@ def _switch(container: argparse._ActionsContainer, *flags: str, help_text: str) 
 
 
 def _mcp_option(parser: argparse.ArgumentParser) -> None:
-    _repeatable(
-        parser,
-        "--mcp",
-        "SERVER",
-        "MCP servers whose tools the model may call (`mcp NAME TOOL {...}`, approved like "
-        "commands): a JSON file of mcpServers (as Claude Code, Cursor and VS Code write them), "
-        "NAME=URL (streamable HTTP) or NAME='COMMAND ARGS' (stdio); repeatable",
-    )
+    add_flag(parser, MCP)
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help="TOML file of defaults for these options (default: "
-        "$XDG_CONFIG_HOME/logos/config.toml or ~/.config/logos/config.toml); flags win",
-    )
+    add_flag(parser, CONFIG)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -484,36 +469,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "model",
         f"Detected from {', '.join(detected_from[:-1])} or {detected_from[-1]} when not given.",
     )
-    group.add_argument("--provider", choices=list(PROVIDER_KINDS), help="the API to speak")
-    group.add_argument(
-        "--model",
-        help=f"model name (default: {' or '.join(kind.default_model for kind in kinds)}; for "
-        "a local server, the first model it lists)",
-    )
-    group.add_argument(
-        "--base-url",
-        metavar="URL",
-        help=f"an {LOCAL_SERVER_KIND.label}-compatible server (llama.cpp, Ollama, vLLM), e.g. "
-        "http://127.0.0.1:8080/v1; no key needed",
-    )
-    group.add_argument(
-        "--gguf",
-        metavar="PATH",
-        help="run offline on this GGUF model with llama.cpp in-process",
-    )
-    group.add_argument(
-        "--context-size",
-        type=_positive_int,
-        default=DEFAULT_CONTEXT_SIZE,
-        metavar="TOKENS",
-        help=f"--gguf: context window (default {DEFAULT_CONTEXT_SIZE})",
-    )
-    group.add_argument(
-        "--threads", type=_positive_int, metavar="N", help="--gguf: CPU threads (default: auto)"
-    )
-    group.add_argument(
-        "--temperature", type=_non_negative_float, metavar="T", help="sampling temperature"
-    )
+    add_flag(group, PROVIDER, choices=CHOICES[PROVIDER.key])
+    for option in (MODEL, BASE_URL, GGUF, CONTEXT_SIZE, THREADS, TEMPERATURE):
+        add_flag(group, option)
     _config_option(parser)
 
 
@@ -521,75 +479,15 @@ def _runner_options(
     parser: argparse.ArgumentParser, *, allow: bool = True, jobs: bool = True
 ) -> None:
     group = parser.add_argument_group("where commands run")
-    group.add_argument(
-        SANDBOX_OPTION,
-        nargs="?",
-        const=DEFAULT_SANDBOX_KIND,
-        default=None,
-        metavar="KIND",
-        help=f"run commands in a sandbox: {DEFAULT_SANDBOX_KIND} (the default: Docker "
-        "containers of `sandboxd serve`) or temenos (a temenos daemon, or anything speaking "
-        "its API); default: local bash",
-    )
-    group.add_argument(
-        "--no-sandbox",
-        dest="sandbox",
-        action="store_const",
-        const=False,
-        help="run commands with local bash (when the config file or a resumed run says otherwise)",
-    )
-    group.add_argument(
-        "--sandbox-addr",
-        "--socket",
-        dest="socket",
-        metavar="ADDR",
-        help="the sandbox daemon's address. sandboxd: its socket (default: $SANDBOXD_SOCKET, "
-        "/run/user/UID/sandboxd.sock, ~/.sandboxd/daemon.sock). temenos: a socket path "
-        "(starting with / or .), http://host:port or host:port (default: "
-        "$TEMENOS_LISTEN_ADDR, $TEMENOS_SOCKET_PATH, ~/.temenos/daemon.sock)",
-    )
-    group.add_argument(
-        "--sandbox-token-file",
-        metavar="PATH",
-        help="temenos: a file holding the token the daemon asks for (in Kubernetes, the "
-        "service account's token), read again when it changes",
-    )
+    for option in (SANDBOX, SOCKET, SANDBOX_TOKEN_FILE):
+        add_flag(group, option)
     if allow:
-        _allow_option(group)
-    _switch(group, "--network", help_text="allow network access in the sandbox")
-    _repeatable(
-        group,
-        "--allow-host",
-        "HOST",
-        "with --sandbox and no --network: a host commands may reach over HTTP(S) through "
-        "the sandbox's proxy (pypi.org, *.example.org, api.example.org:8443); repeatable",
-    )
-    group.add_argument(
-        "--timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        help=f"per command (default {DEFAULT_TIMEOUT_S:g})",
-    )
+        add_flag(group, ALLOW)
+    for option in (NETWORK, ALLOW_HOST, TIMEOUT):
+        add_flag(group, option)
     if jobs:
-        group.add_argument(
-            "--background-after",
-            type=_positive_float,
-            metavar="SECONDS",
-            help="a command still running after this long goes on as a job while the model "
-            f"keeps working (default {DEFAULT_BACKGROUND_AFTER_S:g}; not for `logos exec`)",
-        )
-    group.add_argument("--image", help="sandbox image (one the daemon allows)")
-
-
-def _allow_option(group: argparse._ArgumentGroup) -> None:
-    _repeatable(
-        group,
-        "--allow",
-        "PATH[:ro|:rw]",
-        "a directory commands may use, read-only unless :rw; repeatable; the first is "
-        "the working directory (default: the current directory, read-write). Only the "
-        "sandbox enforces it",
-    )
+        add_flag(group, BACKGROUND_AFTER)
+    add_flag(group, IMAGE)
 
 
 _MODE_HELP = {
@@ -603,86 +501,29 @@ def _approval_options(
     parser: argparse.ArgumentParser, modes: Sequence[ApprovalMode], default: str
 ) -> None:
     group = parser.add_argument_group("approval")
-    group.add_argument(
-        "--approve",
-        choices=modes,
-        help="; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})",
-    )
-    _switch(group, "-y", "--yes", help_text="same as --approve auto")
-    group.add_argument(
-        "--approval-rules",
-        metavar="FILE",
-        help="a TOML file of rules by program and arguments: which commands run unasked, "
-        "which always ask, which never run (config key approval_rules)",
-    )
+    shown = "; ".join(_MODE_HELP[mode] for mode in modes) + f" (default: {default})"
+    add_flag(group, APPROVE, help=shown, choices=modes)
+    add_flag(group, YES)
+    add_flag(group, APPROVAL_RULES)
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("limits (exit 1 when one stops the run)")
-    group.add_argument(
-        "--max-steps",
-        type=_positive_int,
-        metavar="N",
-        help=f"model turns (default {DEFAULT_MAX_STEPS})",
-    )
-    group.add_argument("--max-cost", type=_positive_float, metavar="USD", help="spend in USD")
-    group.add_argument(
-        "--max-time", type=_positive_float, metavar="SECONDS", help="wall-clock time"
-    )
-    group.add_argument(
-        "--max-tokens", type=_positive_int, metavar="N", help="output tokens per model turn"
-    )
-    group.add_argument(
-        "--max-total-tokens",
-        type=_positive_int,
-        metavar="N",
-        help="input + output tokens over the whole run",
-    )
+    for option in (MAX_STEPS, MAX_COST, MAX_TIME, MAX_TOKENS, MAX_TOTAL_TOKENS):
+        add_flag(group, option)
 
 
 def _reply_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "the model's replies", "Catching and preventing the slips of small local models."
     )
-    group.add_argument(
-        "--check-back",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="when the model answers before any command ran, ask it once whether the task "
-        "needs one; its answer given again stands (default: on)",
-    )
-    group.add_argument(
-        "--grammar",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="constrain the replies with the logos llama.cpp grammars: prose and well-formed "
-        "<cmd> blocks, no made-up <result>, tool-call syntax or shell code fence; a first reply "
-        "that runs a command; an answer after a repeated command (default: on when llama.cpp "
-        "serves the model, --gguf or a llama.cpp --base-url; off otherwise)",
-    )
-    group.add_argument(
-        "--first-block",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="with the grammars: the first reply must run a command (default: on); "
-        "--no-first-block lets it answer at once",
-    )
-    group.add_argument(
-        "--prompt-style",
-        choices=PROMPT_STYLES,
-        default=None,
-        help="the system prompt: full, or compact with one worked example for small models "
-        "(default: compact when llama.cpp serves the model, full otherwise)",
-    )
+    for option in (CHECK_BACK, GRAMMAR, FIRST_BLOCK):
+        add_flag(group, option)
+    add_flag(group, PROMPT_STYLE, choices=CHOICES[PROMPT_STYLE.key])
 
 
 def _output_options(parser: argparse.ArgumentParser, *, trajectory: bool) -> None:
     group = parser.add_argument_group("output")
     _switch(group, "--json", help_text="print one JSON event per line on stdout (and nothing else)")
     if trajectory:
-        group.add_argument(
-            "--trajectory",
-            metavar="PATH",
-            help="where to save the run (default: $XDG_STATE_HOME/logos/runs/"
-            "<time>-<task>.jsonl, under ~/.local/state without XDG_STATE_HOME)",
-        )
+        add_flag(group, TRAJECTORY)

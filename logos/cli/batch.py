@@ -22,33 +22,36 @@ from logos.batch.ray_pool import RayOptions, RayUnavailableError, import_ray
 from logos.batch.settings import BatchSandbox, BatchSettings, ModelSpec
 from logos.batch.summary import BatchSummary
 from logos.batch.tasks import TaskFile, TaskFileError, read_task_file
-from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
-from logos.cli.runners import sandbox_problem
-from logos.cli.settings import Flags, load_file_settings
 from logos.cli.stopping import stop_signals
-from logos.options import DEFAULT_TIMEOUT_S
+from logos.options.declarations import GGUF, PROMPT_EXTRA, SANDBOX, YES
+from logos.options.option import Values
+from logos.providers.choice import resolve_model_sync
 from logos.runners.sandboxes import batch_sandbox_kind
+from logos.settings import model_choice, resolution
+from logos.settings.config_file import load_config_file
+from logos.settings.resolution import config_path
+from logos.settings.runners import sandbox_problem
 
 GIB = 1024**3
 
 
-def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
+def cmd_batch(args: argparse.Namespace, flags: Values) -> int:
     environ = os.environ
-    settings = load_file_settings(flags.config, environ)
-    if flags.gguf is not None:
+    config = load_config_file(config_path(flags), environ)
+    if flags[GGUF] is not None:
         raise CliError(
             "logos batch needs a model server every task can reach: serve the GGUF with "
             "llama.cpp's server (llama-server -m MODEL.gguf) and pass --base-url"
         )
-    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
-    if not sandbox and not flags.yes:
+    sandbox = resolution.sandbox_choice(flags[SANDBOX], config[SANDBOX])
+    if not sandbox and not flags[YES]:
         raise CliError(
             "logos batch runs every command unasked: pass --sandbox to run them in sandboxd, "
             "or --yes to run them with local bash (on this machine, or on each Ray node)"
         )
     task_file = _read_tasks(Path(args.tasks), sandbox is not None)
-    spec = resolve.runner_spec(flags, settings, sandbox)
+    spec = resolution.runner_spec(flags, config, sandbox)
     ray = _ray_options(args)
     if sandbox is not None:
         _require_batch_kind(sandbox)
@@ -56,17 +59,17 @@ def cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
             problem = sandbox_problem(spec)
             if problem is not None:
                 raise CliError(problem)
-    choice, note = resolve.resolve_model(
-        resolve.choose_provider_for(flags, settings, environ, None)
+    choice, note = resolve_model_sync(
+        model_choice.choose_provider_for(flags, config, environ, None)
     )
     assert choice.model is not None  # resolve_model fills it in
     batch_settings = BatchSettings(
         model=ModelSpec(choice.kind.name, choice.model, choice.base_url, choice.api_key),
         sandbox=None if sandbox is None else BatchSandbox(sandbox, spec.sandbox_settings()),
-        limits=resolve.limits(flags, settings, llama_cpp=choice.llama_cpp),
-        timeout_s=resolve.first_or(DEFAULT_TIMEOUT_S, flags.timeout, settings.timeout),
-        replies=resolve.replies(flags, settings, choice),
-        prompt_extra=settings.prompt_extra or "",
+        limits=resolution.limits(flags, config),
+        timeout_s=resolution.command_timeout(flags, config),
+        replies=resolution.replies(flags, config, choice),
+        prompt_extra=config[PROMPT_EXTRA] or "",
         prepare=args.prepare,
         keep_workspaces=args.keep_workspaces,
     )

@@ -12,13 +12,14 @@ from rich.text import Text
 
 from logos.cli.model import OpenModel
 from logos.cli.render import format_seconds, human_status
-from logos.cli.runners import RunnerSpec, make_runner
-from logos.cli.settings import GgufSpec, HubModelSpec, LocalModel, ProviderChoice
 from logos.errors import ProviderError
 from logos.models.hub import Hub
 from logos.options import ExecOptions
 from logos.providers.base import Finish, Message, ModelRequest
+from logos.providers.choice import ProviderChoice
 from logos.providers.registry import PROVIDER_KINDS
+from logos.settings.model_choice import GgufSpec, HubModelSpec, LocalModel
+from logos.settings.runners import RunnerSpec, make_runner
 
 Outcome = Literal["ok", "FAIL", "skip"]
 

@@ -22,12 +22,12 @@ from logos.approvals.audit import AuditLog
 from logos.approvals.rules import ApprovalRules, approver_for
 from logos.cli.errors import CliError
 from logos.cli.paths import audit_log_path
-from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.stopping import stop_signals
 from logos.closing import close_bounded
 from logos.options import ExecOptions
 from logos.protocol.parse import CmdStreamParser, CommandBlock, UnclosedBlock
 from logos.result import Result
+from logos.settings.runners import RunnerSpec, make_runner
 
 
 @dataclass(frozen=True)

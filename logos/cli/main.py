@@ -1,5 +1,5 @@
 """The `logos` command: parse the arguments (`arguments`), resolve the settings
-(`settings`), dispatch to the command, exit.
+(`logos.settings`), dispatch to the command, exit.
 
 Exit codes: 0 final answer, 1 stopped by a limit, 2 error or bad usage, 130 Ctrl-C; another
 stop signal N gives 128 + N (143 SIGTERM, 129 a closed terminal, 141 stdout's reader left).
@@ -21,14 +21,7 @@ from typing import TextIO
 import anyio
 from rich.console import Console
 
-from logos.cli import settings as resolve
-from logos.cli.arguments import (
-    DEFAULT_FOLLOW_UP,
-    UsageError,
-    build_parser,
-    flags_of,
-    with_command,
-)
+from logos.cli.arguments import DEFAULT_FOLLOW_UP, UsageError, build_parser, with_command
 from logos.cli.batch import cmd_batch
 from logos.cli.doctor import (
     Check,
@@ -47,31 +40,37 @@ from logos.cli.paths import memory_path, runs_dir
 from logos.cli.project_command import project_command
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
-from logos.cli.runners import RunnerSpec, sandbox_problem, sandbox_where
 from logos.cli.serve_command import serve_command
-from logos.cli.settings import (
-    FileSettings,
-    Flags,
-    HubModelSpec,
-    LocalModel,
-    ProviderChoice,
-    default_config_path,
-    load_file_settings,
-)
 from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
 from logos.cli.view_command import view_command
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
-from logos.errors import RecordFileError
+from logos.errors import RecordFileError, SettingsError
 from logos.mcp.servers import McpConfigError, McpServer, parse_mcp_option
 from logos.models.hub import Hub
+from logos.options.declarations import (
+    ALLOW,
+    DOWNLOAD_MODELS,
+    LOCAL_MODEL,
+    MCP,
+    SANDBOX,
+    TRAJECTORY,
+    YES,
+)
+from logos.options.option import Values
 from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
+from logos.providers.choice import ProviderChoice, resolve_model_sync
 from logos.providers.pricing import price_for
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory, load_trajectory
+from logos.settings import model_choice, resolution
+from logos.settings.config_file import ConfigFile, default_config_path, load_config_file
+from logos.settings.model_choice import HubModelSpec, LocalModel
+from logos.settings.resolution import Flags, config_path
+from logos.settings.runners import RunnerSpec, sandbox_problem, sandbox_where
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,11 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             events.done(RunSummary(stop_reason="error", error=exc.message))
         return EXIT_ERROR
     try:
-        return _COMMANDS[args.command](args, flags_of(args))
+        return _COMMANDS[args.command](args, Flags.parsed(args))
     except CliError as exc:
         print(f"logos: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    except RecordFileError as exc:
+    except (SettingsError, RecordFileError) as exc:
         print(f"logos: {exc.message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -121,7 +120,7 @@ def _cmd_run(args: argparse.Namespace, flags: Flags) -> int:
         )
         try:
             return _run_or_resume(args, flags, reporter, streams.out_guard)
-        except (CliError, RecordFileError) as exc:
+        except (CliError, SettingsError, RecordFileError) as exc:
             reporter.error(exc.message)
             if args.json:
                 reporter.done(RunSummary(stop_reason="error", error=exc.message))
@@ -172,55 +171,40 @@ def _prepare_task(
     `terminal`: a person can be asked about commands (at a terminal, or through an MCP
     client)."""
     environ = os.environ
-    settings = load_file_settings(flags.config, environ)
-    mcp_servers = _mcp_servers(flags, settings)
-    local = resolve.local_model(flags, settings, environ, recorded)
+    config = load_config_file(config_path(flags), environ)
+    mcp_servers = _mcp_servers(flags, config)
+    local = model_choice.local_model(flags, config, environ, recorded)
     choice = (
         None
         if local is not None
-        else resolve.choose_provider_for(flags, settings, environ, recorded)
+        else model_choice.choose_provider_for(flags, config, environ, recorded)
     )
 
     recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
-    sandbox = resolve.sandbox_choice(flags.sandbox, recorded_sandbox, settings.sandbox)
-    spec = resolve.runner_spec(flags, settings, sandbox)
-    approval = resolve.approval_mode(flags, sandbox is not None, terminal)
-    default_dir = os.getcwd()
-    if recorded is not None and not flags.allow:
-        default_dir = recorded.header.cwd
-        if not os.path.isdir(default_dir):
-            raise CliError(
-                f"the run's working directory {default_dir} no longer exists: choose one "
-                "with --allow PATH:rw"
-            )
-    options = resolve.exec_options(flags, settings, default_dir)
-    if flags.allow and not sandbox:
+    sandbox = resolution.sandbox_choice(flags[SANDBOX], recorded_sandbox, config[SANDBOX])
+    spec = resolution.runner_spec(flags, config, sandbox)
+    approval = resolution.approval_mode(flags, sandbox is not None, terminal)
+    options = resolution.exec_options(flags, config, _default_dir(flags, recorded))
+    if flags[ALLOW] and not sandbox:
         reporter.notice(
             "without --sandbox, commands can reach the whole machine: --allow only sets "
             "their working directory (the first path)"
         )
-    rules = resolve.approval_rules(flags, settings)
+    rules = resolution.approval_rules(flags, config)
     if sandbox:
         _require_sandbox(spec)
     if choice is not None:
-        choice, note = resolve.resolve_model(choice)
+        choice, note = resolve_model_sync(choice)
         if note:
             reporter.notice(note)
-    replies = resolve.replies(flags, settings, choice)
+    replies = resolution.replies(flags, config, choice)
     memory = MemoryStore(memory_path(environ))
-    system_prompt = resolve.system_prompt(
-        spec, options, settings, recorded, memory, replies.prompt_style
+    system_prompt = resolution.system_prompt(
+        spec, options, config, recorded, memory, replies.prompt_style
     )
-    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
-    if (
-        choice is not None
-        and limits.max_cost_usd is not None
-        and price_for(choice.model or "") is None
-    ):
-        reporter.notice(
-            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
-            "only applies if the server reports what each request cost"
-        )
+    limits = resolution.limits(flags, config)
+    if choice is not None and limits.max_cost_usd is not None:
+        _notice_unknown_price(choice, reporter)
 
     # WHY: a rule's "confirm" verdict asks on the terminal in any mode, when there is one.
     can_ask_rules = rules is not None and approval != "never-run" and terminal
@@ -234,7 +218,7 @@ def _prepare_task(
         limits=limits,
         trajectory=recorded
         if recorded is not None
-        else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=flags.trajectory),
+        else NewTrajectory(task=prompt, directory=str(runs_dir(environ)), path=flags[TRAJECTORY]),
         environ=environ,
         input_fd=sys.stdin.fileno() if approval == "confirm" or can_ask_rules else -1,
         rules=rules,
@@ -243,6 +227,28 @@ def _prepare_task(
         mcp_servers=mcp_servers,
     )
     return _PreparedTask(plan, choice, local)
+
+
+def _default_dir(flags: Flags, recorded: Trajectory | None) -> str:
+    """Where commands start without --allow: a resumed run's directory, else this one."""
+    allowed = flags[ALLOW]
+    if recorded is None or allowed:
+        return os.getcwd()
+    directory = recorded.header.cwd
+    if not os.path.isdir(directory):
+        raise CliError(
+            f"the run's working directory {directory} no longer exists: choose one "
+            "with --allow PATH:rw"
+        )
+    return directory
+
+
+def _notice_unknown_price(choice: ProviderChoice, reporter: Reporter) -> None:
+    if price_for(choice.model or "") is None:
+        reporter.notice(
+            f"--max-cost: logos does not know the price of {choice.model!r}, so the limit "
+            "only applies if the server reports what each request cost"
+        )
 
 
 def _open_model(
@@ -267,9 +273,9 @@ def _open_model(
     return open_model(prepared.choice, gguf)
 
 
-def _mcp_servers(flags: Flags, settings: FileSettings) -> list[McpServer]:
+def _mcp_servers(flags: Values, config: Values) -> list[McpServer]:
     try:
-        given = [*settings.mcp, *flags.mcp]
+        given = [*(config[MCP] or ()), *(flags[MCP] or ())]
         servers = [server for value in given for server in parse_mcp_option(value)]
     except McpConfigError as exc:
         raise CliError(str(exc)) from None
@@ -284,10 +290,9 @@ def _mcp_servers(flags: Flags, settings: FileSettings) -> list[McpServer]:
 
 def _accepts_downloads(flags: Flags) -> bool:
     """--yes, or `download_models = true` in the config file."""
-    if flags.yes:
+    if flags[YES]:
         return True
-    settings = load_file_settings(flags.config, os.environ)
-    return bool(settings.download_models)
+    return bool(load_config_file(config_path(flags), os.environ)[DOWNLOAD_MODELS])
 
 
 def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
@@ -318,7 +323,7 @@ def _cmd_mcp(args: argparse.Namespace, flags: Flags) -> int:
             # WHY terminal=True: the person is asked through the MCP client, not stdin (the wire).
             prepared = _prepare_task(flags, notices, "", None, terminal=True)
             model = opened.enter_context(_open_model(prepared, flags, notices, plain=True))
-        except (CliError, RecordFileError) as exc:
+        except (CliError, SettingsError, RecordFileError) as exc:
             if where is not None:  # WHY: a person started it on a terminal, and reads this
                 raise
             return _serve_launch_failure(exc.message)
@@ -354,17 +359,17 @@ def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
 
 
 def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
-    settings = load_file_settings(flags.config, os.environ)
-    sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
-    spec = resolve.runner_spec(flags, settings, sandbox)
-    approval = resolve.asked_approval(flags)
+    config = load_config_file(config_path(flags), os.environ)
+    sandbox = resolution.sandbox_choice(flags[SANDBOX], config[SANDBOX])
+    spec = resolution.runner_spec(flags, config, sandbox)
+    approval = resolution.asked_approval(flags)
     if approval is None and not sandbox:
         raise CliError(
             "logos exec reads the message from stdin, so it cannot ask before running its "
             "commands on this machine: pass --yes to run them, --sandbox to run them in "
             "sandboxd, or --approve never-run for a dry run"
         )
-    options = resolve.exec_options(flags, settings, os.getcwd(), jobs=False)
+    options = resolution.exec_options(flags, config, os.getcwd(), jobs=False)
     blocks = read_blocks(_read_stdin("the message"))
     if blocks.unclosed is not None:
         print(
@@ -385,7 +390,7 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
         exec_options=options,
         approval=approval or "auto",
         environ=os.environ,
-        rules=resolve.approval_rules(flags, settings),
+        rules=resolution.approval_rules(flags, config),
     )
     results = anyio.run(execute_message, plan)
     with _guarded_stdout() as out:
@@ -402,24 +407,20 @@ def _cmd_doctor(args: argparse.Namespace, flags: Flags) -> int:
 def _doctor(flags: Flags, console: Console) -> int:
     checks: list[Check] = []
     try:
-        settings = load_file_settings(flags.config, os.environ)
-    except CliError as exc:
+        config = load_config_file(config_path(flags), os.environ)
+    except SettingsError as exc:
         print_checks([Check("config", "FAIL", exc.message)], console)
         return EXIT_STOPPED
-    config_path = flags.config or default_config_path(os.environ)
+    read = config_path(flags) or default_config_path(os.environ)
     checks.append(
-        Check(
-            "config",
-            "ok",
-            str(config_path) if config_path.exists() else f"none at {config_path} (defaults)",
-        )
+        Check("config", "ok", str(read) if read.exists() else f"none at {read} (defaults)")
     )
-    checks.extend(_doctor_model(flags, settings))
+    checks.extend(_doctor_model(flags, config))
     try:
-        sandbox = resolve.sandbox_choice(flags.sandbox, settings.sandbox)
-        spec = resolve.runner_spec(flags, settings, sandbox)
+        sandbox = resolution.sandbox_choice(flags[SANDBOX], config[SANDBOX])
+        spec = resolution.runner_spec(flags, config, sandbox)
         problem = sandbox_problem(spec) if sandbox else None
-    except CliError as exc:
+    except SettingsError as exc:
         sandbox, problem = "sandbox", exc.message
     if sandbox:
         checks.append(
@@ -428,7 +429,7 @@ def _doctor(flags: Flags, console: Console) -> int:
             else Check(sandbox, "ok", f"healthy at {sandbox_where(spec)}")
         )
     if problem is None:
-        options = resolve.exec_options(flags, settings, os.getcwd())
+        options = resolution.exec_options(flags, config, os.getcwd())
         checks.append(anyio.run(check_runner, spec, options))
     else:
         checks.append(Check("runner", "skip", f"needs {sandbox} (see above)"))
@@ -436,17 +437,17 @@ def _doctor(flags: Flags, console: Console) -> int:
     return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
 
 
-def _doctor_model(flags: Flags, settings: FileSettings) -> list[Check]:
+def _doctor_model(flags: Values, config: ConfigFile) -> list[Check]:
     """Which model a run would use and why, then one real request to it; a Hub model that
     is not downloaded yet is not downloaded here."""
     try:
-        local = resolve.local_model(flags, settings, os.environ, None)
+        local = model_choice.local_model(flags, config, os.environ, None)
         choice = None
         if local is None:
-            choice, _ = resolve.resolve_model(
-                resolve.choose_provider_for(flags, settings, os.environ, None)
+            choice, _ = resolve_model_sync(
+                model_choice.choose_provider_for(flags, config, os.environ, None)
             )
-    except CliError as exc:
+    except SettingsError as exc:
         return [Check("model", "FAIL", exc.message)]
     model = Check("model", "ok", describe_model_choice(local, choice, os.environ))
     gguf = None
@@ -460,7 +461,7 @@ def _doctor_model(flags: Flags, settings: FileSettings) -> list[Check]:
     try:
         with open_model(choice, gguf, retry=RetryPolicy(max_attempts=1)) as opened:
             return [model, anyio.run(check_provider, opened)]
-    except CliError as exc:
+    except (CliError, SettingsError) as exc:
         return [model, Check("provider", "FAIL", exc.message)]
 
 
@@ -471,7 +472,7 @@ def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
 
 
 def _cmd_models(args: argparse.Namespace, flags: Flags) -> int:
-    pinned = load_file_settings(flags.config, os.environ).local_model
+    pinned = load_config_file(config_path(flags), os.environ)[LOCAL_MODEL]
     with _guarded_stdout() as out:
         return models_command(
             args, Hub.from_environment(os.environ), out, sys.stderr, os.environ, pinned

@@ -17,7 +17,7 @@ from logos.approvals.approval import ApprovalDecision
 from logos.cli.errors import CliError
 from logos.cli.model import OpenModel
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
-from logos.errors import RecordFileError
+from logos.errors import RecordFileError, SettingsError
 from logos.mcp.loopback_http import LoopbackHttp, guarded_app, serve_loopback
 from logos.mcp.task_server import TaskCall, TaskLimits, TaskOutput, build_task_server
 from logos.protocol.envelope import command_preview
@@ -97,7 +97,7 @@ async def serve_tasks(
         )
         try:
             await run_task(task_plan, model, reporter)
-        except (CliError, RecordFileError) as exc:  # the audit log or trajectory cannot open
+        except (CliError, SettingsError, RecordFileError) as exc:  # its runner, records
             raise ToolError(exc.message) from None
         summary = reporter.summary or RunSummary(stop_reason="canceled")
         return TaskOutput(

@@ -12,11 +12,12 @@ from typing import TextIO
 
 from logos.cli.download_progress import ask_to_download, download_progress
 from logos.cli.errors import EXIT_INTERRUPTED, CliError
-from logos.cli.settings import GgufSpec, LocalModel, ProviderChoice, make_provider
 from logos.errors import LocalModelError
 from logos.models.hub import Hub, HubError
 from logos.models.llama_server import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
+from logos.providers.choice import ProviderChoice, make_provider
+from logos.settings.model_choice import GgufSpec, LocalModel
 
 
 def local_gguf(

@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 import httpx
@@ -29,8 +29,8 @@ import httpx
 from logos.access.token_file import TokenFileError, read_token_file
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.project_chat import ChatPrinter
-from logos.cli.runners import DEFAULT_SANDBOX_KIND
 from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
+from logos.options.declarations import DEFAULT_SANDBOX_KIND
 from logos.runners.sandboxes import installed_kinds
 
 SERVERS_SANDBOX = ""
@@ -115,7 +115,7 @@ def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: I
     choice = choose_server(args.url, args.token_file, environ)
     with _client(choice, args) as client:
         try:
-            return _act(args, _Server(client, choice), out)
+            return _ACTIONS[args.project_action](args, _Server(client, choice), out)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise CliError(unreachable(choice, _reason(exc))) from None
         except httpx.TransportError as exc:
@@ -125,103 +125,141 @@ def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: I
             ) from None
 
 
-def _act(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+def _create_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
     client = server.client
-    action = args.project_action
-    if action == "create":
-        body: dict[str, Any] = {
-            "name": args.name,
-            "goal": args.goal,
-            "description": args.description,
-            "allowed_paths": [_path(text) for text in args.path],
-            "allowed_hosts": args.host,
-            "double_texting": args.double_texting,
-            "budget": {
-                key: value
-                for key, value in (
-                    ("max_tokens", args.max_tokens),
-                    ("turn_max_tokens", args.turn_max_tokens),
-                )
-                if value is not None
-            },
-        }
-        made = server.ok(client.post("/v1/projects", json=body))
-        print(made["id"], file=out)
-    elif action == "list":
-        for project in server.ok(client.get("/v1/projects"))["projects"]:
-            spent = project["spent"]["tokens"]
-            print(
-                f"{project['id']}  {project['name']}  {project['status']}  {spent} tokens",
-                file=out,
+    body: dict[str, Any] = {
+        "name": args.name,
+        "goal": args.goal,
+        "description": args.description,
+        "allowed_paths": [_path(text) for text in args.path],
+        "allowed_hosts": args.host,
+        "double_texting": args.double_texting,
+        "budget": {
+            key: value
+            for key, value in (
+                ("max_tokens", args.max_tokens),
+                ("turn_max_tokens", args.turn_max_tokens),
             )
-            for agent in project["agents"]:
-                kind = f"{agent['role']}, {agent['runner']}"
-                print(
-                    f"  {agent['name']} ({kind}): {agent['status']}, "
-                    f"{agent['spent']['tokens']} tokens",
-                    file=out,
-                )
-    elif action == "agent":
-        if args.sandbox:
-            _check_sandbox_kind(args.sandbox, server.choice)
-        project_id = server.project_id(args.project)
-        runner: dict[str, Any] = {"kind": "local" if args.sandbox is None else "sandbox"}
-        if args.path:
-            runner["allowed_paths"] = [_path(text) for text in args.path]
-        body = {
-            "name": args.name,
-            "role": "captain" if args.captain else "talon",
-            "runner": runner,
-            "grant": args.grant,
-        }
-        if args.approval:
-            body["approval"] = args.approval
-        made = server.ok(client.post(f"/v1/projects/{project_id}/agents", json=body))
+            if value is not None
+        },
+    }
+    made = server.ok(client.post("/v1/projects", json=body))
+    print(made["id"], file=out)
+    return EXIT_OK
+
+
+def _list_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    for project in server.ok(client.get("/v1/projects"))["projects"]:
+        spent = project["spent"]["tokens"]
         print(
-            f"{made['name']}: {made['role']}, {made['runner']}, approval {made['approval']}",
+            f"{project['id']}  {project['name']}  {project['status']}  {spent} tokens",
             file=out,
         )
-    elif action == "send":
-        project_id = server.project_id(args.project)
-        after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
-        sent = server.ok(
-            client.post(f"/v1/projects/{project_id}/messages", json={"text": args.text})
-        )
-        if args.no_follow:
-            print(sent["message"], file=out)
-        else:
-            return _follow(server, project_id, after, out, sent["message"], name=args.project)
-    elif action == "follow":
-        return _follow(
-            server, server.project_id(args.project), args.after, out, None, name=args.project
-        )
-    elif action == "approve":
-        project_id = server.project_id(args.project)
-        body = {"approve": not args.deny, "reason": args.reason, "always": args.always}
-        decided = server.ok(
-            client.post(f"/v1/projects/{project_id}/approvals/{args.approval}", json=body)
-        )
-        print(f"{'denied' if args.deny else 'approved'} ({decided['agent']})", file=out)
-    elif action == "guard":
-        project_id = server.project_id(args.project)
-        body = {"action": args.action, "agent": args.agent}
-        after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
-        server.ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
-        if args.action != "stop":
-            return _follow(server, project_id, after, out, None, one_turn=True, name=args.project)
-    elif action == "stop":
-        project_id = server.project_id(args.project)
-        scope = "project" if args.all else "turn"
-        stopped = server.ok(client.post(f"/v1/projects/{project_id}/stop", json={"scope": scope}))
-        print("stopping" if stopped["stopped"] else "no turn was running", file=out)
-        if args.all:
-            again = f"logos project resume {shlex.quote(args.project)}"
-            print(f"the project is paused: `{again}` goes on", file=out)
-    elif action == "resume":
-        project_id = server.project_id(args.project)
-        server.ok(client.post(f"/v1/projects/{project_id}/resume"))
-        print("resumed", file=out)
+        for agent in project["agents"]:
+            kind = f"{agent['role']}, {agent['runner']}"
+            print(
+                f"  {agent['name']} ({kind}): {agent['status']}, {agent['spent']['tokens']} tokens",
+                file=out,
+            )
     return EXIT_OK
+
+
+def _agent_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    if args.sandbox:
+        _check_sandbox_kind(args.sandbox, server.choice)
+    project_id = server.project_id(args.project)
+    runner: dict[str, Any] = {"kind": "local" if args.sandbox is None else "sandbox"}
+    if args.path:
+        runner["allowed_paths"] = [_path(text) for text in args.path]
+    body = {
+        "name": args.name,
+        "role": "captain" if args.captain else "talon",
+        "runner": runner,
+        "grant": args.grant,
+    }
+    if args.approval:
+        body["approval"] = args.approval
+    made = server.ok(client.post(f"/v1/projects/{project_id}/agents", json=body))
+    print(
+        f"{made['name']}: {made['role']}, {made['runner']}, approval {made['approval']}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _send_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    project_id = server.project_id(args.project)
+    after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
+    sent = server.ok(client.post(f"/v1/projects/{project_id}/messages", json={"text": args.text}))
+    if not args.no_follow:
+        return _follow(server, project_id, after, out, sent["message"], name=args.project)
+    print(sent["message"], file=out)
+    return EXIT_OK
+
+
+def _follow_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    return _follow(
+        server, server.project_id(args.project), args.after, out, None, name=args.project
+    )
+
+
+def _approve_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    project_id = server.project_id(args.project)
+    body = {"approve": not args.deny, "reason": args.reason, "always": args.always}
+    decided = server.ok(
+        client.post(f"/v1/projects/{project_id}/approvals/{args.approval}", json=body)
+    )
+    print(f"{'denied' if args.deny else 'approved'} ({decided['agent']})", file=out)
+    return EXIT_OK
+
+
+def _guard_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    project_id = server.project_id(args.project)
+    body = {"action": args.action, "agent": args.agent}
+    after = server.ok(client.get(f"/v1/projects/{project_id}"))["events"]
+    server.ok(client.post(f"/v1/projects/{project_id}/guard", json=body))
+    if args.action != "stop":
+        return _follow(server, project_id, after, out, None, one_turn=True, name=args.project)
+    return EXIT_OK
+
+
+def _stop_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    project_id = server.project_id(args.project)
+    scope = "project" if args.all else "turn"
+    stopped = server.ok(client.post(f"/v1/projects/{project_id}/stop", json={"scope": scope}))
+    print("stopping" if stopped["stopped"] else "no turn was running", file=out)
+    if args.all:
+        again = f"logos project resume {shlex.quote(args.project)}"
+        print(f"the project is paused: `{again}` goes on", file=out)
+    return EXIT_OK
+
+
+def _resume_action(args: argparse.Namespace, server: _Server, out: IO[str]) -> int:
+    client = server.client
+    project_id = server.project_id(args.project)
+    server.ok(client.post(f"/v1/projects/{project_id}/resume"))
+    print("resumed", file=out)
+    return EXIT_OK
+
+
+_ACTIONS: dict[str, Callable[[argparse.Namespace, _Server, IO[str]], int]] = {
+    "create": _create_action,
+    "list": _list_action,
+    "agent": _agent_action,
+    "send": _send_action,
+    "follow": _follow_action,
+    "approve": _approve_action,
+    "guard": _guard_action,
+    "stop": _stop_action,
+    "resume": _resume_action,
+}
+"""Each `logos project` action: its arguments, the server, where to print; the exit code."""
 
 
 def _check_sandbox_kind(kind: str, choice: ServerChoice) -> None:
@@ -278,7 +316,9 @@ def _reason(exc: httpx.HTTPError) -> str:
 
 
 def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
-    """A client of the chosen server, with its token."""
+    """A client of the chosen server, with its token; the address is checked first, as it is
+    the first thing a caller gave."""
+    base_url, transport = _address(choice)
     try:
         token = read_token_file(choice.token_file)
     except TokenFileError as exc:
@@ -294,21 +334,27 @@ def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
             "file that server printed when it started with --token-file)"
         ) from None
     headers = {"authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=transport)
+
+
+def _address(choice: ServerChoice) -> tuple[str, httpx.HTTPTransport | None]:
+    """The base URL and transport of the chosen server: its socket (`logos serve --socket
+    PATH`) or its http:// address."""
     url = choice.url
-    try:
-        if url.startswith(("unix:", "/", "~", ".")):  # the socket of `logos serve --socket PATH`
-            transport = httpx.HTTPTransport(uds=os.path.expanduser(url.removeprefix("unix:")))
-            return httpx.Client(
-                base_url="http://localhost", headers=headers, timeout=30, transport=transport
-            )
-        if not url.startswith(("http://", "https://")):
-            raise httpx.InvalidURL("it names no http:// address")
-        return httpx.Client(base_url=url, headers=headers, timeout=30)
-    except httpx.InvalidURL as exc:
-        raise CliError(
-            f"{url!r} ({choice.source}) is not where a logos serve can listen ({exc}): give "
-            "http://HOST:PORT, or the path of its Unix socket"
-        ) from None
+    if url.startswith(("unix:", "/", "~", ".")):
+        socket_path = os.path.expanduser(url.removeprefix("unix:"))
+        return "http://localhost", httpx.HTTPTransport(uds=socket_path)
+    reason = "it names no http:// address"
+    if url.startswith(("http://", "https://")):
+        try:
+            httpx.URL(url)
+            return url, None
+        except httpx.InvalidURL as exc:
+            reason = str(exc)
+    raise CliError(
+        f"{url!r} ({choice.source}) is not where a logos serve can listen ({reason}): give "
+        "http://HOST:PORT, or the path of its Unix socket"
+    )
 
 
 class _Server:

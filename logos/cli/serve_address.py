@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from logos.cli.paths import serve_dir
 from logos.jsonl import replace_private_file
-from logos.serve.settings import DEFAULT_PORT
+from logos.settings.serve_table import DEFAULT_PORT
 
 URL_ENV = "LOGOS_SERVE_URL"
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"

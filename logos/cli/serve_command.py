@@ -21,22 +21,36 @@ import anyio
 from logos.access.token_file import TokenFileError, load_or_create_token
 from logos.agent.config import Config
 from logos.ceiling import CeilingError, ceiling_of
-from logos.cli import settings as resolve
 from logos.cli.errors import EXIT_OK, CliError
 from logos.cli.model import local_gguf, open_model
 from logos.cli.paths import audit_log_path, memory_path, serve_dir
-from logos.cli.runners import DEFAULT_SANDBOX_KIND, RunnerSpec, make_runner, sandbox_problem
 from logos.cli.serve_address import ServeAddress, address_path, record_address, remove_address
-from logos.cli.settings import FileSettings, Flags, HubModelSpec
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
+from logos.errors import SettingsError
 from logos.options import ExecOptions
+from logos.options.declarations import (
+    DEFAULT_SANDBOX_KIND,
+    DOWNLOAD_MODELS,
+    IMAGE,
+    SANDBOX,
+    SANDBOX_TOKEN_FILE,
+    SOCKET,
+    YES,
+)
+from logos.options.option import Values
 from logos.protocol.prompt import PromptStyle
+from logos.providers.choice import resolve_model_sync
 from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
 from logos.runners.sandboxes import SandboxSettings
-from logos.serve.settings import ServeSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
+from logos.settings import model_choice, resolution
+from logos.settings.config_file import load_config_file
+from logos.settings.model_choice import HubModelSpec
+from logos.settings.resolution import config_path
+from logos.settings.runners import RunnerSpec, make_runner, sandbox_problem
+from logos.settings.serve_table import ServeSettings
 from logos.version import logos_version
 
 if TYPE_CHECKING:  # WHY: Starlette and uvicorn are optional; the command imports them late
@@ -51,22 +65,22 @@ INSTALL_HINT = (
 class _Runners:
     """The server's runners, opened as the `logos` command opens them."""
 
-    settings: FileSettings
+    config: Values
     prompt_style: PromptStyle = "full"
 
     @property
     def sandbox_kind(self) -> str:
         """The kind of the server's sandbox: its config's `sandbox`, else the default."""
-        return resolve.sandbox_choice(self.settings.sandbox) or DEFAULT_SANDBOX_KIND
+        return resolution.sandbox_choice(self.config[SANDBOX]) or DEFAULT_SANDBOX_KIND
 
     def spec(self, choice: RunnerChoice) -> RunnerSpec:
         kind = self.sandbox_kind
         asked = SandboxSettings(
-            socket=self.settings.socket,
-            image=self.settings.image,
+            socket=self.config[SOCKET],
+            image=self.config[IMAGE],
             network=choice.network,
             allowed_hosts=choice.allowed_hosts,
-            auth_token_file=self.settings.sandbox_token_file,
+            auth_token_file=self.config[SANDBOX_TOKEN_FILE],
         )
         return RunnerSpec(kind if choice.sandbox else None, asked)
 
@@ -75,7 +89,7 @@ class _Runners:
             return None
         try:
             problem = sandbox_problem(self.spec(choice))
-        except CliError as exc:
+        except SettingsError as exc:
             problem = exc.message
         if problem is None:
             return None
@@ -83,21 +97,18 @@ class _Runners:
         return f"{problem} (logos serve reaches the sandbox's daemon at its config's `socket`)"
 
     def open(self, choice: RunnerChoice) -> Runner:
-        try:
-            return make_runner(self.spec(choice))
-        except CliError as exc:
-            raise ValueError(exc.message) from None
+        return make_runner(self.spec(choice))
 
     def system_prompt(
         self, choice: RunnerChoice, options: ExecOptions, continued: Trajectory | None
     ) -> str:
         memory = MemoryStore(memory_path(os.environ))
-        return resolve.system_prompt(
-            self.spec(choice), options, self.settings, continued, memory, self.prompt_style
+        return resolution.system_prompt(
+            self.spec(choice), options, self.config, continued, memory, self.prompt_style
         )
 
 
-def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, str]) -> int:
+def serve_command(args: argparse.Namespace, flags: Values, environ: Mapping[str, str]) -> int:
     try:
         from logos.serve.server import BindError, bind_tcp, bind_unix, serve
     except ImportError as exc:
@@ -106,20 +117,22 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
         ):
             raise CliError(INSTALL_HINT) from None
         raise
-    settings = resolve.load_file_settings(flags.config, environ)
-    served = settings.serve
-    local = resolve.local_model(flags, settings, environ, None)
+    config = load_config_file(config_path(flags), environ)
+    served = config.serve
+    local = model_choice.local_model(flags, config, environ, None)
     choice = (
-        None if local is not None else resolve.choose_provider_for(flags, settings, environ, None)
+        None
+        if local is not None
+        else model_choice.choose_provider_for(flags, config, environ, None)
     )
     if choice is not None:
-        choice, note = resolve.resolve_model(choice)
+        choice, note = resolve_model_sync(choice)
         if note:
             print(f"logos: {note}", file=sys.stderr)
-    rules = resolve.approval_rules(flags, settings)
-    replies = resolve.replies(flags, settings, choice)
-    limits = resolve.limits(flags, settings, llama_cpp=resolve.served_by_llama_cpp(choice))
-    options = resolve.exec_options(flags, settings, os.getcwd())
+    rules = resolution.approval_rules(flags, config)
+    replies = resolution.replies(flags, config, choice)
+    limits = resolution.limits(flags, config)
+    options = resolution.exec_options(flags, config, os.getcwd())
     try:
         # WHY pinned now: the server's own paths are every served run's ceiling (the sandbox
         # holds each mount to them, however a path was swapped since).
@@ -154,7 +167,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
                 file=sys.stderr,
             )
         terminal = sys.stdin.isatty() and sys.stderr.isatty()
-        accepted = flags.yes or bool(settings.download_models)
+        accepted = bool(flags[YES] or config[DOWNLOAD_MODELS])
         gguf = local_gguf(local, ask=terminal and not accepted, plain=False, environ=environ)
     with open_model(choice, gguf) as model:
         template = Config(
@@ -164,7 +177,7 @@ def serve_command(args: argparse.Namespace, flags: Flags, environ: Mapping[str, 
             loop_commands=memory_commands(memory),
         )
         template = replies.apply(limits.applied_to(template))
-        runners = _Runners(settings, replies.prompt_style)
+        runners = _Runners(config, replies.prompt_style)
         setup = ServerSetup(
             settings=served,
             template=template,

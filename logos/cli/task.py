@@ -21,8 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from logos.agent.config import Config, Limits
-from logos.agent.replies import ReplySettings
+from logos.agent.config import Config, Limits, ReplySettings
 from logos.agent.steps import StopReason
 from logos.approvals.approval import ApprovalMode, Approver
 from logos.approvals.rules import ApprovalRules, approver_for
@@ -32,7 +31,6 @@ from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED
 from logos.cli.model import OpenModel
 from logos.cli.paths import audit_log_path
 from logos.cli.report import Reporter
-from logos.cli.runners import RunnerSpec, make_runner
 from logos.cli.stopping import stop_signals
 from logos.cli.streams import GuardedOutput
 from logos.commands.family import CommandFamily
@@ -41,6 +39,7 @@ from logos.mcp.servers import McpServer
 from logos.options import ExecOptions
 from logos.providers.base import Message
 from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
+from logos.settings.runners import RunnerSpec, make_runner
 from logos.version import logos_version
 
 
@@ -95,7 +94,8 @@ def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
 
 
 async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
-    """Run the plan to its end and return the exit code; raises CliError before the run."""
+    """Run the plan to its end and return the exit code; raises CliError (or SettingsError,
+    for a runner that cannot open) before the run."""
     workdir = plan.exec_options.resolved_workdir() or os.getcwd()
     asker = plan.asker
     if asker is None and plan.input_fd >= 0:

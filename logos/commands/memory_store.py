@@ -23,13 +23,12 @@ from pathlib import Path
 
 from logos.errors import RecordFileError
 from logos.jsonl import make_private_dir, replace_private_file, utc_now
+from logos.options.declarations import DEFAULT_PROMPT_CHARS
 
 MAX_KEY_CHARS = 100
 MAX_NOTE_CHARS = 4000
 MAX_NOTES = 500
 """Bounds that keep the file, and what a run may read of it, small."""
-DEFAULT_PROMPT_CHARS = 4000
-"""How much of the notes a new run's system prompt holds by default."""
 _NAMED_LEFT_OUT = 10
 MEMORY_HEADING = "Notes saved in earlier runs"
 """How the notes' section of a system prompt starts (a resumed run recognises it)."""

@@ -9,13 +9,13 @@ ask, it is refused with the reason, and the model is told.
 This module is the MCP surface only: running a task is the `RunTask` the command gives it.
 """
 
-# WHY no `from __future__ import annotations`: the SDK reads the tool's annotations at
-# registration, and they name the launch's limits (locals of build_task_server).
+from __future__ import annotations
+
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -28,6 +28,9 @@ from pydantic import BaseModel, Field
 
 from logos.approvals.approval import ApprovalDecision, Approver
 from logos.mcp.strict_arguments import UnknownArguments
+from logos.options.declarations import MAX_COST, MAX_STEPS, MAX_TIME
+from logos.options.narrowing import Asked, Ceiling, NarrowingRefused, narrowed
+from logos.options.option import Option, Place, argument
 
 TASK_TOOL = "task"
 MAX_TASK_CHARS = 64 * 1024
@@ -134,11 +137,12 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
     async def task(
         ctx: Context,
         task: Annotated[str, Field(min_length=1, max_length=MAX_TASK_CHARS)],
-        max_steps: Annotated[int | None, Field(ge=1, le=steps_most)] = None,
-        max_wall_s: Annotated[float | None, Field(gt=0)] = None,
-        max_cost_usd: Annotated[float | None, Field(gt=0)] = None,
+        max_steps: Annotated[int | None, argument(MAX_STEPS)] = None,
+        max_wall_s: Annotated[float | None, argument(MAX_TIME)] = None,
+        max_cost_usd: Annotated[float | None, argument(MAX_COST)] = None,
     ) -> TaskOutput:
-        call_limits = narrowed(limits, max_steps, max_wall_s, max_cost_usd)
+        asked = {MAX_STEPS: max_steps, MAX_TIME: max_wall_s, MAX_COST: max_cost_usd}
+        call_limits = narrowed_limits(limits, asked)
         try:
             async with _progress(ctx) as progress:
                 return await run_task(TaskCall(task, call_limits, progress, ElicitingApprover(ctx)))
@@ -149,31 +153,26 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
     return server
 
 
-def narrowed(
-    limits: TaskLimits,
-    max_steps: int | None,
-    max_wall_s: float | None,
-    max_cost_usd: float | None,
-) -> TaskLimits:
-    """The call's limits: the launch's, lowered where the call asks; ToolError to raise."""
-    for name, asked, most in (
-        ("max_wall_s", max_wall_s, limits.max_wall_s),
-        ("max_cost_usd", max_cost_usd, limits.max_cost_usd),
-    ):
-        if asked is not None and most is not None and asked > most:
-            raise ToolError(
-                f"{name} {asked:g} is above the launch's {most:g}: it can only lower it"
-            )
-    return TaskLimits(
-        max_steps=min(max_steps or limits.max_steps, limits.max_steps),
-        max_wall_s=_lower(limits.max_wall_s, max_wall_s),
-        max_cost_usd=_lower(limits.max_cost_usd, max_cost_usd),
+def narrowed_limits(limits: TaskLimits, asked: Mapping[Option[Any], object]) -> TaskLimits:
+    """The call's limits: the launch's, lowered where the call asks; ToolError to raise
+    when it asks for more (`logos.options.narrowing`)."""
+    ceiling = Ceiling.of(
+        "this server",
+        (Place.CONFIG_FILE, Place.COMMAND_LINE),
+        {MAX_STEPS: limits.max_steps, MAX_TIME: limits.max_wall_s, MAX_COST: limits.max_cost_usd},
     )
-
-
-def _lower(most: float | None, asked: float | None) -> float | None:
-    given = [value for value in (most, asked) if value is not None]
-    return min(given) if given else None
+    given = [
+        Asked(option, option.name, value) for option, value in asked.items() if value is not None
+    ]
+    try:
+        values = narrowed(ceiling, given)
+    except NarrowingRefused as exc:
+        raise ToolError(str(exc)) from None
+    return TaskLimits(
+        max_steps=values[MAX_STEPS] or limits.max_steps,
+        max_wall_s=values[MAX_TIME],
+        max_cost_usd=values[MAX_COST],
+    )
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ one of three grammars for each turn (`ReplyGrammars`):
   `<cmd>` or `</cmd>`.
 * **answer** (after the model ran the very commands of its previous reply and got the very
   same output, `logos.protocol.repetition`, or once commands ran and the model answered,
-  when `Config.plain_answers`): prose only, starting with neither a `<` nor a space.
+  when `ReplyPolicy.plain_answers`): prose only, starting with neither a `<` nor a space.
   Running them a third time cannot tell it anything new, so it answers from what it has.
 
 The text right after a `<`, a `[` or a backtick run is checked with it, so none of them can

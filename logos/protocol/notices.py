@@ -22,7 +22,7 @@ CHECK_BACK_NOTICE = (
     f"or changes to it, run a command now, in a block such as {_EXAMPLE}. Otherwise, give "
     "your answer again, with no block."
 )
-"""Sent once when a run that has run no command gets an answer (`Config.check_back`)."""
+"""Sent once when a run that has run no command gets an answer (`ReplyPolicy.check_back`)."""
 
 FABRICATED_RESULT_NOTICE = (
     "You wrote a <result> yourself; it was discarded. Results come only from this harness, "
@@ -122,7 +122,7 @@ def repeated_reply_notice(forced: bool, task: str) -> str:
 
 
 def answer_notice(task: str) -> str:
-    """Sent before an answer the loop asks for (`Config.plain_answers`): the task again,
+    """Sent before an answer the loop asks for (`ReplyPolicy.plain_answers`): the task again,
     and nothing a small model could copy into its answer."""
     return f"Answer from the output above: {task.strip()}"
 

@@ -2,7 +2,7 @@
 
 Small models retry a failed command unchanged (`exit 1` four times, the same `rm out` again)
 as if the next try could end differently. Once the same command has failed the same way
-`Config.repeated_failure_note` times in a row, the envelope says so under its block.
+`ReplyPolicy.repeated_failure_note` times in a row, the envelope says so under its block.
 
 * The same command: the same text once runs of whitespace are collapsed.
 * The same way: the same exit code, signal, timeout, out-of-memory kill and runner error

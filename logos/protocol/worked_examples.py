@@ -85,7 +85,7 @@ class WorkedExamples:
         return self.general if kind is None else (*self.general, kind)
 
     def turns(self, task: str) -> tuple[Message, ...]:
-        """What is sent before the conversation (`Config.example`)."""
+        """What is sent before the conversation (`ReplyPolicy.examples`)."""
         return tuple(m for example in self.for_task(task) for m in example.turns())
 
     def answering_turns(self, task: str) -> tuple[Message, ...]:

@@ -3,11 +3,13 @@ error every refusal carries."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from logos.approvals.approval import ApprovalMode
+from logos.options.declarations import options_at
+from logos.options.option import Place, fields_at
 
 MAX_PROMPT_CHARS = 200_000
 MAX_REASON_CHARS = 2_000
@@ -26,44 +28,38 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AllowedPathRequest(_Request):
-    path: str = Field(min_length=1, max_length=4096)
-    read_only: bool = True
+class RunnerFields(_Request):
+    """Where a run's commands run; with the options a run's runner may ask for
+    (`logos.options.declarations`, `Place.SERVE_RUNNER`: for the sandbox, its paths, network
+    and hosts, each only narrowing the server's)."""
 
-
-class RunnerRequest(_Request):
     kind: Literal["local", "sandbox"] = "local"
     workdir: str | None = Field(default=None, max_length=4096)
     """local: the working directory (default: the server's)."""
-    allowed_paths: list[AllowedPathRequest] = Field(default_factory=list, max_length=64)
-    """sandbox: what the sandbox sees; the first is the working directory."""
-    network: bool = False
-    """sandbox: ask for network access (the sandbox's own config must allow it)."""
-    allowed_hosts: list[str] = Field(default_factory=list, max_length=64)
-    """sandbox, network off: hosts its commands may reach over HTTP(S) through the sandbox's
-    proxy ("pypi.org", "*.example.org"); empty: the server's own --allow-host list."""
 
 
-class LimitsRequest(_Request):
-    """Each may only narrow the server's own limit of the same name."""
+RunnerRequest = Annotated[
+    RunnerFields, fields_at(RunnerFields, Place.SERVE_RUNNER, options_at(Place.SERVE_RUNNER))
+]
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_wall_s: float | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_total_tokens: int | None = Field(default=None, ge=1)
-    timeout_s: float | None = Field(default=None, gt=0)
-    """Per command."""
+
+class LimitsFields(_Request):
+    """The limits a run may ask for (`Place.SERVE_LIMITS`): each only narrows the server's."""
+
+
+LimitsRequest = Annotated[
+    LimitsFields, fields_at(LimitsFields, Place.SERVE_LIMITS, options_at(Place.SERVE_LIMITS))
+]
 
 
 class RunRequest(_Request):
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     session: str | None = None
     """Continue this session (default: a new one)."""
-    runner: RunnerRequest = Field(default_factory=RunnerRequest)
+    runner: RunnerRequest = Field(default_factory=dict, validate_default=True)
     approval: ApprovalMode | None = None
     """Default: confirm for local commands, auto in the sandbox."""
-    limits: LimitsRequest = Field(default_factory=LimitsRequest)
+    limits: LimitsRequest = Field(default_factory=dict, validate_default=True)
 
 
 class ApprovalAnswer(_Request):

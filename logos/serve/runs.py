@@ -26,13 +26,25 @@ from logos.agent.config import Config
 from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import Verdicts, approver_for
 from logos.assembly import Approval, RunAssembly, RunParts
-from logos.ceiling import early_refusal
 from logos.errors import RecordFileError
 from logos.jsonl import utc_now
 from logos.options import AllowedPath, ExecOptions
+from logos.options.declarations import (
+    ALLOW,
+    MAX_COST,
+    MAX_STEPS,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_TOTAL_TOKENS,
+    NETWORK,
+    TIMEOUT,
+    options_at,
+)
+from logos.options.narrowing import NarrowingRefused, asked_in, narrowed, sandbox_only
+from logos.options.option import Place, requested
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory
-from logos.serve.api import ApiError, LimitsRequest, RunnerRequest, RunRequest
+from logos.serve.api import ApiError, RunRequest
 from logos.serve.approvals import Approvals
 from logos.serve.filechanges.tracker import (
     ChangeTrackers,
@@ -46,15 +58,6 @@ from logos.serve.setup import RunnerChoice, ServerSetup
 
 KEPT_FINISHED = 1000
 """Finished runs whose status stays in memory; older ones are read from their event log."""
-CONFIG_KEYS = {
-    "max_steps": "max_steps",
-    "max_cost_usd": "max_cost",
-    "max_wall_s": "max_time",
-    "max_tokens": "max_tokens",
-    "max_total_tokens": "max_total_tokens",
-}
-"""The limits a request may narrow, and the config file's key of each."""
-TIMEOUT_KEY = "timeout"
 
 RunState = Literal["running", "finished"]
 
@@ -131,20 +134,16 @@ class Runs:
         """Check the request, open the session and the run's parts; the run goes on in the
         background. ApiError says what stands in the way."""
         settings = self._setup.settings
-        choice = RunnerChoice(
-            sandbox=request.runner.kind == "sandbox", network=request.runner.network
-        )
-        approval = request.approval or ("auto" if choice.sandbox else "confirm")
-        if approval == "auto" and not choice.sandbox and not settings.allow_local_auto:
+        sandbox = request.runner.kind == "sandbox"
+        approval = request.approval or ("auto" if sandbox else "confirm")
+        if approval == "auto" and not sandbox and not settings.allow_local_auto:
             raise ApiError(
                 403,
                 'approval "auto" would run the model\'s commands on this machine without '
                 "asking anyone: this server allows it only with allow_local_auto = true in "
                 'its [serve] table; ask for approval "confirm", or run in the sandbox',
             )
-        options = self._exec_options(request.runner, request.limits)
-        choice = dataclasses.replace(choice, allowed_hosts=options.allowed_hosts)
-        template = self._narrowed(request.limits)
+        choice, options, template = self._narrowed(request)
         problem = self._setup.runners.problem(choice)
         if problem is not None:
             raise ApiError(503, problem)
@@ -265,26 +264,25 @@ class Runs:
             self.sessions.release(session_id)
             raise ApiError(409, exc.message) from None
 
-    def _exec_options(self, runner: RunnerRequest, limits: LimitsRequest) -> ExecOptions:
-        server_timeout = self._setup.template.exec_options.timeout_s
-        if limits.timeout_s is not None and limits.timeout_s > server_timeout:
-            raise _wider("timeout_s", limits.timeout_s, server_timeout, TIMEOUT_KEY)
+    def _narrowed(self, request: RunRequest) -> tuple[RunnerChoice, ExecOptions, Config]:
+        """Where the run's commands run, their options and the run's config: the server's,
+        narrowed as the request asks (`logos.options.narrowing`); ApiError for what it may
+        not ask (400: malformed, 403: wider than the server's)."""
+        template = self._setup.template
+        runner = request.runner
+        asked = asked_in(request.limits, Place.SERVE_LIMITS)
         if runner.kind == "local":
-            if runner.allowed_paths or runner.network or runner.allowed_hosts:
-                raise ApiError(
-                    400,
-                    "allowed_paths, network and allowed_hosts are for the sandbox (runner.kind "
-                    '"sandbox"): local commands reach the whole machine; give runner.workdir '
-                    "instead",
-                )
+            if any(ask.value for ask in asked_in(runner, Place.SERVE_RUNNER)):
+                fields = [
+                    option.name_at(Place.SERVE_RUNNER) for option in options_at(Place.SERVE_RUNNER)
+                ]
+                refused = sandbox_only(fields, "runner.kind")
+                raise ApiError(400, f"{refused}; give runner.workdir instead")
             workdir = runner.workdir or self._setup.workdir
             if not os.path.isabs(workdir) or not os.path.isdir(workdir):
                 raise ApiError(
                     400, f"runner.workdir {workdir!r} is not an absolute path to a directory"
                 )
-            paths: tuple[AllowedPath, ...] = (
-                AllowedPath(path=os.path.realpath(workdir), read_only=False),
-            )
         else:
             if runner.workdir is not None:
                 raise ApiError(
@@ -292,58 +290,45 @@ class Runs:
                     "runner.workdir is for local commands: in the sandbox, the first of "
                     "runner.allowed_paths is the working directory",
                 )
-            if not runner.allowed_paths:
+            if not requested(runner, ALLOW, Place.SERVE_RUNNER):
                 raise ApiError(
                     400,
                     "a sandbox run needs runner.allowed_paths: the directories it may see, "
                     'e.g. [{"path": "/home/me/project", "read_only": false}]',
                 )
-            paths = tuple(AllowedPath(p.path, p.read_only) for p in runner.allowed_paths)
-        hosts: tuple[str, ...] = ()
-        if runner.kind == "sandbox":
-            hosts = tuple(runner.allowed_hosts) or self._setup.template.exec_options.allowed_hosts
-            if hosts and runner.network:
-                raise ApiError(
-                    400,
-                    "runner.allowed_hosts limits a sandbox without network to those hosts, and "
-                    "runner.network opens every host: send one or the other",
-                )
-            self._check_ceiling(paths)  # WHY last: a malformed request is told so first
+            asked += asked_in(runner, Place.SERVE_RUNNER)
+        try:
+            values = narrowed(self._setup.ceiling, asked)
+        except NarrowingRefused as exc:
+            raise ApiError(403 if exc.wider else 400, str(exc)) from None
+        paths, hosts = values.paths, values.hosts
+        if runner.kind == "local":
+            paths, hosts = (AllowedPath(path=os.path.realpath(workdir), read_only=False),), ()
         try:
             # WHY the template's path_ceiling kept: the server's own paths, pinned when it
             # started, are every run's ceiling: the sandbox holds each mount to them.
-            return dataclasses.replace(
-                self._setup.template.exec_options,
+            options = dataclasses.replace(
+                template.exec_options,
                 allowed_paths=paths,
                 allowed_hosts=hosts,
-                timeout_s=limits.timeout_s or server_timeout,
+                timeout_s=values[TIMEOUT] or template.exec_options.timeout_s,
             )
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-
-    def _check_ceiling(self, paths: tuple[AllowedPath, ...]) -> None:
-        """A 403 for a sandbox path outside the server's own paths as it is now: early and
-        friendly, while the sandbox decides when it mounts it."""
-        ceiling = self._setup.template.exec_options.path_ceiling
-        if ceiling is None:
-            return
-        for path in paths:
-            refused = early_refusal(path.path, read_only=path.read_only, ceiling=ceiling)
-            if refused is not None:
-                raise ApiError(403, refused)
-
-    def _narrowed(self, limits: LimitsRequest) -> Config:
-        template = self._setup.template
-        asked: dict[str, Any] = {}
-        for name, key in CONFIG_KEYS.items():
-            value = getattr(limits, name)
-            if value is None:
-                continue
-            ceiling = getattr(template, name)
-            if ceiling is not None and value > ceiling:
-                raise _wider(name, value, ceiling, key)
-            asked[name] = value
-        return dataclasses.replace(template, **asked)
+        config = dataclasses.replace(
+            template,
+            max_steps=values[MAX_STEPS] or template.max_steps,
+            max_cost_usd=values[MAX_COST],
+            max_wall_s=values[MAX_TIME],
+            max_tokens=values[MAX_TOKENS],
+            max_total_tokens=values[MAX_TOTAL_TOKENS],
+        )
+        choice = RunnerChoice(
+            sandbox=runner.kind == "sandbox",
+            network=bool(values[NETWORK]),
+            allowed_hosts=options.allowed_hosts,
+        )
+        return choice, options, config
 
     def cancel(self, run_id: str) -> Run:
         run = self._live.get(run_id)
@@ -424,15 +409,6 @@ async def _opened(parts: RunParts) -> RunAssembly:
         raise ApiError(400, str(exc)) from None
     except RecordFileError as exc:  # its session's trajectory, or the audit log
         raise ApiError(409, exc.message) from None
-
-
-def _wider(name: str, asked: float, ceiling: float, key: str) -> ApiError:
-    return ApiError(
-        403,
-        f"limits.{name} {asked:g} is above this server's limit of {ceiling:g} ({key} in its "
-        f"config file): a request may narrow the server's limits, never widen them; ask for "
-        f"{ceiling:g} or less",
-    )
 
 
 def _summary_fields(summary: RunSummary | None) -> dict[str, Any]:

@@ -8,17 +8,31 @@ prompt and the run settings through `ServerSetup`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from logos.agent.config import Config
 from logos.approvals.rules import ApprovalRules
 from logos.commands.memory_store import MemoryStore
 from logos.jsonl import utc_now
 from logos.options import ExecOptions
+from logos.options.declarations import (
+    ALLOW,
+    ALLOW_HOST,
+    MAX_COST,
+    MAX_STEPS,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_TOTAL_TOKENS,
+    NETWORK,
+    TIMEOUT,
+)
+from logos.options.narrowing import Ceiling
+from logos.options.option import Option, Place
 from logos.records.trajectory import RunHeader, Trajectory, TrajectoryWriter
 from logos.runners.base import Runner
-from logos.serve.settings import ServeSettings
+from logos.settings.serve_table import ServeSettings
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,35 @@ class ServerSetup:
     logos_version: str
     workdir: str
     """Where local commands run unless a request names a directory."""
+
+    @cached_property
+    def ceiling(self) -> Ceiling:
+        """What a request may narrow: the template's limits, and the paths the server was
+        given (pinned when it started). Its sandbox's own config decides network and hosts."""
+        template, options = self.template, self.template.exec_options
+        widest: dict[Option[Any], object] = {
+            MAX_STEPS: template.max_steps,
+            MAX_COST: template.max_cost_usd,
+            MAX_TIME: template.max_wall_s,
+            MAX_TOKENS: template.max_tokens,
+            MAX_TOTAL_TOKENS: template.max_total_tokens,
+            TIMEOUT: options.timeout_s,
+            NETWORK: None,
+            ALLOW_HOST: None,
+            ALLOW: None,
+        }
+        defaults: dict[Option[Any], object] = {
+            NETWORK: False,
+            ALLOW_HOST: options.allowed_hosts,
+            ALLOW: options.allowed_paths,
+        }
+        return Ceiling.of(
+            "this server",
+            (Place.CONFIG_FILE,),
+            widest,
+            defaults=defaults,
+            paths=options.path_ceiling,
+        )
 
     def session_writer(
         self,

@@ -66,7 +66,11 @@ exit "$status"
 """
 FIRST_EXIT_CHECK_S = 0.05
 MAX_EXIT_CHECK_S = 1.0
-LINGER_S = 0.02
+LINGER_S = 1.0
+"""Once the engine says the command exited, how long the stream may take to end. WHY this
+long: a busy engine reports the exit before it has forwarded the command's last output (at
+20 ms, a loaded machine lost whole outputs); a stream held open by a background process
+(`sleep 1000 & echo hi`) waits this long, which a fallback can afford."""
 BACKSTOP_MARGIN_S = 5.0
 """Past the deadline, how long the in-container watchdog gets before the host steps in."""
 EXIT_CODE_WAIT_S = 2.0

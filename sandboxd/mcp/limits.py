@@ -4,7 +4,8 @@ of them.
 The person who launches the server decides which host paths, hosts, image, environment and
 limits its sandboxes get; a client (an editor's agent) can only narrow them per call: a
 sub-directory of an allowed path, read-only instead of read-write, fewer hosts, a shorter
-timeout. Anything wider is refused with the reason, before the daemon is asked.
+timeout (`logos.options.narrowing`, the one narrowing every front uses). Anything wider is
+refused with the reason, before the daemon is asked.
 
 WHY the daemon is asked to hold each call to the launch's paths too: a path is a name, and
 another sandbox of the launch (read-write on a launch path) can swap a directory in it for a
@@ -20,9 +21,23 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from logos.ceiling import PathCeiling, ceiling_of, early_refusal, os_reason
-from logos.options import DEFAULT_MAX_OUTPUT_BYTES, AllowedPath, ExecOptions
+from logos.ceiling import PathCeiling, ceiling_of, os_reason
+from logos.options import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_S, AllowedPath, ExecOptions
+from logos.options.declarations import (
+    ALLOW,
+    ALLOW_HOST,
+    DEFAULT_BACKGROUND_AFTER_S,
+    DEFAULT_MAX_FORKS,
+    DEFAULT_MAX_TIMEOUT_S,
+    MAX_TIMEOUT,
+    NETWORK,
+    TIMEOUT,
+)
+from logos.options.narrowing import Asked, Ceiling, NarrowingRefused, narrowed
+from logos.options.option import Place
 
+HERE = Place.SANDBOXD_RUN
+"""Where a call's narrowing sits: the run tool's arguments."""
 MAX_COMMAND_BYTES = 64 * 1024
 """A longer command line is refused: a shell script that long belongs in a file."""
 MAX_ENV_ENTRIES = 64
@@ -51,17 +66,19 @@ class McpLaunch:
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     """Set for every command; a client cannot change these."""
-    default_timeout_s: float = 120.0
-    max_timeout_s: float = 600.0
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    max_timeout_s: float = DEFAULT_MAX_TIMEOUT_S
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    background_after_s: float | None = 30.0
+    background_after_s: float | None = DEFAULT_BACKGROUND_AFTER_S
     """A command still running after this long goes on as a job (None: never)."""
-    max_forks: int = 4
+    max_forks: int = DEFAULT_MAX_FORKS
     """Forks one client may hold at once."""
     max_concurrent_calls: int = 8
     """Calls of one client that run at the same time; more wait their turn."""
     path_ceiling: PathCeiling = field(init=False)
     """`allowed_paths`, pinned when the launch is made: every call's ceiling."""
+    ceiling: Ceiling = field(init=False)
+    """What a call may narrow: the paths (pinned), the hosts, the network, the timeout."""
 
     def __post_init__(self) -> None:
         for name in ("default_timeout_s", "max_timeout_s"):
@@ -76,7 +93,23 @@ class McpLaunch:
         if self.max_forks < 0 or self.max_concurrent_calls < 1:
             raise ValueError("max_forks must be >= 0 and max_concurrent_calls >= 1")
         ExecOptions(env=self.env, allowed_hosts=self.allowed_hosts)  # the same checks as a run's
-        object.__setattr__(self, "path_ceiling", ceiling_of(self.allowed_paths))
+        paths = ceiling_of(self.allowed_paths)
+        object.__setattr__(self, "path_ceiling", paths)
+        widest = {
+            TIMEOUT: self.max_timeout_s,
+            ALLOW_HOST: self.allowed_hosts,
+            NETWORK: self.network,
+            ALLOW: None,
+        }
+        ceiling = Ceiling.of(
+            "this server",
+            (Place.SANDBOXD_LAUNCH,),
+            widest,
+            defaults={TIMEOUT: self.default_timeout_s, ALLOW: self.allowed_paths},
+            set_by={TIMEOUT: MAX_TIMEOUT},
+            paths=paths,
+        )
+        object.__setattr__(self, "ceiling", ceiling)
 
 
 @dataclass(frozen=True)
@@ -99,23 +132,27 @@ def narrowed_options(
 ) -> ExecOptions:
     """The options of one call: the launch's, narrowed as the call asks; NarrowingError when
     it asks for more."""
-    allowed = launch.allowed_paths if paths is None else _narrowed_paths(launch, paths)
-    if timeout_s is None:
-        timeout_s = launch.default_timeout_s
-    elif not 0 < timeout_s <= launch.max_timeout_s:
-        raise NarrowingError(
-            f"timeout_s {timeout_s:g} is outside (0, {launch.max_timeout_s:g}]: the server was "
-            f"launched with at most {launch.max_timeout_s:g} s per command; a longer command "
-            "goes on as a job when the launch allows jobs"
-        )
+    asked = []
+    if paths is not None:
+        asked_paths = [AllowedPath(path=ask.path, read_only=not ask.writable) for ask in paths]
+        asked.append(Asked(ALLOW, ALLOW.name_at(HERE), asked_paths))
+    if hosts is not None:
+        asked.append(Asked(ALLOW_HOST, ALLOW_HOST.name_at(HERE), list(hosts)))
+    if timeout_s is not None:
+        asked.append(Asked(TIMEOUT, TIMEOUT.name_at(HERE), timeout_s))
+    try:
+        values = narrowed(launch.ceiling, asked)
+    except NarrowingRefused as exc:
+        raise NarrowingError(str(exc)) from None
+    allowed = values.paths
     options_env = {**_checked_env(launch, env or {}), **launch.env}
     try:
         return ExecOptions(
             env=options_env,
             allowed_paths=allowed,
-            allowed_hosts=launch.allowed_hosts if hosts is None else _narrowed_hosts(launch, hosts),
+            allowed_hosts=values.hosts,
             workdir=None if workdir is None else _checked_workdir(workdir, allowed),
-            timeout_s=timeout_s,
+            timeout_s=values[TIMEOUT] or launch.default_timeout_s,
             max_output_bytes=launch.max_output_bytes,
             inherit_env=False,
             background_after_s=launch.background_after_s if background else None,
@@ -123,37 +160,6 @@ def narrowed_options(
         )
     except ValueError as exc:
         raise NarrowingError(str(exc)) from None
-
-
-def _narrowed_paths(launch: McpLaunch, asked: Sequence[PathAsk]) -> tuple[AllowedPath, ...]:
-    """The paths asked for, as asked (the daemon resolves them where it mounts them), once
-    the launch's ceiling admits each as it is now."""
-    narrowed = []
-    for ask in asked:
-        if not ask.path or "\0" in ask.path or not os.path.isabs(ask.path):
-            raise NarrowingError(f"path {ask.path!r} must be an absolute host path")
-        read_only = not ask.writable
-        refused = early_refusal(ask.path, read_only=read_only, ceiling=launch.path_ceiling)
-        if refused is not None:
-            raise NarrowingError(refused)
-        narrowed.append(AllowedPath(path=ask.path, read_only=read_only))
-    return tuple(narrowed)
-
-
-def _narrowed_hosts(launch: McpLaunch, asked: Sequence[str]) -> tuple[str, ...]:
-    if launch.network:
-        raise NarrowingError(
-            "the server was launched with the network on: hosts cannot narrow it; leave hosts out"
-        )
-    allowed = {host.lower() for host in launch.allowed_hosts}
-    for host in asked:
-        if host.lower() not in allowed:
-            shown = ", ".join(launch.allowed_hosts) or "none"
-            raise NarrowingError(
-                f"host {host!r} was not allowed when the server was launched (allowed: "
-                f"{shown}); a client can narrow the hosts, never widen them"
-            )
-    return tuple(asked)
 
 
 def _checked_env(launch: McpLaunch, env: Mapping[str, str]) -> dict[str, str]:

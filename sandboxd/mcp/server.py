@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from logos.mcp.strict_arguments import UnknownArguments
+from logos.options.declarations import ALLOW, ALLOW_HOST, TIMEOUT
+from logos.options.option import MAX_LIST, argument
 from logos.result import JobEnd, Result
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
 from sandboxd.mcp.limits import (
@@ -219,6 +221,14 @@ Sandbox = Annotated[
 
 
 def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
+    _add_run_tool(server, launch)
+    _add_job_tools(server, launch)
+    if launch.max_forks > 0:
+        _add_fork_tool(server, launch)
+
+
+def _run_description(launch: McpLaunch) -> str:
+    """What the run tool tells the client's model: the launch's paths, network and limits."""
     shown_paths = ", ".join(
         f"{p.path} ({'ro' if p.read_only else 'rw'})" for p in launch.allowed_paths
     )
@@ -227,17 +237,22 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         "signal, timeout, truncation). Host paths it sees: "
         f"{shown_paths or 'none'}; network: "
         f"{'on' if launch.network else ', '.join(launch.allowed_hosts) or 'off'}. "
-        "paths, hosts, timeout_s and env can only narrow what the server was launched with."
+        "paths, hosts, timeout_s and env can only narrow what the server was launched with "
+        f"(timeout_s at most {launch.max_timeout_s:g} s; paths and hosts by default the "
+        "launch's)."
     )
     if launch.background_after_s is not None:
         run_description += (
             f" A command still running after {launch.background_after_s:g} s goes on as a "
             "job (job_id set): follow it with job_wait."
         )
+    return run_description
 
+
+def _add_run_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "run",
-        description=run_description,
+        description=_run_description(launch),
         annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
     )
     async def run(
@@ -246,21 +261,15 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         workdir: Annotated[
             str | None, Field(max_length=4096, description="inside one of the paths")
         ] = None,
-        timeout_s: Annotated[
-            float | None,
-            Field(gt=0, description=f"at most {launch.max_timeout_s:g} s"),
-        ] = None,
+        timeout_s: Annotated[float | None, argument(TIMEOUT)] = None,
         env: Annotated[
             dict[str, str] | None, Field(description="variables for this command only")
         ] = None,
         paths: Annotated[
             list[PathArgument] | None,
-            Field(max_length=64, description="narrow the host paths (default: the launch's)"),
+            Field(max_length=MAX_LIST, description=ALLOW.help),
         ] = None,
-        hosts: Annotated[
-            list[str] | None,
-            Field(max_length=64, description="narrow the reachable hosts (default: the launch's)"),
-        ] = None,
+        hosts: Annotated[list[str] | None, argument(ALLOW_HOST)] = None,
         sandbox: Sandbox = None,
     ) -> Annotated[CallToolResult, RunOutput]:
         async with _sandboxes(ctx).for_call(ctx) as client:
@@ -283,6 +292,8 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 result = await unless_client_goes(ctx, partial(runner.run, command, options))
         return _tool_result(_run_output(result))
 
+
+def _add_job_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "job_status",
         description="The jobs still running in a sandbox (commands that went on past the "
@@ -334,9 +345,8 @@ def _add_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 raise ToolError(f"{exc}: job_status lists the jobs still running") from None
         return _job_output(job_id, end)
 
-    if launch.max_forks == 0:
-        return
 
+def _add_fork_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     @server.tool(
         "fork",
         description="Copy the main sandbox (what its commands changed in /tmp and $HOME) into "

@@ -32,6 +32,7 @@ from bench.ray_cluster import ray_command
 from bench.report import render_table, write_json
 from bench.results import Section, Target, percentile
 from bench.roundtrip import (
+    BENCH_LABEL,
     COMMANDS,
     DOCKER_EXEC,
     DOCKER_PY,
@@ -61,12 +62,12 @@ def require_bench_extra(*modules: str) -> None:
         )
 
 
-def quick_section(
+def smoke_section(
     family: str, out: Path, *, timeout: float = 280, shows: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """`--quick --only FAMILY`, which must run cleanly and print each of `shows` in its table:
+    """`--smoke --only FAMILY`, which must run cleanly and print each of `shows` in its table:
     the family's section of the results."""
-    completed = run_bench("--quick", "--only", family, "--out", str(out), timeout=timeout)
+    completed = run_bench("--smoke", "--only", family, "--out", str(out), timeout=timeout)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     for text in shows:
         assert text in completed.stdout, completed.stdout
@@ -89,6 +90,17 @@ def test_percentile_interpolates_between_ranks() -> None:
 def test_cold_samples_are_spread_over_the_iterations() -> None:
     assert cold_schedule(30, 10) == {0, 3, 6, 9, 12, 15, 18, 21, 24, 27}
     assert cold_schedule(2, 5) == {0, 1}
+
+
+def test_the_smoke_plan_is_the_quick_one_at_most_and_waits_for_nothing() -> None:
+    quick, smoke = Plan.quick(), Plan.smoke()
+    assert smoke.settle_max_s == 0 < quick.settle_max_s
+    for field in dataclasses.fields(Plan):
+        value, smaller = getattr(quick, field.name), getattr(smoke, field.name)
+        if isinstance(value, tuple) and all(isinstance(count, int) for count in value):
+            assert len(smaller) <= len(value) and sum(smaller) <= sum(value), field.name
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            assert smaller <= value, field.name
 
 
 def test_the_table_says_miss_plainly() -> None:
@@ -140,10 +152,10 @@ def test_unknown_family_is_a_usage_error_that_lists_the_choices() -> None:
 def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None:
     require_bench_extra("matplotlib")
     completed = run_bench(
-        "--quick", "--only", "loop,parser,overlap", "--out", str(tmp_path), timeout=170
+        "--smoke", "--only", "loop,parser,overlap", "--out", str(tmp_path), timeout=170
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    plan = Plan.quick()
+    plan = Plan.smoke()
 
     assert "Agent loop overhead per step" in completed.stdout
     assert "Targets" in completed.stdout
@@ -176,8 +188,8 @@ def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None
 @pytest.mark.timeout(170)
 def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
     require_bench_extra("matplotlib", "starlette", "uvicorn")
-    serve = quick_section("serve", tmp_path, timeout=150, shows=("event latency median ≤ 2 ms",))
-    plan = Plan.quick()
+    serve = smoke_section("serve", tmp_path, timeout=150, shows=("event latency median ≤ 2 ms",))
+    plan = Plan.smoke()
     raw = serve["raw"]
     assert len(raw["latency_s"]) == plan.serve_latency_events
     assert all(0 < latency < 5 for latency in raw["latency_s"])
@@ -188,10 +200,10 @@ def test_serve_family_runs_and_reports(tmp_path: Path) -> None:
 @pytest.mark.timeout(170)
 def test_projects_family_runs_and_reports(tmp_path: Path) -> None:
     require_bench_extra("matplotlib", "starlette", "uvicorn")
-    projects = quick_section(
+    projects = smoke_section(
         "projects", tmp_path, timeout=150, shows=("message → routing event (to the captain)",)
     )
-    plan = Plan.quick()
+    plan = Plan.smoke()
     raw = projects["raw"]
     for key in ("route", "delta", "turn", "plain"):
         assert len(raw[key]) == plan.projects_messages, key  # every turn was answered
@@ -207,7 +219,7 @@ def test_projects_family_runs_and_reports(tmp_path: Path) -> None:
 def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
     require_bench_extra("matplotlib", "minisweagent")
     completed = run_bench(
-        "--quick",
+        "--smoke",
         "-n",
         "2",
         "--only",
@@ -234,7 +246,7 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     }
 
     levels = results["sections"]["throughput"]["raw"]["levels"]
-    assert [level["sessions"] for level in levels] == list(Plan.quick().throughput_levels)
+    assert [level["sessions"] for level in levels] == list(Plan.smoke().throughput_levels)
     for level in levels:
         assert level["errors"] == []
         assert level["commands_per_s"] > 0
@@ -249,13 +261,15 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
         assert 0 < process["baseline_bytes"] <= process["peak_bytes"]
         assert process["peak_bytes"] - process["baseline_bytes"] < written / 2
     control = flood["raw"]["control"]
-    assert control["requests"] == Plan.quick().control_flood_requests
+    assert control["requests"] == Plan.smoke().control_flood_requests
     assert 0 < control["baseline_bytes"] <= control["peak_bytes"]
     assert control["after_bytes"] <= control["peak_bytes"]
     # The replies' memory went back: what the daemon keeps is not their 6x JSON.
     assert control["after_bytes"] - control["baseline_bytes"] < 64 * 2**20
 
-    leftovers = docker_client.containers.list(all=True, filters={"label": "logos-bench"})
+    leftovers = docker_client.containers.list(
+        all=True, filters={"label": results["container_label"]}
+    )
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -266,21 +280,21 @@ def test_the_egress_family_compares_the_proxy_with_the_network_on(
     tmp_path: Path, docker_client: Any
 ) -> None:
     require_bench_extra("matplotlib")
-    egress = quick_section("egress", tmp_path)  # no problem: each download got every byte
-    quick = Plan.quick()
+    egress = smoke_section("egress", tmp_path)  # no problem: each download got every byte
+    smoke = Plan.smoke()
     samples = egress["samples_s"]["HTTP GET on a new connection, timed in the sandbox"]
     assert sorted(samples) == [EGRESS_PROXY, EGRESS_DIRECT]
     for label in (EGRESS_PROXY, EGRESS_DIRECT):
-        assert len(samples[label]) == quick.egress_rounds * quick.egress_requests
-        assert egress["raw"]["download"][label]["bytes"] == quick.egress_download_bytes
+        assert len(samples[label]) == smoke.egress_rounds * smoke.egress_requests
+        assert egress["raw"]["download"][label]["bytes"] == smoke.egress_download_bytes
     assert len(egress["targets"]) == 2
 
 
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    plan = Plan.quick()
-    section = quick_section("prepare", tmp_path)
+    plan = Plan.smoke()
+    section = smoke_section("prepare", tmp_path)
     first = section["samples_s"]["A run's first command: block closed → result"]
     starts = section["samples_s"]["New session start"]
     assert [len(series) for series in first.values()] == [plan.prepare_iterations] * 3
@@ -297,7 +311,8 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     goals = {target["goal"] for target in section["targets"]}
     assert "first command with preparation <= 15 ms (model 0.5 s to its first block)" in goals
     assert "new session start <= 120 ms" in goals
-    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    label = load_results(tmp_path)["container_label"]
+    assert docker_client.containers.list(all=True, filters={"label": label}) == []
 
 
 @pytest.mark.docker
@@ -305,17 +320,17 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
 def test_mcp_family_times_the_run_tool_beside_the_native_api(
     tmp_path: Path, docker_client: Any
 ) -> None:
-    section = quick_section("mcp", tmp_path)
+    section = smoke_section("mcp", tmp_path)
     samples = section["samples_s"]["Round trip through MCP: `true`"]
     assert list(samples) == [MCP_NATIVE, MCP_STDIO, MCP_HTTP]
-    assert [len(series) for series in samples.values()] == [Plan.quick().roundtrip_iterations] * 3
+    assert [len(series) for series in samples.values()] == [Plan.smoke().roundtrip_iterations] * 3
 
 
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    plan = Plan.quick()
-    section = quick_section("pool", tmp_path)
+    plan = Plan.smoke()
+    section = smoke_section("pool", tmp_path)
     assert section["raw"]["missed"] == 0, "every pooled start found a warm sandbox"
     starts = section["samples_s"]["New session start, warm pool"]
     assert [len(series) for series in starts.values()] == [plan.pool_iterations] * 3
@@ -330,8 +345,8 @@ def test_pool_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
 def test_pool_switch_family_runs_against_the_real_engine(
     tmp_path: Path, docker_client: Any
 ) -> None:
-    plan = Plan.quick()
-    section = quick_section("pool_switch", tmp_path)
+    plan = Plan.smoke()
+    section = smoke_section("pool_switch", tmp_path)
     hits = section["raw"]["hits"]
     assert len(hits) == 3 * len(PHASES)
     assert all(len(rounds) == plan.pool_switch_rounds for rounds in hits.values())
@@ -352,16 +367,16 @@ def test_pool_switch_family_runs_against_the_real_engine(
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_fork_family_runs_against_the_real_engine(tmp_path: Path, docker_client: Any) -> None:
-    section = quick_section("fork", tmp_path)  # no problem: every fork held the source's changes
-    plan = Plan.quick()
+    section = smoke_section("fork", tmp_path)  # no problem: every fork held the source's changes
+    plan = Plan.smoke()
     series = section["samples_s"][f"Fork of {plan.fork_mb} MB of changes"]
     assert [len(samples) for samples in series.values()] == [plan.fork_iterations] * 3
     assert section["raw"] == {"mb": plan.fork_mb, "into": plan.fork_into}
 
 
 def test_restore_family_answers_every_session_and_job(tmp_path: Path, docker_client: Any) -> None:
-    section = quick_section("restore", tmp_path)
-    plan = Plan.quick()
+    section = smoke_section("restore", tmp_path)
+    plan = Plan.smoke()
     sessions = plan.restore_sessions * plan.restore_iterations
     jobs = plan.restore_jobs * plan.restore_iterations
     assert section["raw"] == {
@@ -395,14 +410,16 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     tmp_path: Path, docker_client: Any
 ) -> None:
     require_bench_extra("minisweagent")
-    args = ["--only", "roundtrip", "-n", "200", "--out", str(tmp_path)]
+    args = ["--smoke", "--only", "roundtrip", "-n", "200", "--out", str(tmp_path)]
     with running([sys.executable, "-m", "bench", *args], REPO) as bench:
         # Wait until the family runs: its daemon serves and its containers exist.
         deadline = time.monotonic() + 120
         daemons: list[int] = []
         while time.monotonic() < deadline and bench.poll() is None:
             daemons = children_of(bench.pid, b"sandboxd")
-            labelled = docker_client.containers.list(filters={"label": "logos-bench"})
+            labelled = docker_client.containers.list(
+                filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+            )
             if daemons and len(labelled) >= 2:  # the docker exec target and mini-swe-agent's
                 break
             time.sleep(0.2)
@@ -412,7 +429,10 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     assert bench.returncode == 130, stderr[-3000:]
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
     assert not (tmp_path / "results.json").exists()
-    assert docker_client.containers.list(all=True, filters={"label": "logos-bench"}) == []
+    labelled = docker_client.containers.list(
+        all=True, filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+    )
+    assert labelled == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"
 
 
@@ -426,8 +446,8 @@ def test_a_level_s_tasks_are_split_into_nearly_equal_rounds() -> None:
 @pytest.mark.timeout(420)
 def test_the_batch_family_runs_every_level(tmp_path: Path, docker_client: Any) -> None:
     require(ray_command().exists(), "Ray is not installed: pip install 'logos[ray]'")
-    section = quick_section("batch", tmp_path, timeout=400)
-    plan = Plan.quick()
+    section = smoke_section("batch", tmp_path, timeout=400)
+    plan = Plan.smoke()
     levels = section["raw"]["levels"]
     assert [(level["where"], level["workers"]) for level in levels] == [
         *(("local", workers) for workers in plan.batch_workers),

@@ -227,9 +227,10 @@ def test_load_rules_reads_a_file_and_says_what_is_wrong(tmp_path: Path) -> None:
 
 
 def test_the_readme_example_loads() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Approval rules") :]
-    example = section[section.index("```toml") + len("```toml") : section.index("```\n\n")]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "approvals.md").read_text()
+    section = page[page.index("## Approval rules") :]
+    opening = '```toml title="rules.toml"\n'
+    example = section[section.index(opening) + len(opening) : section.index("```\n\n")]
     rules = parse_rules(tomllib.loads(example), "README")
     assert rules.verdict("git status", "confirm").verdict == "auto"
     assert rules.verdict("git push", "auto").verdict == "confirm"

@@ -201,7 +201,7 @@ def test_the_readmes_batch_line_with_and_without_the_daemon(
     env = newcomer("feb", sse_server)
     checkout = Path(env["HOME"]) / "logos"
     shutil.copytree(REPO / "examples", checkout / "examples")
-    line = readme_line("`logos batch`", "logos batch")
+    line = readme_line("A short tour", "logos batch")
     words = line.split()[1:]
     socket_path = private_default_socket(Path(env["HOME"]))
     refused = logos(env, *words, cwd=checkout)

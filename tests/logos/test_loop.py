@@ -596,13 +596,16 @@ async def test_envelopes_in_a_resumed_history_are_elided_too() -> None:
 
 
 async def test_a_command_in_a_bash_fence_is_not_run_and_the_model_is_shown_cmd(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # WHY a relative path: the notice quotes a long command shortened, and tmp_path's length
+    # depends on how the tests are run.
+    monkeypatch.chdir(tmp_path)
     marker = tmp_path / "ran"
     provider = ScriptedProvider(
         [
-            Reply(f"I will create it:\n```bash\ntouch {marker}\n```"),
-            Reply(f"<cmd>touch {marker}</cmd>"),
+            Reply("I will create it:\n```bash\ntouch ran\n```"),
+            Reply("<cmd>touch ran</cmd>"),
             Reply("Created."),
         ]
     )
@@ -610,7 +613,7 @@ async def test_a_command_in_a_bash_fence_is_not_run_and_the_model_is_shown_cmd(
     assert (result.stop_reason, result.response) == ("final", "Created.")
     notice = result.steps[1]
     assert notice.role == "result" and not notice.results
-    assert "<cmd>ls</cmd>" in notice.content and f"touch {marker}" in notice.content
+    assert "<cmd>ls</cmd>" in notice.content and "('touch ran')" in notice.content
     assert provider.requests[1].messages[-1].content == notice.content
     assert marker.exists()  # created by the <cmd> block of the second reply only
     assert len(result.steps[3].results) == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from logos import run
+from logos.agent.replies import ReplyPolicy
 from logos.agent.steps import RunResult, StepMessage, steps_to_messages
 from logos.protocol.envelope import format_results
 from logos.protocol.notices import CHECK_BACK_NOTICE, FABRICATED_RESULT_NOTICE
@@ -41,7 +42,11 @@ async def test_an_answer_before_any_command_ran_is_checked_back_once_and_a_comma
             Reply("The sum is 60."),
         ]
     )
-    result = await run(config_for(provider, check_back=True), [], "sum the numbers in the file")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(check_back=True)),
+        [],
+        "sum the numbers in the file",
+    )
     assert (result.stop_reason, result.response) == ("final", "The sum is 60.")
     assert roles(result.steps) == ["assistant", "result", "assistant", "result", "assistant"]
     notice = result.steps[1]
@@ -54,7 +59,9 @@ async def test_an_answer_before_any_command_ran_is_checked_back_once_and_a_comma
 
 async def test_the_repeated_answer_stands() -> None:
     provider = ScriptedProvider([Reply("Paris."), Reply("Paris, as I said.")])
-    result = await run(config_for(provider, check_back=True), [], "capital of France?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(check_back=True)), [], "capital of France?"
+    )
     assert (result.stop_reason, result.response) == ("final", "Paris, as I said.")
     assert roles(result.steps) == ["assistant", "result", "assistant"]
     assert result.usage == Usage(input_tokens=200, output_tokens=40)
@@ -62,7 +69,7 @@ async def test_the_repeated_answer_stands() -> None:
 
 async def test_no_check_back_once_a_command_ran() -> None:
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
-    result = await run(config_for(provider, check_back=True), [], "go")
+    result = await run(config_for(provider, replies=ReplyPolicy(check_back=True)), [], "go")
     assert (result.stop_reason, result.response) == ("final", "Done.")
     assert len(provider.requests) == 2
 
@@ -72,7 +79,7 @@ async def test_a_declined_block_counts_as_trying_a_command(tmp_path: Path) -> No
     target = tmp_path / "f.txt"
     target.write_text("old\n")
     provider = ScriptedProvider([Reply(f"<cmd>sed -i 's/old/new/' {target}</cmd>"), Reply("ok")])
-    result = await run(config_for(provider, check_back=True), [], "go")
+    result = await run(config_for(provider, replies=ReplyPolicy(check_back=True)), [], "go")
     assert result.response == "ok" and len(provider.requests) == 2
 
 
@@ -84,7 +91,9 @@ async def test_a_resumed_conversation_that_ran_commands_is_not_checked_back() ->
         Message(role="assistant", content="There are 3."),
     ]
     provider = ScriptedProvider([Reply("Three.")])
-    result = await run(config_for(provider, check_back=True), history, "how many again?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(check_back=True)), history, "how many again?"
+    )
     assert (result.stop_reason, result.response) == ("final", "Three.")
 
 
@@ -94,7 +103,9 @@ async def test_a_resumed_conversation_that_ran_no_command_is_checked_back() -> N
         Message(role="assistant", content="It says hello."),
     ]
     provider = ScriptedProvider([Reply("It says hello."), Reply("It says hello.")])
-    result = await run(config_for(provider, check_back=True), history, "are you sure?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(check_back=True)), history, "are you sure?"
+    )
     assert result.steps[1].content == CHECK_BACK_NOTICE
     assert result.response == "It says hello."
 
@@ -108,7 +119,9 @@ async def test_the_library_does_not_check_back_unless_asked() -> None:
 async def test_no_check_back_on_the_last_turn_allowed() -> None:
     """With no turn left to answer it, a check-back would only lose the answer."""
     provider = ScriptedProvider([Reply("Paris.")])
-    result = await run(config_for(provider, check_back=True, max_steps=1), [], "capital?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(check_back=True), max_steps=1), [], "capital?"
+    )
     assert (result.stop_reason, result.response) == ("final", "Paris.")
 
 
@@ -258,7 +271,9 @@ async def test_the_note_survives_eliding_old_outputs() -> None:
 
 async def test_the_note_can_be_turned_off() -> None:
     provider = ScriptedProvider([Reply("<cmd>exit 1</cmd>")] * 3 + [Reply("ok")])
-    result = await run(config_for(provider, repeated_failure_note=None), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(repeated_failure_note=None)), [], "go"
+    )
     assert "note:" not in "".join(step.content for step in result.steps)
 
 
@@ -279,7 +294,9 @@ async def test_a_real_server_streaming_the_slips_gets_each_notice(
     async with OpenAIProvider(
         model="m", base_url=f"{sse_server.base_url}/v1", api_key="k"
     ) as provider:
-        result = await run(config_for(provider, check_back=True), [], "create hello.txt")
+        result = await run(
+            config_for(provider, replies=ReplyPolicy(check_back=True)), [], "create hello.txt"
+        )
     assert (result.stop_reason, result.response) == ("final", "It cannot be created.")
     sent = [request.json["messages"][-1]["content"] for request in sse_server.requests[1:]]
     assert sent[0] == FABRICATED_RESULT_NOTICE and sent[1] == CHECK_BACK_NOTICE

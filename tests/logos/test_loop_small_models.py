@@ -12,6 +12,7 @@ import pytest
 
 from logos import run
 from logos.agent.config import Callbacks, Config
+from logos.agent.replies import ReplyPolicy
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import answer_notice, repeated_reply_notice
@@ -34,7 +35,9 @@ def in_dir(config: Config, directory: Path) -> Config:
 
 async def test_the_first_reply_acts_and_the_replies_after_a_success_are_free() -> None:
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("It ran.")])
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "go"
+    )
     assert (result.stop_reason, result.response) == ("final", "It ran.")
     assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR]
 
@@ -47,7 +50,9 @@ async def test_a_reply_whose_commands_all_failed_is_followed_by_one_that_must_ac
             Reply("Done."),
         ]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "go"
+    )
     assert result.stop_reason == "final"
     assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
 
@@ -55,13 +60,17 @@ async def test_a_reply_whose_commands_all_failed_is_followed_by_one_that_must_ac
 async def test_a_conversation_that_already_ran_commands_does_not_start_by_acting() -> None:
     history = [Message("user", "go"), Message("assistant", "<cmd>ls</cmd>")]
     provider = ScriptedProvider([Reply("Still done.")])
-    await run(config_for(provider, grammars=ReplyGrammars()), history, "and now?")
+    await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), history, "and now?"
+    )
     assert grammars_sent(provider) == [LOGOS_GRAMMAR]
 
 
 async def test_without_the_first_block_rule_every_reply_gets_the_free_grammar() -> None:
     provider = ScriptedProvider([Reply("Right away: 4.")])
-    result = await run(config_for(provider, grammars=ReplyGrammars(act=None)), [], "2+2?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars(act=None))), [], "2+2?"
+    )
     assert result.response == "Right away: 4."
     assert grammars_sent(provider) == [LOGOS_GRAMMAR]
 
@@ -76,7 +85,9 @@ async def test_the_same_commands_to_the_same_output_force_an_answer_that_asks_th
             Reply("There are 4."),
         ]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "how many?")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "how many?"
+    )
     assert (result.stop_reason, result.response) == ("final", "There are 4.")
     assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, ANSWER_GRAMMAR]
     second_results = result.steps[3]
@@ -101,7 +112,9 @@ async def test_output_that_changed_is_not_a_repetition(tmp_path: Path) -> None:
     provider = ScriptedProvider(
         [Reply(f"<cmd>{bump}</cmd>"), Reply(f"<cmd>{bump}</cmd>"), Reply("ok")]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "go"
+    )
     assert grammars_sent(provider) == [ACT_GRAMMAR, LOGOS_GRAMMAR, LOGOS_GRAMMAR]
     assert "Answer from the output above" not in result.steps[3].content
 
@@ -115,7 +128,9 @@ async def test_the_same_commands_failing_the_same_way_force_an_answer_whatever_t
     provider = ScriptedProvider(
         [Reply(f"<cmd>{flaky}</cmd>"), Reply(f"<cmd>{flaky}</cmd>"), Reply("No tests ran.")]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "run the tests")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "run the tests"
+    )
     first, second = (step.results[0].stdout for step in result.steps[1:4:2])
     assert first != second
     assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, ANSWER_GRAMMAR]
@@ -126,7 +141,9 @@ async def test_a_command_failing_another_way_is_not_a_repetition() -> None:
     provider = ScriptedProvider(
         [Reply(f"<cmd>{command}</cmd>") for command in ("exit 5", "exit 4", "true")] + [Reply("ok")]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "go"
+    )
     assert result.response == "ok"
     assert grammars_sent(provider) == [ACT_GRAMMAR, ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]
 
@@ -134,7 +151,7 @@ async def test_a_command_failing_another_way_is_not_a_repetition() -> None:
 async def test_the_worked_example_is_sent_first_and_never_returned() -> None:
     example = (Message("user", "Which way?"), Message("assistant", "North."))
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
-    result = await run(config_for(provider, example=example), [], "go")
+    result = await run(config_for(provider, replies=ReplyPolicy(examples=example)), [], "go")
     first, second = provider.requests
     assert tuple(first.messages[:2]) == example and first.messages[2] == Message("user", "go")
     assert tuple(second.messages[:2]) == example
@@ -144,7 +161,9 @@ async def test_the_worked_example_is_sent_first_and_never_returned() -> None:
 async def test_the_worked_examples_sent_are_those_of_the_task() -> None:
     task = "where is parse_config defined?"
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("Done.")])
-    result = await run(config_for(provider, example=SMALL_MODEL_EXAMPLES), [], task)
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(examples=SMALL_MODEL_EXAMPLES)), [], task
+    )
     sent = SMALL_MODEL_EXAMPLES.turns(task)
     assert sent[-4].content == DEFINITION.task  # the general ones, then the task's kind
     for request in provider.requests:
@@ -159,7 +178,10 @@ async def test_an_answer_about_the_last_commit_sees_the_example_of_its_kind_firs
         [Reply("<cmd>echo Fix the clock</cmd>"), Reply("Fixed."), Reply("It fixed the clock.")]
     )
     config = config_for(
-        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
+        provider,
+        replies=ReplyPolicy(
+            grammars=ReplyGrammars(), examples=SMALL_MODEL_EXAMPLES, plain_answers=True
+        ),
     )
     result = await run(config, [], task)
     assert result.response == "It fixed the clock."
@@ -183,7 +205,7 @@ async def test_a_refused_sed_in_place_is_followed_by_the_edit_it_offered(tmp_pat
             Reply("The line is gone."),
         ]
     )
-    config = in_dir(config_for(provider, grammars=ReplyGrammars()), tmp_path)
+    config = in_dir(config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), tmp_path)
     result = await run(config, [], "remove the DELETE ME line from list.txt")
     assert result.stop_reason == "final"
     refusal = result.steps[1].results[0].error
@@ -197,7 +219,7 @@ async def test_two_grammars_are_refused() -> None:
     with pytest.raises(ValueError, match="two grammars"):
         config_for(
             ScriptedProvider([]),
-            grammars=ReplyGrammars(),
+            replies=ReplyPolicy(grammars=ReplyGrammars()),
             provider_options={"grammar": "root ::= [a-z]+"},
         )
 
@@ -211,7 +233,10 @@ async def test_a_forced_answer_is_asked_from_the_outputs_alone_and_comes_back_cl
         [Reply(look), Reply(look), Reply("- It adds numbers.<3cmd>info<3cmd>" + "<->" * 40)]
     )
     config = config_for(
-        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
+        provider,
+        replies=ReplyPolicy(
+            grammars=ReplyGrammars(), examples=SMALL_MODEL_EXAMPLES, plain_answers=True
+        ),
     )
     result = await run(config, [], "what does this do?")
     assert (result.stop_reason, result.response) == ("final", "- It adds numbers. info")
@@ -228,7 +253,9 @@ async def test_a_forced_answer_is_asked_from_the_outputs_alone_and_comes_back_cl
 
 async def test_without_plain_answers_the_answer_is_taken_as_written() -> None:
     provider = ScriptedProvider([Reply("<cmd>true</cmd>"), Reply("It is <-> done.")])
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "go")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())), [], "go"
+    )
     assert result.response == "It is <-> done."
 
 
@@ -243,7 +270,10 @@ async def test_an_answer_after_commands_is_asked_again_from_the_outputs_alone() 
         ]
     )
     config = config_for(
-        provider, grammars=ReplyGrammars(), example=SMALL_MODEL_EXAMPLES, plain_answers=True
+        provider,
+        replies=ReplyPolicy(
+            grammars=ReplyGrammars(), examples=SMALL_MODEL_EXAMPLES, plain_answers=True
+        ),
     )
     result = await run(config, [], "what does this do?")
     assert result.response == "It is a pastebin."
@@ -259,7 +289,7 @@ async def test_with_plain_answers_only_the_answer_asked_from_the_outputs_streams
     provider = ScriptedProvider(
         [Reply("Looking.<cmd>true</cmd>"), Reply("A draft."), Reply("It ran true.")]
     )
-    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    config = config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars(), plain_answers=True))
     streamed: list[str] = []
     result = await run(config, [], "go", Callbacks(on_delta=streamed.append))
     assert result.response == "It ran true."
@@ -270,7 +300,7 @@ async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:
     provider = ScriptedProvider(
         [Reply("<cmd>true</cmd>"), Reply("It ran."), Reply("<-><-><-><->"), Reply("It ran true.")]
     )
-    config = config_for(provider, grammars=ReplyGrammars(), plain_answers=True)
+    config = config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars(), plain_answers=True))
     result = await run(config, [], "go")
     assert result.response == "It ran true."
     assert grammars_sent(provider)[2:] == [ANSWER_GRAMMAR, ANSWER_GRAMMAR]

@@ -152,7 +152,10 @@ async def test_a_call_can_only_lower_the_limits(home: Home, sse_server: Scripted
             await c.call_tool("task", {"task": "x", "max_step": 3})
     assert too_many.is_error and "max_steps" in json.dumps(too_many.model_dump(mode="json"))
     assert too_long.is_error
-    assert "can only lower it" in too_long.content[0].text  # type: ignore[union-attr]
+    assert (
+        "max_wall_s 600 is above this server's limit of 60 (max_time in its config file, or "
+        "--max-time): a caller may narrow this server's options, never widen them"
+    ) in too_long.content[0].text  # type: ignore[union-attr]
     assert empty.is_error
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from logos import run
+from logos.agent.replies import ReplyPolicy
 from logos.protocol.grammar import ACT_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import MKDIR_PARENTS_NOTE, SUM_IS_A_CHECKSUM_NOTE, run_instead
 from logos.protocol.parse import parse_cmd_blocks
@@ -132,7 +133,11 @@ async def test_a_block_that_added_with_sum_is_noted_and_the_model_must_act_again
             Reply("The total is 60."),
         ]
     )
-    result = await run(config_for(provider, grammars=ReplyGrammars()), [], "add the numbers up")
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())),
+        [],
+        "add the numbers up",
+    )
     assert result.response == "The total is 60."
     first, second = result.steps[1], result.steps[3]
     assert first.results[0].ok and SUM_IS_A_CHECKSUM_NOTE in first.content

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from logos.options import AllowedPath
+from logos.options.declarations import ALLOW, ALLOW_HOST, NETWORK
+from logos.options.narrowing import Asked, narrow
+from logos.options.option import Option
 from logos.serve.projects.briefing import BriefingError, Member, briefing, check_templates
 from logos.serve.projects.budget import allowance, level_spent
 from logos.serve.projects.context import context_for
 from logos.serve.projects.directives import directives, listens, without_marker
 from logos.serve.projects.guards import TurnGuard
-from logos.serve.projects.permissions import beyond_hosts, beyond_paths
+from logos.serve.projects.permissions import pinned, project_ceiling
 from logos.serve.projects.routing import route_handoff, route_user_message
 from logos.serve.projects.wire import (
     BriefingTemplates,
     BudgetRequest,
     ChatEntry,
-    SavedPath,
+    ProjectRecord,
     Spend,
 )
 
@@ -189,20 +196,44 @@ def test_a_template_that_cannot_render_is_refused_with_where() -> None:
 
 
 def test_an_agent_may_not_reach_beyond_its_project(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    project = [
-        SavedPath(path=str(tmp_path / "work"), read_only=False),
-        SavedPath(path="/srv", read_only=True),
-    ]
-    assert (
-        beyond_paths([SavedPath(path=str(tmp_path / "work" / "sub"), read_only=False)], project)
-        == []
+    for made in ("work/sub", "workshop", "srv/x"):
+        (tmp_path / made).mkdir(parents=True)
+    project = ProjectRecord(
+        id="p",
+        name="p",
+        goal="",
+        description="",
+        budget=BudgetRequest(),
+        allowed_paths=[pinned(str(tmp_path / "work"), False), pinned(str(tmp_path / "srv"), True)],
+        allowed_hosts=["pypi.org", "*.python.org"],
+        double_texting="queue",
+        max_hops=8,
+        max_rounds=3,
+        context_tokens=4000,
+        briefings=BriefingTemplates(),
+        created_at="",
     )
-    assert beyond_paths([SavedPath(path=str(tmp_path / "workshop"), read_only=True)], project) == [
-        f"{tmp_path / 'workshop'} is outside the project's paths"
+
+    def beyond(option: Option[Any], value: object) -> list[str]:
+        asked = [Asked(option, option.name, value)]
+        return [r.what for r in narrow(project_ceiling(project, sandbox=True), asked).refusals]
+
+    def path(where: Path, read_only: bool) -> list[AllowedPath]:
+        return [AllowedPath(str(where), read_only)]
+
+    assert beyond(ALLOW, path(tmp_path / "work" / "sub", False)) == []
+    [outside] = beyond(ALLOW, path(tmp_path / "workshop", True))
+    assert outside.startswith(
+        f"refused {tmp_path / 'workshop'}: it is outside the paths granted to this caller"
+    )
+    [read_only] = beyond(ALLOW, path(tmp_path / "srv" / "x", False))
+    assert read_only.startswith(
+        f"refused {tmp_path / 'srv' / 'x'} read-write: the paths granted to this caller hold it "
+        "only read-only"
+    )
+    assert beyond(ALLOW_HOST, ["pypi.org", "evil.example"]) == [
+        "host evil.example is not among the project's hosts"
     ]
-    assert beyond_paths([SavedPath(path="/srv/x", read_only=False)], project) == [
-        "/srv/x is read-only in the project, asked read-write"
-    ]
-    assert beyond_hosts(["pypi.org", "evil.example"], ["pypi.org", "*.python.org"]) == [
-        "host evil.example is not among the project's"
+    assert beyond(NETWORK, True) == [
+        "network access to every host, which the project does not give"
     ]

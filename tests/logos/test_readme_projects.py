@@ -1,7 +1,8 @@
-"""The README's Projects section, its commands run as written (read out of the README) by a
-newcomer's shell: `logos serve` on a port of its own choosing (`--port 0`, which the README
-offers), a real sandboxd started as its README section says, a scripted model; the project
-commands find the server with no flag, and a talon added with `--sandbox` works there."""
+"""The team tutorial (docs/tutorials/team.md), its project commands run as written (read out
+of the page, the usage lines too) by a newcomer's shell: `logos serve` on a port of its own
+choosing (`--port 0`, which the docs offer), a real sandboxd started as the sandbox tutorial
+says, a scripted model; the project commands find the server with no flag, and a talon
+added with `--sandbox` works there."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.docs_pages import DOCS, blocks
 from tests.support.readme import (
-    block,
     command_bin,
     newcomer_env,
     read_until,
@@ -29,12 +30,17 @@ from tests.support.sse_server import ScriptedServer, openai_stream
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 
+TEAM = DOCS / "tutorials" / "team.md"
+
+
 def project_line(action: str) -> str:
-    """The Projects section's `logos project ACTION …` line."""
-    for line in shell_lines(block("Projects", "sh")):
-        if line.startswith(f"logos project {action} "):
-            return line
-    raise AssertionError(f"the README's Projects section shows no `logos project {action}`")
+    """The team tutorial's `logos project ACTION …` line."""
+    for found in blocks(TEAM):
+        if found.language == "sh":
+            for line in shell_lines(found.text):
+                if line.startswith(f"logos project {action} "):
+                    return line
+    raise AssertionError(f"the team tutorial shows no `logos project {action}`")
 
 
 def without_options(line: str) -> str:
@@ -67,7 +73,7 @@ def test_the_projects_section_works_as_written_against_a_server_on_any_port(
         openai_stream("@tester write the lexer once more"),
         openai_stream("Done: lexer.txt is in the tests."),
     )
-    serve = readme_line("`logos serve`", "logos serve") + " --port 0"
+    serve = readme_line("Start the servers", "logos serve").rstrip(" &") + " --port 0"
     record = home / ".local" / "state" / "logos" / "serve" / "address.json"
 
     def run(line: str) -> str:

@@ -147,7 +147,7 @@ def _error(answer: httpx.Response, status: int) -> str:
                 },
             },
             400,
-            "runner.network opens every host: send one or the other",
+            "runner.network opens every host: use one or the other",
         ),
     ],
 )

@@ -348,7 +348,10 @@ def test_bad_input_is_a_clear_refusal_or_a_note(
     }
     refused = client.post(f"{project.path}/agents", json=beyond)
     assert refused.status_code == 403
-    assert f"{outside} is outside the project's paths" in refused.json()["error"]
+    assert (
+        f"refused {outside}: it is outside the paths granted to this caller"
+        in refused.json()["error"]
+    )
     assert "grant: true" in refused.json()["error"]
     granted = client.post(
         f"{project.path}/agents", json={**beyond, "grant": True, "approval": "auto"}

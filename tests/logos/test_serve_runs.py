@@ -318,7 +318,11 @@ def test_a_page_following_the_runs_does_not_hold_the_shutdown(
             assert served.stop() == 0
             stopped_s = time.monotonic() - began
             assert [line for line in lines if line] == []  # it ended with the server, nothing more
-    assert stopped_s < GRACEFUL_S / 2, f"the shutdown waited {stopped_s:.1f} s for the stream"
+    # WHY not a time well under the grace: a machine busy enough takes seconds to stop any
+    # server. uvicorn says so when it waits out its grace for a connection; it never did, and
+    # the stop took less than that grace.
+    assert "graceful shutdown exceeded" not in served.output(), served.output()
+    assert stopped_s < GRACEFUL_S, f"the shutdown waited {stopped_s:.1f} s for the stream"
 
 
 def test_a_slow_command_goes_on_as_a_job_streamed_and_saved(

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -180,13 +181,16 @@ async def test_stopping_the_server_closes_its_clients_sandboxes(daemon: Daemon) 
     with http_server(
         "sandboxd", "mcp", "--socket", str(daemon.socket), log_dir=short_dir("mcps")
     ) as own:
-        async with connect(own) as client:
-            await client.call_tool("run", {"command": "true"})
-            opened = sessions(daemon) - before
-            assert len(opened) == 1
-            own.proc.terminate()
-            # WHY -SIGTERM: uvicorn re-raises the signal once it has shut down gracefully.
-            assert own.proc.wait(timeout=30) in (0, -signal.SIGTERM), own.output()
+        try:
+            async with connect(own) as client:
+                await client.call_tool("run", {"command": "true"})
+                opened = sessions(daemon) - before
+                assert len(opened) == 1
+                own.proc.terminate()
+                # WHY -SIGTERM: uvicorn re-raises the signal once it has shut down gracefully.
+                assert own.proc.wait(timeout=30) in (0, -signal.SIGTERM), own.output()
+        except* httpx2.ConnectError:
+            pass  # WHY: the client's last message may or may not find its server still there
     with anyio.fail_after(30):
         while opened & sessions(daemon):
             await anyio.sleep(0.2)

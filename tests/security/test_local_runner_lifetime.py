@@ -170,6 +170,7 @@ JOB_PROGRAM = textwrap.dedent(
     options = ExecOptions(timeout_s=600, background_after_s=0.2)
     [result] = execute_blocks_sync([f"sleep {marker}"], runner, options)
     print("started" if result.job is not None else f"not a job: {result}", flush=True)
+    sys.stdin.readline()  # WHY: the test sees the job running first, then lets it go on
     if how == "waits":
         time.sleep(600)  # until the test kills it
     """
@@ -181,12 +182,14 @@ def test_a_job_dies_with_its_program(how: str, marker: str) -> None:
     program = subprocess.Popen(
         [sys.executable, "-c", JOB_PROGRAM, "waits" if how == "killed" else how, marker],
         cwd=REPO,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert program.stdout is not None
+    assert program.stdin is not None and program.stdout is not None
     assert program.stdout.readline().strip() == "started"
     assert processes_matching(f"sleep {marker}")
+    program.stdin.close()  # the program goes on: it exits, or waits to be killed
     if how == "killed":
         program.kill()
     program.wait(timeout=60)

@@ -38,11 +38,11 @@ WIDENINGS = [
     ({"command": "true", "paths": [{"path": "/"}]}, "never widen"),
     ({"command": "true", "paths": [{"path": "{rw}/../.."}]}, "outside the paths granted to"),
     ({"command": "true", "paths": [{"path": "{ro}", "writable": True}]}, "only read-only ({ro}"),
-    ({"command": "true", "hosts": ["evil.example"]}, "was not allowed when the server"),
+    ({"command": "true", "hosts": ["evil.example"]}, "is not among this server's hosts"),
     ({"command": "true", "env": {"FIXED": "mine"}}, "fixed by the server's launch"),
     ({"command": "true", "env": {"HTTPS_PROXY": "http://evil:1"}}, "egress proxy"),
     ({"command": "true", "env": {"https_proxy": "http://evil:1"}}, "egress proxy"),
-    ({"command": "true", "timeout_s": 3600}, "at most 30 s per command"),
+    ({"command": "true", "timeout_s": 3600}, "is above this server's limit of 30"),
     ({"command": "true", "workdir": "/etc"}, "must be an absolute path inside"),
     # Symlinks under an allowed path lead nowhere the launch did not allow.
     ({"command": "true", "paths": [{"path": "{rw}/to-etc"}]}, "(resolves to /etc): it is"),

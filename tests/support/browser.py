@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.docs_screenshots import publish
 from tests.support.parts import require
 from tests.support.serve_harness import Served
 
@@ -139,6 +140,7 @@ def screenshot(driver: Any, name: str) -> Path:
     width = driver.execute_script("return window.innerWidth")
     path = screenshots_dir() / f"{name}-{width}.png"
     driver.save_screenshot(str(path))
+    publish(path)  # the few the docs show
     return path
 
 

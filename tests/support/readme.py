@@ -1,6 +1,7 @@
-"""The README's commands, read out of it, so that a test runs them as written and breaks when
-the README changes; and the environment a newcomer (or an editor) runs them in: only a PATH
-where `logos` and `sandboxd` are this checkout's, a HOME of the test's, nothing else."""
+"""The commands of the README and the docs, read out of them, so that a test runs them as
+written and breaks when they change; and the environment a newcomer (or an editor) runs them
+in: only a PATH where `logos` and `sandboxd` are this checkout's, a HOME of the test's,
+nothing else."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ import pytest
 from mcp import StdioServerParameters
 
 from sandboxd.paths import default_state_dir, user_runtime_dir
+from tests.support.docs_pages import blocks, pages
 from tests.support.mcp_servers import inspector
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
 from tests.support.sandboxd_harness import containers_of, remove_kept
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
 SHELL_SYNTAX = frozenset({"|", "||", "&", "&&", ";"})
 REDIRECTIONS = frozenset({"<", ">", ">>", "2>", "2>&1"})
 
@@ -44,22 +45,12 @@ class CodeBlock:
 
 
 def code_blocks() -> list[CodeBlock]:
-    """Every fenced block of the README, in order."""
-    blocks = []
-    heading = ""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if line.startswith("#"):
-            heading = line.lstrip("#").strip()
-        elif line.startswith("```"):
-            language = line[3:].strip()
-            end = lines.index("```", index + 1)
-            blocks.append(CodeBlock(heading, language, "\n".join(lines[index + 1 : end])))
-            index = end
-        index += 1
-    return blocks
+    """Every fenced block of the README and the docs, in order (tests/support/docs_pages)."""
+    return [
+        CodeBlock(found.heading, found.language, found.text)
+        for page in pages()
+        for found in blocks(page)
+    ]
 
 
 def block(heading: str, language: str) -> str:
@@ -67,7 +58,7 @@ def block(heading: str, language: str) -> str:
     for found in code_blocks():
         if found.heading.startswith(heading) and found.language == language:
             return found.text
-    raise AssertionError(f"the README has no ```{language} block under {heading!r}")
+    raise AssertionError(f"the README and the docs have no ```{language} block under {heading!r}")
 
 
 def shell_lines(text: str) -> list[str]:
@@ -86,7 +77,7 @@ def shell_lines(text: str) -> list[str]:
 def simple_commands(line: str) -> Iterator[list[str]]:
     """The words of each simple command of a shell line: split at pipes, `&&`, `&` and `;`,
     without redirections and leading NAME=VALUE assignments; `[...]` optional parts kept."""
-    line = re.sub(r"\$\([^)]*\)", "OUTPUT", line)  # a command substitution: one word
+    line = _without_substitutions(line)
     lexer = shlex.shlex(line.replace("[", "").replace("]", ""), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -107,9 +98,21 @@ def simple_commands(line: str) -> Iterator[list[str]]:
             words.append(word)
 
 
+def _without_substitutions(line: str) -> str:
+    """The line with each command substitution `$(…)`, however nested, as one word."""
+    while (start := line.find("$(")) != -1:
+        depth, end = 0, start + 1
+        for end in range(start + 1, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[end], 0)
+            if depth == 0:
+                break
+        line = line[:start] + "OUTPUT" + line[end + 1 :]
+    return line
+
+
 def readme_commands(program: str) -> list[list[str]]:
-    """Every command of `program` the README's shell blocks show (also after `claude mcp add
-    NAME --`), and those its MCP client configurations launch (JSON and TOML)."""
+    """Every command of `program` the shell blocks of the README and the docs show (also after
+    `claude mcp add NAME --`), and those their MCP client configurations launch (JSON, TOML)."""
     found = []
     for code in code_blocks():
         if code.language == "sh":
@@ -143,13 +146,13 @@ def mcp_client_servers(code: CodeBlock) -> dict[str, dict[str, Any]]:
 
 
 def cursor_config() -> dict[str, dict[str, Any]]:
-    """The `mcpServers` the README gives Cursor and Claude Code's `.mcp.json`."""
+    """The `mcpServers` the docs give Cursor and Claude Code's `.mcp.json`."""
     for code in code_blocks():
-        if code.heading == "Configuring an editor's agent" and code.language == "json":
+        if code.heading == "Tell the editor how to start them" and code.language == "json":
             servers = mcp_client_servers(code)
             if "sandboxd" in servers and "url" not in servers["sandboxd"]:
                 return servers
-    raise AssertionError("the README has no mcpServers block for Cursor")
+    raise AssertionError("the docs have no mcpServers block for Cursor")
 
 
 def command_bin(directory: Path) -> Path:
@@ -190,10 +193,12 @@ def private_default_socket(home: Path) -> Path:
 
 def readme_line(heading: str, starts_with: str, language: str = "sh") -> str:
     """The command line of a block under `heading` that starts with `starts_with`."""
-    for line in shell_lines(block(heading, language)):
-        if line.startswith(starts_with):
-            return line
-    raise AssertionError(f"the README shows no `{starts_with}…` under {heading!r}")
+    for code in code_blocks():
+        if code.heading.startswith(heading) and code.language == language:
+            for line in shell_lines(code.text):
+                if line.startswith(starts_with):
+                    return line
+    raise AssertionError(f"the docs show no `{starts_with}…` under {heading!r}")
 
 
 def run_line(line: str, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -233,11 +238,11 @@ def serving_line(
 
 @contextlib.contextmanager
 def readme_daemon(docker_client: Any, env: Mapping[str, str], cwd: Path) -> Iterator[None]:
-    """The README's `sandboxd serve`, as written, in `env`: it must listen on the default
+    """The docs' `sandboxd serve`, as written, in `env`: it must listen on the default
     socket clients look at without XDG_RUNTIME_DIR (under HOME here); its containers are
     removed after, whatever happens."""
     socket_path = private_default_socket(Path(env["HOME"]))
-    line = readme_line("sandboxd", "sandboxd serve")
+    line = readme_line("Build the image and start the daemon", "sandboxd serve").rstrip(" &")
     with serving_line(line, env, cwd, lambda out: "serving on" in out, "sandboxd serve") as (
         proc,
         log,
@@ -280,7 +285,7 @@ def read_until(proc: subprocess.Popen[str], pattern: str, timeout: float = 60) -
 
 
 README_PROJECT = "/home/me/project"
-"""The project directory the README's MCP client configurations name."""
+"""The project directory the docs' MCP client configurations name."""
 
 
 def editor_entry(name: str, project: Path, *more_args: str) -> dict[str, Any]:

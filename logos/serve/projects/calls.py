@@ -19,6 +19,8 @@ from logos.approvals.approval import ApprovalDecision, Approver
 from logos.assembly import Approval, RunAssembly, RunParts
 from logos.ceiling import PathCeiling
 from logos.options import AllowedPath, ExecOptions
+from logos.options.declarations import MAX_STEPS, MAX_TOKENS, TEMPERATURE
+from logos.options.option import Place, requested
 from logos.protocol.envelope import command_preview
 from logos.providers.base import Usage
 from logos.records.events import (
@@ -218,14 +220,16 @@ def _config(
     changes: dict[str, object] = {
         "system_prompt": system_prompt,
         "exec_options": options,
-        "check_back": False,
+        "replies": dataclasses.replace(template.replies, check_back=False),
     }
-    if settings.max_steps is not None:
-        changes["max_steps"] = settings.max_steps
-    if settings.max_tokens is not None:
-        changes["max_tokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        changes["temperature"] = settings.temperature
+    for option, name in (
+        (MAX_STEPS, "max_steps"),
+        (MAX_TOKENS, "max_tokens"),
+        (TEMPERATURE, "temperature"),
+    ):
+        asked = requested(settings, option, Place.AGENT_MODEL)
+        if asked is not None:
+            changes[name] = asked
     for name, limit in (
         ("max_total_tokens", allowance.tokens),
         ("max_cost_usd", allowance.cost_usd),

@@ -13,6 +13,16 @@ from logos.approvals.audit import AuditLog
 from logos.approvals.rules import Verdicts
 from logos.ceiling import CeilingError
 from logos.jsonl import utc_now
+from logos.options.declarations import ALLOW, ALLOW_HOST, NETWORK, options_at
+from logos.options.narrowing import (
+    Asked,
+    NarrowingRefused,
+    asked_in,
+    narrow,
+    narrowed,
+    sandbox_only,
+)
+from logos.options.option import Place, requested
 from logos.serve.api import ApiError
 from logos.serve.approvals import Approvals, RuleBook
 from logos.serve.filechanges.tracker import ChangeTrackers
@@ -21,14 +31,14 @@ from logos.serve.projects.briefing import BriefingError, check_templates
 from logos.serve.projects.calls import runner_choice
 from logos.serve.projects.engine import LOGOS, USER, Project, Services, read_chat
 from logos.serve.projects.events import AgentChanged
-from logos.serve.projects.permissions import beyond_hosts, beyond_paths, pinned
+from logos.serve.projects.permissions import pinned, project_ceiling
 from logos.serve.projects.store import ProjectStore
 from logos.serve.projects.wire import (
     AgentRecord,
     AgentRequest,
     ProjectChange,
+    ProjectFields,
     ProjectRecord,
-    ProjectRequest,
     SavedPath,
 )
 from logos.serve.sessions import new_id
@@ -96,7 +106,7 @@ class Projects:
             raise ApiError(404, f"no project {project_id[:64]!r}: GET /v1/projects lists them")
         return project
 
-    def create(self, request: ProjectRequest) -> Project:
+    def create(self, request: ProjectFields) -> Project:
         if self._group is None:
             raise ApiError(503, "the server is shutting down: make the project on its next start")
         same = next((p for p in self._projects.values() if p.record.name == request.name), None)
@@ -110,7 +120,7 @@ class Projects:
             check_templates(request.briefings, request.name, request.goal)
         except BriefingError as exc:
             raise ApiError(422, str(exc)) from None
-        asked = [(p.path, p.read_only) for p in request.allowed_paths]
+        asked = [(p.path, p.read_only) for p in requested(request, ALLOW, Place.PROJECT) or ()]
         paths = _granted(asked or [(self.setup.workdir, False)])
         record = ProjectRecord(
             id=new_id(),
@@ -119,7 +129,7 @@ class Projects:
             description=request.description,
             budget=request.budget,
             allowed_paths=paths,
-            allowed_hosts=list(request.allowed_hosts),
+            allowed_hosts=list(requested(request, ALLOW_HOST, Place.PROJECT) or ()),
             double_texting=request.double_texting,
             max_hops=request.max_hops,
             max_rounds=request.max_rounds,
@@ -165,23 +175,22 @@ class Projects:
                 f"the project has a captain already ({captain.name}): a project has exactly one; "
                 "add this agent as a talon",
             )
-        runner = request.runner
-        if runner.kind == "local" and (runner.network or runner.allowed_hosts):
-            raise ApiError(
-                400,
-                'allowed_hosts and network are for the sandbox (runner.kind "sandbox"): local '
-                "commands reach the whole machine",
-            )
-        paths = _granted([(p.path, p.read_only) for p in runner.allowed_paths])
-        paths = paths or [p.model_copy() for p in record.allowed_paths]
-        hosts = list(runner.allowed_hosts) or (
-            list(record.allowed_hosts) if runner.kind == "sandbox" else []
-        )
-        beyond = beyond_paths(paths, record.allowed_paths) + beyond_hosts(
-            hosts, record.allowed_hosts
-        )
-        if runner.network:
-            beyond.append("network access to every host")
+        runner, here = request.runner, Place.AGENT_RUNNER
+        sandbox = runner.kind == "sandbox"
+        if not sandbox and (
+            requested(runner, NETWORK, here) or requested(runner, ALLOW_HOST, here)
+        ):
+            fields = [option.name_at(here) for option in options_at(here) if option != ALLOW]
+            raise ApiError(400, sandbox_only(fields, "runner.kind"))
+        paths = _granted([(p.path, p.read_only) for p in requested(runner, ALLOW, here) or ()])
+        asked = [ask for ask in asked_in(runner, here) if ask.option != ALLOW]
+        if paths:
+            asked.append(Asked(ALLOW, here.prefix + ALLOW.name_at(here), paths))
+        outcome = narrow(project_ceiling(record, sandbox=sandbox), asked)
+        malformed = [refusal for refusal in outcome.refusals if not refusal.wider]
+        if malformed:
+            raise ApiError(400, malformed[0].message)
+        beyond = [refusal.what for refusal in outcome.refusals]
         if beyond and not request.grant:
             raise ApiError(
                 403,
@@ -190,29 +199,26 @@ class Projects:
                 "(recorded in the chat and the audit log)",
             )
         settings = self.setup.settings
-        approval = request.approval or ("auto" if runner.kind == "sandbox" else "confirm")
-        if approval == "auto" and runner.kind == "local" and not settings.allow_local_auto:
+        approval = request.approval or ("auto" if sandbox else "confirm")
+        if approval == "auto" and not sandbox and not settings.allow_local_auto:
             raise ApiError(
                 403,
                 'approval "auto" would run this agent\'s commands on this machine without asking '
                 "anyone: this server allows it only with allow_local_auto = true in its [serve] "
                 'table; ask for approval "confirm", or run it in the sandbox',
             )
-        template = self.setup.template
-        if request.model.max_steps is not None and request.model.max_steps > template.max_steps:
-            raise ApiError(
-                403,
-                f"model.max_steps {request.model.max_steps} is above this server's "
-                f"{template.max_steps}: an agent may narrow the server's limits, never widen them",
-            )
+        try:
+            narrowed(self.setup.ceiling, asked_in(request.model, Place.AGENT_MODEL))
+        except NarrowingRefused as exc:
+            raise ApiError(403 if exc.wider else 400, str(exc)) from None
         agent = AgentRecord(
             name=request.name,
             role=request.role,
             model=request.model,
             runner_kind=runner.kind,
-            allowed_paths=paths,
-            allowed_hosts=hosts,
-            network=runner.network,
+            allowed_paths=paths or [p.model_copy() for p in record.allowed_paths],
+            allowed_hosts=list(outcome.values.hosts),
+            network=bool(outcome.values[NETWORK]),
             approval=approval,
             granted=bool(beyond),
             created_at=utc_now(),

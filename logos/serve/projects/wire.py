@@ -4,12 +4,13 @@ pydantic models, because both cross a process boundary (HTTP, the state file).""
 from __future__ import annotations
 
 import re
-from typing import Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from logos.approvals.approval import ApprovalMode
-from logos.serve.api import AllowedPathRequest
+from logos.options.declarations import options_at
+from logos.options.option import Place, fields_at, with_options
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 """An agent's name: what `@name` addresses, so no spaces and no capitals."""
@@ -48,16 +49,15 @@ class BriefingTemplates(_Request):
     talon: str | None = Field(default=None, max_length=MAX_TEMPLATE_CHARS)
 
 
-class ProjectRequest(_Request):
+class ProjectFields(_Request):
+    """A project; with the options it grants its agents, at most (`Place.PROJECT`: its
+    paths, the first the default working directory, by default the server's working
+    directory, writable; the hosts a sandboxed agent may reach)."""
+
     name: str = Field(min_length=1, max_length=120)
     goal: str = Field(default="", max_length=4_000)
     description: str = Field(default="", max_length=20_000)
     budget: BudgetRequest = Field(default_factory=BudgetRequest)
-    allowed_paths: list[AllowedPathRequest] = Field(default_factory=list, max_length=64)
-    """What the project's agents may see, at most; the first is the default working
-    directory. Empty: the server's working directory, writable."""
-    allowed_hosts: list[str] = Field(default_factory=list, max_length=64)
-    """Hosts a sandboxed agent may reach, at most."""
     double_texting: DoubleTexting = "queue"
     """A message sent while a turn runs: queued for its own turn, injected into the running
     turn at its next handoff, or interrupting the turn."""
@@ -70,6 +70,9 @@ class ProjectRequest(_Request):
     briefings: BriefingTemplates = Field(default_factory=BriefingTemplates)
 
 
+ProjectRequest = with_options(ProjectFields, Place.PROJECT, options_at(Place.PROJECT))
+
+
 class ProjectChange(_Request):
     """PATCH: the goal and the progress the person (or a front) records."""
 
@@ -78,26 +81,35 @@ class ProjectChange(_Request):
     double_texting: DoubleTexting | None = None
 
 
-class AgentRunner(_Request):
+class AgentRunnerFields(_Request):
+    """Where an agent's commands run; with what its runner may ask for
+    (`Place.AGENT_RUNNER`: paths, by default the project's, and hosts, each within the
+    project's; network), unless the person grants more."""
+
     kind: Literal["local", "sandbox"] = "local"
-    allowed_paths: list[AllowedPathRequest] = Field(default_factory=list, max_length=64)
-    """Empty: the project's. Each must lie within the project's (or be granted)."""
-    allowed_hosts: list[str] = Field(default_factory=list, max_length=64)
-    network: bool = False
 
 
-class ModelSettings(_Request):
-    max_steps: int | None = Field(default=None, ge=1, le=1000)
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Output tokens of each model reply."""
-    temperature: float | None = Field(default=None, ge=0, le=2)
+AgentRunner = Annotated[
+    AgentRunnerFields,
+    fields_at(AgentRunnerFields, Place.AGENT_RUNNER, options_at(Place.AGENT_RUNNER)),
+]
+
+
+class ModelFields(_Request):
+    """What an agent's model may be asked (`Place.AGENT_MODEL`: its limits only narrow the
+    server's)."""
+
+
+ModelSettings = Annotated[
+    ModelFields, fields_at(ModelFields, Place.AGENT_MODEL, options_at(Place.AGENT_MODEL))
+]
 
 
 class AgentRequest(_Request):
     name: str = Field(max_length=200)
     role: Role = "talon"
-    model: ModelSettings = Field(default_factory=ModelSettings)
-    runner: AgentRunner = Field(default_factory=AgentRunner)
+    model: ModelSettings = Field(default_factory=dict, validate_default=True)
+    runner: AgentRunner = Field(default_factory=dict, validate_default=True)
     approval: ApprovalMode | None = None
     """Default: confirm for local commands, auto in the sandbox."""
     grant: bool = False

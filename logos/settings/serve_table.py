@@ -1,4 +1,5 @@
-"""The `[serve]` table of the config file: how `logos serve` listens and what it allows."""
+"""The `[serve]` table of the config file: how `logos serve` listens and what it allows
+(`logos.serve` is started with it)."""
 
 from __future__ import annotations
 

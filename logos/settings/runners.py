@@ -1,4 +1,6 @@
-"""Where the model's commands run: local bash, or the sandbox kind `--sandbox` names.
+"""Where the model's commands run, as the settings say: local bash, or the sandbox kind
+`--sandbox` (or the config file's `sandbox`) names; and the system prompt that tells the
+model so.
 
 The sandbox (sandboxd's by default, or another kind found by name through logos.runners.sandboxes)
 is checked up front, so a missing daemon is reported before the model is called and money
@@ -13,17 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from logos.cli.errors import CliError
 from logos.commands.jobs import job_usage
 from logos.commands.memory import memory_usage
+from logos.errors import SettingsError
 from logos.options import AllowedPath, ExecOptions
+from logos.options.declarations import DEFAULT_SANDBOX_KIND
 from logos.protocol.prompt import PromptStyle, build_system_prompt
 from logos.runners.base import Runner
 from logos.runners.local import LocalRunner
 from logos.runners.sandboxes import SandboxKind, SandboxSettings, sandbox_kind
-
-DEFAULT_SANDBOX_KIND = "sandboxd"
-"""The sandbox kind `--sandbox` runs commands in when it names none."""
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,13 @@ def parse_allow(spec: str) -> AllowedPath:
     if sep and tail in ("ro", "rw"):
         path, read_only = head, tail == "ro"
     if not path:
-        raise CliError(f"--allow {spec!r}: give a path, e.g. --allow ./src:rw")
+        raise SettingsError(f"--allow {spec!r}: give a path, e.g. --allow ./src:rw")
     resolved = os.path.realpath(os.path.expanduser(path))
     if not os.path.isdir(resolved):
         suffix = ""
         if sep and tail not in ("ro", "rw") and "/" not in tail:
             suffix = f" (if :{tail} was meant as a suffix: it is :ro or :rw)"
-        raise CliError(
+        raise SettingsError(
             f"--allow {spec!r}: {resolved} is not a directory{suffix}: give an existing one"
         )
     return AllowedPath(path=resolved, read_only=read_only)
@@ -74,7 +74,7 @@ def sandbox(spec: RunnerSpec) -> SandboxKind:
     try:
         return sandbox_kind(spec.sandbox or DEFAULT_SANDBOX_KIND)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise SettingsError(str(exc)) from None
 
 
 def sandbox_problem(spec: RunnerSpec) -> str | None:
@@ -92,7 +92,7 @@ def make_runner(spec: RunnerSpec) -> Runner:
     try:
         return sandbox(spec).open(spec.sandbox_settings())
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise SettingsError(str(exc)) from None
 
 
 def system_prompt_for(

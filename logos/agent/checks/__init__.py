@@ -1,0 +1,13 @@
+"""The checks a model's reply goes through before the loop answers it.
+
+The loop (`logos.agent.loop`) reads each turn into a `Reply` (`reply`): what it held, be it
+blocks, an unclosed block, a cut, an interruption, fake tool calls, a fenced command, a
+made-up result, an empty answer or an answer. Then a run's checks (`base.ReplyCheck`, listed
+by its `logos.agent.replies.ReplyPolicy`) read it in turn; each is a small object in a
+module of its own that may add a notice for the model, ask again at once, or end the run
+(`base.AskAgain`, `base.EndRun`). A reply with blocks or notices is answered with its
+results and the notices; an answer that no check objects to ends the run.
+
+Every run's checks: `interruptions`, `cuts`, `fake_actions`, `repeated_replies`,
+`empty_answers`, `running_jobs`. A policy may add `plain_answers` and `check_back`.
+"""
