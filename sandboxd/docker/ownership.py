@@ -6,7 +6,7 @@ when its daemon keeps sandboxes across restarts, its state directory's id (LABEL
 daemon finding a managed container (`disposition`):
   * one it created itself is its own ("ours");
   * one labelled with its own state directory's id is one it takes over from the daemon
-    before it, or removes (sandboxd.docker.adoption: "kept");
+    before it, or removes (sandboxd.docker.keeping: "kept");
   * one kept by another state directory's daemon outlives that daemon by design, and
     records no owner process (its maker's end is not its own): while it runs (or is frozen
     by a fork) it is left alone (its supervisor ends it within its orphan time when no

@@ -1,5 +1,5 @@
 """What a daemon keeps on disk of each sandbox, so that the next daemon on its state directory
-can take the sandbox over (sandboxd.docker.adoption).
+can take the sandbox over (sandboxd.docker.keeping).
 
 One file per sandbox under `<state_dir>/sandboxes/`, named after its container, 0600 in a
 0700 directory, replaced whole (a temporary file, fsync, rename): a daemon killed at any
