@@ -62,7 +62,7 @@ from logos.options.declarations import (
 from logos.options.option import Values
 from logos.protocol.envelope import command_preview, format_results
 from logos.providers import RetryPolicy
-from logos.providers.choice import ProviderChoice, resolve_model_sync
+from logos.providers.choice import ProviderChoice
 from logos.providers.pricing import price_for
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory, load_trajectory
@@ -173,12 +173,10 @@ def _prepare_task(
     environ = os.environ
     config = load_config_file(config_path(flags), environ)
     mcp_servers = _mcp_servers(flags, config)
-    local = model_choice.local_model(flags, config, environ, recorded)
-    choice = (
-        None
-        if local is not None
-        else model_choice.choose_provider_for(flags, config, environ, recorded)
-    )
+    chosen = model_choice.choose_model(flags, config, environ, recorded)
+    local, choice = chosen.local, chosen.provider
+    if chosen.note:
+        reporter.notice(chosen.note)
 
     recorded_sandbox = None if recorded is None else recorded.header.sandbox_kind()
     sandbox = resolution.sandbox_choice(flags[SANDBOX], recorded_sandbox, config[SANDBOX])
@@ -193,10 +191,6 @@ def _prepare_task(
     rules = resolution.approval_rules(flags, config)
     if sandbox:
         _require_sandbox(spec)
-    if choice is not None:
-        choice, note = resolve_model_sync(choice)
-        if note:
-            reporter.notice(note)
     replies = resolution.replies(flags, config, choice)
     memory = MemoryStore(memory_path(environ))
     system_prompt = resolution.system_prompt(
@@ -441,12 +435,8 @@ def _doctor_model(flags: Values, config: ConfigFile) -> list[Check]:
     """Which model a run would use and why, then one real request to it; a Hub model that
     is not downloaded yet is not downloaded here."""
     try:
-        local = model_choice.local_model(flags, config, os.environ, None)
-        choice = None
-        if local is None:
-            choice, _ = resolve_model_sync(
-                model_choice.choose_provider_for(flags, config, os.environ, None)
-            )
+        chosen = model_choice.choose_model(flags, config, os.environ, None)
+        local, choice = chosen.local, chosen.provider
     except SettingsError as exc:
         return [Check("model", "FAIL", exc.message)]
     model = Check("model", "ok", describe_model_choice(local, choice, os.environ))

@@ -40,14 +40,13 @@ from logos.options.declarations import (
 )
 from logos.options.option import Values
 from logos.protocol.prompt import PromptStyle
-from logos.providers.choice import resolve_model_sync
 from logos.records.trajectory import Trajectory
 from logos.runners.base import Runner
 from logos.runners.sandboxes import SandboxSettings
 from logos.serve.setup import ModelInfo, RunnerChoice, ServerSetup
 from logos.settings import model_choice, resolution
 from logos.settings.config_file import load_config_file
-from logos.settings.model_choice import HubModelSpec
+from logos.settings.model_choice import GgufSpec, HubModelSpec, LocalModel
 from logos.settings.resolution import config_path
 from logos.settings.runners import RunnerSpec, make_runner, sandbox_problem
 from logos.settings.serve_table import ServeSettings
@@ -109,26 +108,15 @@ class _Runners:
 
 
 def serve_command(args: argparse.Namespace, flags: Values, environ: Mapping[str, str]) -> int:
-    try:
-        from logos.serve.server import BindError, bind_tcp, bind_unix, serve
-    except ImportError as exc:
-        if exc.name in ("starlette", "uvicorn") or str(exc.name).startswith(
-            ("starlette.", "uvicorn.")
-        ):
-            raise CliError(INSTALL_HINT) from None
-        raise
+    _require_server_extra()
+    from logos.serve.server import serve
+
     config = load_config_file(config_path(flags), environ)
     served = config.serve
-    local = model_choice.local_model(flags, config, environ, None)
-    choice = (
-        None
-        if local is not None
-        else model_choice.choose_provider_for(flags, config, environ, None)
-    )
-    if choice is not None:
-        choice, note = resolve_model_sync(choice)
-        if note:
-            print(f"logos: {note}", file=sys.stderr)
+    chosen = model_choice.choose_model(flags, config, environ, None)
+    local, choice = chosen.local, chosen.provider
+    if chosen.note:
+        print(f"logos: {chosen.note}", file=sys.stderr)
     rules = resolution.approval_rules(flags, config)
     replies = resolution.replies(flags, config, choice)
     limits = resolution.limits(flags, config)
@@ -144,31 +132,9 @@ def serve_command(args: argparse.Namespace, flags: Values, environ: Mapping[str,
         token, created = load_or_create_token(state / "token")
     except TokenFileError as exc:
         raise CliError(str(exc)) from None
-    try:
-        socket_path = args.listen_socket or served.socket
-        listener: Listener = (
-            bind_unix(Path(socket_path).expanduser())
-            if socket_path
-            else bind_tcp(
-                args.host or served.host,
-                served.port if args.port is None else args.port,
-                allow_remote=args.allow_remote,
-            )
-        )
-    except BindError as exc:
-        raise CliError(str(exc)) from None
+    listener = _listener(args, served)
     memory = MemoryStore(memory_path(environ))
-    gguf = None
-    if local is not None:
-        if isinstance(local, HubModelSpec) and local.default:
-            print(
-                f"logos serve: no API key, base URL or --gguf: running the default local model "
-                f"{local.file}",
-                file=sys.stderr,
-            )
-        terminal = sys.stdin.isatty() and sys.stderr.isatty()
-        accepted = bool(flags[YES] or config[DOWNLOAD_MODELS])
-        gguf = local_gguf(local, ask=terminal and not accepted, plain=False, environ=environ)
+    gguf = None if local is None else _local_gguf(local, flags, config, environ)
     with open_model(choice, gguf) as model:
         template = Config(
             provider=model.provider,
@@ -220,6 +186,47 @@ def serve_command(args: argparse.Namespace, flags: Values, environ: Mapping[str,
         finally:
             remove_address(record, address.pid)
     return EXIT_OK
+
+
+def _require_server_extra() -> None:
+    """The server's modules import (starlette, uvicorn), or the install hint."""
+    try:
+        import logos.serve.server  # noqa: F401
+    except ImportError as exc:
+        if exc.name in ("starlette", "uvicorn") or str(exc.name).startswith(
+            ("starlette.", "uvicorn.")
+        ):
+            raise CliError(INSTALL_HINT) from None
+        raise
+
+
+def _listener(args: argparse.Namespace, served: ServeSettings) -> Listener:
+    """Where to listen: --socket (or the config's), else --host and --port (or the config's)."""
+    from logos.serve.server import BindError, bind_tcp, bind_unix
+
+    socket_path = args.listen_socket or served.socket
+    try:
+        if socket_path:
+            return bind_unix(Path(socket_path).expanduser())
+        port = served.port if args.port is None else args.port
+        return bind_tcp(args.host or served.host, port, allow_remote=args.allow_remote)
+    except BindError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _local_gguf(
+    local: LocalModel, flags: Values, config: Values, environ: Mapping[str, str]
+) -> GgufSpec:
+    """The local model's file, fetched first if need be (asking on a terminal)."""
+    if isinstance(local, HubModelSpec) and local.default:
+        print(
+            f"logos serve: no API key, base URL or --gguf: running the default local model "
+            f"{local.file}",
+            file=sys.stderr,
+        )
+    terminal = sys.stdin.isatty() and sys.stderr.isatty()
+    accepted = bool(flags[YES] or config[DOWNLOAD_MODELS])
+    return local_gguf(local, ask=terminal and not accepted, plain=False, environ=environ)
 
 
 def _client_url(listener: Listener) -> str:

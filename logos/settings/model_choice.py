@@ -23,7 +23,7 @@ from logos.options.declarations import (
     THREADS,
 )
 from logos.options.option import Values
-from logos.providers.choice import ProviderChoice
+from logos.providers.choice import ProviderChoice, resolve_model_sync
 from logos.providers.http_provider import normalize_base_url
 from logos.providers.registry import (
     LOCAL_SERVER_KIND,
@@ -234,3 +234,24 @@ def _provider_configured(flags: Values, config: Values, environ: Mapping[str, st
         environ.get(kind.api_key_env) or environ.get(kind.base_url_env)
         for kind in PROVIDER_KINDS.values()
     )
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a run uses: a local one to run in this process, or a provider's with its
+    model filled in from what the server lists (`note`: what that listing told the user)."""
+
+    local: LocalModel | None
+    provider: ProviderChoice | None
+    note: str | None = None
+
+
+def choose_model(
+    flags: Values, config: Values, environ: Mapping[str, str], recorded: Trajectory | None
+) -> ModelChoice:
+    """`local_model`, else the provider `choose_provider_for` names, its model resolved."""
+    local = local_model(flags, config, environ, recorded)
+    if local is not None:
+        return ModelChoice(local, None)
+    provider, note = resolve_model_sync(choose_provider_for(flags, config, environ, recorded))
+    return ModelChoice(None, provider, note)
