@@ -158,6 +158,8 @@ def test_sandboxes_removed_or_stopped_while_no_daemon_ran_are_answered_with_why(
         daemons.kill()
         docker_client.containers.get(removed).remove(force=True)
         docker_client.containers.get(stopped).kill()
+        # WHY wait: the engine answers a kill once it sent the signal, not once it stopped.
+        docker_client.containers.get(stopped).wait(timeout=30)
         daemons.start()
         assert "was removed while no daemon ran" in _lost(daemons.run("true", "removed"))
         why = _lost(daemons.run("true", "stopped"))
