@@ -387,73 +387,14 @@ class DockerBackend(AsyncCloseable):
         sandboxd.backend.Backend.fork."""
         source = self._fork_source(session, into)
         spec = source.spec if spec is None else spec
-        if (spec.image, spec.uid, spec.gid) != (
-            source.spec.image,
-            source.spec.uid,
-            source.spec.gid,
-        ):
-            raise ForkRefusedError(
-                f"its forks would run {spec.image} as {spec.uid}:{spec.gid}, and it runs "
-                f"{source.spec.image} as {source.spec.uid}:{source.spec.gid}: a fork keeps "
-                "its session's image and user (ask for the same image)",
-                code="fork_image",
-                status=422,
-            )
-        shared = None if share_writable_mounts else _shared_writable(source.spec, spec, len(into))
-        if shared is not None:
-            # WHY refused rather than mounted read-only in the forks: their commands would
-            # then need other settings than the ones asked for to reach their sandboxes.
-            # Sandboxes writing to one host directory at once overwrite each other's work:
-            # only a caller who asks gets that.
-            raise ForkRefusedError(
-                f"{shared} would be written to by more than one sandbox at once (the session's "
-                "and its forks'): ask for share_writable_mounts if that is what you want, "
-                "give each fork paths of its own, or mount it read-only",
-                code="writable_mounts",
-                status=409,
-            )
+        _check_fork_spec(source.spec, spec, len(into), share_writable_mounts)
         outcomes: dict[str, StartOutcome] = {}
-        full: set[str] = set()
         self._filling.update(into)
         # The pool's refill waits for the copy (its starts would slow it down).
         with source.copying(), self._sessions.pool.held():
             try:
-                async with anyio.create_task_group() as starts:
-                    for target in into:
-                        starts.start_soon(self._start_fork, target, spec, outcomes, full)
-                failed = [o for o in outcomes.values() if o.state != "started"]
-                if failed:
-                    # WHY the caps' own error when they refused: the caller may ask again
-                    # once a session ends, and a 429 says so.
-                    raise (TooManySessionsError if full else BackendError)(
-                        f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
-                        "none was kept",
-                        code=None if full else "fork_failed",
-                    )
-                boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
-                plan = plan_copy(
-                    source.volumes,
-                    [box.volumes for box in boxes],
-                    mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
-                    user=f"{spec.uid}:{spec.gid}",
-                    cpus=source.spec.limits.cpus,
-                )
-                try:
-                    with contextlib.ExitStack() as quiet:
-                        for box in boxes:  # their commands wait for the copy too
-                            quiet.enter_context(box.copying())
-                        await self._copy(source, plan)
-                except ForkCopyError as exc:
-                    raise BackendError(
-                        f"the session could not be copied into its forks: {exc}; none was kept",
-                        code="fork_failed",
-                    ) from exc
-                except docker.errors.APIError as exc:
-                    raise BackendError(
-                        "the Docker engine refused to copy the session into its forks: "
-                        f"{api_error_text(exc)}; none was kept",
-                        code="fork_failed",
-                    ) from exc
+                boxes = await self._start_forks(into, spec, outcomes)
+                await self._copy_into_forks(source, spec, boxes)
                 for box in boxes:  # filled: a daemon after this one takes them over too
                     box.filling = False
                     await self._save_record(box)
@@ -468,6 +409,55 @@ class DockerBackend(AsyncCloseable):
             finally:
                 self._filling.difference_update(into)
         return [outcomes[target] for target in into]
+
+    async def _start_forks(
+        self, into: Sequence[str], spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+    ) -> list[DockerSandbox]:
+        """Start every fork at once into `outcomes` (filled as they start, so that a failure
+        closes the ones that did); their sandboxes, or an error once one did not start."""
+        full: set[str] = set()
+        async with anyio.create_task_group() as starts:
+            for target in into:
+                starts.start_soon(self._start_fork, target, spec, outcomes, full)
+        failed = [o for o in outcomes.values() if o.state != "started"]
+        if failed:
+            # WHY the caps' own error when they refused: the caller may ask again
+            # once a session ends, and a 429 says so.
+            raise (TooManySessionsError if full else BackendError)(
+                f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
+                "none was kept",
+                code=None if full else "fork_failed",
+            )
+        return [box for target in into for box in self._sessions.sandboxes_of(target)]
+
+    async def _copy_into_forks(
+        self, source: DockerSandbox, spec: SandboxSpec, boxes: Sequence[DockerSandbox]
+    ) -> None:
+        """Copy the source's scratch volumes into the forks' while their commands wait; a
+        failed copy is a BackendError saying none was kept."""
+        plan = plan_copy(
+            source.volumes,
+            [box.volumes for box in boxes],
+            mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
+            user=f"{spec.uid}:{spec.gid}",
+            cpus=source.spec.limits.cpus,
+        )
+        try:
+            with contextlib.ExitStack() as quiet:
+                for box in boxes:  # their commands wait for the copy too
+                    quiet.enter_context(box.copying())
+                await self._copy(source, plan)
+        except ForkCopyError as exc:
+            raise BackendError(
+                f"the session could not be copied into its forks: {exc}; none was kept",
+                code="fork_failed",
+            ) from exc
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                "the Docker engine refused to copy the session into its forks: "
+                f"{api_error_text(exc)}; none was kept",
+                code="fork_failed",
+            ) from exc
 
     async def _copy(self, source: DockerSandbox, plan: CopyPlan) -> None:
         """Run the copier (sandboxd.docker.fork) with the source frozen; raises ForkCopyError."""
@@ -1459,6 +1449,34 @@ def _check_egress(spec: SandboxSpec, reported: str) -> None:
         "was not used",
         code="egress_unavailable",
     )
+
+
+def _check_fork_spec(
+    source: SandboxSpec, forks: SandboxSpec, count: int, share_writable_mounts: bool
+) -> None:
+    """Refuse forks of `source` into `count` sandboxes of `forks` before any starts: a
+    different image or user, or a host path more than one of them would write to."""
+    if (forks.image, forks.uid, forks.gid) != (source.image, source.uid, source.gid):
+        raise ForkRefusedError(
+            f"its forks would run {forks.image} as {forks.uid}:{forks.gid}, and it runs "
+            f"{source.image} as {source.uid}:{source.gid}: a fork keeps "
+            "its session's image and user (ask for the same image)",
+            code="fork_image",
+            status=422,
+        )
+    shared = None if share_writable_mounts else _shared_writable(source, forks, count)
+    if shared is not None:
+        # WHY refused rather than mounted read-only in the forks: their commands would
+        # then need other settings than the ones asked for to reach their sandboxes.
+        # Sandboxes writing to one host directory at once overwrite each other's work:
+        # only a caller who asks gets that.
+        raise ForkRefusedError(
+            f"{shared} would be written to by more than one sandbox at once (the session's "
+            "and its forks'): ask for share_writable_mounts if that is what you want, "
+            "give each fork paths of its own, or mount it read-only",
+            code="writable_mounts",
+            status=409,
+        )
 
 
 def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str | None:
