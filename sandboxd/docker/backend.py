@@ -55,6 +55,7 @@ from sandboxd.backend import (
 )
 from sandboxd.docker.container import (
     BEAT_S,
+    Layout,
     container_name,
     create_container,
     install_supervisor,
@@ -93,6 +94,7 @@ from sandboxd.docker.ownership import (
 from sandboxd.docker.records import SandboxRecord
 from sandboxd.docker.sandbox import KILLED_FROM_OUTSIDE, DockerSandbox
 from sandboxd.docker.scratch import (
+    ScratchVolume,
     doomed_volumes,
     remove_volumes,
     scratch_volumes,
@@ -903,6 +905,45 @@ class DockerBackend(AsyncCloseable):
         or another BackendError, and _NoPythonError once the image is found without python3
         (it is then started again in exec mode)."""
         layout = plan_layout(spec)
+        supervised = await self._supervised(spec, clock)
+        token = secrets.token_hex(4)
+        name = container_name(session, token)
+        launch = _Launch(
+            session=session,
+            spec=spec,
+            layout=layout,
+            name=name,
+            control_dir=self._control_root / token,
+            volumes=scratch_volumes(name, spec, layout.scratch, layout.home),
+        )
+        self._prepare_control_dir(launch.control_dir, spec)
+        handed_over = False
+        self._starting.add(name)
+        try:
+            if supervised:
+                launch.fifos = ChannelFifos.make(launch.control_dir, spec.uid, spec.gid)
+            clock.lap("control_dir")
+            container_id = await self._create_and_start(launch, supervised, clock)
+            channel: SupervisorChannel | None = None
+            secret: str | None = None
+            if launch.fifos is not None:
+                channel, secret = await self._greet(launch, launch.fifos, container_id, clock)
+            else:
+                await self._check_exec_mounts(spec, container_id, clock)
+            box = await self._hand_over(launch, container_id, channel, secret, clock)
+            handed_over = True
+            return box
+        finally:
+            self._starting.discard(name)
+            if launch.fifos is not None:
+                with anyio.CancelScope(shield=True):
+                    await launch.fifos.aclose()
+            if not handed_over:
+                await self._discard_launch(launch)
+
+    async def _supervised(self, spec: SandboxSpec, clock: StepClock) -> bool:
+        """Whether its container runs the supervisor (an image without python3 runs its
+        commands with `docker exec`); refused when it must not run without one."""
         supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
         if not supervised and spec.allowed_hosts:
@@ -911,112 +952,124 @@ class DockerBackend(AsyncCloseable):
                 "proxy that allowed_hosts needs: use an image with python3",
                 code="egress_unavailable",
             )
-        token = secrets.token_hex(4)
-        name = container_name(session, token)
-        volumes = scratch_volumes(name, spec, layout.scratch, layout.home)
-        control_dir = self._control_root / token
-        self._prepare_control_dir(control_dir, spec)
-        fifos: ChannelFifos | None = None
-        container_id: str | None = None
-        handed_over = False
-        self._starting.add(name)
+        return supervised
+
+    async def _create_and_start(self, launch: _Launch, supervised: bool, clock: StepClock) -> str:
+        """Its container, created and started; its id is in `launch` from the moment it
+        exists, so that a failed start removes it."""
+        spec = launch.spec
+        create = functools.partial(
+            create_container,
+            name=launch.name,
+            spec=spec,
+            layout=launch.layout,
+            labels=self._labels(launch.session),
+            control_dir=str(launch.control_dir),
+            supervised=supervised,
+            volumes=launch.volumes,
+            orphan_ttl_s=self._orphan_ttl_s,
+        )
         try:
-            if supervised:
-                fifos = ChannelFifos.make(control_dir, spec.uid, spec.gid)
-            clock.lap("control_dir")
-            create = functools.partial(
-                create_container,
-                name=name,
-                spec=spec,
-                layout=layout,
-                labels=self._labels(session),
-                control_dir=str(control_dir),
-                supervised=supervised,
-                volumes=volumes,
-                orphan_ttl_s=self._orphan_ttl_s,
+            launch.container_id = created = await self._engine.call(create)
+            clock.lap("create")
+            await self._engine.call(lambda api: api.start(created))
+            clock.lap("start")
+        except docker.errors.ImageNotFound as exc:
+            raise self._image_missing(spec.image) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(
+                f"could not start a sandbox container from image {spec.image}: "
+                f"{api_error_text(exc)}"
+            ) from exc
+        return created
+
+    async def _greet(
+        self, launch: _Launch, fifos: ChannelFifos, container_id: str, clock: StepClock
+    ) -> tuple[SupervisorChannel, str | None]:
+        """Its supervisor's channel and secret, once what the supervisor found inside matches
+        the spec (mounts, Unix sockets refused, egress forwarder up); the channel is closed
+        when not, as nothing else would close it."""
+        spec = launch.spec
+        try:
+            channel, hello = await self._await_supervisor(fifos, container_id)
+        except _NoPythonError:
+            # No python3 in this image: remember, and start it in exec mode.
+            self._exec_mode_images[spec.image] = await self._image_id(spec.image)
+            raise
+        launch.fifos = None  # the channel owns them now
+        clock.lap("handshake")
+        try:
+            await _checked_mounts(spec, hello.mounts)
+            _check_unix_sockets(spec, hello.unix_sockets)
+            _check_egress(spec, hello.egress)
+        except BackendError:
+            await channel.aclose()
+            raise
+        return channel, hello.secret
+
+    async def _check_exec_mounts(
+        self, spec: SandboxSpec, container_id: str, clock: StepClock
+    ) -> None:
+        """Without a supervisor, the mounts as `docker exec` finds them inside must be the
+        spec's."""
+        report = await self._engine.call(
+            functools.partial(
+                exec_report,
+                container_id=container_id,
+                user=f"{spec.uid}:{spec.gid}",
+                paths=[mount.path for mount in spec.mounts],
             )
-            try:
-                container_id = created = await self._engine.call(create)
-                clock.lap("create")
-                await self._engine.call(lambda api: api.start(created))
-                clock.lap("start")
-            except docker.errors.ImageNotFound as exc:
-                raise self._image_missing(spec.image) from exc
-            except docker.errors.APIError as exc:
-                raise SandboxStartError(
-                    f"could not start a sandbox container from image {spec.image}: "
-                    f"{api_error_text(exc)}"
-                ) from exc
-            channel: SupervisorChannel | None = None
-            secret: str | None = None
-            if fifos is not None:
-                try:
-                    channel, hello = await self._await_supervisor(fifos, container_id)
-                except _NoPythonError:
-                    # No python3 in this image: remember, and start it in exec mode.
-                    self._exec_mode_images[spec.image] = await self._image_id(spec.image)
-                    raise
-                secret = hello.secret
-                fifos = None  # the channel owns them now
-                clock.lap("handshake")
-                try:
-                    await _checked_mounts(spec, hello.mounts)
-                    _check_unix_sockets(spec, hello.unix_sockets)
-                    _check_egress(spec, hello.egress)
-                except BackendError:
-                    await channel.aclose()
-                    raise
-            else:
-                report = await self._engine.call(
-                    functools.partial(
-                        exec_report,
-                        container_id=container_id,
-                        user=f"{spec.uid}:{spec.gid}",
-                        paths=[mount.path for mount in spec.mounts],
-                    )
-                )
-                await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
-                clock.lap("mount_report")
-            if self._sessions.closing:  # aclose() ran while this container started
-                if channel is not None:
-                    await channel.aclose()
-                raise shutting_down()
-            box = DockerSandbox(
-                name,
-                session,
-                spec,
-                container_id,
-                layout,
-                control_dir,
-                channel,
-                clock.steps,
-                volumes=volumes,
-                secret=secret,
-                filling=session in self._filling,
-            )
-            try:
-                await self._save_record(box, strict=True)
-            except BaseException:
-                if channel is not None:
-                    await channel.aclose()
-                raise
-            self._serve(box)
-            handed_over = True
-            return box
-        finally:
-            self._starting.discard(name)
-            if fifos is not None:
-                with anyio.CancelScope(shield=True):
-                    await fifos.aclose()
-            if not handed_over:
-                with anyio.CancelScope(shield=True):
-                    names = [volume.name for volume in volumes]
-                    if container_id is not None:
-                        await self._remove_container(container_id, names)
-                    else:  # a create that failed may have made some
-                        with contextlib.suppress(EngineUnavailableError):
-                            await self._engine.call(functools.partial(remove_volumes, names=names))
-                remove_control_dir(control_dir)
+        )
+        await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
+        clock.lap("mount_report")
+
+    async def _hand_over(
+        self,
+        launch: _Launch,
+        container_id: str,
+        channel: SupervisorChannel | None,
+        secret: str | None,
+        clock: StepClock,
+    ) -> DockerSandbox:
+        """The checked container as a sandbox served from now on; not while the daemon
+        closes, and only once recorded (a restart would lose it without a word)."""
+        if self._sessions.closing:  # aclose() ran while this container started
+            if channel is not None:
+                await channel.aclose()
+            raise shutting_down()
+        box = DockerSandbox(
+            launch.name,
+            launch.session,
+            launch.spec,
+            container_id,
+            launch.layout,
+            launch.control_dir,
+            channel,
+            clock.steps,
+            volumes=launch.volumes,
+            secret=secret,
+            filling=launch.session in self._filling,
+        )
+        try:
+            await self._save_record(box, strict=True)
+        except BaseException:
+            if channel is not None:
+                await channel.aclose()
+            raise
+        self._serve(box)
+        return box
+
+    async def _discard_launch(self, launch: _Launch) -> None:
+        """Undo a start that did not become a sandbox: its container or, when its create
+        failed, the volumes that create may have made, and its control directory."""
+        with anyio.CancelScope(shield=True):
+            names = [volume.name for volume in launch.volumes]
+            if launch.container_id is not None:
+                await self._remove_container(launch.container_id, names)
+            else:  # a create that failed may have made some
+                with contextlib.suppress(EngineUnavailableError):
+                    await self._engine.call(functools.partial(remove_volumes, names=names))
+        remove_control_dir(launch.control_dir)
 
     def _serve(self, box: DockerSandbox) -> None:
         """Serve its supervisor's channel (and its egress) from now on."""
@@ -1404,6 +1457,21 @@ class DockerBackend(AsyncCloseable):
             reason = f"the sandbox {box.name} cannot run commands any more: {exc}"
             await self._sessions.retire(box, reason, lost=reason)
             return Result(command=request.command, error=reason)
+
+
+@dataclasses.dataclass
+class _Launch:
+    """A container being started as a session's sandbox, and what its start holds until it
+    is handed over: its fifos until its channel owns them, its container once created."""
+
+    session: str
+    spec: SandboxSpec
+    layout: Layout
+    name: str
+    control_dir: Path
+    volumes: tuple[ScratchVolume, ...]
+    fifos: ChannelFifos | None = None
+    container_id: str | None = None
 
 
 class _NoPythonError(Exception):
