@@ -99,6 +99,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = _daemon_command(commands, "serve", _serve, help="serve the HTTP API on a Unix socket")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    _stop_command(commands)
+    _daemon_command(
+        commands,
+        "doctor",
+        _doctor,
+        help="check the engine, the image, mounts, network isolation and limits",
+    )
+    _daemon_command(
+        commands, "status", _status, config=False, help="is a daemon up on the socket; its sessions"
+    )
+    _run_command(commands)
+    _mcp_command(commands)
+    _build_image_command(commands)
+    _daemon_command(
+        commands,
+        "gc",
+        _gc,
+        help="remove stray sandbox containers (through the daemon when one is up)",
+    )
+    return parser
+
+
+def _stop_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stop = _daemon_command(
         commands,
         "stop",
@@ -123,15 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long to wait for it to stop (default {STOP_TIMEOUT_S:g})",
     )
-    _daemon_command(
-        commands,
-        "doctor",
-        _doctor,
-        help="check the engine, the image, mounts, network isolation and limits",
-    )
-    _daemon_command(
-        commands, "status", _status, config=False, help="is a daemon up on the socket; its sessions"
-    )
+
+
+def _run_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = _daemon_command(
         commands,
         "run",
@@ -149,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(run, TIMEOUT)
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
 
+
+def _mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = _daemon_command(
         commands,
         "mcp",
@@ -191,20 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --http: a browser Origin allowed to call (default: none); repeatable",
     )
 
+
+def _build_image_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = commands.add_parser("build-image", help="build the sandbox image from the Dockerfile")
     build.add_argument(
         "--base", help="base image (default: the Dockerfile's, debian:bookworm-slim)"
     )
     build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
     build.set_defaults(handler=_build_image)
-
-    _daemon_command(
-        commands,
-        "gc",
-        _gc,
-        help="remove stray sandbox containers (through the daemon when one is up)",
-    )
-    return parser
 
 
 def _daemon_command(

@@ -55,6 +55,7 @@ from sandboxd.backend import (
 )
 from sandboxd.docker.container import (
     BEAT_S,
+    Layout,
     container_name,
     create_container,
     install_supervisor,
@@ -93,6 +94,7 @@ from sandboxd.docker.ownership import (
 from sandboxd.docker.records import SandboxRecord
 from sandboxd.docker.sandbox import KILLED_FROM_OUTSIDE, DockerSandbox
 from sandboxd.docker.scratch import (
+    ScratchVolume,
     doomed_volumes,
     remove_volumes,
     scratch_volumes,
@@ -387,73 +389,14 @@ class DockerBackend(AsyncCloseable):
         sandboxd.backend.Backend.fork."""
         source = self._fork_source(session, into)
         spec = source.spec if spec is None else spec
-        if (spec.image, spec.uid, spec.gid) != (
-            source.spec.image,
-            source.spec.uid,
-            source.spec.gid,
-        ):
-            raise ForkRefusedError(
-                f"its forks would run {spec.image} as {spec.uid}:{spec.gid}, and it runs "
-                f"{source.spec.image} as {source.spec.uid}:{source.spec.gid}: a fork keeps "
-                "its session's image and user (ask for the same image)",
-                code="fork_image",
-                status=422,
-            )
-        shared = None if share_writable_mounts else _shared_writable(source.spec, spec, len(into))
-        if shared is not None:
-            # WHY refused rather than mounted read-only in the forks: their commands would
-            # then need other settings than the ones asked for to reach their sandboxes.
-            # Sandboxes writing to one host directory at once overwrite each other's work:
-            # only a caller who asks gets that.
-            raise ForkRefusedError(
-                f"{shared} would be written to by more than one sandbox at once (the session's "
-                "and its forks'): ask for share_writable_mounts if that is what you want, "
-                "give each fork paths of its own, or mount it read-only",
-                code="writable_mounts",
-                status=409,
-            )
+        _check_fork_spec(source.spec, spec, len(into), share_writable_mounts)
         outcomes: dict[str, StartOutcome] = {}
-        full: set[str] = set()
         self._filling.update(into)
         # The pool's refill waits for the copy (its starts would slow it down).
         with source.copying(), self._sessions.pool.held():
             try:
-                async with anyio.create_task_group() as starts:
-                    for target in into:
-                        starts.start_soon(self._start_fork, target, spec, outcomes, full)
-                failed = [o for o in outcomes.values() if o.state != "started"]
-                if failed:
-                    # WHY the caps' own error when they refused: the caller may ask again
-                    # once a session ends, and a 429 says so.
-                    raise (TooManySessionsError if full else BackendError)(
-                        f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
-                        "none was kept",
-                        code=None if full else "fork_failed",
-                    )
-                boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
-                plan = plan_copy(
-                    source.volumes,
-                    [box.volumes for box in boxes],
-                    mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
-                    user=f"{spec.uid}:{spec.gid}",
-                    cpus=source.spec.limits.cpus,
-                )
-                try:
-                    with contextlib.ExitStack() as quiet:
-                        for box in boxes:  # their commands wait for the copy too
-                            quiet.enter_context(box.copying())
-                        await self._copy(source, plan)
-                except ForkCopyError as exc:
-                    raise BackendError(
-                        f"the session could not be copied into its forks: {exc}; none was kept",
-                        code="fork_failed",
-                    ) from exc
-                except docker.errors.APIError as exc:
-                    raise BackendError(
-                        "the Docker engine refused to copy the session into its forks: "
-                        f"{api_error_text(exc)}; none was kept",
-                        code="fork_failed",
-                    ) from exc
+                boxes = await self._start_forks(into, spec, outcomes)
+                await self._copy_into_forks(source, spec, boxes)
                 for box in boxes:  # filled: a daemon after this one takes them over too
                     box.filling = False
                     await self._save_record(box)
@@ -468,6 +411,55 @@ class DockerBackend(AsyncCloseable):
             finally:
                 self._filling.difference_update(into)
         return [outcomes[target] for target in into]
+
+    async def _start_forks(
+        self, into: Sequence[str], spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+    ) -> list[DockerSandbox]:
+        """Start every fork at once into `outcomes` (filled as they start, so that a failure
+        closes the ones that did); their sandboxes, or an error once one did not start."""
+        full: set[str] = set()
+        async with anyio.create_task_group() as starts:
+            for target in into:
+                starts.start_soon(self._start_fork, target, spec, outcomes, full)
+        failed = [o for o in outcomes.values() if o.state != "started"]
+        if failed:
+            # WHY the caps' own error when they refused: the caller may ask again
+            # once a session ends, and a 429 says so.
+            raise (TooManySessionsError if full else BackendError)(
+                f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
+                "none was kept",
+                code=None if full else "fork_failed",
+            )
+        return [box for target in into for box in self._sessions.sandboxes_of(target)]
+
+    async def _copy_into_forks(
+        self, source: DockerSandbox, spec: SandboxSpec, boxes: Sequence[DockerSandbox]
+    ) -> None:
+        """Copy the source's scratch volumes into the forks' while their commands wait; a
+        failed copy is a BackendError saying none was kept."""
+        plan = plan_copy(
+            source.volumes,
+            [box.volumes for box in boxes],
+            mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
+            user=f"{spec.uid}:{spec.gid}",
+            cpus=source.spec.limits.cpus,
+        )
+        try:
+            with contextlib.ExitStack() as quiet:
+                for box in boxes:  # their commands wait for the copy too
+                    quiet.enter_context(box.copying())
+                await self._copy(source, plan)
+        except ForkCopyError as exc:
+            raise BackendError(
+                f"the session could not be copied into its forks: {exc}; none was kept",
+                code="fork_failed",
+            ) from exc
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                "the Docker engine refused to copy the session into its forks: "
+                f"{api_error_text(exc)}; none was kept",
+                code="fork_failed",
+            ) from exc
 
     async def _copy(self, source: DockerSandbox, plan: CopyPlan) -> None:
         """Run the copier (sandboxd.docker.fork) with the source frozen; raises ForkCopyError."""
@@ -913,6 +905,45 @@ class DockerBackend(AsyncCloseable):
         or another BackendError, and _NoPythonError once the image is found without python3
         (it is then started again in exec mode)."""
         layout = plan_layout(spec)
+        supervised = await self._supervised(spec, clock)
+        token = secrets.token_hex(4)
+        name = container_name(session, token)
+        launch = _Launch(
+            session=session,
+            spec=spec,
+            layout=layout,
+            name=name,
+            control_dir=self._control_root / token,
+            volumes=scratch_volumes(name, spec, layout.scratch, layout.home),
+        )
+        self._prepare_control_dir(launch.control_dir, spec)
+        handed_over = False
+        self._starting.add(name)
+        try:
+            if supervised:
+                launch.fifos = ChannelFifos.make(launch.control_dir, spec.uid, spec.gid)
+            clock.lap("control_dir")
+            container_id = await self._create_and_start(launch, supervised, clock)
+            channel: SupervisorChannel | None = None
+            secret: str | None = None
+            if launch.fifos is not None:
+                channel, secret = await self._greet(launch, launch.fifos, container_id, clock)
+            else:
+                await self._check_exec_mounts(spec, container_id, clock)
+            box = await self._hand_over(launch, container_id, channel, secret, clock)
+            handed_over = True
+            return box
+        finally:
+            self._starting.discard(name)
+            if launch.fifos is not None:
+                with anyio.CancelScope(shield=True):
+                    await launch.fifos.aclose()
+            if not handed_over:
+                await self._discard_launch(launch)
+
+    async def _supervised(self, spec: SandboxSpec, clock: StepClock) -> bool:
+        """Whether its container runs the supervisor (an image without python3 runs its
+        commands with `docker exec`); refused when it must not run without one."""
         supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
         if not supervised and spec.allowed_hosts:
@@ -921,112 +952,124 @@ class DockerBackend(AsyncCloseable):
                 "proxy that allowed_hosts needs: use an image with python3",
                 code="egress_unavailable",
             )
-        token = secrets.token_hex(4)
-        name = container_name(session, token)
-        volumes = scratch_volumes(name, spec, layout.scratch, layout.home)
-        control_dir = self._control_root / token
-        self._prepare_control_dir(control_dir, spec)
-        fifos: ChannelFifos | None = None
-        container_id: str | None = None
-        handed_over = False
-        self._starting.add(name)
+        return supervised
+
+    async def _create_and_start(self, launch: _Launch, supervised: bool, clock: StepClock) -> str:
+        """Its container, created and started; its id is in `launch` from the moment it
+        exists, so that a failed start removes it."""
+        spec = launch.spec
+        create = functools.partial(
+            create_container,
+            name=launch.name,
+            spec=spec,
+            layout=launch.layout,
+            labels=self._labels(launch.session),
+            control_dir=str(launch.control_dir),
+            supervised=supervised,
+            volumes=launch.volumes,
+            orphan_ttl_s=self._orphan_ttl_s,
+        )
         try:
-            if supervised:
-                fifos = ChannelFifos.make(control_dir, spec.uid, spec.gid)
-            clock.lap("control_dir")
-            create = functools.partial(
-                create_container,
-                name=name,
-                spec=spec,
-                layout=layout,
-                labels=self._labels(session),
-                control_dir=str(control_dir),
-                supervised=supervised,
-                volumes=volumes,
-                orphan_ttl_s=self._orphan_ttl_s,
+            launch.container_id = created = await self._engine.call(create)
+            clock.lap("create")
+            await self._engine.call(lambda api: api.start(created))
+            clock.lap("start")
+        except docker.errors.ImageNotFound as exc:
+            raise self._image_missing(spec.image) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(
+                f"could not start a sandbox container from image {spec.image}: "
+                f"{api_error_text(exc)}"
+            ) from exc
+        return created
+
+    async def _greet(
+        self, launch: _Launch, fifos: ChannelFifos, container_id: str, clock: StepClock
+    ) -> tuple[SupervisorChannel, str | None]:
+        """Its supervisor's channel and secret, once what the supervisor found inside matches
+        the spec (mounts, Unix sockets refused, egress forwarder up); the channel is closed
+        when not, as nothing else would close it."""
+        spec = launch.spec
+        try:
+            channel, hello = await self._await_supervisor(fifos, container_id)
+        except _NoPythonError:
+            # No python3 in this image: remember, and start it in exec mode.
+            self._exec_mode_images[spec.image] = await self._image_id(spec.image)
+            raise
+        launch.fifos = None  # the channel owns them now
+        clock.lap("handshake")
+        try:
+            await _checked_mounts(spec, hello.mounts)
+            _check_unix_sockets(spec, hello.unix_sockets)
+            _check_egress(spec, hello.egress)
+        except BackendError:
+            await channel.aclose()
+            raise
+        return channel, hello.secret
+
+    async def _check_exec_mounts(
+        self, spec: SandboxSpec, container_id: str, clock: StepClock
+    ) -> None:
+        """Without a supervisor, the mounts as `docker exec` finds them inside must be the
+        spec's."""
+        report = await self._engine.call(
+            functools.partial(
+                exec_report,
+                container_id=container_id,
+                user=f"{spec.uid}:{spec.gid}",
+                paths=[mount.path for mount in spec.mounts],
             )
-            try:
-                container_id = created = await self._engine.call(create)
-                clock.lap("create")
-                await self._engine.call(lambda api: api.start(created))
-                clock.lap("start")
-            except docker.errors.ImageNotFound as exc:
-                raise self._image_missing(spec.image) from exc
-            except docker.errors.APIError as exc:
-                raise SandboxStartError(
-                    f"could not start a sandbox container from image {spec.image}: "
-                    f"{api_error_text(exc)}"
-                ) from exc
-            channel: SupervisorChannel | None = None
-            secret: str | None = None
-            if fifos is not None:
-                try:
-                    channel, hello = await self._await_supervisor(fifos, container_id)
-                except _NoPythonError:
-                    # No python3 in this image: remember, and start it in exec mode.
-                    self._exec_mode_images[spec.image] = await self._image_id(spec.image)
-                    raise
-                secret = hello.secret
-                fifos = None  # the channel owns them now
-                clock.lap("handshake")
-                try:
-                    await _checked_mounts(spec, hello.mounts)
-                    _check_unix_sockets(spec, hello.unix_sockets)
-                    _check_egress(spec, hello.egress)
-                except BackendError:
-                    await channel.aclose()
-                    raise
-            else:
-                report = await self._engine.call(
-                    functools.partial(
-                        exec_report,
-                        container_id=container_id,
-                        user=f"{spec.uid}:{spec.gid}",
-                        paths=[mount.path for mount in spec.mounts],
-                    )
-                )
-                await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
-                clock.lap("mount_report")
-            if self._sessions.closing:  # aclose() ran while this container started
-                if channel is not None:
-                    await channel.aclose()
-                raise shutting_down()
-            box = DockerSandbox(
-                name,
-                session,
-                spec,
-                container_id,
-                layout,
-                control_dir,
-                channel,
-                clock.steps,
-                volumes=volumes,
-                secret=secret,
-                filling=session in self._filling,
-            )
-            try:
-                await self._save_record(box, strict=True)
-            except BaseException:
-                if channel is not None:
-                    await channel.aclose()
-                raise
-            self._serve(box)
-            handed_over = True
-            return box
-        finally:
-            self._starting.discard(name)
-            if fifos is not None:
-                with anyio.CancelScope(shield=True):
-                    await fifos.aclose()
-            if not handed_over:
-                with anyio.CancelScope(shield=True):
-                    names = [volume.name for volume in volumes]
-                    if container_id is not None:
-                        await self._remove_container(container_id, names)
-                    else:  # a create that failed may have made some
-                        with contextlib.suppress(EngineUnavailableError):
-                            await self._engine.call(functools.partial(remove_volumes, names=names))
-                remove_control_dir(control_dir)
+        )
+        await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
+        clock.lap("mount_report")
+
+    async def _hand_over(
+        self,
+        launch: _Launch,
+        container_id: str,
+        channel: SupervisorChannel | None,
+        secret: str | None,
+        clock: StepClock,
+    ) -> DockerSandbox:
+        """The checked container as a sandbox served from now on; not while the daemon
+        closes, and only once recorded (a restart would lose it without a word)."""
+        if self._sessions.closing:  # aclose() ran while this container started
+            if channel is not None:
+                await channel.aclose()
+            raise shutting_down()
+        box = DockerSandbox(
+            launch.name,
+            launch.session,
+            launch.spec,
+            container_id,
+            launch.layout,
+            launch.control_dir,
+            channel,
+            clock.steps,
+            volumes=launch.volumes,
+            secret=secret,
+            filling=launch.session in self._filling,
+        )
+        try:
+            await self._save_record(box, strict=True)
+        except BaseException:
+            if channel is not None:
+                await channel.aclose()
+            raise
+        self._serve(box)
+        return box
+
+    async def _discard_launch(self, launch: _Launch) -> None:
+        """Undo a start that did not become a sandbox: its container or, when its create
+        failed, the volumes that create may have made, and its control directory."""
+        with anyio.CancelScope(shield=True):
+            names = [volume.name for volume in launch.volumes]
+            if launch.container_id is not None:
+                await self._remove_container(launch.container_id, names)
+            else:  # a create that failed may have made some
+                with contextlib.suppress(EngineUnavailableError):
+                    await self._engine.call(functools.partial(remove_volumes, names=names))
+        remove_control_dir(launch.control_dir)
 
     def _serve(self, box: DockerSandbox) -> None:
         """Serve its supervisor's channel (and its egress) from now on."""
@@ -1416,6 +1459,21 @@ class DockerBackend(AsyncCloseable):
             return Result(command=request.command, error=reason)
 
 
+@dataclasses.dataclass
+class _Launch:
+    """A container being started as a session's sandbox, and what its start holds until it
+    is handed over: its fifos until its channel owns them, its container once created."""
+
+    session: str
+    spec: SandboxSpec
+    layout: Layout
+    name: str
+    control_dir: Path
+    volumes: tuple[ScratchVolume, ...]
+    fifos: ChannelFifos | None = None
+    container_id: str | None = None
+
+
 class _NoPythonError(Exception):
     """The image has no python3: its container must be started again in exec mode."""
 
@@ -1459,6 +1517,34 @@ def _check_egress(spec: SandboxSpec, reported: str) -> None:
         "was not used",
         code="egress_unavailable",
     )
+
+
+def _check_fork_spec(
+    source: SandboxSpec, forks: SandboxSpec, count: int, share_writable_mounts: bool
+) -> None:
+    """Refuse forks of `source` into `count` sandboxes of `forks` before any starts: a
+    different image or user, or a host path more than one of them would write to."""
+    if (forks.image, forks.uid, forks.gid) != (source.image, source.uid, source.gid):
+        raise ForkRefusedError(
+            f"its forks would run {forks.image} as {forks.uid}:{forks.gid}, and it runs "
+            f"{source.image} as {source.uid}:{source.gid}: a fork keeps "
+            "its session's image and user (ask for the same image)",
+            code="fork_image",
+            status=422,
+        )
+    shared = None if share_writable_mounts else _shared_writable(source, forks, count)
+    if shared is not None:
+        # WHY refused rather than mounted read-only in the forks: their commands would
+        # then need other settings than the ones asked for to reach their sandboxes.
+        # Sandboxes writing to one host directory at once overwrite each other's work:
+        # only a caller who asks gets that.
+        raise ForkRefusedError(
+            f"{shared} would be written to by more than one sandbox at once (the session's "
+            "and its forks'): ask for share_writable_mounts if that is what you want, "
+            "give each fork paths of its own, or mount it read-only",
+            code="writable_mounts",
+            status=409,
+        )
 
 
 def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str | None:
