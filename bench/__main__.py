@@ -34,6 +34,7 @@ from bench import (
     pool_switch,
     prepare,
     projects,
+    restore,
     roundtrip,
     serve,
     small_model,
@@ -75,6 +76,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     temenos.FAMILY: (temenos.TITLE, temenos.run),
     egress.FAMILY: (egress.TITLE, egress.run),
     mcp.FAMILY: (mcp.TITLE, mcp.run),
+    restore.FAMILY: (restore.TITLE, restore.run),
 }
 DEFAULT_FAMILIES = [
     name for name in FAMILIES if name not in (small_model.FAMILY, first_question.FAMILY)

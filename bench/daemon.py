@@ -17,12 +17,10 @@ from typing import Any
 
 from bench.processes import stop_process
 from sandboxd.docker.container import SUPERVISOR_MODULE
-from sandboxd.docker.ownership import (
-    LABEL_MANAGED,
-    LABEL_OWNER_PROCESS,
-    LABEL_SESSION,
-    OwnerProcess,
-)
+from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_SESSION, LABEL_STATE
+from sandboxd.docker.scratch import remove_volumes
+from sandboxd.server.daemon import REMOVE_SIGNAL
+from sandboxd.server.state_dir import ID_FILE
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
@@ -86,23 +84,43 @@ def running_daemon(image: str, config_extra: str = "") -> Iterator[BenchDaemon]:
 
     `config_extra`: TOML appended to the daemon's config (after its top-level keys).
     """
+    root = daemon_root(image, config_extra)
+    try:
+        proc, daemon = spawn_daemon(root)
+        try:
+            yield daemon
+        finally:
+            stop_daemon(proc, daemon)
+    finally:
+        remove_leftovers(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def daemon_root(image: str, config_extra: str = "") -> Path:
+    """A directory for a daemon's socket, config, state and logs (one daemon at a time, or
+    one after another: each restart finds the state its predecessor left)."""
     # WHY /tmp and a short prefix: Unix socket paths must stay under 108 bytes, and the
     # daemon's per-container sockets live under its state directory.
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="lb", dir="/tmp")))
-    config = root / "sandboxd.toml"
-    config.write_text(
+    (root / "sandboxd.toml").write_text(
         f'image = "{image}"\n'
         f'state_dir = "{root / "state"}"\n'
         f'audit_log = "{root / "audit.log"}"\n'
         "shutdown_grace_s = 1\n" + config_extra
     )
+    return root
+
+
+def spawn_daemon(root: Path) -> tuple[subprocess.Popen[bytes], BenchDaemon]:
+    """`sandboxd serve` on `root`'s socket and config, once it listens."""
     sock = root / "sd.sock"
-    log = root / "daemon.log"
+    log = root / f"daemon-{time.monotonic_ns()}.log"
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "sandboxd", "serve"),
-                *("--socket", str(sock), "--config", str(config), "--log-level", "WARNING"),
+                *("--socket", str(sock), "--config", str(root / "sandboxd.toml")),
+                *("--log-level", "WARNING"),
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -110,11 +128,11 @@ def running_daemon(image: str, config_extra: str = "") -> Iterator[BenchDaemon]:
     daemon = BenchDaemon(proc.pid, sock, log)
     try:
         _wait_until_serving(proc, daemon)
-        yield daemon
-    finally:
-        _stop(proc, daemon)
-        _remove_leftovers(proc.pid)
-        shutil.rmtree(root, ignore_errors=True)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, daemon
 
 
 def session_container(client: Any, session: str) -> Any:
@@ -159,24 +177,37 @@ def _wait_until_serving(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> N
     )
 
 
-def _stop(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> None:
-    if not stop_process(proc, STOP_TIMEOUT_S):
+def stop_daemon(proc: subprocess.Popen[bytes], daemon: BenchDaemon) -> None:
+    """Stopped with its sandboxes removed (`sandboxd stop --remove-sandboxes`): a plain stop
+    would leave them to a next daemon."""
+    if not stop_process(proc, STOP_TIMEOUT_S, REMOVE_SIGNAL):
         raise BenchSetupError(
-            f"sandboxd did not stop within {STOP_TIMEOUT_S:g} s of SIGTERM:\n{daemon.log_tail()}"
+            f"sandboxd did not stop within {STOP_TIMEOUT_S:g} s of {REMOVE_SIGNAL.name}:\n"
+            f"{daemon.log_tail()}"
         )
 
 
-def _remove_leftovers(pid: int) -> None:
-    """Containers a daemon that died left behind (a clean stop removes them itself)."""
+def kept_id(root: Path) -> str | None:
+    """The id the daemons of `root` gave its state directory (their sandboxes' label)."""
+    try:
+        return (root / "state" / ID_FILE).read_text().strip()
+    except OSError:
+        return None
+
+
+def remove_leftovers(root: Path) -> None:
+    """What the daemons of `root` left, killed or stopped, with the scratch volumes (a stop
+    with --remove-sandboxes removes them itself)."""
+    kept = kept_id(root)
+    if kept is None:
+        return
     with contextlib.suppress(BenchSetupError):
         client = docker_client()
+        label = {"label": f"{LABEL_STATE}={kept}"}
         # WHY ignore_removed: other daemons on the same engine remove theirs while we list.
-        listed = client.containers.list(
-            all=True, filters={"label": LABEL_MANAGED}, ignore_removed=True
-        )
-        for container in listed:
-            owner = OwnerProcess.parse(container.labels.get(LABEL_OWNER_PROCESS, ""))
-            if owner is not None and owner.pid == pid:
-                with contextlib.suppress(Exception):
-                    container.remove(force=True)
+        for container in client.containers.list(all=True, filters=label, ignore_removed=True):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        names = [v["Name"] for v in client.api.volumes(filters=label)["Volumes"] or []]
+        remove_volumes(client.api, names)
         client.close()

@@ -114,6 +114,14 @@ class Plan:
     """GETs per round, each on a new connection."""
     egress_download_bytes: int = 256 * 2**20
     """The large body each sandbox downloads once."""
+    restore_sessions: int = 20
+    """Sessions a killed daemon leaves to the next one (each with a state of its own)."""
+    restore_jobs: int = 10
+    """Of them, sessions with a job running through the restart."""
+    restore_iterations: int = 3
+    """Rounds: a daemon killed and started again, each on sessions of its own."""
+    restore_gap_s: float = 2.0
+    """How long no daemon runs between the kill and the new one's start."""
     temenos_callers: int = 200
     """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
     temenos` has); 1000 takes about half an hour on a 2-core machine."""
@@ -175,6 +183,10 @@ class Plan:
             egress_rounds=2,
             egress_requests=5,
             egress_download_bytes=8 * 2**20,
+            restore_sessions=4,
+            restore_jobs=2,
+            restore_iterations=1,
+            restore_gap_s=1.0,
         )
 
     @classmethod
@@ -194,6 +206,9 @@ class Plan:
             batch_workers=(1,),
             temenos_callers=3,
             egress_rounds=1,
+            restore_sessions=2,  # one with a job, one without
+            restore_jobs=1,
+            restore_gap_s=0.5,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

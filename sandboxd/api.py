@@ -52,6 +52,10 @@ class _Response(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+IfLost = Literal["refuse", "fresh"]
+"""What a request does for a session whose sandbox was lost (see StartRequest.if_lost)."""
+
+
 class AllowedPathSpec(_Request):
     """A host path to mount at the same path inside the sandbox."""
 
@@ -94,6 +98,12 @@ class StartRequest(_Request):
     request is refused (403 path_outside_ceiling), and the same holds once the sandbox's
     mounts are made. None: the daemon's policy alone decides. Not part of the sandbox's
     settings: every request's mounts are held to its own ceiling."""
+    if_lost: IfLost = "refuse"
+    """When the session's sandbox was lost (removed or stopped behind the daemon's back, the
+    engine or the host restarted, the daemon's policy no longer allowing it after a
+    restart): "refuse" answers 410 session_lost with why; "fresh" starts a fresh, empty
+    sandbox and says what was lost in the answer's `notice`. Not part of the sandbox's
+    settings."""
 
 
 class RunRequest(StartRequest):
@@ -151,12 +161,22 @@ class RunResponse(Result):
     """The container's name."""
     stripped_env_keys: list[str] = field(default_factory=list)
     """Env keys that looked like secrets and were not passed to the command (sorted)."""
+    notice: str | None = None
+    """Set when a fresh sandbox replaced the session's lost one (`if_lost = "fresh"`): what
+    was lost, and why."""
 
     @classmethod
     def from_result(
-        cls, result: Result, *, sandbox: str, stripped_env_keys: list[str]
+        cls,
+        result: Result,
+        *,
+        sandbox: str,
+        stripped_env_keys: list[str],
+        notice: str | None = None,
     ) -> RunResponse:
-        return cls(**vars(result), sandbox=sandbox, stripped_env_keys=stripped_env_keys)
+        return cls(
+            **vars(result), sandbox=sandbox, stripped_env_keys=stripped_env_keys, notice=notice
+        )
 
     @classmethod
     def from_json(cls, content: bytes) -> RunResponse:
@@ -182,6 +202,8 @@ class StartResponse(_Response):
     """The container's name ("" while starting)."""
     steps: dict[str, float] = Field(default_factory=dict)
     """Seconds each step of the start took, in order, when this request started it."""
+    notice: str | None = None
+    """Set when a fresh sandbox replaced the session's lost one: what was lost, and why."""
 
 
 class ForkRequest(_Request):
@@ -220,6 +242,9 @@ class ErrorResponse(_Response):
 
 TOO_MANY_SESSIONS = "too_many_sessions"
 """The code of a 429 over the daemon's session caps: a client may wait for room and retry."""
+SESSION_LOST = "session_lost"
+"""The code of a 410 for a session whose sandbox was lost: the request did not run; it may
+be sent again with `if_lost = "fresh"`."""
 
 
 class WarmPathModel(_Response):

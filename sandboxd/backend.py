@@ -26,11 +26,12 @@ from logos.options import (
 )
 from logos.result import Result
 from logos.runners.live import LiveOutput
-from sandboxd.api import TOO_MANY_SESSIONS
+from sandboxd.api import SESSION_LOST, TOO_MANY_SESSIONS
 from sandboxd.policy.pinned import FileIdentity, identify
 from sandboxd.sizes import Size
 
 __all__ = [
+    "AdoptedJobs",
     "Backend",
     "BackendError",
     "BackendJob",
@@ -40,12 +41,15 @@ __all__ = [
     "ForkRefusedError",
     "HealthReport",
     "ImageMissingError",
+    "JobKey",
     "Limits",
     "Mount",
     "MountChangedError",
     "OutsideCeilingError",
     "SandboxSpec",
+    "SandboxStartError",
     "SessionInfo",
+    "SessionLostError",
     "StartOutcome",
     "TooManySessionsError",
     "WarmPlaces",
@@ -181,12 +185,25 @@ class ExecRequest:
         return {**NONINTERACTIVE_ENV, **self.env}
 
 
+@dataclass(frozen=True)
+class JobKey:
+    """A job's name in its backend, the same for the daemon that started it and the next
+    one (sandboxd.sessions.job_store keeps it)."""
+
+    sandbox: str
+    number: int
+
+
 class BackendJob(Protocol):
     """A command that went on past its background threshold, in its sandbox.
 
     It keeps its sandbox in use (idle reaping leaves it alone) until it ends: on its own, at
-    its timeout, by `kill`, or with its sandbox (a closed session, the daemon's shutdown).
+    its timeout, by `kill`, or with its sandbox (a closed session, the sandbox lost). It
+    outlives the daemon when its backend keeps sandboxes across restarts.
     """
+
+    @property
+    def key(self) -> JobKey: ...
 
     @property
     def end(self) -> Result | None:
@@ -243,6 +260,28 @@ class StartOutcome:
     steps: Mapping[str, float] = field(default_factory=dict)
     """Seconds each step of the start took, in order, when this call started it: where a
     new session's time goes (the audit line and the benchmark show them)."""
+    notice: str | None = None
+    """Set when a fresh sandbox replaced the session's lost one (`fresh=True`): what was
+    lost and why, for the caller to pass on."""
+
+
+class AdoptedJobs(Protocol):
+    """The jobs a backend took over from the daemon before it (see Backend.adopted_jobs)."""
+
+    @property
+    def lost(self) -> Mapping[str, str]:
+        """Sandboxes that were not taken over, with why: their jobs ended with them."""
+        ...
+
+    def take(self, key: JobKey, command: str) -> BackendJob | None:
+        """The job `key` (its command is `command`), followed from now on; None when its
+        sandbox holds no such job."""
+        ...
+
+    async def release_rest(self) -> None:
+        """Stop and forget the jobs nobody took (the daemon before died before keeping
+        them)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -340,6 +379,28 @@ class ImageMissingError(BackendError):
     code = "image_missing"
 
 
+class SandboxStartError(BackendError):
+    """A sandbox could not be started (a container the engine refused, a supervisor that
+    never said hello, mounts that cannot work): the message is the command's error."""
+
+    code = "start_failed"
+
+
+class SessionLostError(BackendError):
+    """The session's sandbox is gone without its caller closing it (the daemon answers 410):
+    its files outside the allowed paths and its jobs went with it. The caller may ask for a
+    fresh sandbox (`fresh=True`), or close the session."""
+
+    code = SESSION_LOST
+
+    def __init__(self, session: str, reason: str, at: float) -> None:
+        super().__init__(f"its sandbox was lost: {reason}")
+        self.session = session
+        self.reason = reason
+        self.at = at
+        """Unix time it was found lost."""
+
+
 class ForkRefusedError(BackendError):
     """A fork the session's state does not allow: an unknown session (404), a busy one, a
     target session that exists already (409). The message says which and what to do."""
@@ -361,21 +422,36 @@ class Backend(AsyncCloseable, Protocol):
     """What runs sandboxes for the daemon's routes, `sandboxd doctor` and `sandboxd gc`.
 
     Used as `async with`: entering starts its housekeeping (idle reaping, a sweep of stray
-    sandboxes), leaving (`aclose()`) kills running commands and removes every sandbox it
-    created. Sessions are the daemon's ids (already per caller); a session has one sandbox per
-    SandboxSpec.
+    sandboxes) and, for a backend that keeps sandboxes across restarts, takes over those the
+    daemon before it left; leaving (`aclose()`) kills running commands and removes every
+    sandbox it created, unless `detach()` came first. Sessions are the daemon's ids (already
+    per caller); a session has one sandbox per SandboxSpec.
     """
 
     async def health(self) -> HealthReport:
         """Whether the engine answers and the default image is there, each problem with its fix."""
         ...
 
-    async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
+    async def start(
+        self, session: str, sandbox: SandboxSpec, *, wait: bool = True, fresh: bool = False
+    ) -> StartOutcome:
         """Start the session's sandbox for `sandbox` unless it runs already, its mounts checked.
 
         `wait=False`: while another call is starting it, answer "starting" at once instead of
-        waiting for that start. Raises BackendError (MountChangedError when a mount is not what
-        was checked, TooManySessionsError over a session cap)."""
+        waiting for that start. `fresh`: a session whose sandbox was lost gets a new one (the
+        outcome's `notice` says what was lost). Raises BackendError (SessionLostError for a
+        lost session without `fresh`, MountChangedError when a mount is not what was checked,
+        TooManySessionsError over a session cap)."""
+        ...
+
+    async def detach(self) -> None:
+        """Stop serving (as `aclose()` will) and leave every sandbox running for the next
+        daemon to take over, when this backend keeps them; otherwise nothing."""
+        ...
+
+    def adopted_jobs(self) -> AdoptedJobs:
+        """The jobs taken over from the daemon before this one (empty for a backend that
+        keeps nothing); handed out once, the first call."""
         ...
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:

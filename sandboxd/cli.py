@@ -1,12 +1,14 @@
-"""The `sandboxd` command: serve, doctor, status, run, mcp, build-image, gc."""
+"""The `sandboxd` command: serve, stop, doctor, status, run, mcp, build-image, gc."""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.util
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +46,7 @@ from sandboxd.client.connection import (
 from sandboxd.client.connection import health as read_health
 from sandboxd.mcp.launch_file import LAUNCH_OPTIONS, LaunchFileError, load_launch_file
 from sandboxd.mcp.limits import McpLaunch
-from sandboxd.paths import SocketPathError, resolve_socket_path
+from sandboxd.paths import SocketPathError, lock_path, resolve_socket_path
 from sandboxd.server.config import (
     DEFAULT_IMAGE,
     ConfigError,
@@ -59,6 +61,8 @@ EXIT_SANDBOX_ERROR = 125
 """`sandboxd run`: the command could not run (as `docker run` does)."""
 EXIT_TIMED_OUT = 124
 """`sandboxd run`: the command timed out (as `timeout` does)."""
+STOP_TIMEOUT_S = 120.0
+STOP_POLL_S = 0.1
 
 
 class CliError(Exception):
@@ -95,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = _daemon_command(commands, "serve", _serve, help="serve the HTTP API on a Unix socket")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    _stop_command(commands)
     _daemon_command(
         commands,
         "doctor",
@@ -104,6 +109,46 @@ def build_parser() -> argparse.ArgumentParser:
     _daemon_command(
         commands, "status", _status, config=False, help="is a daemon up on the socket; its sessions"
     )
+    _run_command(commands)
+    _mcp_command(commands)
+    _build_image_command(commands)
+    _daemon_command(
+        commands,
+        "gc",
+        _gc,
+        help="remove stray sandbox containers (through the daemon when one is up)",
+    )
+    return parser
+
+
+def _stop_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    stop = _daemon_command(
+        commands,
+        "stop",
+        _stop,
+        config=False,
+        help="stop the daemon on the socket (its sandboxes keep running for the next one)",
+        description="Stop the daemon serving the socket, as SIGTERM does: running commands get "
+        "its shutdown_grace_s to finish, then are killed; its sandboxes, their files and their "
+        "jobs keep running for the next daemon on its state directory to take over (they end "
+        "themselves after its orphan_ttl_s when none comes). Waits until it has stopped.",
+    )
+    stop.add_argument(
+        "--remove-sandboxes",
+        action="store_true",
+        help="remove every sandbox (their files and jobs) instead of keeping them; their "
+        "sessions are told so by the next daemon",
+    )
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=STOP_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for it to stop (default {STOP_TIMEOUT_S:g})",
+    )
+
+
+def _run_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = _daemon_command(
         commands,
         "run",
@@ -121,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(run, TIMEOUT)
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
 
+
+def _mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = _daemon_command(
         commands,
         "mcp",
@@ -163,20 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --http: a browser Origin allowed to call (default: none); repeatable",
     )
 
+
+def _build_image_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = commands.add_parser("build-image", help="build the sandbox image from the Dockerfile")
     build.add_argument(
         "--base", help="base image (default: the Dockerfile's, debian:bookworm-slim)"
     )
     build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"default: {DEFAULT_IMAGE}")
     build.set_defaults(handler=_build_image)
-
-    _daemon_command(
-        commands,
-        "gc",
-        _gc,
-        help="remove stray sandbox containers (through the daemon when one is up)",
-    )
-    return parser
 
 
 def _daemon_command(
@@ -235,6 +276,61 @@ def _serve(args: argparse.Namespace) -> int:
     except DaemonError as exc:
         raise CliError(str(exc)) from None
     return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from sandboxd.server.daemon import REMOVE_SIGNAL
+
+    socket_path = resolve_socket_path(args.socket)
+    lock = lock_path(socket_path)
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise CliError(f"no sandboxd is running on {socket_path}") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {lock}: {exc.strerror or exc}") from None
+    try:
+        if not _locked(fd):
+            raise CliError(f"no sandboxd is running on {socket_path}")
+        pid_text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if not pid_text.isdigit():
+            raise CliError(f"{lock} does not name the daemon's process: stop it by hand")
+        pid = int(pid_text)
+        try:
+            os.kill(pid, REMOVE_SIGNAL if args.remove_sandboxes else signal.SIGTERM)
+        except PermissionError:
+            raise CliError(
+                f"sandboxd on {socket_path} (pid {pid}) is another user's: stop it as that user"
+            ) from None
+        except ProcessLookupError:
+            raise CliError(f"no sandboxd is running on {socket_path}") from None
+        deadline = time.monotonic() + args.timeout
+        while _locked(fd):
+            if time.monotonic() > deadline:
+                raise CliError(
+                    f"sandboxd (pid {pid}) did not stop within {args.timeout:g} s: see its log "
+                    "(a second `sandboxd stop` cuts its grace short)"
+                )
+            time.sleep(STOP_POLL_S)
+    finally:
+        os.close(fd)
+    kept = (
+        "and removed its sandboxes"
+        if args.remove_sandboxes
+        else "its sandboxes keep running for the next daemon on its state directory"
+    )
+    print(f"stopped sandboxd (pid {pid}) on {socket_path}; {kept}")
+    return 0
+
+
+def _locked(fd: int) -> bool:
+    """Whether a daemon holds its socket's lock (see sandboxd.server.daemon)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _doctor(args: argparse.Namespace) -> int:

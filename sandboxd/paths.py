@@ -100,4 +100,5 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     state_home = env.get("XDG_STATE_HOME")
     if state_home:
         return Path(state_home) / "sandboxd"
-    return Path.home() / ".sandboxd"
+    home = env.get("HOME")  # WHY from `env`: a daemon started with it finds its home there
+    return (Path(home) if home else Path.home()) / ".sandboxd"

@@ -86,6 +86,7 @@ class LocalRunner(Runner):
             # WHY here and not in a worker thread: starting is as quick as anyio's own
             # open_process, which also forks on the event loop's thread, and a thread hop
             # would leave a window where a cancel loses the process.
+            started = time.monotonic()  # WHY before: the command runs once fork returns
             process = subprocess.Popen(  # noqa: ASYNC220
                 [self._shell, "-c", command],
                 stdin=subprocess.DEVNULL,
@@ -107,6 +108,7 @@ class LocalRunner(Runner):
             stdout,
             stderr,
             command=command,
+            started=started,
             timeout_s=options.timeout_s,
             background_at_s=options.background_at_s(),
             on_background=lambda job: jobs.admit(job, background),

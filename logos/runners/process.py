@@ -109,6 +109,7 @@ class LocalProcess:
         stderr: OutputCapture,
         *,
         command: str,
+        started: float,
         timeout_s: float,
         background_at_s: float | None,
         on_background: OnBackground,
@@ -117,7 +118,9 @@ class LocalProcess:
     ) -> None:
         self.command = command
         self.pid = process.pid
-        self.started = time.monotonic()
+        self.started = started
+        """When it was started (`time.monotonic()` before the fork): its duration, deadline
+        and background threshold count from there."""
         self.settled = Flag()
         self.ended = Flag()
         self.background: Backgrounded | None = None

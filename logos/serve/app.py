@@ -184,7 +184,11 @@ class _Api:
         the steps, tokens and cost its event log shows so far."""
         statuses = self._runs.statuses()
         if any(status["session"] not in self._titles for status in statuses):
-            self._titles.update((info.id, info.title) for info in self._sessions.list())
+            # WHY only titles written: a run's session exists a moment before its prompt is
+            # (written as the run starts); an empty title kept here would stay empty.
+            self._titles.update(
+                (info.id, info.title) for info in self._sessions.list() if info.title
+            )
         live = {run.id: run for run in self._runs.live}
         for run_id in list(self._tallies):
             if run_id not in live:

@@ -1,5 +1,7 @@
 """The HTTP client of one temenos daemon: its requests, answers read within a bound, and
-every failure said in words (`TemenosFailure`), with what to do."""
+every failure said in words (`TemenosFailure`), with what to do. Once the daemon has
+answered, a request whose connection is refused (the daemon is restarting) is sent again for
+a while (logos.runners.restarts): it reached no daemon, so nothing runs twice."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from logos.runners.restarts import never_reached, through_restart
 from logos.temenos import api as wire
 from logos.temenos.address import TemenosAddress
 
@@ -37,6 +40,8 @@ class TemenosClient:
     def __init__(self, address: TemenosAddress) -> None:
         self.address = address
         self.closed = False
+        self._reached = False
+        """The daemon answered once: a refused connection now is a restart."""
         self._http = address.async_client(
             httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         )
@@ -74,15 +79,22 @@ class TemenosClient:
     ) -> _Answer:
         """One request, its answer read (bounded) and checked against `shape`."""
         headers = {"content-type": "application/json"} if content is not None else {}
-        request = self._http.build_request(
-            method,
-            path,
-            content=content,
-            headers=headers,
-            timeout=httpx.Timeout(answer_within_s, connect=CONNECT_TIMEOUT_S),
-        )
+
+        async def send() -> httpx.Response:
+            request = self._http.build_request(
+                method,
+                path,
+                content=content,
+                headers=headers,
+                timeout=httpx.Timeout(answer_within_s, connect=CONNECT_TIMEOUT_S),
+            )
+            return await self._http.send(request, stream=True)
+
         try:
-            response = await self._http.send(request, stream=True)
+            response = await through_restart(
+                send, again=lambda exc: self._reached and never_reached(exc)
+            )
+            self._reached = True
             try:
                 body = await _read_bounded(response)
             finally:

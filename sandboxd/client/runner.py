@@ -12,6 +12,15 @@ goes on into files in the container, which the session's later commands can read
 `prepare()` starts the session's container while the model writes (the loop calls it beside
 its first model request): a command sent with the same options waits for that start instead
 of asking for a second one, and a start that failed is that command's result.
+
+It rides through a restart of the daemon (logos.runners.restarts): once it has reached the
+daemon, a request whose connection is refused (the daemon is coming back) is sent again for a
+while, and one that may be repeated (a start, a job's state) also when its connection broke;
+a command whose request may have reached the daemon that went away is reported as unknown,
+never run again. The daemon keeps sessions, their files and their jobs across its restarts;
+when a session's sandbox was lost all the same (removed behind its back, the engine
+restarted), the command is not run and says why, and the session's next command runs in a
+fresh sandbox.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from logos.closing import AsyncCloseable
 from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.runners.live import LiveOutput, current_live_output
+from logos.runners.restarts import never_reached, through_restart
 from sandboxd import api as wire
 from sandboxd.client.connection import (
     async_daemon_client,
@@ -51,8 +61,16 @@ _FULL = tuple(
     _REFUSED.format(what=what, status=429, code=wire.TOO_MANY_SESSIONS) + ":"
     for what in ("the command", "to start the sandbox", "the fork")
 )
-_LOST = _REFUSED.format(what="the fork", status=404, code="unknown_session") + ":"
+_LOST = tuple(
+    _REFUSED.format(what="the fork", status=status, code=code) + ":"
+    for status, code in ((404, "unknown_session"), (410, wire.SESSION_LOST))
+)
 _UNPREPARED = "the sandbox could not be prepared, so this command did not run: "
+_FRESH_NEXT = (
+    " (This command did not run. This session's next command runs in a fresh, empty sandbox.)"
+)
+CLOSE_WAIT_S = 5.0
+"""At `aclose()`, how long a daemon that went away is waited for to close the session."""
 
 
 class SandboxForkError(Exception):
@@ -114,6 +132,11 @@ class SandboxRunner(AsyncCloseable):
         self.unix_sockets = unix_sockets
         self._close_session = close_session
         self._used = False
+        self._reached = False
+        """A daemon answered on the socket once: a refused connection now is a restart."""
+        self._if_lost: wire.IfLost = "refuse"
+        """"fresh" once the daemon said the session's sandbox was lost (and the caller was
+        told): the next request asks for a fresh one."""
         self._preparation: _Preparation | None = None
         self._client = async_daemon_client(
             self.socket_path, httpx.Timeout(_HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S)
@@ -170,7 +193,9 @@ class SandboxRunner(AsyncCloseable):
                 f"sandboxd cannot fork with these options: {_invalid(exc)}"
             ) from None
         try:
-            response = await self._post_to_session("fork", content)
+            response = await through_restart(
+                lambda: self._post_to_session("fork", content), again=self._never_reached
+            )
         except httpx.TransportError as exc:
             raise SandboxForkError(self._transport_problem(exc, 0.0)) from None
         if response.status_code != 200:
@@ -209,7 +234,10 @@ class SandboxRunner(AsyncCloseable):
         if unprepared is not None:
             return _failed(command, started, unprepared)
         try:
-            response = await self._post_run(content, options.timeout_s, live)
+            response = await through_restart(
+                lambda: self._post_run(content, options.timeout_s, live),
+                again=self._never_reached,
+            )
         except httpx.TransportError as exc:
             # The request may have reached the daemon and started the session's container.
             self._used = self._used or not isinstance(exc, httpx.ConnectError)
@@ -221,8 +249,9 @@ class SandboxRunner(AsyncCloseable):
             self._used = True
             return _failed(command, started, self._not_a_result())
         if response.status_code != 200:
-            return _failed(command, started, _refusal(response))
+            return _failed(command, started, self._refused(response))
         self._used = True
+        self._if_lost = "refuse"
         try:
             result = wire.RunResponse.from_json(response.content).to_result()
         except ValidationError:
@@ -244,6 +273,7 @@ class SandboxRunner(AsyncCloseable):
             headers={"content-type": "application/json"},
             timeout=httpx.Timeout(timeout_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
         ) as response:
+            self._reached = True
             if response.headers.get("content-type", "").partition(";")[0] != wire.NDJSON:
                 await response.aread()
                 return response
@@ -346,16 +376,21 @@ class SandboxRunner(AsyncCloseable):
     async def _call(
         self, method: str, url: str, wait_s: float, params: dict[str, str] | None = None
     ) -> httpx.Response | str:
-        """A 200 answer, or what went wrong in words."""
+        """A 200 answer, or what went wrong in words. Asked again through a restart of the
+        daemon: a job's state and its end may be asked twice."""
         try:
-            response = await self._client.request(
-                method,
-                url,
-                params=params,
-                timeout=httpx.Timeout(wait_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+            response = await through_restart(
+                lambda: self._client.request(
+                    method,
+                    url,
+                    params=params,
+                    timeout=httpx.Timeout(wait_s + _HTTP_MARGIN_S, connect=_CONNECT_TIMEOUT_S),
+                ),
+                again=self._repeatable,
             )
         except httpx.TransportError as exc:
             return self._transport_problem(exc, wait_s)
+        self._reached = True
         if response.status_code != 200:
             return _refusal(response)
         return response
@@ -370,10 +405,15 @@ class SandboxRunner(AsyncCloseable):
                 await preparation.done.wait()
         try:
             if self._close_session and self._used:
-                # A daemon that is gone has removed the session's containers already.
+                # A daemon that does not come back soon: the session's sandbox ends itself,
+                # idle, or with its orphan time.
                 with contextlib.suppress(httpx.TransportError):
-                    await self._client.delete(
-                        f"{wire.API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
+                    await through_restart(
+                        lambda: self._client.delete(
+                            f"{wire.API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
+                        ),
+                        again=self._repeatable,
+                        wait_s=CLOSE_WAIT_S,
                     )
         finally:
             await self._client.aclose()
@@ -392,6 +432,7 @@ class SandboxRunner(AsyncCloseable):
             allowed_hosts=options.allowed_hosts,
             unix_sockets=self.unix_sockets,
             image=self.image,
+            if_lost=self._if_lost,
             path_ceiling=None
             if ceiling is None
             else tuple(
@@ -404,16 +445,20 @@ class SandboxRunner(AsyncCloseable):
 
     async def _post_to_session(self, action: str, body: str) -> httpx.Response:
         """POST `body` (JSON) to this runner's session's `action` (start, fork)."""
-        return await self._client.post(
+        response = await self._client.post(
             f"{wire.API_PREFIX}/sessions/{self.session}/{action}",
             content=body,
             headers={"content-type": "application/json"},
         )
+        self._reached = True
+        return response
 
     async def _start(self, body: str) -> str | None:
         """Ask the daemon to start the session's container; None, or why it did not start."""
         try:
-            response = await self._post_to_session("start", body)
+            response = await through_restart(
+                lambda: self._post_to_session("start", body), again=self._repeatable
+            )
         except httpx.TransportError as exc:
             self._used = self._used or not isinstance(exc, httpx.ConnectError)
             return self._transport_problem(exc, 0.0)
@@ -422,8 +467,29 @@ class SandboxRunner(AsyncCloseable):
             raise
         self._used = True
         if response.status_code != 200:
-            return _refusal(response, "to start the sandbox")
+            return self._refused(response, "to start the sandbox")
+        self._if_lost = "refuse"
         return None
+
+    def _never_reached(self, exc: httpx.TransportError) -> bool:
+        """Whether a request that may not run twice may be sent again: no daemon took it,
+        and one was there before (it is restarting)."""
+        return self._reached and never_reached(exc) and not permission_denied(exc)
+
+    def _repeatable(self, exc: httpx.TransportError) -> bool:
+        """Whether a request that may run twice may be sent again: its connection was refused
+        or broke (not timed out), and a daemon was there before."""
+        timed_out = isinstance(exc, httpx.TimeoutException)
+        return self._reached and not timed_out and not permission_denied(exc)
+
+    def _refused(self, response: httpx.Response, what: str = "the command") -> str:
+        """`_refusal`; for a lost session, the next request asks for a fresh sandbox."""
+        refusal = _refusal(response, what)
+        detail = error_detail(response)
+        if detail is not None and detail.code == wire.SESSION_LOST:
+            self._if_lost = "fresh"
+            return refusal + _FRESH_NEXT
+        return refusal
 
     async def _wait_for_preparation(self, prepared: str) -> str | None:
         """Wait for a preparation of the same sandbox under way; why it failed, once (the
@@ -452,7 +518,10 @@ class SandboxRunner(AsyncCloseable):
             return not_running_message(where)
         return (
             f"the connection to sandboxd on {where} broke while the command ran ({exc}): the "
-            "daemon may have stopped; check its log and restart it with `sandboxd serve`"
+            "daemon stopped or restarted, so whether the command ran (in part or whole) is "
+            "unknown, and it was not run again: check what it would have changed before "
+            "running it again (if the daemon does not come back, start it with `sandboxd "
+            "serve`)"
         )
 
 
@@ -498,7 +567,7 @@ def refused_when_full(result: Result) -> bool:
 
 def lost_session(result: Result) -> bool:
     """Whether `result` is the daemon's 404 for forking a session it does not know (never
-    started, or removed after idling)."""
+    started, or removed after idling), or its 410 for one whose sandbox was lost."""
     return result.error is not None and result.error.startswith(_LOST)
 
 

@@ -7,23 +7,23 @@ A command still running at its background threshold goes on as a job (sandboxd.d
 Images without python3 fall back to `docker exec` (sandboxd.docker.exec_fallback), which
 runs every command to its end.
 
-Orphans: see sandboxd.docker.ownership for the rule that lets several daemons share one engine.
+Sandboxes outlive the daemon when it keeps them (sandboxd.docker.keeping): the next daemon on
+the same state directory takes them over, their jobs with them, and tells the sessions whose
+sandbox did not make it why. Orphans: see sandboxd.docker.ownership for the rule that lets
+several daemons share one engine.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
 import logging
 import secrets
-import shutil
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +32,38 @@ import anyio.abc
 import docker.errors
 
 from logos.closing import AsyncCloseable
+from logos.errors import RecordFileError
 from logos.result import Result
+from sandboxd.api import SESSION_LOST
 from sandboxd.backend import (
+    AdoptedJobs,
     BackendError,
+    BackendJob,
     EngineUnavailableError,
     ExecOutcome,
     ExecRequest,
     ForkRefusedError,
     HealthReport,
     ImageMissingError,
+    JobKey,
     Limits,
     SandboxSpec,
+    SandboxStartError,
     SessionInfo,
     StartOutcome,
     TooManySessionsError,
 )
 from sandboxd.docker.container import (
+    BEAT_S,
     Layout,
     container_name,
     create_container,
     install_supervisor,
     paths_overlap,
     plan_layout,
+    remove_control_dir,
     stage_supervisor,
+    write_beat,
     write_hosts_file,
 )
 from sandboxd.docker.engine import PROBE_TIMEOUT_S, PROBE_WORKERS, Engine, api_error_text
@@ -69,7 +78,8 @@ from sandboxd.docker.fork import (
     plan_copy,
 )
 from sandboxd.docker.job import SupervisedJob
-from sandboxd.docker.mount_check import check_mounts
+from sandboxd.docker.keeping import GONE_REASON, Keeping, stopped_reason
+from sandboxd.docker.mount_check import check_mounts, seen_problem
 from sandboxd.docker.mount_report import exec_report, parse_exec_report
 from sandboxd.docker.ownership import (
     LABEL_CREATED,
@@ -77,9 +87,12 @@ from sandboxd.docker.ownership import (
     LABEL_OWNER,
     LABEL_OWNER_PROCESS,
     LABEL_SESSION,
+    LABEL_STATE,
     OwnerProcess,
-    is_orphan,
+    disposition,
 )
+from sandboxd.docker.records import SandboxRecord
+from sandboxd.docker.sandbox import KILLED_FROM_OUTSIDE, DockerSandbox
 from sandboxd.docker.scratch import (
     ScratchVolume,
     doomed_volumes,
@@ -89,8 +102,10 @@ from sandboxd.docker.scratch import (
 )
 from sandboxd.docker.step_clock import StepClock, describe_steps
 from sandboxd.docker.supervisor_client import (
+    REJOIN_TIMEOUT_S,
     ChannelFifos,
     ChannelLost,
+    HeldJob,
     MountSeen,
     RunMessage,
     SupervisorChannel,
@@ -107,7 +122,7 @@ from sandboxd.inside import supervisor
 from sandboxd.inside.egress_forwarder import OPENED, fifo_names
 from sandboxd.sessions.caps import SessionCaps
 from sandboxd.sessions.pool import PoolSettings
-from sandboxd.sessions.table import Sandbox, Sessions, shutting_down
+from sandboxd.sessions.table import POOL_SESSION, Sessions, shutting_down
 
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not said hello by then is given up."""
@@ -124,49 +139,21 @@ REPLY_MARGIN_S = 10.0
 """Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
 STALE_CONTROL_DIR_S = 60.0
 BUILD_HINT = "run `sandboxd build-image`"
+ADOPTIONS_AT_ONCE = 8
+"""Sandboxes of the daemon before taken over at once when this one starts."""
+REMOVED_AT_STOP = (
+    "it was removed when the sandbox daemon stopped, as its operator asked "
+    "(`sandboxd stop --remove-sandboxes`)"
+)
+DETACHED = (
+    "the sandbox daemon stopped while it ran (its sandbox was kept for the next daemon; "
+    "whether the command finished is unknown)"
+)
 
 logger = logging.getLogger(__name__)
 
-MAX_BLOCKED_KEPT = 16
-"""Refused connections a sandbox keeps for its commands' results (the audit log has all)."""
 EgressSink = Callable[[str, str, EgressEvent], None]
 """Told of each egress connection: the session, the sandbox's name, the event."""
-
-
-@dataclass(eq=False)
-class _Container(Sandbox):
-    """One container and how to reach it."""
-
-    container_id: str
-    layout: Layout
-    control_dir: Path
-    channel: SupervisorChannel | None
-    """None: the `docker exec` fallback."""
-    start_steps: dict[str, float]
-    """Seconds each step of its start took (see StartOutcome.steps)."""
-    egress: set[anyio.CancelScope] | None = None
-    """Its egress connections being served, each cancelled when it is torn down; None: no
-    proxy."""
-    egress_proxy: EgressProxy | None = None
-    blocked: collections.deque[tuple[int, str]] = field(
-        default_factory=lambda: collections.deque(maxlen=MAX_BLOCKED_KEPT)
-    )
-    """Its proxy's latest refusals, numbered, for the results of the commands that ran
-    meanwhile."""
-    blocked_count: int = 0
-    volumes: tuple[ScratchVolume, ...] = ()
-    """Its scratch places' volumes (sandboxd.docker.scratch), removed with it."""
-    freezes: int = 0
-    """Forks copying it now: it stays frozen (paused) until the last one is done."""
-    freeze_lock: anyio.Lock = field(default_factory=anyio.Lock)
-
-    def usable(self) -> bool:
-        # A supervisor that just died is not usable: _serve_channel is retiring its container.
-        return super().usable() and (self.channel is None or self.channel.lost_reason is None)
-
-    def hand_to(self, session: str) -> None:
-        super().hand_to(session)
-        self.start_steps = {}  # it started ahead of time: this session waited for no step
 
 
 class DockerBackend(AsyncCloseable):
@@ -184,10 +171,13 @@ class DockerBackend(AsyncCloseable):
         pool: PoolSettings | None = None,
         egress: EgressSettings | None = None,
         on_egress: EgressSink | None = None,
+        keeping: Keeping | None = None,
     ) -> None:
         """`session_caps`: by default derived from the host for the default Limits; `pool`:
         how many sandboxes to keep warm (None: none, see sandboxd.sessions.pool); `egress`: the
-        bounds of sandboxes' egress proxies, `on_egress` hears of each of their connections."""
+        bounds of sandboxes' egress proxies, `on_egress` hears of each of their connections;
+        `keeping`: how its sandboxes outlive it (None: they end with it, see
+        sandboxd.docker.keeping)."""
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._control_root = Path(state_dir).absolute() / "run"
@@ -205,16 +195,19 @@ class DockerBackend(AsyncCloseable):
         self.instance_id = secrets.token_hex(8)
         """Recorded on every container this backend creates (label sandboxd.owner)."""
         self._owner = OwnerProcess.current()
+        self._keeping = keeping
         if session_caps is None:
             limits = Limits()
             session_caps = SessionCaps.derive(pids=limits.pids, memory_bytes=limits.memory)
-        self._sessions: Sessions[_Container] = Sessions(
+        self._sessions: Sessions[DockerSandbox] = Sessions(
             caps=session_caps,
             idle_ttl_s=idle_ttl_s,
             start=self._start_sandbox,
             tear_down=self._tear_down,
             spawn=self._background,
             pool=pool,
+            lost=keeping.lost if keeping is not None else None,
+            on_handed=self._on_handed,
         )
         self._starting: set[str] = set()
         """Names of containers being created, so that gc() leaves them alone."""
@@ -223,6 +216,12 @@ class DockerBackend(AsyncCloseable):
         self._exec_mode_images: dict[str, str] = {}
         """Image names whose image had no python3, with that image's id (an id never
         changes; a name may be given to another image)."""
+        self._filling: set[str] = set()
+        """Sessions a fork is starting (their sandboxes are recorded as not filled yet)."""
+        self._adopted = _AdoptedJobs(self)
+        """The jobs taken over from the daemon before, until adopted_jobs() hands them out."""
+        self._detached = False
+        self._closed = False
         self._exit_stack = contextlib.AsyncExitStack()
         self._tasks: anyio.abc.TaskGroup | None = None
 
@@ -237,18 +236,44 @@ class DockerBackend(AsyncCloseable):
             self._tasks.start_soon(self._sessions.pool.run)
         # The engine may be down: health() reports it and run() raises until it is back.
         with contextlib.suppress(EngineUnavailableError):
+            if self._keeping is not None:
+                await self._adopt(self._keeping)
+                self._tasks.start_soon(self._beat)
             await self.gc()
         return self
 
-    async def aclose(self) -> None:
-        """Kill running commands and remove every container this backend created."""
-        if self._sessions.closing:
+    async def detach(self) -> None:
+        """Stop serving and leave every sandbox running, warm ones included, for the next
+        daemon on this state directory (a backend that keeps nothing: nothing here, aclose()
+        removes them). Commands still running are killed by their supervisor (nobody can
+        hear their end); jobs go on."""
+        if self._keeping is None or self._detached or self._closed:
             return
-        with anyio.CancelScope(shield=True):
-            await self._sessions.close_all("the sandbox daemon shut down while the command ran")
-            # Ours that no session tracks any more (a removal the engine failed) and orphans.
-            with contextlib.suppress(BackendError, docker.errors.APIError):
-                await self.gc()
+        self._detached = True
+        for box in self._sessions.detach_all():
+            for scope in list(box.egress or ()):
+                scope.cancel()
+            if box.channel is not None:
+                box.channel.close(DETACHED)
+                with anyio.CancelScope(shield=True):
+                    await box.channel.aclose()
+        logger.info("left the sandboxes running for the next daemon on this state directory")
+
+    async def aclose(self) -> None:
+        """Kill running commands and remove every container this backend created, unless
+        detach() left them to the next daemon."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._detached:
+            with anyio.CancelScope(shield=True):
+                await self._sessions.close_all(
+                    "the sandbox daemon shut down while the command ran",
+                    lost=REMOVED_AT_STOP if self._keeping is not None else None,
+                )
+                # Ours that no session tracks any more (a removal the engine failed), orphans.
+                with contextlib.suppress(BackendError, docker.errors.APIError):
+                    await self.gc()
         if self._tasks is not None:
             self._tasks.cancel_scope.cancel()
         try:
@@ -256,6 +281,11 @@ class DockerBackend(AsyncCloseable):
         finally:
             for engine in (self._engine, self._exec_engine, self._health_engine):
                 engine.close()
+
+    def adopted_jobs(self) -> AdoptedJobs:
+        adopted, self._adopted = self._adopted, _AdoptedJobs(self)
+        adopted.lost = {**self._sessions.lost.by_sandbox(), **adopted.lost}
+        return adopted
 
     async def health(self) -> HealthReport:
         problems: list[str] = []
@@ -292,33 +322,45 @@ class DockerBackend(AsyncCloseable):
             pool_places=tuple(self._sessions.pool.places()),
         )
 
-    async def start(self, session: str, sandbox: SandboxSpec, *, wait: bool = True) -> StartOutcome:
+    async def start(
+        self, session: str, sandbox: SandboxSpec, *, wait: bool = True, fresh: bool = False
+    ) -> StartOutcome:
         """Start the session's container for `sandbox` unless it runs already, its mounts
         checked; see sandboxd.backend.Backend.start."""
         if not wait and self._sessions.starting(session, sandbox):
             return StartOutcome("starting")
-        box, fresh = await self._sessions.start(session, sandbox)
-        if isinstance(box, str):
-            return StartOutcome("failed", error=box)
+        try:
+            claimed = await self._sessions.start(session, sandbox, fresh=fresh)
+        except SandboxStartError as exc:
+            return StartOutcome("failed", error=exc.message)
+        box = claimed.box
         box.touch()
-        if not fresh:
+        if not claimed.started:
             return StartOutcome("running", box.name)
         logger.debug("started %s: %s", box.name, describe_steps(box.start_steps))
-        return StartOutcome("started", box.name, steps=box.start_steps)
+        notice = None
+        if claimed.replaced is not None:
+            notice = (
+                f"this session's sandbox was lost ({claimed.replaced.reason}): this is a "
+                "fresh, empty one; what the session's commands made outside the allowed "
+                "paths, and its jobs, are gone"
+            )
+        return StartOutcome("started", box.name, steps=box.start_steps, notice=notice)
 
     async def run(self, session: str, sandbox: SandboxSpec, request: ExecRequest) -> ExecOutcome:
         """Run one command in the session's container for `sandbox`, starting it if needed.
 
-        Raises only BackendError (engine unreachable, image missing, shutting down); what
-        happens to the command comes back in the Result.
+        Raises only BackendError (engine unreachable, image missing, a lost session,
+        shutting down); what happens to the command comes back in the Result.
         """
         started = time.monotonic()
-        box = await self._sessions.sandbox_for(session, sandbox)
-        if isinstance(box, str):
-            return ExecOutcome(
-                Result(command=request.command, error=box, duration_s=time.monotonic() - started),
-                sandbox="",
+        try:
+            box = await self._sessions.sandbox_for(session, sandbox)
+        except SandboxStartError as exc:
+            failed = Result(
+                command=request.command, error=exc.message, duration_s=time.monotonic() - started
             )
+            return ExecOutcome(failed, sandbox="")
         seen = box.blocked_count
         await box.until_copied()
         # No await from here into running_command(): a fork beginning there would copy
@@ -347,72 +389,17 @@ class DockerBackend(AsyncCloseable):
         sandboxd.backend.Backend.fork."""
         source = self._fork_source(session, into)
         spec = source.spec if spec is None else spec
-        if (spec.image, spec.uid, spec.gid) != (
-            source.spec.image,
-            source.spec.uid,
-            source.spec.gid,
-        ):
-            raise ForkRefusedError(
-                f"its forks would run {spec.image} as {spec.uid}:{spec.gid}, and it runs "
-                f"{source.spec.image} as {source.spec.uid}:{source.spec.gid}: a fork keeps "
-                "its session's image and user (ask for the same image)",
-                code="fork_image",
-                status=422,
-            )
-        shared = None if share_writable_mounts else _shared_writable(source.spec, spec, len(into))
-        if shared is not None:
-            # WHY refused rather than mounted read-only in the forks: their commands would
-            # then need other settings than the ones asked for to reach their sandboxes.
-            # Sandboxes writing to one host directory at once overwrite each other's work:
-            # only a caller who asks gets that.
-            raise ForkRefusedError(
-                f"{shared} would be written to by more than one sandbox at once (the session's "
-                "and its forks'): ask for share_writable_mounts if that is what you want, "
-                "give each fork paths of its own, or mount it read-only",
-                code="writable_mounts",
-                status=409,
-            )
+        _check_fork_spec(source.spec, spec, len(into), share_writable_mounts)
         outcomes: dict[str, StartOutcome] = {}
-        full: set[str] = set()
+        self._filling.update(into)
         # The pool's refill waits for the copy (its starts would slow it down).
         with source.copying(), self._sessions.pool.held():
             try:
-                async with anyio.create_task_group() as starts:
-                    for target in into:
-                        starts.start_soon(self._start_fork, target, spec, outcomes, full)
-                failed = [o for o in outcomes.values() if o.state != "started"]
-                if failed:
-                    # WHY the caps' own error when they refused: the caller may ask again
-                    # once a session ends, and a 429 says so.
-                    raise (TooManySessionsError if full else BackendError)(
-                        f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
-                        "none was kept",
-                        code=None if full else "fork_failed",
-                    )
-                boxes = [box for target in into for box in self._sessions.sandboxes_of(target)]
-                plan = plan_copy(
-                    source.volumes,
-                    [box.volumes for box in boxes],
-                    mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
-                    user=f"{spec.uid}:{spec.gid}",
-                    cpus=source.spec.limits.cpus,
-                )
-                try:
-                    with contextlib.ExitStack() as quiet:
-                        for box in boxes:  # their commands wait for the copy too
-                            quiet.enter_context(box.copying())
-                        await self._copy(source, plan)
-                except ForkCopyError as exc:
-                    raise BackendError(
-                        f"the session could not be copied into its forks: {exc}; none was kept",
-                        code="fork_failed",
-                    ) from exc
-                except docker.errors.APIError as exc:
-                    raise BackendError(
-                        "the Docker engine refused to copy the session into its forks: "
-                        f"{api_error_text(exc)}; none was kept",
-                        code="fork_failed",
-                    ) from exc
+                boxes = await self._start_forks(into, spec, outcomes)
+                await self._copy_into_forks(source, spec, boxes)
+                for box in boxes:  # filled: a daemon after this one takes them over too
+                    box.filling = False
+                    await self._save_record(box)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     # Only the forks this call started: a session of the same id another
@@ -421,21 +408,66 @@ class DockerBackend(AsyncCloseable):
                         if outcome.state == "started":
                             await self._sessions.close(target)
                 raise
+            finally:
+                self._filling.difference_update(into)
         return [outcomes[target] for target in into]
 
-    async def _copy(self, source: _Container, plan: CopyPlan) -> None:
+    async def _start_forks(
+        self, into: Sequence[str], spec: SandboxSpec, outcomes: dict[str, StartOutcome]
+    ) -> list[DockerSandbox]:
+        """Start every fork at once into `outcomes` (filled as they start, so that a failure
+        closes the ones that did); their sandboxes, or an error once one did not start."""
+        full: set[str] = set()
+        async with anyio.create_task_group() as starts:
+            for target in into:
+                starts.start_soon(self._start_fork, target, spec, outcomes, full)
+        failed = [o for o in outcomes.values() if o.state != "started"]
+        if failed:
+            # WHY the caps' own error when they refused: the caller may ask again
+            # once a session ends, and a 429 says so.
+            raise (TooManySessionsError if full else BackendError)(
+                f"{len(failed)} of {len(into)} forks did not start: {failed[0].error}; "
+                "none was kept",
+                code=None if full else "fork_failed",
+            )
+        return [box for target in into for box in self._sessions.sandboxes_of(target)]
+
+    async def _copy_into_forks(
+        self, source: DockerSandbox, spec: SandboxSpec, boxes: Sequence[DockerSandbox]
+    ) -> None:
+        """Copy the source's scratch volumes into the forks' while their commands wait; a
+        failed copy is a BackendError saying none was kept."""
+        plan = plan_copy(
+            source.volumes,
+            [box.volumes for box in boxes],
+            mounts=sorted({m.path for m in (*source.spec.mounts, *spec.mounts)}),
+            user=f"{spec.uid}:{spec.gid}",
+            cpus=source.spec.limits.cpus,
+        )
+        try:
+            with contextlib.ExitStack() as quiet:
+                for box in boxes:  # their commands wait for the copy too
+                    quiet.enter_context(box.copying())
+                await self._copy(source, plan)
+        except ForkCopyError as exc:
+            raise BackendError(
+                f"the session could not be copied into its forks: {exc}; none was kept",
+                code="fork_failed",
+            ) from exc
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                "the Docker engine refused to copy the session into its forks: "
+                f"{api_error_text(exc)}; none was kept",
+                code="fork_failed",
+            ) from exc
+
+    async def _copy(self, source: DockerSandbox, plan: CopyPlan) -> None:
         """Run the copier (sandboxd.docker.fork) with the source frozen; raises ForkCopyError."""
         if not plan.places:
             return
         image = self._copier_image(source)
         name = copier_name()
-        labels = {
-            LABEL_MANAGED: "1",
-            LABEL_SESSION: source.session,
-            LABEL_CREATED: str(int(time.time())),
-            LABEL_OWNER: self.instance_id,
-            LABEL_OWNER_PROCESS: self._owner.label,
-        }
+        labels = self._labels(source.session)
         self._copiers.add(name)
         copier_id: str | None = None
         try:
@@ -467,7 +499,7 @@ class DockerBackend(AsyncCloseable):
                 # Off the fork's answer: the source is thawed already, the forks are filled.
                 self._background(self._remove_container, copier_id)
 
-    def _copier_image(self, source: _Container) -> str:
+    def _copier_image(self, source: DockerSandbox) -> str:
         """The daemon's image, unless it was found without python3 (see sandboxd.docker.fork)."""
         if self.image not in self._exec_mode_images:
             return self.image
@@ -480,7 +512,7 @@ class DockerBackend(AsyncCloseable):
         )
 
     @contextlib.asynccontextmanager
-    async def _frozen(self, box: _Container) -> AsyncIterator[None]:
+    async def _frozen(self, box: DockerSandbox) -> AsyncIterator[None]:
         """The sandbox frozen whole by the cgroup freezer (the engine's pause) while the block
         runs, and thawed after it, whatever happens: none of its processes runs meanwhile,
         whatever signals or timers they set up. Forks copying it at once share one freeze."""
@@ -502,17 +534,25 @@ class DockerBackend(AsyncCloseable):
                     if not box.freezes:
                         await self._thaw(box)
 
-    async def _thaw(self, box: _Container) -> None:
+    async def _thaw(self, box: DockerSandbox) -> None:
         """Unpause it; one that cannot be thawed is of no use any more: it is retired."""
         try:
             await self._engine.call(lambda api: api.unpause(box.container_id))
         except (docker.errors.APIError, EngineUnavailableError) as exc:
             logger.warning("cannot thaw %s after a fork: %s", box.name, exc)
             reason = f"its sandbox could not be thawed after a fork ({exc})"
-            self._background(self._sessions.retire, box, reason)
+            self._background(functools.partial(self._sessions.retire, box, reason, lost=reason))
 
-    def _fork_source(self, session: str, into: Sequence[str]) -> _Container:
+    def _fork_source(self, session: str, into: Sequence[str]) -> DockerSandbox:
         boxes = self._sessions.sandboxes_of(session)
+        lost = self._sessions.lost.get(session)
+        if not boxes and lost is not None:
+            raise ForkRefusedError(
+                f"its sandbox was lost ({lost.reason}), so there is nothing to fork: start it "
+                'afresh (if_lost = "fresh") first',
+                code=SESSION_LOST,
+                status=410,
+            )
         if not boxes:
             raise ForkRefusedError(
                 "it has no running sandbox: start it (or run a command in it) first",
@@ -534,7 +574,9 @@ class DockerBackend(AsyncCloseable):
                 code="session_busy",
                 status=409,
             )
-        if session in into or any(self._sessions.known(target) for target in into):
+        if session in into or any(
+            self._sessions.known(target) or self._sessions.lost.get(target) for target in into
+        ):
             raise ForkRefusedError(
                 "a session it would fork into exists already: forks go into new sessions; "
                 "choose unused session ids",
@@ -567,7 +609,8 @@ class DockerBackend(AsyncCloseable):
         return await self._sessions.close(session)
 
     async def gc(self) -> int:
-        """Remove orphaned containers (see sandboxd.docker.ownership) and our own untracked ones."""
+        """Remove orphaned containers (see sandboxd.docker.ownership) and our own untracked
+        ones; how many were removed."""
         listed = await self._engine.call(
             lambda api: api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
         )
@@ -576,15 +619,21 @@ class DockerBackend(AsyncCloseable):
         doomed: list[tuple[str, list[str]]] = []
         kept: set[str] = set()
         spared = self._starting | self._copiers
+        state_id = self._keeping.state_id if self._keeping is not None else None
         for container in listed:
             labels = container.get("Labels") or {}
             names = [name.lstrip("/") for name in container.get("Names") or []]
             if container["Id"] in tracked or spared.intersection(names):
                 kept.update(names)
                 continue
-            if labels.get(LABEL_OWNER) == self.instance_id or is_orphan(
-                labels, str(container.get("State", "")), self._owner
-            ):
+            found = disposition(
+                labels,
+                str(container.get("State", "")),
+                self._owner,
+                instance=self.instance_id,
+                state_id=state_id,
+            )
+            if found in ("ours", "kept", "sweep"):
                 doomed.append((container["Id"], list(volumes_in(labels).values())))
             else:
                 kept.update(names)
@@ -599,6 +648,7 @@ class DockerBackend(AsyncCloseable):
                 spared=set(self._starting),
                 instance=self.instance_id,
                 me=self._owner,
+                state_id=state_id,
             )
         )
         await self._engine.call(functools.partial(remove_volumes, names=stray))
@@ -607,24 +657,293 @@ class DockerBackend(AsyncCloseable):
         )
         return len(doomed)
 
+    # Taking over ---------------------------------------------------------------------------
+
+    async def _adopt(self, keeping: Keeping) -> None:
+        """Take over the sandboxes the daemon before left running on this state directory;
+        remove the others, their sessions told why (gc() then removes what carries this
+        state directory's label without a record: starts and forks' copies cut short)."""
+        records = await anyio.to_thread.run_sync(keeping.records.load)
+        if not records:
+            return
+        listed = await self._engine.call(
+            lambda api: api.containers(
+                all=True, filters={"label": f"{LABEL_STATE}={keeping.state_id}"}
+            )
+        )
+        found = {
+            name.lstrip("/"): container
+            for container in listed
+            for name in container.get("Names") or []
+        }
+        limiter = anyio.CapacityLimiter(ADOPTIONS_AT_ONCE)
+        async with anyio.create_task_group() as adoptions:
+            for record in records:
+                adoptions.start_soon(
+                    self._adopt_one, keeping, record, found.get(record.name), limiter
+                )
+        taken = len(self._sessions.all()) + len(self._sessions.pool.boxes())
+        logger.info(
+            "took over %d of the %d sandboxes the daemon before left (%d jobs)",
+            taken,
+            len(records),
+            len(self._adopted.held),
+        )
+
+    async def _adopt_one(
+        self,
+        keeping: Keeping,
+        record: SandboxRecord,
+        container: Mapping[str, Any] | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        try:
+            async with limiter:
+                await self._take_over(keeping, record, container)
+            return
+        except _NotTakenOverError as exc:
+            why = exc.reason
+        logger.warning(
+            "sandbox %s of session %s not taken over: %s", record.name, record.session, why
+        )
+        if not record.filling:  # WHY before the removal: a crash meanwhile must not hide it
+            self._adopted.lost[record.name] = why
+            await self._sessions.remember_lost(record.session, record.spec(), why, record.name)
+        with anyio.CancelScope(shield=True):
+            if container is not None:
+                await self._remove_container(record.container_id, [v.name for v in record.volumes])
+            with contextlib.suppress(OSError):
+                await anyio.to_thread.run_sync(keeping.records.remove, record.name)
+        remove_control_dir(self._control_root / record.control_dir)
+
+    async def _take_over(
+        self, keeping: Keeping, record: SandboxRecord, container: Mapping[str, Any] | None
+    ) -> None:
+        """Make `record`'s sandbox one of this backend's, its supervisor rejoined; or raise
+        _NotTakenOverError with why it cannot be."""
+        if container is None or container.get("Id") != record.container_id:
+            raise _NotTakenOverError(GONE_REASON)
+        state = str(container.get("State", ""))
+        if state == "paused":  # frozen for a fork the daemon before never finished
+            try:
+                await self._engine.call(lambda api: api.unpause(record.container_id))
+            except docker.errors.APIError as exc:
+                raise _NotTakenOverError(
+                    f"it was left frozen by a fork, and could not be thawed ({api_error_text(exc)})"
+                ) from exc
+            state = "running"
+        if state != "running":
+            try:
+                inspected = await self._engine.call(
+                    lambda api: api.inspect_container(record.container_id)["State"]
+                )
+            except docker.errors.APIError:
+                inspected = {}
+            raise _NotTakenOverError(
+                stopped_reason(inspected, self._orphan_ttl_s, supervisor.ORPHANED_EXIT)
+            )
+        if record.filling:
+            raise _NotTakenOverError(
+                "it was a fork's sandbox not yet filled when its daemon stopped"
+            )
+        spec = record.spec()
+        refused = await anyio.to_thread.run_sync(keeping.vet, spec)
+        if refused is not None:
+            raise _NotTakenOverError(
+                f"the restarted daemon's policy no longer allows it: {refused}"
+            )
+        control_dir = self._control_root / record.control_dir
+        channel, last_active = await self._rejoin(record, spec, control_dir)
+        if channel is not None and any(held.end is None for held in channel.held):
+            last_active = time.time()  # a job runs: not idle (its follower counts it soon)
+        box = DockerSandbox(
+            record.name,
+            record.session,
+            spec,
+            record.container_id,
+            record.layout(),
+            control_dir,
+            channel,
+            {},
+            volumes=record.scratch(),
+            secret=record.secret,
+            created_at=record.created_at,
+            last_used_at=last_active,
+        )
+        if record.session == POOL_SESSION:
+            slot = self._sessions.slots.hold(spec.uid)
+            if not self._sessions.pool.adopt(spec, box):
+                slot.release()
+                if channel is not None:
+                    await channel.aclose()
+                raise _NotTakenOverError(
+                    "the warm pool has no room for it under this daemon's [pool] settings"
+                )
+            box.slot = slot
+        elif not self._sessions.adopt(box):
+            if channel is not None:
+                await channel.aclose()
+            raise _NotTakenOverError("its session has another sandbox of the same settings")
+        self._serve(box)
+        for held in channel.held if channel is not None else ():
+            self._adopted.held[JobKey(box.name, held.id)] = (box, held)
+
+    async def _rejoin(
+        self, record: SandboxRecord, spec: SandboxSpec, control_dir: Path
+    ) -> tuple[SupervisorChannel | None, float]:
+        """A kept sandbox reached again, its mounts checked: its supervisor's new channel
+        (None in `docker exec` mode) and when it was last used; or _NotTakenOverError with
+        why it cannot be."""
+        if not record.supervised:
+            report = await self._engine.call(
+                functools.partial(
+                    exec_report,
+                    container_id=record.container_id,
+                    user=f"{spec.uid}:{spec.gid}",
+                    paths=[mount.path for mount in spec.mounts],
+                )
+            )
+            problem = seen_problem(spec.mounts, parse_exec_report(report, len(spec.mounts)))
+            if problem is not None:
+                raise _NotTakenOverError(f"its mounts are not what was pinned any more: {problem}")
+            return None, time.time()
+        if record.secret is None:
+            raise _NotTakenOverError("its supervisor gave no secret to reach it again by")
+        try:
+            fifos = ChannelFifos.rejoin(control_dir, record.secret, spec.uid, spec.gid)
+        except OSError as exc:
+            raise _NotTakenOverError(
+                f"its control directory {control_dir} cannot be used ({exc})"
+            ) from exc
+        try:
+            with anyio.fail_after(REJOIN_TIMEOUT_S):
+                channel, hello = await fifos.handshake()
+        except (
+            TimeoutError,
+            OSError,
+            ValueError,
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.DelimiterNotFound,
+            anyio.BrokenResourceError,
+        ) as exc:
+            await fifos.aclose()
+            why = str(exc) or type(exc).__name__
+            raise _NotTakenOverError(
+                f"its supervisor did not answer the restarted daemon within "
+                f"{REJOIN_TIMEOUT_S:g} s ({why}): it was made by another sandboxd version, or "
+                "it is stuck"
+            ) from exc
+        problem = seen_problem(spec.mounts, hello.mounts)
+        if problem is None:
+            try:
+                _check_unix_sockets(spec, hello.unix_sockets)
+                _check_egress(spec, hello.egress)
+            except BackendError as exc:
+                problem = exc.message
+        if problem is not None:
+            await channel.aclose()
+            raise _NotTakenOverError(f"it is not what was checked any more: {problem}")
+        return channel, hello.last_active or time.time()
+
+    def _follow_adopted(self, box: DockerSandbox, held: HeldJob, command: str) -> SupervisedJob:
+        """A job taken over (see _AdoptedJobs), followed until its end like a new one."""
+        assert box.channel is not None
+        margin = supervisor.KILL_GRACE_S + REPLY_MARGIN_S
+        left = held.started_at + held.timeout_s + margin - time.time()
+        job = SupervisedJob(
+            box.channel,
+            JobKey(box.name, held.id),
+            command,
+            end_deadline=time.monotonic() + max(left, margin),
+            lost_message=functools.partial(self._lost_message, box),
+        )
+        self._background(self._follow_job, box, job)
+        return job
+
+    async def _beat(self) -> None:
+        """Rewrite the beat file of every sandbox without a supervisor, every BEAT_S, while
+        this daemon runs (see sandboxd.docker.container.BEAT_FILE)."""
+        while True:
+            boxes = [*self._sessions.all(), *self._sessions.pool.boxes()]
+            directories = [box.control_dir for box in boxes if box.channel is None]
+            if directories:
+                await anyio.to_thread.run_sync(_beat_all, directories, int(time.time()))
+            await anyio.sleep(BEAT_S)
+
     # Sandboxes -----------------------------------------------------------------------------
 
-    async def _start_sandbox(self, session: str, spec: SandboxSpec) -> _Container | str:
+    def _labels(self, session: str) -> dict[str, str]:
+        """What a container this backend creates is labelled with (sandboxd.docker.ownership).
+        WHY no owner process on a kept one: it outlives the process that made it, and no
+        daemon may take that process's end for the sandbox's."""
+        labels = {
+            LABEL_MANAGED: "1",
+            LABEL_SESSION: session,
+            LABEL_CREATED: str(int(time.time())),
+            LABEL_OWNER: self.instance_id,
+        }
+        if self._keeping is not None:
+            labels[LABEL_STATE] = self._keeping.state_id
+        else:
+            labels[LABEL_OWNER_PROCESS] = self._owner.label
+        return labels
+
+    async def _start_sandbox(self, session: str, spec: SandboxSpec) -> DockerSandbox:
         clock = StepClock()
-        started = await self._start_container(session, spec, clock)
-        if isinstance(started, _NoPython):
+        try:
+            return await self._start_container(session, spec, clock)
+        except _NoPythonError:
             # WHY here and not where it was found: that container is removed first, so two
             # never hold one session slot at once.
-            started = await self._start_container(session, spec, clock)
-        assert not isinstance(started, _NoPython), "an image without python3 starts in exec mode"
-        return started
+            return await self._start_container(session, spec, clock)
 
     async def _start_container(
         self, session: str, spec: SandboxSpec, clock: StepClock
-    ) -> _Container | str | _NoPython:
+    ) -> DockerSandbox:
+        """A new sandbox, its mounts checked; raises SandboxStartError (the command's error)
+        or another BackendError, and _NoPythonError once the image is found without python3
+        (it is then started again in exec mode)."""
         layout = plan_layout(spec)
-        if isinstance(layout, str):
-            return layout
+        supervised = await self._supervised(spec, clock)
+        token = secrets.token_hex(4)
+        name = container_name(session, token)
+        launch = _Launch(
+            session=session,
+            spec=spec,
+            layout=layout,
+            name=name,
+            control_dir=self._control_root / token,
+            volumes=scratch_volumes(name, spec, layout.scratch, layout.home),
+        )
+        self._prepare_control_dir(launch.control_dir, spec)
+        handed_over = False
+        self._starting.add(name)
+        try:
+            if supervised:
+                launch.fifos = ChannelFifos.make(launch.control_dir, spec.uid, spec.gid)
+            clock.lap("control_dir")
+            container_id = await self._create_and_start(launch, supervised, clock)
+            channel: SupervisorChannel | None = None
+            secret: str | None = None
+            if launch.fifos is not None:
+                channel, secret = await self._greet(launch, launch.fifos, container_id, clock)
+            else:
+                await self._check_exec_mounts(spec, container_id, clock)
+            box = await self._hand_over(launch, container_id, channel, secret, clock)
+            handed_over = True
+            return box
+        finally:
+            self._starting.discard(name)
+            if launch.fifos is not None:
+                with anyio.CancelScope(shield=True):
+                    await launch.fifos.aclose()
+            if not handed_over:
+                await self._discard_launch(launch)
+
+    async def _supervised(self, spec: SandboxSpec, clock: StepClock) -> bool:
+        """Whether its container runs the supervisor (an image without python3 runs its
+        commands with `docker exec`); refused when it must not run without one."""
         supervised = not await self._runs_in_exec_mode(spec.image)
         clock.lap("image")
         if not supervised and spec.allowed_hosts:
@@ -633,114 +952,161 @@ class DockerBackend(AsyncCloseable):
                 "proxy that allowed_hosts needs: use an image with python3",
                 code="egress_unavailable",
             )
-        token = secrets.token_hex(4)
-        name = container_name(session, token)
-        volumes = scratch_volumes(name, spec, layout.scratch, layout.home)
-        control_dir = self._control_root / token
-        self._prepare_control_dir(control_dir, spec)
-        fifos: ChannelFifos | None = None
-        container_id: str | None = None
-        handed_over = False
-        self._starting.add(name)
+        return supervised
+
+    async def _create_and_start(self, launch: _Launch, supervised: bool, clock: StepClock) -> str:
+        """Its container, created and started; its id is in `launch` from the moment it
+        exists, so that a failed start removes it."""
+        spec = launch.spec
+        create = functools.partial(
+            create_container,
+            name=launch.name,
+            spec=spec,
+            layout=launch.layout,
+            labels=self._labels(launch.session),
+            control_dir=str(launch.control_dir),
+            supervised=supervised,
+            volumes=launch.volumes,
+            orphan_ttl_s=self._orphan_ttl_s,
+        )
         try:
-            if supervised:
-                fifos = ChannelFifos.make(control_dir, spec.uid, spec.gid)
-            clock.lap("control_dir")
-            labels = {
-                LABEL_MANAGED: "1",
-                LABEL_SESSION: session,
-                LABEL_CREATED: str(int(time.time())),
-                LABEL_OWNER: self.instance_id,
-                LABEL_OWNER_PROCESS: self._owner.label,
-            }
-            create = functools.partial(
-                create_container,
-                name=name,
-                spec=spec,
-                layout=layout,
-                labels=labels,
-                control_dir=str(control_dir),
-                supervised=supervised,
-                volumes=volumes,
+            launch.container_id = created = await self._engine.call(create)
+            clock.lap("create")
+            await self._engine.call(lambda api: api.start(created))
+            clock.lap("start")
+        except docker.errors.ImageNotFound as exc:
+            raise self._image_missing(spec.image) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxStartError(
+                f"could not start a sandbox container from image {spec.image}: "
+                f"{api_error_text(exc)}"
+            ) from exc
+        return created
+
+    async def _greet(
+        self, launch: _Launch, fifos: ChannelFifos, container_id: str, clock: StepClock
+    ) -> tuple[SupervisorChannel, str | None]:
+        """Its supervisor's channel and secret, once what the supervisor found inside matches
+        the spec (mounts, Unix sockets refused, egress forwarder up); the channel is closed
+        when not, as nothing else would close it."""
+        spec = launch.spec
+        try:
+            channel, hello = await self._await_supervisor(fifos, container_id)
+        except _NoPythonError:
+            # No python3 in this image: remember, and start it in exec mode.
+            self._exec_mode_images[spec.image] = await self._image_id(spec.image)
+            raise
+        launch.fifos = None  # the channel owns them now
+        clock.lap("handshake")
+        try:
+            await _checked_mounts(spec, hello.mounts)
+            _check_unix_sockets(spec, hello.unix_sockets)
+            _check_egress(spec, hello.egress)
+        except BackendError:
+            await channel.aclose()
+            raise
+        return channel, hello.secret
+
+    async def _check_exec_mounts(
+        self, spec: SandboxSpec, container_id: str, clock: StepClock
+    ) -> None:
+        """Without a supervisor, the mounts as `docker exec` finds them inside must be the
+        spec's."""
+        report = await self._engine.call(
+            functools.partial(
+                exec_report,
+                container_id=container_id,
+                user=f"{spec.uid}:{spec.gid}",
+                paths=[mount.path for mount in spec.mounts],
             )
-            try:
-                container_id = created = await self._engine.call(create)
-                clock.lap("create")
-                await self._engine.call(lambda api: api.start(created))
-                clock.lap("start")
-            except docker.errors.ImageNotFound as exc:
-                raise self._image_missing(spec.image) from exc
-            except docker.errors.APIError as exc:
-                return (
-                    f"could not start a sandbox container from image {spec.image}: "
-                    f"{api_error_text(exc)}"
-                )
-            channel: SupervisorChannel | None = None
-            if fifos is not None:
-                waited = await self._await_supervisor(fifos, container_id)
-                if isinstance(waited, str):
-                    return waited
-                if waited is None:
-                    # No python3 in this image: remember, and start it in exec mode.
-                    self._exec_mode_images[spec.image] = await self._image_id(spec.image)
-                    return _NO_PYTHON
-                channel, hello = waited
-                fifos = None  # the channel owns them now
-                clock.lap("handshake")
-                try:
-                    await _checked_mounts(spec, hello.mounts)
-                    _check_unix_sockets(spec, hello.unix_sockets)
-                    _check_egress(spec, hello.egress)
-                except BackendError:
-                    await channel.aclose()
-                    raise
-            else:
-                report = await self._engine.call(
-                    functools.partial(
-                        exec_report,
-                        container_id=container_id,
-                        user=f"{spec.uid}:{spec.gid}",
-                        paths=[mount.path for mount in spec.mounts],
-                    )
-                )
-                await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
-                clock.lap("mount_report")
-            if self._sessions.closing:  # aclose() ran while this container started
-                if channel is not None:
-                    await channel.aclose()
-                raise shutting_down()
-            box = _Container(
-                name,
-                session,
-                spec,
-                container_id,
-                layout,
-                control_dir,
-                channel,
-                clock.steps,
-                volumes=volumes,
-            )
+        )
+        await _checked_mounts(spec, parse_exec_report(report, len(spec.mounts)))
+        clock.lap("mount_report")
+
+    async def _hand_over(
+        self,
+        launch: _Launch,
+        container_id: str,
+        channel: SupervisorChannel | None,
+        secret: str | None,
+        clock: StepClock,
+    ) -> DockerSandbox:
+        """The checked container as a sandbox served from now on; not while the daemon
+        closes, and only once recorded (a restart would lose it without a word)."""
+        if self._sessions.closing:  # aclose() ran while this container started
             if channel is not None:
-                if spec.allowed_hosts:
-                    box.egress = set()
-                    channel.on_egress = functools.partial(self._open_egress, box)
-                self._background(self._serve_channel, box, channel)
-            handed_over = True
-            return box
-        finally:
-            self._starting.discard(name)
-            if fifos is not None:
-                with anyio.CancelScope(shield=True):
-                    await fifos.aclose()
-            if not handed_over:
-                with anyio.CancelScope(shield=True):
-                    names = [volume.name for volume in volumes]
-                    if container_id is not None:
-                        await self._remove_container(container_id, names)
-                    else:  # a create that failed may have made some
-                        with contextlib.suppress(EngineUnavailableError):
-                            await self._engine.call(functools.partial(remove_volumes, names=names))
-                shutil.rmtree(control_dir, ignore_errors=True)
+                await channel.aclose()
+            raise shutting_down()
+        box = DockerSandbox(
+            launch.name,
+            launch.session,
+            launch.spec,
+            container_id,
+            launch.layout,
+            launch.control_dir,
+            channel,
+            clock.steps,
+            volumes=launch.volumes,
+            secret=secret,
+            filling=launch.session in self._filling,
+        )
+        try:
+            await self._save_record(box, strict=True)
+        except BaseException:
+            if channel is not None:
+                await channel.aclose()
+            raise
+        self._serve(box)
+        return box
+
+    async def _discard_launch(self, launch: _Launch) -> None:
+        """Undo a start that did not become a sandbox: its container or, when its create
+        failed, the volumes that create may have made, and its control directory."""
+        with anyio.CancelScope(shield=True):
+            names = [volume.name for volume in launch.volumes]
+            if launch.container_id is not None:
+                await self._remove_container(launch.container_id, names)
+            else:  # a create that failed may have made some
+                with contextlib.suppress(EngineUnavailableError):
+                    await self._engine.call(functools.partial(remove_volumes, names=names))
+        remove_control_dir(launch.control_dir)
+
+    def _serve(self, box: DockerSandbox) -> None:
+        """Serve its supervisor's channel (and its egress) from now on."""
+        channel = box.channel
+        if channel is None:
+            return
+        if box.spec.allowed_hosts:
+            box.egress = set()
+            channel.on_egress = functools.partial(self._open_egress, box)
+        self._background(self._serve_channel, box, channel)
+
+    @property
+    def _orphan_ttl_s(self) -> float:
+        return self._keeping.orphan_ttl_s if self._keeping is not None else 0.0
+
+    async def _save_record(self, box: DockerSandbox, *, strict: bool = False) -> None:
+        """Keep what the next daemon needs to take `box` over (nothing unless keeping).
+        `strict`: a failure raises (the sandbox is not used: a restart would lose it without
+        a word); otherwise it is logged."""
+        if self._keeping is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self._keeping.records.save, box.record())
+        except (OSError, RecordFileError) as exc:
+            if strict:
+                raise BackendError(
+                    f"cannot record the sandbox in the daemon's state directory ({exc}): "
+                    "make its state_dir writable (or choose another one in its config) and "
+                    "retry",
+                    code="state_dir_unusable",
+                ) from exc
+            logger.warning("cannot record the sandbox %s: %s", box.name, exc)
+
+    async def _on_handed(self, box: DockerSandbox) -> None:
+        """A warm sandbox became a session's: its record says so before the session uses it
+        (a daemon after this one must not take it back into its pool)."""
+        await self._save_record(box)
 
     async def _runs_in_exec_mode(self, image: str) -> bool:
         """Whether `image` is one found without python3 (its commands run with `docker exec`).
@@ -776,11 +1142,11 @@ class DockerBackend(AsyncCloseable):
             try:
                 self._fill_control_dir(control_dir, spec)
             except FileNotFoundError:  # the staged supervisor was cleaned away too
-                shutil.rmtree(control_dir, ignore_errors=True)
+                remove_control_dir(control_dir)
                 stage_supervisor(self._staged_supervisor)
                 self._fill_control_dir(control_dir, spec)
         except OSError as exc:
-            shutil.rmtree(control_dir, ignore_errors=True)
+            remove_control_dir(control_dir)
             raise BackendError(
                 f"cannot prepare the sandbox's control directory {control_dir}: "
                 f"{exc.strerror or exc}; make the daemon's state_dir writable (or choose "
@@ -795,16 +1161,19 @@ class DockerBackend(AsyncCloseable):
             control_dir,
             mounts=[mount.path for mount in spec.mounts],
             egress=bool(spec.allowed_hosts),
+            orphan_ttl_s=self._orphan_ttl_s,
             staged=self._staged_supervisor,
         )
         write_hosts_file(control_dir)
+        write_beat(control_dir, 0)
 
     async def _await_supervisor(
         self, fifos: ChannelFifos, container_id: str
-    ) -> tuple[SupervisorChannel, SupervisorHello] | str | None:
-        """The supervisor's channel and hello; None if the image has no python3; else why it
-        failed. The channel takes over `fifos` once it has a hello."""
-        outcome: tuple[SupervisorChannel, SupervisorHello] | str | None = (
+    ) -> tuple[SupervisorChannel, SupervisorHello]:
+        """The supervisor's channel and hello; raises _NoPythonError if the image has no
+        python3, else SandboxStartError with why it failed. The channel takes over `fifos`
+        once it has a hello."""
+        outcome: tuple[SupervisorChannel, SupervisorHello] | Exception = SandboxStartError(
             f"the sandbox supervisor did not say hello within {START_TIMEOUT_S:.0f} s"
         )
         with anyio.move_on_after(START_TIMEOUT_S):
@@ -815,9 +1184,11 @@ class DockerBackend(AsyncCloseable):
                     try:
                         outcome = await fifos.handshake()
                     except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
-                        outcome = f"the sandbox supervisor failed its handshake: {exc}"
+                        outcome = SandboxStartError(
+                            f"the sandbox supervisor failed its handshake: {exc}"
+                        )
                     except (anyio.DelimiterNotFound, TimeoutError):
-                        outcome = "the sandbox supervisor failed its handshake"
+                        outcome = SandboxStartError("the sandbox supervisor failed its handshake")
                     waiting.cancel_scope.cancel()
 
                 async def watch() -> None:
@@ -831,16 +1202,18 @@ class DockerBackend(AsyncCloseable):
                                 lambda api: api.inspect_container(container_id)["State"]
                             )
                         except (docker.errors.APIError, EngineUnavailableError) as exc:
-                            outcome = f"could not follow the sandbox container's start: {exc}"
+                            outcome = SandboxStartError(
+                                f"could not follow the sandbox container's start: {exc}"
+                            )
                             waiting.cancel_scope.cancel()
                             return
                         if state.get("Running"):
                             continue
                         code = state.get("ExitCode")
                         if code == supervisor.NO_PYTHON_EXIT:
-                            outcome = None
+                            outcome = _NoPythonError()
                         else:
-                            outcome = (
+                            outcome = SandboxStartError(
                                 f"the sandbox container exited (status {code}) before its "
                                 f"supervisor said hello: {await self._last_logs(container_id)}"
                             )
@@ -849,16 +1222,19 @@ class DockerBackend(AsyncCloseable):
 
                 waiting.start_soon(accept)
                 waiting.start_soon(watch)
+        if isinstance(outcome, Exception):
+            raise outcome
         return outcome
 
-    async def _serve_channel(self, box: _Container, channel: SupervisorChannel) -> None:
+    async def _serve_channel(self, box: DockerSandbox, channel: SupervisorChannel) -> None:
         await channel.serve()
-        if box.retired is None:
+        if box.retired is None and not self._detached:
             # The supervisor died without the backend ending it (its container was killed
             # or removed from outside, or it crashed): no command can end it.
-            await self._sessions.retire(box, f"its supervisor stopped: {channel.lost_reason}")
+            why = box.stopped_reason() or f"its supervisor stopped: {channel.lost_reason}"
+            await self._sessions.retire(box, why, lost=why)
 
-    async def _open_egress(self, box: _Container, number: int) -> bool:
+    async def _open_egress(self, box: DockerSandbox, number: int) -> bool:
         """Make the FIFO pair of the forwarder's connection `number` and serve it through
         the sandbox's egress proxy (in the sandbox's own scope, so its tear-down ends it);
         whether the pair was made (the forwarder closes its connection otherwise)."""
@@ -884,7 +1260,7 @@ class DockerBackend(AsyncCloseable):
         return True
 
     async def _serve_egress(
-        self, box: _Container, pair: FifoPair, scope: anyio.CancelScope
+        self, box: DockerSandbox, pair: FifoPair, scope: anyio.CancelScope
     ) -> None:
         """One egress connection: once the forwarder opened both FIFOs (its first byte says
         so) they are settled and the proxy serves it, until the sandbox is torn down."""
@@ -905,7 +1281,7 @@ class DockerBackend(AsyncCloseable):
             with anyio.CancelScope(shield=True):
                 await pair.aclose()  # whatever ended it, a tear-down included
 
-    def _egress_proxy(self, box: _Container) -> EgressProxy:
+    def _egress_proxy(self, box: DockerSandbox) -> EgressProxy:
         """The sandbox's one proxy (its bounds are per sandbox), made at its first connection."""
         if box.egress_proxy is None:
             sink = self._on_egress
@@ -926,7 +1302,7 @@ class DockerBackend(AsyncCloseable):
             )
         return box.egress_proxy
 
-    async def _tear_down(self, box: _Container, reason: str) -> None:
+    async def _tear_down(self, box: DockerSandbox, reason: str) -> None:
         """Fail the container's in-flight commands with `reason`, remove it and its control
         directory."""
         for scope in list(box.egress or ()):
@@ -935,7 +1311,10 @@ class DockerBackend(AsyncCloseable):
             box.channel.close(reason)
         with anyio.CancelScope(shield=True):
             await self._remove_container(box.container_id, [v.name for v in box.volumes])
-        shutil.rmtree(box.control_dir, ignore_errors=True)
+            if self._keeping is not None:
+                with contextlib.suppress(OSError):
+                    await anyio.to_thread.run_sync(self._keeping.records.remove, box.name)
+        remove_control_dir(box.control_dir)
 
     async def _last_logs(self, container_id: str) -> str:
         try:
@@ -973,7 +1352,7 @@ class DockerBackend(AsyncCloseable):
             with contextlib.suppress(OSError):
                 info = entry.lstat()
                 if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > STALE_CONTROL_DIR_S:
-                    shutil.rmtree(entry, ignore_errors=True)
+                    remove_control_dir(entry)
 
     def _background(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         assert self._tasks is not None, "use the backend as `async with DockerBackend(...)`"
@@ -988,7 +1367,7 @@ class DockerBackend(AsyncCloseable):
 
     # Commands ------------------------------------------------------------------------------
 
-    def _workdir(self, box: _Container, request: ExecRequest) -> str:
+    def _workdir(self, box: DockerSandbox, request: ExecRequest) -> str:
         if request.workdir:
             return request.workdir
         for mount in box.spec.mounts:
@@ -997,7 +1376,7 @@ class DockerBackend(AsyncCloseable):
         return box.layout.home
 
     async def _run_supervised(
-        self, box: _Container, channel: SupervisorChannel, request: ExecRequest
+        self, box: DockerSandbox, channel: SupervisorChannel, request: ExecRequest
     ) -> ExecOutcome:
         started = time.monotonic()
         message = RunMessage(
@@ -1026,7 +1405,7 @@ class DockerBackend(AsyncCloseable):
             return ExecOutcome(reply.to_result(request.command), sandbox=box.name)
         job = SupervisedJob(
             channel,
-            message.id,
+            JobKey(box.name, message.id),
             request.command,
             end_deadline=started + request.timeout_s + supervisor.KILL_GRACE_S + REPLY_MARGIN_S,
             lost_message=functools.partial(self._lost_message, box),
@@ -1034,22 +1413,21 @@ class DockerBackend(AsyncCloseable):
         self._background(self._follow_job, box, job)
         return ExecOutcome(reply.to_result(request.command), sandbox=box.name, job=job)
 
-    async def _follow_job(self, box: _Container, job: SupervisedJob) -> None:
+    async def _follow_job(self, box: DockerSandbox, job: SupervisedJob) -> None:
         """Until the job ends, it keeps its container in use (idle reaping leaves it)."""
         with box.running_command():
             await job.follow()
 
-    def _lost_message(self, box: _Container, lost: ChannelLost) -> str:
+    def _lost_message(self, box: DockerSandbox, lost: ChannelLost) -> str:
         if lost.by_backend:
             return lost.reason
         return (
-            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): its container was "
-            "killed or removed from outside (`docker kill`/`docker rm`, the engine restarting, "
-            "the out-of-memory killer); no signal from a command ends it. Commands running in "
-            "that container were lost; this session's next command gets a fresh container"
+            f"the sandbox supervisor in {box.name} stopped ({lost.reason}): {KILLED_FROM_OUTSIDE}"
+            "; no signal from a command ends it. Commands and jobs running in that container "
+            "were lost with it, and what the session's commands made outside the allowed paths"
         )
 
-    async def _run_exec(self, box: _Container, request: ExecRequest) -> Result:
+    async def _run_exec(self, box: DockerSandbox, request: ExecRequest) -> Result:
         call = ExecCall(
             container_id=box.container_id,
             command=request.command,
@@ -1076,19 +1454,37 @@ class DockerBackend(AsyncCloseable):
                 error=f"the Docker engine refused to run the command: {api_error_text(exc)}",
             )
         except SandboxGoneError as exc:
-            reason = (
-                f"the sandbox {box.name} cannot run commands any more: {exc}; "
-                "this session's next command gets a fresh container"
-            )
-            await self._sessions.retire(box, reason)
+            reason = f"the sandbox {box.name} cannot run commands any more: {exc}"
+            await self._sessions.retire(box, reason, lost=reason)
             return Result(command=request.command, error=reason)
 
 
-class _NoPython:
+@dataclasses.dataclass
+class _Launch:
+    """A container being started as a session's sandbox, and what its start holds until it
+    is handed over: its fifos until its channel owns them, its container once created."""
+
+    session: str
+    spec: SandboxSpec
+    layout: Layout
+    name: str
+    control_dir: Path
+    volumes: tuple[ScratchVolume, ...]
+    fifos: ChannelFifos | None = None
+    container_id: str | None = None
+
+
+class _NoPythonError(Exception):
     """The image has no python3: its container must be started again in exec mode."""
 
 
-_NO_PYTHON = _NoPython()
+class _NotTakenOverError(Exception):
+    """A kept sandbox the daemon cannot take over: it is removed, and `reason` is what its
+    session is told."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 async def _checked_mounts(spec: SandboxSpec, seen: Sequence[MountSeen]) -> None:
@@ -1123,6 +1519,34 @@ def _check_egress(spec: SandboxSpec, reported: str) -> None:
     )
 
 
+def _check_fork_spec(
+    source: SandboxSpec, forks: SandboxSpec, count: int, share_writable_mounts: bool
+) -> None:
+    """Refuse forks of `source` into `count` sandboxes of `forks` before any starts: a
+    different image or user, or a host path more than one of them would write to."""
+    if (forks.image, forks.uid, forks.gid) != (source.image, source.uid, source.gid):
+        raise ForkRefusedError(
+            f"its forks would run {forks.image} as {forks.uid}:{forks.gid}, and it runs "
+            f"{source.image} as {source.uid}:{source.gid}: a fork keeps "
+            "its session's image and user (ask for the same image)",
+            code="fork_image",
+            status=422,
+        )
+    shared = None if share_writable_mounts else _shared_writable(source, forks, count)
+    if shared is not None:
+        # WHY refused rather than mounted read-only in the forks: their commands would
+        # then need other settings than the ones asked for to reach their sandboxes.
+        # Sandboxes writing to one host directory at once overwrite each other's work:
+        # only a caller who asks gets that.
+        raise ForkRefusedError(
+            f"{shared} would be written to by more than one sandbox at once (the session's "
+            "and its forks'): ask for share_writable_mounts if that is what you want, "
+            "give each fork paths of its own, or mount it read-only",
+            code="writable_mounts",
+            status=409,
+        )
+
+
 def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str | None:
     """A host path two of the sandboxes would write to at once (the source's and `count`
     forks of `forks`), or None."""
@@ -1133,3 +1557,32 @@ def _shared_writable(source: SandboxSpec, forks: SandboxSpec, count: int) -> str
             return path
     # The forks all mount the same paths: two or more share every one they write to.
     return fork_writes[0] if count > 1 and fork_writes else None
+
+
+def _beat_all(directories: Sequence[Path], beat: int) -> None:
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            write_beat(directory, beat)
+
+
+class _AdoptedJobs:
+    """The jobs a DockerBackend took over (a sandboxd.backend.AdoptedJobs)."""
+
+    def __init__(self, backend: DockerBackend) -> None:
+        self._backend = backend
+        self.lost: dict[str, str] = {}
+        self.held: dict[JobKey, tuple[DockerSandbox, HeldJob]] = {}
+
+    def take(self, key: JobKey, command: str) -> BackendJob | None:
+        entry = self.held.pop(key, None)
+        if entry is None:
+            return None
+        box, held = entry
+        return self._backend._follow_adopted(box, held, command)
+
+    async def release_rest(self) -> None:
+        rest, self.held = self.held, {}
+        for box, held in rest.values():
+            if box.channel is not None:
+                await box.channel.kill(held.id)
+                await box.channel.forget(held.id)

@@ -18,9 +18,11 @@ writes no /etc/hosts for it, so the sandbox mounts its own (HOSTS).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import py_compile
 import re
@@ -35,7 +37,7 @@ import docker.types
 
 import logos.runners.capture
 import logos.runners.live
-from sandboxd.backend import SandboxSpec
+from sandboxd.backend import SandboxSpec, SandboxStartError
 from sandboxd.docker.scratch import (
     LABEL_SCRATCH,
     ScratchVolume,
@@ -60,6 +62,8 @@ HOSTS_FILE = "hosts"
 HOSTS = f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}\n"
 """localhost (as the engine writes it for a container) and the sandbox's own name: tools
 that look either up must not depend on a DNS a sandbox without network cannot reach."""
+REJOIN_DIR_MODE = 0o311
+"""The control directory's REJOIN_DIR: searchable, never listable, writable by the daemon."""
 PYTHON_FLAGS = ("-E", "-s", "-S")
 """Only the standard library and the supervisor's directory on sys.path, fast start."""
 
@@ -94,9 +98,31 @@ command -v python3 >/dev/null 2>&1 || exit 3
 cd {CONTROL_DIR} || exit 4
 exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}
 """
-EXEC_MODE_LAUNCHER = """[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
-exec sleep 2147483647
-"""
+BEAT_FILE = "beat"
+"""In the control directory of a sandbox without a supervisor, kept across restarts: what its
+daemon rewrites every BEAT_S; the sandbox ends itself once it stayed the same for its orphan
+time (no daemon is there to use it)."""
+BEAT_S = 10.0
+
+
+def exec_mode_launcher(orphan_ttl_s: float) -> str:
+    """The first process of a sandbox without python3 (commands come by `docker exec`): it
+    keeps the container up, for ever, or (`orphan_ttl_s`) until its daemon's beat has not
+    changed for that long. Shell builtins, `mkdir` and `sleep` only: the image may have
+    nothing else."""
+    keep_up = "exec sleep 2147483647"
+    if orphan_ttl_s > 0:
+        periods = max(1, math.ceil(orphan_ttl_s / BEAT_S))
+        keep_up = (
+            "last=; same=0\n"
+            f'while [ "$same" -lt {periods} ]; do\n'
+            f"  sleep {BEAT_S:g}\n"
+            f"  beat=; read -r beat < {CONTROL_DIR}/{BEAT_FILE} 2>/dev/null\n"
+            '  if [ "$beat" = "$last" ]; then same=$((same + 1)); else same=0; last=$beat; fi\n'
+            "done"
+        )
+    return f'[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null\n{keep_up}\n'
+
 
 MASKED_PATHS = (
     "/proc/acpi",
@@ -148,12 +174,13 @@ class Layout:
         return tuple(places)
 
 
-def plan_layout(spec: SandboxSpec) -> Layout | str:
-    """The layout, or why the spec's mounts cannot work (a message for Result.error)."""
+def plan_layout(spec: SandboxSpec) -> Layout:
+    """The layout; SandboxStartError says why the spec's mounts cannot work (the command's
+    error)."""
     targets = [mount.path.rstrip("/") or "/" for mount in spec.mounts]
     for target in targets:
         if paths_overlap(CONTROL_DIR, target):
-            return (
+            raise SandboxStartError(
                 f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
                 "inside the container; mount a more specific directory"
             )
@@ -211,11 +238,13 @@ def install_supervisor(
     *,
     mounts: Sequence[str] = (),
     egress: bool = False,
+    orphan_ttl_s: float = 0.0,
     staged: Path | None = None,
 ) -> Path:
     """Put the supervisor and its capture module into `directory`, with the settings it
     needs before any command runs (the mount roots to report, whether to forward to the
-    egress proxy); returns the script.
+    egress proxy, how long to wait for a daemon once the backend is gone) and the directory
+    a daemon rejoins it through; returns the script.
 
     From `staged` (see stage_supervisor) as hard links, copies where a link cannot be made;
     without it, copies of the sources.
@@ -231,10 +260,37 @@ def install_supervisor(
                 _link(source, directory / source.relative_to(staged))
     settings = directory / supervisor.SETTINGS_FILE
     settings.write_text(
-        json.dumps({"mounts": list(mounts), "egress_port": EGRESS_PORT if egress else None})
+        json.dumps(
+            {
+                "mounts": list(mounts),
+                "egress_port": EGRESS_PORT if egress else None,
+                "orphan_ttl_s": orphan_ttl_s,
+            }
+        )
     )
     settings.chmod(0o644)
+    rejoin = directory / supervisor.REJOIN_DIR
+    rejoin.mkdir()
+    # WHY 0311: the sandbox may look names up in it, never list it (its read-only mount
+    # forbids changing that); the daemon makes a new channel's FIFOs in it.
+    rejoin.chmod(REJOIN_DIR_MODE)
     return directory / Path(supervisor.__file__).name
+
+
+def write_beat(directory: Path, beat: int) -> None:
+    """Its daemon's beat (see BEAT_FILE), replaced whole: the sandbox never reads half."""
+    temporary = directory / f".{BEAT_FILE}"
+    temporary.write_text(str(beat))
+    temporary.chmod(0o644)
+    os.replace(temporary, directory / BEAT_FILE)
+
+
+def remove_control_dir(directory: Path) -> None:
+    """Remove a sandbox's control directory, its REJOIN_DIR (which not even its owner may
+    list until it is opened up) included."""
+    with contextlib.suppress(OSError):
+        (directory / supervisor.REJOIN_DIR).chmod(0o700)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def write_hosts_file(directory: Path) -> None:
@@ -273,9 +329,11 @@ def create_container(
     control_dir: str,
     supervised: bool,
     volumes: Sequence[ScratchVolume],
+    orphan_ttl_s: float = 0.0,
 ) -> str:
     """Create (not start) the container, and its scratch `volumes` with it; returns its id.
-    Blocking: run on the worker pool."""
+    `orphan_ttl_s`: how long one without a supervisor outlives its daemon's beat (see
+    exec_mode_launcher). Blocking: run on the worker pool."""
     limits = spec.limits
     scratch = [volume.mount(volume_labels(labels, name)) for volume in volumes]
     mounts = bind_mounts(spec, layout, control_dir, api_version=str(api.api_version))
@@ -299,7 +357,7 @@ def create_container(
     # docker-py has no arguments for these; the engine API takes them (API 1.30+).
     host_config["MaskedPaths"] = list(MASKED_PATHS)
     host_config["ReadonlyPaths"] = list(READONLY_PATHS)
-    launcher = SUPERVISED_LAUNCHER if supervised else EXEC_MODE_LAUNCHER
+    launcher = SUPERVISED_LAUNCHER if supervised else exec_mode_launcher(orphan_ttl_s)
     created = api.create_container(
         spec.image,
         entrypoint=["/bin/sh", "-c", launcher, "sandboxd"],

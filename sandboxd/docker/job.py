@@ -15,6 +15,7 @@ from dataclasses import replace
 import anyio
 
 from logos.result import Result
+from sandboxd.backend import JobKey
 from sandboxd.docker.supervisor_client import ChannelLost, SupervisorChannel
 
 PEEK_DEADLINE_S = 30.0
@@ -27,23 +28,28 @@ class SupervisedJob:
     def __init__(
         self,
         channel: SupervisorChannel,
-        command_id: int,
+        key: JobKey,
         command: str,
         *,
         end_deadline: float,
         lost_message: Callable[[ChannelLost], str],
     ) -> None:
-        """`end_deadline`: monotonic time by which its end must have come (its timeout, the
-        kill grace and a margin after its start); `lost_message`: what a lost channel means
-        to the caller."""
+        """`key`: its sandbox and its command's id on `channel`; `end_deadline`: monotonic
+        time by which its end must have come (its timeout, the kill grace and a margin after
+        its start); `lost_message`: what a lost channel means to the caller."""
         self._channel = channel
-        self._id = command_id
+        self._key = key
+        self._id = key.number
         self._command = command
         self._end_deadline = end_deadline
         self._lost_message = lost_message
         self._ended = anyio.Event()
         self._end: Result | None = None
         self._ended_at: float | None = None
+
+    @property
+    def key(self) -> JobKey:
+        return self._key
 
     @property
     def end(self) -> Result | None:

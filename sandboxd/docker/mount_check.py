@@ -36,23 +36,39 @@ def check_mounts(
     """Raise MountChangedError naming the first mount whose root is not what was checked, or
     a mount point that appeared beneath a read-only mount since the check; with a `ceiling`,
     OutsideCeilingError naming a mount no longer within it."""
+    check_seen(mounts, seen)
+    check_nothing_new_beneath(mounts)
+    if ceiling is not None:
+        check_within_ceiling(mounts, ceiling)
+
+
+def check_seen(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:
+    """Raise MountChangedError naming the first mount whose root the new sandbox does not
+    see as pinned."""
     if len(seen) != len(mounts):
         raise MountChangedError(
             f"the sandbox reported {len(seen)} mounts for {len(mounts)} requested: it was "
             "destroyed before any command ran; retry"
         )
+    problem = seen_problem(mounts, seen)
+    if problem is not None:
+        raise MountChangedError(
+            f"{problem}. It changed between the check and the mount (renamed, or swapped "
+            "with a symlink), so the sandbox was destroyed before any command ran; retry "
+            "once nothing renames it or its parent directories"
+        )
+
+
+def seen_problem(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> str | None:
+    """The first mount whose root the sandbox does not see as pinned, in words; None when
+    each is."""
+    if len(seen) != len(mounts):
+        return f"the sandbox reported {len(seen)} mounts for its {len(mounts)}"
     for mount, found in zip(mounts, seen, strict=True):
         problem = _difference(mount, found)
         if problem is not None:
-            raise MountChangedError(
-                f"{mount.path} is not what was checked once mounted: {problem}. It changed "
-                "between the check and the mount (renamed, or swapped with a symlink), so the "
-                "sandbox was destroyed before any command ran; retry once nothing renames it "
-                "or its parent directories"
-            )
-    check_nothing_new_beneath(mounts)
-    if ceiling is not None:
-        check_within_ceiling(mounts, ceiling)
+            return f"{mount.path} is not what was checked once mounted: {problem}"
+    return None
 
 
 def check_within_ceiling(mounts: Sequence[Mount], ceiling: PathCeiling) -> None:

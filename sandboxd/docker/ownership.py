@@ -1,14 +1,23 @@
-"""Which daemon owns a container, and when a container is an orphan that any daemon may sweep.
+"""Which daemon owns a container, and what a daemon does with the containers it finds.
 
 Rule (two daemons may share one engine, e.g. on two sockets): every container records the
-process that created it — kernel boot id, pid namespace, pid and the pid's start time. A
-managed container is an orphan when
-  * its owner ran in our boot and our pid namespace, and that exact process (pid AND start
-    time, so a recycled pid does not count) is gone; or
-  * we cannot see its owner (another boot, another pid namespace, a missing label) and the
-    container is not running. A live owner's containers run: its supervisor exits as soon as
-    the owner's connection drops, so a dead owner's containers stop on their own; a container
-    only created (not started yet) is left to its owner for a while.
+process that created it — kernel boot id, pid namespace, pid and the pid's start time — and,
+when its daemon keeps sandboxes across restarts, its state directory's id (LABEL_STATE). A
+daemon finding a managed container (`disposition`):
+  * one it created itself is its own ("ours");
+  * one labelled with its own state directory's id is one it takes over from the daemon
+    before it, or removes (sandboxd.docker.keeping: "kept");
+  * one kept by another state directory's daemon outlives that daemon by design, and
+    records no owner process (its maker's end is not its own): while it runs (or is frozen
+    by a fork) it is left alone (its supervisor ends it within its orphan time when no
+    daemon comes back); stopped, it is swept;
+  * any other is an orphan, which any daemon may sweep, when
+      - its owner ran in our boot and our pid namespace, and that exact process (pid AND
+        start time, so a recycled pid does not count) is gone; or
+      - we cannot see its owner (another boot, another pid namespace, a missing label) and
+        the container is not running (a live owner's containers run: their supervisor exits
+        as soon as the owner's connection drops); a container only created (not started
+        yet) is left to its owner for a while.
 A live daemon's containers are therefore never swept, whoever runs the sweep.
 """
 
@@ -18,12 +27,15 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 LABEL_MANAGED = "sandboxd.managed"
 LABEL_SESSION = "sandboxd.session"
 LABEL_CREATED = "sandboxd.created"
 LABEL_OWNER = "sandboxd.owner"
 LABEL_OWNER_PROCESS = "sandboxd.owner_process"
+LABEL_STATE = "sandboxd.state"
+"""On a sandbox its daemon keeps across restarts: the id of that daemon's state directory."""
 STARTING_GRACE_S = 300.0
 """How long a created-but-not-started container of an unverifiable owner is left alone."""
 
@@ -78,6 +90,30 @@ def is_orphan(
             created = 0.0
         return (now if now is not None else time.time()) - created > STARTING_GRACE_S
     return True
+
+
+Disposition = Literal["ours", "kept", "leave", "sweep"]
+
+
+def disposition(
+    labels: Mapping[str, str],
+    state: str,
+    me: OwnerProcess,
+    *,
+    instance: str,
+    state_id: str | None,
+    now: float | None = None,
+) -> Disposition:
+    """What the daemon `instance` (`me`, keeping its sandboxes in the state directory
+    `state_id`, or None) does with a managed container in engine state `state`."""
+    if labels.get(LABEL_OWNER) == instance:
+        return "ours"
+    kept_by = labels.get(LABEL_STATE)
+    if kept_by is not None and kept_by == state_id:
+        return "kept"
+    if kept_by is not None and state in ("running", "paused"):
+        return "leave"
+    return "sweep" if is_orphan(labels, state, me, now) else "leave"
 
 
 def _boot_id() -> str:

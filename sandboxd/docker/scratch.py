@@ -31,7 +31,13 @@ import docker.errors
 import docker.types
 
 from sandboxd.backend import SandboxSpec
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, OwnerProcess, is_orphan
+from sandboxd.docker.ownership import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_STATE,
+    OwnerProcess,
+    is_orphan,
+)
 
 LABEL_SCRATCH = "sandboxd.scratch"
 """On a container: its scratch volumes, a JSON object {place: volume name}."""
@@ -125,12 +131,18 @@ def volume_labels(labels: Mapping[str, str], container: str) -> dict[str, str]:
 
 
 def doomed_volumes(
-    api: Any, containers: Iterable[str], spared: Iterable[str], instance: str, me: OwnerProcess
+    api: Any,
+    containers: Iterable[str],
+    spared: Iterable[str],
+    instance: str,
+    me: OwnerProcess,
+    state_id: str | None = None,
 ) -> list[str]:
     """The managed volumes whose container is none of `containers` (the names that exist)
-    nor of `spared` (being created), made by the daemon `instance` (this one) or by one that
-    is gone, or unknown for long enough (the rule of sandboxd.docker.ownership for a
-    container not started yet). One still in use is refused by the engine when removed."""
+    nor of `spared` (being created), made by the daemon `instance` (this one), kept in its
+    state directory `state_id`, or made by one that is gone, or unknown for long enough (the
+    rule of sandboxd.docker.ownership for a container not started yet). One still in use is
+    refused by the engine when removed."""
     listed = api.volumes(filters={"label": f"{LABEL_MANAGED}=1"}).get("Volumes") or []
     alive = {name.lstrip("/") for name in containers} | set(spared)
     doomed = []
@@ -138,6 +150,8 @@ def doomed_volumes(
         labels = volume.get("Labels") or {}
         if labels.get(LABEL_CONTAINER) in alive:
             continue
-        if labels.get(LABEL_OWNER) == instance or is_orphan(labels, "created", me):
+        ours = labels.get(LABEL_OWNER) == instance
+        kept = state_id is not None and labels.get(LABEL_STATE) == state_id
+        if ours or kept or is_orphan(labels, "created", me):
             doomed.append(str(volume["Name"]))
     return doomed

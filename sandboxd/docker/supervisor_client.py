@@ -14,8 +14,11 @@ command, with no output for a job (whose output is asked for with a peek).
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import itertools
 import json
+import os
+import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,12 +32,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logos.result import Result
 from logos.runners.live import LIMIT_BYTES, PIECE_BYTES, LiveOutput
-from sandboxd.docker.fifo import FifoPair
-from sandboxd.inside.supervisor import HELLO, IN_FIFO, OUT_FIFO, PROTOCOL
+from sandboxd.docker.fifo import FifoPair, unlink
+from sandboxd.inside.supervisor import (
+    HELLO,
+    IN_FIFO,
+    OUT_FIFO,
+    PROTOCOL,
+    REJOIN_DIR,
+    rejoin_names,
+    rejoin_proof,
+)
 
 HELLO_TIMEOUT_S = 5.0
+REJOIN_TIMEOUT_S = 5.0
+"""How long a supervisor that waits for a daemon (it looks every REJOIN_POLL_S) is given to
+open a new channel's FIFOs: one that does not is not waiting (gone, or frozen)."""
 CANCEL_SEND_TIMEOUT_S = 1.0
-MAX_HELLO_BYTES = 64 * 1024
+MAX_HELLO_BYTES = 1024 * 1024
+"""A rejoined channel's hello lists the jobs it holds (up to the supervisor's
+MAX_KEPT_OUTPUTS ended ones, and those running)."""
 MAX_REPLY_HEAD_BYTES = 64 * 1024
 """A reply's JSON line (its output follows it, counted separately)."""
 UTF8_EXPANSION = 3
@@ -56,21 +72,6 @@ class MountSeen(BaseModel):
     direct: bool = False
     """Reaching the path followed no symlink (inside the container)."""
     error: str | None = None
-
-
-class SupervisorHello(BaseModel):
-    model_config = _STRICT
-
-    hello: Literal["sandboxd-supervisor"]
-    protocol: int
-    pid: int
-    shell: str
-    mounts: list[MountSeen]
-    """One per mount root the backend asked about, in its order."""
-    unix_sockets: str
-    """"denied", "allowed", or "not denied: <why>" when the filter could not be installed."""
-    egress: str = "off"
-    """"off", "ready" (the forwarder to the egress proxy listens), or why it could not."""
 
 
 class EgressRequest(BaseModel):
@@ -143,6 +144,48 @@ class SupervisorReply(ReplyHead):
         return Result(command=command, **{name: getattr(self, name) for name in _RESULT_FIELDS})
 
 
+class HeldJob(BaseModel):
+    """A job a supervisor holds, as a rejoined channel's hello lists it."""
+
+    model_config = _STRICT
+
+    id: int
+    started_at: float
+    """Unix time its command started."""
+    timeout_s: float
+    max_output_bytes: int = Field(ge=0)
+    end: ReplyHead | None = None
+    """Its end reply (no output follows it), once it ended."""
+
+
+class SupervisorHello(BaseModel):
+    model_config = _STRICT
+
+    hello: Literal["sandboxd-supervisor"]
+    protocol: int
+    pid: int
+    shell: str
+    mounts: list[MountSeen]
+    """One per mount root the backend asked about, in its order."""
+    unix_sockets: str
+    """"denied", "allowed", or "not denied: <why>" when the filter could not be installed."""
+    egress: str = "off"
+    """"off", "ready" (the forwarder to the egress proxy listens), or why it could not."""
+    secret: str | None = None
+    """In a first hello: what a daemon must know to reach the supervisor again once the
+    backend is gone (kept 0600 in the daemon's state directory)."""
+    rejoined: bool = False
+    """A daemon's new channel to a supervisor that waited for one (see `rejoin`)."""
+    proof: str | None = None
+    """In a rejoined hello: sandboxd.inside.supervisor.rejoin_proof of the secret."""
+    jobs: list[HeldJob] = Field(default_factory=list)
+    """In a rejoined hello: the jobs the supervisor holds."""
+    last_id: int = 0
+    """In a rejoined hello: the highest request id it saw (the channel numbers after it)."""
+    last_active: float | None = None
+    """In a rejoined hello: Unix time a request last came or a command last ended."""
+
+
 _RESULT_FIELDS = tuple(
     result_field.name
     for result_field in dataclasses.fields(Result)
@@ -190,6 +233,8 @@ class _Sent:
     backgrounded: bool = False
     abandoned: bool = False
     """Its caller went away (cancelled): nothing will forget it if it becomes a job."""
+    forgotten: bool = False
+    """The backend forgot the job before its end came: the supervisor is told at its end."""
     peeks: deque[_Peek] = field(default_factory=deque)
     live: LiveOutput | None = None
     """Where its "live" replies go; None: it did not ask for them."""
@@ -210,13 +255,17 @@ class SupervisorChannel:
     """One container's supervisor channel, shared by all its concurrent commands."""
 
     def __init__(
-        self, stream: anyio.abc.ByteStream, receive: BufferedByteReceiveStream, pid: int
+        self,
+        stream: anyio.abc.ByteStream,
+        receive: BufferedByteReceiveStream,
+        pid: int,
+        first_id: int = 1,
     ) -> None:
         self._stream = stream
         self._receive = receive
         self.supervisor_pid = pid
         """The supervisor's pid inside the container."""
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(first_id)
         self._sent: dict[int, _Sent] = {}
         """Per command sent: what a reply about it may be. A command's entry stays after a
         cancel, whose reply still comes, and a job's until it is forgotten."""
@@ -226,16 +275,22 @@ class SupervisorChannel:
         self._lost_by_backend = False
         self.on_egress: EgressHandler | None = None
         """Serves the forwarder's requests; None: a request is a protocol error."""
-        self._egress_tasks: anyio.abc.TaskGroup | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        """While served: what the channel sends on its own (egress answers, late forgets)."""
+        self.held: list[HeldJob] = []
+        """The jobs a rejoined supervisor held (followed as if sent on this channel)."""
 
     @classmethod
     async def handshake(
-        cls, stream: anyio.abc.ByteStream
+        cls, stream: anyio.abc.ByteStream, secret: str | None = None
     ) -> tuple[SupervisorChannel, SupervisorHello]:
-        """The supervisor's hello on a new channel; the stream is closed if it fails.
+        """The supervisor's hello on a new channel; the stream is closed if it fails. With
+        `secret`: a channel to a supervisor that waited for a daemon (see REJOIN_DIR), whose
+        hello must prove that secret; the jobs it holds are carried over, and requests are
+        numbered after the last it saw.
 
         Raises OSError, anyio stream errors or ValueError when the peer is not a supervisor
-        of this protocol version.
+        of this protocol version (or not the one that holds `secret`).
         """
         try:
             receive = BufferedByteReceiveStream(stream)
@@ -246,16 +301,43 @@ class SupervisorChannel:
                 raise ValueError(
                     f"supervisor speaks protocol {hello.protocol}, this backend {PROTOCOL}"
                 )
+            if hello.rejoined != (secret is not None):
+                raise ValueError("the supervisor's hello is not the one this channel awaits")
+            if secret is not None and not hmac.compare_digest(
+                hello.proof or "", rejoin_proof(secret)
+            ):
+                raise ValueError("the supervisor's hello does not prove the sandbox's secret")
         except BaseException:
             await stream.aclose()
             raise
-        return cls(stream, receive, hello.pid), hello
+        channel = cls(stream, receive, hello.pid, first_id=hello.last_id + 1)
+        try:
+            for job in hello.jobs:
+                channel._hold(job)
+        except ValueError:
+            await stream.aclose()
+            raise
+        channel.held = list(hello.jobs)
+        return channel, hello
+
+    def _hold(self, job: HeldJob) -> None:
+        """A job the supervisor held while no daemon was there: followed as if this channel
+        had sent it (its end, if it came, is already known)."""
+        sent = _Sent(output_bound(job.max_output_bytes), may_background=False)
+        sent.backgrounded = True
+        if job.end is not None:
+            if (job.end.id, job.end.phase) != (job.id, "end"):
+                raise ValueError(f"the supervisor's hello holds job {job.id} with another's end")
+            end = dict(job.end)
+            sent.end_reply = SupervisorReply.model_construct(**end, stdout="", stderr="")
+            sent.ended.set()
+        self._sent[job.id] = sent
 
     async def serve(self) -> None:
         """Hand replies to their waiters until the channel ends, then fail the rest."""
-        async with anyio.create_task_group() as self._egress_tasks:
+        async with anyio.create_task_group() as self._tasks:
             await self._serve_replies()
-            self._egress_tasks.cancel_scope.cancel()
+            self._tasks.cancel_scope.cancel()
 
     async def _serve_replies(self) -> None:
         reason = "it closed the connection"
@@ -315,14 +397,14 @@ class SupervisorChannel:
         if self.on_egress is None:
             raise _BadReply("it asked for an egress connection, which this sandbox has not")
         handler = self.on_egress
-        assert self._egress_tasks is not None
+        assert self._tasks is not None
 
         async def open_and_answer() -> None:
             ready = await handler(number)
             answer = {"op": "egress", "id": number, "ready": ready}
             await self._send(json.dumps(answer).encode() + b"\n")
 
-        self._egress_tasks.start_soon(open_and_answer)
+        self._tasks.start_soon(open_and_answer)
 
     @staticmethod
     def _check_phase(head: ReplyHead, sent: _Sent) -> None:
@@ -360,10 +442,12 @@ class SupervisorChannel:
         else:
             sent.end_reply = reply
             sent.ended.set()
-            if not sent.backgrounded or sent.abandoned:
+            if not sent.backgrounded or sent.abandoned or sent.forgotten:
                 # WHY now: held until forgotten, its output (as large as its request
                 # allowed) would stay in the daemon's memory; its waiter has it.
                 del self._sent[reply.id]
+            if sent.forgotten and self._tasks is not None:
+                self._tasks.start_soon(self._send_forget, reply.id)
         if not sent.first.is_set():
             sent.first_reply = reply
             sent.first.set()
@@ -429,8 +513,19 @@ class SupervisorChannel:
         await self._send(b'{"op": "kill", "id": %d}\n' % command_id)
 
     async def forget(self, command_id: int) -> None:
-        """The backend is done with a job: the supervisor may drop its output."""
-        if self._sent.pop(command_id, None) is not None and self.lost_reason is None:
+        """The backend is done with a job: the supervisor may drop its output (once the job
+        ended: its end, which still comes, is expected until then)."""
+        sent = self._sent.get(command_id)
+        if sent is None:
+            return
+        if not sent.ended.is_set():
+            sent.forgotten = True
+            return
+        del self._sent[command_id]
+        await self._send_forget(command_id)
+
+    async def _send_forget(self, command_id: int) -> None:
+        if self.lost_reason is None:
             with anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
                 await self._send(b'{"op": "forget", "id": %d}\n' % command_id)
 
@@ -487,14 +582,37 @@ class SupervisorChannel:
 
 class ChannelFifos:
     """The supervisor's two FIFOs (`in`, `out`), made and opened on the host before its
-    container starts (sandboxd.docker.fifo)."""
+    container starts (sandboxd.docker.fifo); or, for a supervisor that waits for a daemon,
+    before they appear in its REJOIN_DIR (`rejoin`)."""
 
-    def __init__(self, pair: FifoPair) -> None:
+    def __init__(self, pair: FifoPair, secret: str | None = None) -> None:
         self._pair: FifoPair | None = pair
+        self._secret = secret
 
     @classmethod
     def make(cls, control_dir: Path, uid: int, gid: int) -> ChannelFifos:
         return cls(FifoPair.make(control_dir / OUT_FIFO, control_dir / IN_FIFO, uid, gid))
+
+    @classmethod
+    def rejoin(cls, control_dir: Path, secret: str, uid: int, gid: int) -> ChannelFifos:
+        """A new channel to the supervisor that holds `secret`: its FIFOs made and opened
+        under names of no meaning, then renamed to those the secret gives (`in` first): once
+        the supervisor finds `out`, both are there and this end holds them. Raises OSError."""
+        directory = control_dir / REJOIN_DIR
+        in_name, out_name = rejoin_names(secret)
+        unlink(directory / in_name, directory / out_name)  # a daemon's that died meanwhile
+        spare = secrets.token_hex(8)
+        made = FifoPair.make(directory / f"{spare}.out", directory / f"{spare}.in", uid, gid)
+        try:
+            os.rename(made.paths[1], directory / in_name)
+            os.rename(made.paths[0], directory / out_name)
+        except BaseException:
+            for fd in made.stream.detach():
+                if fd is not None:
+                    os.close(fd)
+            unlink(*made.paths, directory / in_name, directory / out_name)
+            raise
+        return cls(FifoPair((directory / out_name, directory / in_name), made.stream), secret)
 
     async def handshake(self) -> tuple[SupervisorChannel, SupervisorHello]:
         """The channel, once the supervisor said hello (it opened both FIFOs before): the
@@ -507,7 +625,7 @@ class ChannelFifos:
         except BaseException:
             await pair.aclose()
             raise
-        channel, hello = await SupervisorChannel.handshake(pair.stream)
+        channel, hello = await SupervisorChannel.handshake(pair.stream, self._secret)
         try:
             pair.settle()
         except OSError:

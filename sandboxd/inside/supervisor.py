@@ -8,10 +8,10 @@ unlinked by the backend right after: the container's profile refuses Unix socket
 process, this one included. It is not dumpable, so no command (the same uid) can read its
 memory or its descriptors through /proc. Before any command can run, it reports what it sees at
 each mount root (device, inode, type: the backend destroys the container if that is not what
-its policy checked) and whether Unix sockets are refused. Then it says hello and serves requests
-until the backend hangs up:
+its policy checked) and whether Unix sockets are refused. Then it says hello, with the secret a
+later daemon needs to reach it again (see "Outliving the daemon"), and serves requests:
 
-    <- {"hello": "sandboxd-supervisor", "protocol": 7, "mounts": [...], ...}
+    <- {"hello": "sandboxd-supervisor", "protocol": 8, "mounts": [...], "secret": ..., ...}
     -> {"op": "run", "id": 7, "command": "ls", "env": {}, "cwd": "/w", "timeout_s": 30.0,
         "max_output_bytes": 32768, "max_saved_output_bytes": 67108864,
         "background_after_s": null}
@@ -48,17 +48,34 @@ with no output, which stays here for "peek" requests until the backend says "for
     <- {"id": 7, "phase": "end", "signal": 15, "stdout_bytes": 0, "stderr_bytes": 0, ...}
     -> {"op": "forget", "id": 7}
 
+Outliving the daemon: when the backend hangs up (its daemon stopped, or was killed), the
+commands it waited for are killed (nobody can hear their end), and jobs go on, their output
+captured as before. With `orphan_ttl_s` in its settings, the supervisor then waits that long
+for a daemon to reach it again: one that knows its secret makes a new FIFO pair in the
+control directory's REJOIN_DIR under the names the secret gives (`rejoin_names`). That
+directory is mode 0311: no process in the sandbox can list it, and none can write to the
+read-only mount; the secret never leaves this process but in the first hello, before any
+command runs, and the daemon keeps it 0600 in its state directory. The new channel's hello
+proves the secret (`rejoin_proof`), reports the mounts again and the jobs it holds (running,
+or ended with their end), and the highest request id it saw (new ones come after it):
+
+    <- {"hello": "sandboxd-supervisor", "protocol": 8, "rejoined": true, "proof": ...,
+        "jobs": [{"id": 7, "started_at": ..., "end": {...}}, ...], "last_id": 9, ...}
+
+No daemon by then (or no `orphan_ttl_s`): every command and job is killed and it exits
+(ORPHANED_EXIT after a wait), which stops the container: nothing lingers on a machine whose
+daemon never comes back.
+
 As PID 1 it cannot be ended from inside: the kernel delivers a process of its PID namespace
 no signal PID 1 has no handler for, and it has none but SIGCHLD's (which only wakes its
 reaper), so `kill -TERM 1`, `kill -INT 1` and a pidfd's signal are dropped. Only SIGKILL from
-outside (the container's removal) ends it, or the backend hanging up.
+outside (the container's removal) ends it, or its wait for a daemon running out.
 
 Each command is `bash -c` in a new session (its own process group), stdin /dev/null, the
 container's environment plus the request's env (the backend sends the non-interactive one,
 logos.options.NONINTERACTIVE_ENV, under the caller's), output captured head+tail with
 bounded memory and saved under /tmp/logos-output-<uid>/ when cut. A timeout or a cancel
-sends SIGTERM to the whole group, then SIGKILL after a short grace. When the backend hangs
-up, every command is killed and the supervisor exits, which stops the container.
+sends SIGTERM to the whole group, then SIGKILL after a short grace.
 
 Background jobs outlive their command (a server started with `&` stays up for the session's
 next commands); if one holds the command's stdout, the reply comes as soon as the shell
@@ -96,11 +113,18 @@ if TYPE_CHECKING:  # for the type checker only: see load_command_modules(), load
     )
     from logos.runners.live import FLUSH_S, LiveOutput, LivePiece
 
-PROTOCOL = 7
+PROTOCOL = 8
 HELLO = "sandboxd-supervisor"
 SETTINGS_FILE = "sandbox.json"
-"""Next to this script: the mount roots to report, and the egress forwarder's port when the
-sandbox has an allowlist ({"port": ...})."""
+"""Next to this script: the mount roots to report ({"mounts": [...]}), the egress
+forwarder's port when the sandbox has an allowlist ({"egress_port": ...}), and how long to
+wait for a daemon once its own is gone ({"orphan_ttl_s": ...}; none: not at all)."""
+REJOIN_DIR = "rejoin"
+"""In the control directory (mode 0311): where a daemon that knows the sandbox's secret makes
+a new channel's FIFOs, under the names `rejoin_names` gives."""
+REJOIN_POLL_S = 0.05
+"""While waiting for a daemon: how often it looks for a new channel's FIFOs."""
+SECRET_BYTES = 32
 IN_FIFO = "in"
 """In the control directory: the backend's requests."""
 OUT_FIFO = "out"
@@ -126,6 +150,10 @@ MAX_ARG_BYTES = 128 * 1024
 """Linux's MAX_ARG_STRLEN: the most one argv or environment string may hold."""
 NO_PYTHON_EXIT = 3
 """Exit status that tells the backend to fall back to `docker exec` for this image."""
+ORPHANED_EXIT = 5
+"""Exit status once no daemon reached it within `orphan_ttl_s` of its own going away."""
+DAEMON_GONE = "the sandbox daemon went away while it ran (whether it finished is unknown)"
+"""Why a command nobody waits for any more was stopped."""
 MAX_KEPT_OUTPUTS = 256
 """Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
 forgets each once its daemon drops the job)."""
@@ -138,11 +166,24 @@ class Command:
     """One running request: its process group, its output and how it is being stopped."""
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], stdout: OutputCapture, stderr: OutputCapture
+        self,
+        proc: subprocess.Popen[bytes],
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+        request: dict[str, Any],
+        generation: int,
     ) -> None:
         self.proc = proc
         self.stdout = stdout
         self.stderr = stderr
+        self.generation = generation
+        """The channel it came on (see Supervisor.generation): a command that is no job
+        answers only there."""
+        self.started_at = time.time()
+        self.timeout_s = float(request["timeout_s"])
+        self.max_output_bytes = int(request["max_output_bytes"])
+        self.end: dict[str, Any] | None = None
+        """A job's end reply (without output) once it ended, for a daemon that rejoins."""
         self.output_lock = threading.Lock()
         """Held while output is written, and while a peek reads it from another thread."""
         self.shown: tuple[int, int] | None = None
@@ -202,6 +243,28 @@ def output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
     }
 
 
+def reply_payload(reply: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A reply's stdout and stderr as raw UTF-8, taken out of it; their lengths put in it."""
+    out = str(reply.pop("stdout", "")).encode("utf-8", "replace")
+    err = str(reply.pop("stderr", "")).encode("utf-8", "replace")
+    reply["stdout_bytes"], reply["stderr_bytes"] = len(out), len(err)
+    return out, err
+
+
+def job_entry(request_id: int, command: Command) -> dict[str, Any]:
+    """A job as a rejoined channel's hello lists it: when it started, its bounds, and its
+    "end" reply (with no output) once it ended."""
+    entry: dict[str, Any] = {
+        "id": request_id,
+        "started_at": command.started_at,
+        "timeout_s": command.timeout_s,
+        "max_output_bytes": command.max_output_bytes,
+    }
+    if command.end is not None:
+        entry["end"] = command.end
+    return entry
+
+
 def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
     """`output`, naming the copy its stream's end reported (its file is closed since)."""
     return CapturedOutput(
@@ -211,14 +274,33 @@ def _with_copy(output: CapturedOutput, ended: CapturedOutput) -> CapturedOutput:
 
 class Supervisor:
     def __init__(
-        self, reading: int, writing: int, shell: str, output_dir: str, control_dir: str
+        self,
+        reading: int,
+        writing: int,
+        shell: str,
+        output_dir: str,
+        control_dir: str,
+        *,
+        secret: str,
+        orphan_ttl_s: float = 0.0,
+        report: Callable[[], dict[str, Any]] = dict,
     ) -> None:
+        """`secret`: what a daemon must know to reach it again once the backend hung up,
+        for up to `orphan_ttl_s` (0: it does not wait); `report`: what a rejoined channel's
+        hello says of the mounts, Unix sockets and egress, looked at again then."""
         self._reading = reading
         self._writing = writing
         self._shell = shell
         self._output_dir = output_dir
         self._control_dir = control_dir
+        self._secret = secret
+        self._orphan_ttl_s = orphan_ttl_s
+        self._report = report
         self._send_lock = threading.Lock()
+        """Held while anything is written to the channel, and while it changes."""
+        self._connected = True
+        self.generation = 0
+        """The channel's number: each daemon that rejoins gets the next one."""
         self._running: dict[int, Command] = {}
         self._kept: dict[int, Command] = {}
         """Ended jobs, whose output stays here for peeks until the backend forgets them."""
@@ -228,34 +310,115 @@ class Supervisor:
         them once it has (a cancel or a hang-up that came first), else None."""
         self._leftover_groups: set[int] = set()
         """Process groups of finished commands that still had members (background jobs)."""
+        self._last_id = 0
+        """The highest request id seen: a rejoined daemon numbers its requests after it."""
+        self._last_active = time.time()
+        """Unix time a request last came or a command last ended."""
+        self._egress_asked: set[int] = set()
+        """The forwarder's requests the backend has not answered yet."""
         self.spawned = Spawned()
         self.on_egress_ready: Callable[[int, bool], None] | None = None
         """The egress forwarder's, for the backend's answers to its requests."""
 
-    def serve(self) -> None:
-        """Serve requests until the backend hangs up, then kill everything still running."""
+    def serve(self) -> int:
+        """Serve requests until the backend hangs up; then wait up to orphan_ttl_s for a
+        daemon to rejoin, and serve it. Once none came, kill everything still running; the
+        exit status to end with."""
+        while True:
+            self._serve_channel()
+            self._host_gone()
+            if self._orphan_ttl_s <= 0:
+                self._kill_all("the backend hung up")
+                return 0
+            channel = await_daemon(self._control_dir, self._secret, self._orphan_ttl_s)
+            if channel is None:
+                self._kill_all(
+                    f"no sandbox daemon came back within {self._orphan_ttl_s:g} s of its going away"
+                )
+                return ORPHANED_EXIT
+            self._rejoin(*channel)
+
+    def _serve_channel(self) -> None:
         pending = bytearray()
         while True:
             try:
                 data = os.read(self._reading, RECEIVE_BYTES)
             except OSError:
-                break
+                return
             if not data:
-                break
+                return
             pending += data
             while (end := pending.find(b"\n")) >= 0:
                 line = bytes(pending[: end + 1])
                 del pending[: end + 1]
                 self.dispatch(line)
+
+    def _host_gone(self) -> None:
+        """The backend hung up: commands that are no job are stopped (their caller's answer
+        went with the backend), the forwarder's waiting connections refused; jobs go on."""
+        with self._send_lock:
+            self._connected = False
+            asked, self._egress_asked = self._egress_asked, set()
         with self._running_lock:
             commands = list(self._running.values())
             for request_id in self._starting:
-                self._starting[request_id] = "the backend hung up"
+                self._starting[request_id] = DAEMON_GONE
         for command in commands:
-            command.stop("the backend hung up")
+            with command.output_lock:  # WHY: it may be going on as a job right now
+                if command.shown is None:
+                    command.stop(DAEMON_GONE)
+        if self.on_egress_ready is not None:
+            for number in asked:
+                self.on_egress_ready(number, False)
+
+    def _kill_all(self, reason: str) -> None:
+        with self._running_lock:
+            commands = list(self._running.values())
+            for request_id in self._starting:
+                self._starting[request_id] = reason
+        for command in commands:
+            command.stop(reason)
         time.sleep(KILL_GRACE_S if commands else 0)
         for command in commands:
             signal_session(command.proc.pid, signal.SIGKILL)
+
+    def _rejoin(self, reading: int, writing: int) -> None:
+        """Serve a new daemon from now on: its hello says which jobs this sandbox holds (each
+        running or with its end), atomically with any end that has yet to be sent."""
+        with self._send_lock:
+            for fd in (self._reading, self._writing):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._reading, self._writing = reading, writing
+            self.generation += 1
+            with self._running_lock:
+                held = [*self._running.items(), *self._kept.items()]
+                jobs = [job_entry(rid, command) for rid, command in held if command.shown]
+            hello = {
+                "hello": HELLO,
+                "protocol": PROTOCOL,
+                "pid": os.getpid(),
+                "shell": self._shell,
+                **self._report(),
+                "rejoined": True,
+                "proof": rejoin_proof(self._secret),
+                "jobs": jobs,
+                "last_id": self._last_id,
+                "last_active": self._last_active,
+            }
+            self._connected = True
+            self._write(json.dumps(hello, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    def ask_egress(self, number: int) -> None:
+        """The forwarder's request for connection `number`'s FIFOs; refused at once while no
+        backend is there to make them."""
+        with self._send_lock:
+            if self._connected:
+                self._egress_asked.add(number)
+                self._write(json.dumps({"egress": number}).encode() + b"\n")
+                return
+        if self.on_egress_ready is not None:
+            self.on_egress_ready(number, False)
 
     def dispatch(self, line: bytes) -> None:
         try:
@@ -268,8 +431,11 @@ class Supervisor:
         if op == "run":
             with self._running_lock:
                 self._starting[request_id] = None
+                self._last_id = max(self._last_id, request_id)
+                self._last_active = time.time()
+            args = (request_id, message, self.generation)
             for attempt in range(SPAWN_ATTEMPTS):
-                worker = threading.Thread(target=self._run, args=(request_id, message), daemon=True)
+                worker = threading.Thread(target=self._run, args=args, daemon=True)
                 try:
                     worker.start()
                     return
@@ -294,6 +460,8 @@ class Supervisor:
             with self._running_lock:
                 self._kept.pop(request_id, None)
         elif op == "egress" and self.on_egress_ready is not None:
+            with self._send_lock:
+                self._egress_asked.discard(request_id)
             self.on_egress_ready(request_id, bool(message.get("ready")))
 
     def _peek(self, request_id: int, since_background: bool) -> None:
@@ -329,43 +497,59 @@ class Supervisor:
             signal_session(group, signal.SIGKILL)
         time.sleep(0.05 * (attempt + 1))  # PID 1 reaps them, which frees their pids
 
-    def send(self, message: dict[str, Any], *payload: bytes) -> None:
+    def send(self, message: dict[str, Any], *payload: bytes, generation: int | None = None) -> None:
+        """Send a line and what follows it, unless no backend is there (or, for `generation`,
+        the channel it was for is gone): nobody would read it."""
         data = json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
-        # A failed send means the backend is gone: serve() sees EOF and cleans up.
-        with self._send_lock, contextlib.suppress(OSError):
-            for part in (data, *payload):
+        with self._send_lock:
+            if generation in (None, self.generation) and self._connected:
+                self._write(data, *payload)
+
+    def _write(self, *parts: bytes) -> None:
+        """Write to the channel (under the send lock). A failed write means the backend is
+        gone: serve() sees the channel end."""
+        with contextlib.suppress(OSError):
+            for part in parts:
                 view = memoryview(part)
                 while view:
                     view = view[os.write(self._writing, view) :]
 
-    def send_reply(self, reply: dict[str, Any]) -> None:
+    def send_reply(self, reply: dict[str, Any], generation: int | None = None) -> None:
         """A command's reply: its JSON line, then stdout and stderr as raw UTF-8."""
-        out = str(reply.pop("stdout", "")).encode("utf-8", "replace")
-        err = str(reply.pop("stderr", "")).encode("utf-8", "replace")
-        reply["stdout_bytes"], reply["stderr_bytes"] = len(out), len(err)
-        self.send(reply, out, err)
+        out, err = reply_payload(reply)
+        self.send(reply, out, err, generation=generation)
 
-    def _run(self, request_id: int, request: dict[str, Any]) -> None:
-        stopped: Command | None = None
+    def _run(self, request_id: int, request: dict[str, Any], generation: int) -> None:
+        command: Command | None = None
         try:
-            reply, stopped = self._execute(request_id, request)
+            reply, command = self._execute(request_id, request, generation)
         except Exception as exc:  # a reply must come back whatever happens
             reply = {"error": f"sandboxd supervisor failed: {type(exc).__name__}: {exc}"}
         finally:
             with self._running_lock:
                 self._starting.pop(request_id, None)
+                self._last_active = time.time()
         reply["id"] = request_id
         reply["phase"] = "end"
-        self.send_reply(reply)
-        if stopped is not None:
+        out, err = reply_payload(reply)
+        line = json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n"
+        with self._send_lock:
+            # WHY under the send lock: a daemon that rejoins meanwhile hears of a job's end
+            # either in its hello or as this reply, never both, never neither.
+            job = command is not None and command.shown is not None
+            if job and command is not None:
+                command.end = reply
+            if self._connected and (job or generation == self.generation):
+                self._write(line, out, err)
+        if command is not None and command.next_escalation() is not None:
             # The shell died of SIGTERM; background processes that ignore it get SIGKILL
             # after the grace, without holding the reply back.
-            finish_kill(stopped)
+            finish_kill(command)
 
     def _execute(
-        self, request_id: int, request: dict[str, Any]
+        self, request_id: int, request: dict[str, Any], generation: int
     ) -> tuple[dict[str, Any], Command | None]:
-        """The reply, and the command when its SIGKILL escalation is still due."""
+        """The reply, and the command when one ran."""
         started = time.monotonic()
         command_text = str(request["command"])
         cwd = str(request["cwd"])
@@ -405,7 +589,8 @@ class Supervisor:
                     return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
             if proc is None:
                 return {"error": OUT_OF_PROCESSES}, None
-            return self._follow(request_id, request, proc, stdout, stderr, started)
+            command = Command(proc, stdout, stderr, request, generation)
+            return self._follow(request_id, request, command, started), command
         finally:
             if proc is not None:
                 self.spawned.pids.discard(proc.pid)
@@ -414,17 +599,15 @@ class Supervisor:
         self,
         request_id: int,
         request: dict[str, Any],
-        proc: subprocess.Popen[bytes],
-        stdout: OutputCapture,
-        stderr: OutputCapture,
+        command: Command,
         started: float,
-    ) -> tuple[dict[str, Any], Command | None]:
+    ) -> dict[str, Any]:
         """Pump a started command's output until it ends (or goes on as a job): its reply."""
+        proc, stdout, stderr = command.proc, command.stdout, command.stderr
         after = request.get("background_after_s")
         background_at = None if after is None else started + float(after)
         oom_kills_before = read_oom_kills()
         prefer_as_oom_victim(proc.pid)
-        command = Command(proc, stdout, stderr)
         live = None
         if request.get("live"):
             load_live_modules()
@@ -441,11 +624,15 @@ class Supervisor:
                 background_at=background_at,
                 on_background=lambda: self._background(request_id, command, started),
                 live=live,
-                on_live=lambda pieces: self._send_live(request_id, pieces),
+                on_live=lambda pieces: self._send_live(request_id, command, pieces),
             )
         finally:
             with self._running_lock:
                 self._running.pop(request_id, None)
+                if command.shown is not None:
+                    # WHY in the same hold: a daemon that rejoins must find the job in one
+                    # of the two, whatever the moment.
+                    self._keep(request_id, command)
                 if group_exists(proc.pid):
                     self._leftover_groups.add(proc.pid)
         with command.output_lock:
@@ -454,7 +641,6 @@ class Supervisor:
         if command.shown is not None:
             # A job: its output stays here for peeks, its end goes without it.
             command.ended = (out, err)
-            self._keep(request_id, command)
         status = proc.returncode
         exit_code = status if status >= 0 else None
         sig = -status if status < 0 else None
@@ -472,7 +658,7 @@ class Supervisor:
         }
         if command.shown is not None:
             reply["stdout"] = reply["stderr"] = ""  # a job's end goes without its output
-        return reply, command if command.next_escalation() is not None else None
+        return reply
 
     def _background(self, request_id: int, command: Command, started: float) -> None:
         """The command is still running at its threshold: it goes on as a job. Called by
@@ -487,23 +673,24 @@ class Supervisor:
                 "phase": "background",
                 "duration_s": time.monotonic() - started,
                 **output_fields(out, err),
-            }
+            },
+            generation=command.generation,
         )
 
-    def _send_live(self, request_id: int, pieces: list[LivePiece]) -> None:
+    def _send_live(self, request_id: int, command: Command, pieces: list[LivePiece]) -> None:
         """What the command printed lately, to whoever watches it (see the docstring)."""
         reply: dict[str, Any] = {"id": request_id, "phase": "live"}
         for piece in pieces:
             reply[piece.stream] = piece.text
             reply[f"{piece.stream}_skipped_bytes"] = piece.skipped_bytes
             reply["last"] = reply.get("last", False) or piece.last
-        self.send_reply(reply)
+        self.send_reply(reply, generation=command.generation)
 
     def _keep(self, request_id: int, command: Command) -> None:
-        with self._running_lock:
-            self._kept[request_id] = command
-            while len(self._kept) > MAX_KEPT_OUTPUTS:
-                del self._kept[next(iter(self._kept))]
+        """Keep an ended job's output for peeks (under the running lock)."""
+        self._kept[request_id] = command
+        while len(self._kept) > MAX_KEPT_OUTPUTS:
+            del self._kept[next(iter(self._kept))]
 
 
 def pump(
@@ -535,9 +722,12 @@ def pump(
                 on_live(pieces)
         if background_at is not None and now >= background_at:
             background_at = None
-            if on_background is not None and command.term_sent_at is None:
+            if on_background is not None:
                 with command.output_lock:
-                    on_background()
+                    # WHY checked under the lock: the backend hanging up stops commands
+                    # that are not jobs under it, and a stopped command is no job.
+                    if command.term_sent_at is None:
+                        on_background()
         wake = min(
             command.next_escalation() or deadline,
             background_at or deadline,
@@ -828,6 +1018,59 @@ def open_channel(control_dir: str) -> tuple[int, int]:
     return reading, writing
 
 
+def rejoin_names(secret: str) -> tuple[str, str]:
+    """(in, out): the FIFOs in REJOIN_DIR through which a daemon that knows `secret` reaches
+    the supervisor again. One-way: knowing them tells nothing of the secret."""
+    import hashlib  # WHY here: only a rejoin needs it, and the start must stay quick
+
+    digest = hashlib.sha256(("sandboxd rejoin " + secret).encode()).hexdigest()
+    return digest[:32] + ".in", digest[32:] + ".out"
+
+
+def rejoin_proof(secret: str) -> str:
+    """What a rejoined channel's hello carries to show it comes from this sandbox's
+    supervisor: only a process that holds the secret can tell it."""
+    import hashlib
+
+    return hashlib.sha256(("sandboxd supervisor " + secret).encode()).hexdigest()
+
+
+def await_daemon(control_dir: str, secret: str, within_s: float) -> tuple[int, int] | None:
+    """A new channel (reading, writing) once a daemon made its FIFOs, or None when none did
+    within `within_s`."""
+    names = rejoin_names(secret)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        channel = open_rejoined(os.path.join(control_dir, REJOIN_DIR), names)
+        if channel is not None:
+            return channel
+        time.sleep(REJOIN_POLL_S)
+    return None
+
+
+def open_rejoined(directory: str, names: tuple[str, str]) -> tuple[int, int] | None:
+    """Both FIFOs, opened without waiting, if the daemon made them and holds its ends (it
+    renames them into place once it does); else None."""
+    flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        reading = os.open(os.path.join(directory, names[0]), os.O_RDONLY | flags)
+    except OSError:
+        return None
+    try:
+        writing = os.open(os.path.join(directory, names[1]), os.O_WRONLY | flags)
+    except OSError:  # not there yet, or nobody reads it (ENXIO)
+        os.close(reading)
+        return None
+    ends = (reading, writing)
+    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in ends):
+        for fd in ends:
+            os.close(fd)
+        return None
+    for fd in ends:
+        os.set_blocking(fd, True)
+    return ends
+
+
 def say_hello(writing: int, shell: str, report: dict[str, Any]) -> None:
     """The first line on the channel: who we are, and `report` (mounts, Unix sockets)."""
     hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": shell}
@@ -849,32 +1092,47 @@ def main(argv: list[str]) -> int:
         print(f"sandboxd supervisor: cannot open its FIFOs: {exc}", file=sys.stderr)
         return 4
     settings = read_settings(__file__)
-    # WHY this order: the mounts are looked at before any command exists.
-    report: dict[str, Any] = {
-        "mounts": report_mounts(list(settings.get("mounts", []))),
-        "unix_sockets": unix_sockets_state(),
-    }
+    mounts = [str(path) for path in settings.get("mounts", [])]
     forwarder = None
     port = settings.get("egress_port")
     if port:
         forwarder = egress_forwarder_module().listen(int(port))
-        report["egress"] = forwarder if isinstance(forwarder, str) else "ready"
+    egress = "off" if forwarder is None else forwarder if isinstance(forwarder, str) else "ready"
+
+    def report() -> dict[str, Any]:
+        """What it sees of its mounts and Unix sockets, and whether its forwarder listens."""
+        return {
+            "mounts": report_mounts(mounts),
+            "unix_sockets": unix_sockets_state(),
+            "egress": egress,
+        }
+
+    secret = os.urandom(SECRET_BYTES).hex()
     shell = pick_shell()
     try:
-        say_hello(writing, shell, report)
+        # WHY now: the mounts are looked at before any command exists.
+        say_hello(writing, shell, {**report(), "secret": secret})
     except OSError:
         return 4  # the backend is gone: there is nothing to serve
     load_command_modules()
     output_dir = argv[2] if len(argv) == 3 else private_output_dir(SAVED_OUTPUT_DIR_IN)
-    supervisor = Supervisor(reading, writing, shell, output_dir, control_dir)
+    supervisor = Supervisor(
+        reading,
+        writing,
+        shell,
+        output_dir,
+        control_dir,
+        secret=secret,
+        orphan_ttl_s=float(settings.get("orphan_ttl_s") or 0),
+        report=report,
+    )
     if os.getpid() == 1:
         become_init(supervisor.spawned)
     if forwarder is not None and not isinstance(forwarder, str):
         supervisor.on_egress_ready = egress_forwarder_module().start(
-            forwarder, control_dir, lambda number: supervisor.send({"egress": number})
+            forwarder, control_dir, supervisor.ask_egress
         )
-    supervisor.serve()
-    return 0
+    return supervisor.serve()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from sandboxd.server.config import DaemonConfig
 from sandboxd.server.http import CLIENT_GONE, Request, Response, error_response
 from sandboxd.server.routes import forks, health, jobs, runs, temenos
 from sandboxd.server.routes.common import SESSIONS_PREFIX, DaemonState, Handler, Problem
+from sandboxd.sessions.job_store import JobStore
 
 _Methods = dict[str, Handler]
 _ROUTES: dict[str, _Methods] = {
@@ -65,15 +66,22 @@ class App:
         config: DaemonConfig,
         audit: AuditLog | None,
         caller_home: Callable[[int], Path | None] = home_of,
+        job_store: JobStore | None = None,
     ) -> None:
+        """`job_store`: where jobs are kept for the next daemon (None: in memory only)."""
         self._daemon = DaemonState(
             backend=backend,
             policy=policy,
             config=config,
             caller_home=caller_home,
             version=sandboxd_version(),
+            job_store=job_store,
         )
         self._audit = audit
+
+    async def restore_jobs(self) -> None:
+        """Take over the jobs the daemon before kept, with what the backend took over."""
+        await self._daemon.jobs.restore(self._daemon.backend.adopted_jobs())
 
     async def __call__(self, request: Request) -> Response:
         arrived = time.time()

@@ -11,17 +11,40 @@ from typing import assert_never
 
 from sandboxd.backend import Backend
 from sandboxd.docker.backend import DockerBackend, EgressSink
+from sandboxd.docker.keeping import Keeping, SpecCheck
+from sandboxd.docker.records import RecordStore
 from sandboxd.egress.proxy import EgressSettings
 from sandboxd.server.config import DaemonConfig
+from sandboxd.server.state_dir import StateDir
 from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.lost import LOST_FILE, LostSessions
 
 
-def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) -> Backend:
-    """The configured backend, not started yet (use it with `async with`).
+def build_backend(
+    config: DaemonConfig,
+    *,
+    on_egress: EgressSink | None = None,
+    keep_in: StateDir | None = None,
+    spec_check: SpecCheck | None = None,
+) -> Backend:
+    """The configured backend, not started yet (use it with `async with`). `keep_in`: the
+    state directory (claimed) its sandboxes are kept in across restarts, each taken over
+    only while `spec_check` finds nothing against it (None: they end with the backend, as
+    for `sandboxd doctor`).
 
     Raises ValueError when the config's values cannot work for it (e.g. no worker)."""
     match config.backend:
         case "docker":
+            keeping = None
+            if keep_in is not None:
+                assert spec_check is not None, "kept sandboxes are held to the policy"
+                keeping = Keeping(
+                    state_id=keep_in.id,
+                    records=RecordStore(keep_in.path),
+                    lost=LostSessions(keep_in.path / LOST_FILE),
+                    orphan_ttl_s=config.orphan_ttl_s,
+                    vet=spec_check,
+                )
             return DockerBackend(
                 image=config.image,
                 idle_ttl_s=config.idle_ttl_s,
@@ -35,6 +58,7 @@ def build_backend(config: DaemonConfig, *, on_egress: EgressSink | None = None) 
                     max_bytes=config.egress_max_bytes,
                 ),
                 on_egress=on_egress,
+                keeping=keeping,
             )
         case unknown:
             assert_never(unknown)

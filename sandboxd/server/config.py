@@ -138,6 +138,11 @@ class DaemonConfig(BaseModel):
     """On SIGTERM/SIGINT, how long running commands may finish before they are killed."""
     idle_ttl_s: Seconds = 600.0
     """A session's containers are removed after this long without a command."""
+    orphan_ttl_s: Seconds = 600.0
+    """How long a sandbox outlives its daemon: once the daemon is gone (stopped without
+    `--remove-sandboxes`, or killed), its sandboxes and their jobs go on, and wait this long
+    for the next daemon on the same state directory to take them over; then they end
+    themselves (their commands and jobs killed)."""
     max_workers: int = Field(default=32, ge=1, le=1024)
     """Threads for blocking Docker API calls (container start, removal, ...); as many again
     for `docker exec` fallback commands, which hold theirs while they run."""

@@ -6,8 +6,11 @@ the daemon's life) makes "is a daemon serving this socket?" a race-free question
 socket (its daemon died) is replaced, a live daemon is an error that says so.
 
 On SIGTERM or SIGINT the daemon stops accepting, lets running commands finish for
-`shutdown_grace_s` (a second signal cuts the grace short), kills the rest, removes every
-container it created and removes its socket.
+`shutdown_grace_s` (a second signal cuts the grace short), has the rest killed, and leaves
+its sandboxes running, their jobs too, for the next daemon on its state directory to take
+over (sandboxd.docker.keeping; they end themselves after `orphan_ttl_s` when none comes).
+On SIGUSR1 (`sandboxd stop --remove-sandboxes`) it removes every sandbox instead. Either way
+it removes its socket. Killed, it leaves its sandboxes as a stop does.
 
 At start it raises its open-files limit, caps connections below it, and fixes how freed
 memory goes back to the system (sandboxd.server.process).
@@ -45,10 +48,16 @@ from sandboxd.server.process import (
     raise_open_files_limit,
     return_freed_memory_promptly,
 )
+from sandboxd.server.spec_check import spec_check
+from sandboxd.server.state_dir import StateDir, StateDirError, claim_state_dir
+from sandboxd.sessions.job_store import JobStore
 
 logger = logging.getLogger(__name__)
 
 _LISTEN_BACKLOG = 512
+REMOVE_SIGNAL = signal.SIGUSR1
+"""Stop, and remove every sandbox (`sandboxd stop --remove-sandboxes`)."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, REMOVE_SIGNAL)
 
 
 class DaemonError(Exception):
@@ -163,16 +172,22 @@ async def serve(config: DaemonConfig, socket_path: Path, config_path: Path | Non
     the file `config` came from (never mountable)."""
     # WHY first: a signal that arrives between binding and serving must not kill the
     # process with its default action, leaving the socket and containers behind.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         open_files = raise_open_files_limit()
         return_freed_memory_promptly()
         bound = bind_socket(socket_path)
         try:
-            audit = _open_state(config)
+            state = _claim_state(config)
             try:
-                await _serve_bound(config, config_path, bound, audit, signals, open_files)
+                audit = _open_audit(config)
+                try:
+                    await _serve_bound(
+                        config, config_path, bound, state, audit, signals, open_files
+                    )
+                finally:
+                    audit.close()
             finally:
-                audit.close()
+                state.release()
         finally:
             bound.release()
     logger.info("stopped; socket %s removed", socket_path)
@@ -247,7 +262,7 @@ def _engine_sockets_from_env(environ: Mapping[str, str]) -> list[Path]:
     return found
 
 
-def _open_state(config: DaemonConfig) -> AuditLog:
+def _claim_state(config: DaemonConfig) -> StateDir:
     try:
         config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -255,6 +270,13 @@ def _open_state(config: DaemonConfig) -> AuditLog:
             f"cannot create the state directory {config.state_dir}: {exc.strerror or exc}; "
             "set state_dir in the config to a directory you can write"
         ) from exc
+    try:
+        return claim_state_dir(config.state_dir)
+    except StateDirError as exc:
+        raise DaemonError(str(exc)) from None
+
+
+def _open_audit(config: DaemonConfig) -> AuditLog:
     try:
         return AuditLog(
             config.audit_log_path,
@@ -269,21 +291,30 @@ async def _serve_bound(
     config: DaemonConfig,
     config_path: Path | None,
     bound: BoundSocket,
+    state: StateDir,
     audit: AuditLog,
     signals: AsyncIterator[signal.Signals],
     open_files: int,
 ) -> None:
+    policy = daemon_policy(config, socket_path=bound.path, config_path=config_path)
     try:
-        backend = build_backend(config, on_egress=audit.write_egress)
+        backend = build_backend(
+            config,
+            on_egress=audit.write_egress,
+            keep_in=state,
+            spec_check=spec_check(policy, config.limits),
+        )
     except ValueError as exc:
         raise DaemonError(str(exc)) from exc
     async with backend:
         app = App(
             backend=backend,
-            policy=daemon_policy(config, socket_path=bound.path, config_path=config_path),
+            policy=policy,
             config=config,
             audit=audit,
+            job_store=JobStore(state.path),
         )
+        await app.restore_jobs()
         server = HttpServer(
             app,
             on_refused=app.refused,
@@ -291,6 +322,7 @@ async def _serve_bound(
             max_connections=connection_cap(config.max_connections, open_files),
         )
         listener = await anyio.abc.SocketListener.from_socket(bound.sock)
+        remove = False
         async with anyio.create_task_group() as group:
 
             async def run_server() -> None:
@@ -307,6 +339,7 @@ async def _serve_bound(
             stopping = False
             async for signum in signals:
                 name = signum.name
+                remove = remove or signum == REMOVE_SIGNAL
                 if not stopping:
                     stopping = True
                     logger.info(
@@ -318,4 +351,7 @@ async def _serve_bound(
                 else:
                     logger.info("%s again: killing running commands now", name)
                     server.cut_grace()
-        logger.info("removing this daemon's containers")
+        if remove:
+            logger.info("removing this daemon's sandboxes")
+        else:
+            await backend.detach()

@@ -134,6 +134,11 @@ class SessionSlots:
                 f"included), the most max_sessions = {self.caps.total} allows: {close_hint} "
                 "max_sessions in the daemon's config"
             )
+        return self.hold(uid)
+
+    def hold(self, uid: int) -> SessionSlot:
+        """A place for a container of `uid` that exists already (one a daemon before this one
+        left running), over the caps if need be: it counts, so new ones wait for room."""
         self._held[uid] += 1
         return SessionSlot(functools.partial(self._give_back, uid))
 

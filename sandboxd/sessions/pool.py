@@ -79,13 +79,14 @@ class WarmPool(Generic[BoxT]):
         settings: PoolSettings,
         *,
         has_room: Callable[[int], bool],
-        start: Callable[[SandboxSpec], Awaitable[BoxT | str]],
+        start: Callable[[SandboxSpec], Awaitable[BoxT]],
         discard: Callable[[BoxT, str], Coroutine[Any, Any, None]],
         usable: Callable[[BoxT], bool],
         spawn: Callable[..., None],
     ) -> None:
         """`has_room(uid)`: whether the session caps leave a place for one more sandbox of
-        `uid`; `start`: a new sandbox for a spec with its slot set, or why not; `discard`: tear
+        `uid`; `start`: a new sandbox for a spec with its slot set (BackendError when it cannot
+        start); `discard`: tear
         one down (its slot given back); `usable`: whether a warm one can still run commands;
         `spawn(fn, *args)`: run a task in the backend's task group."""
         self.settings = settings
@@ -200,6 +201,30 @@ class WarmPool(Generic[BoxT]):
             self._wake = anyio.Event()
             self._trim()
             self._fill()
+
+    def adopt(self, spec: SandboxSpec, box: BoxT) -> bool:
+        """Keep a warm sandbox the daemon before left, as if its spec had just been claimed
+        (it stays while remembered, and goes first when a current spec needs its place);
+        False when the size or memory budget has no room for it (the caller discards it)."""
+        if not self.enabled or self.closed:
+            return False
+        held = [s for s, boxes in self._warm.items() for _ in boxes]
+        memory = sum(s.limits.memory for s in held) + spec.limits.memory
+        if len(held) >= self.settings.size or memory > self.settings.memory:
+            return False
+        self._asked.setdefault(spec, time.monotonic())
+        self._warm.setdefault(spec, []).append(box)
+        return True
+
+    def release(self) -> list[BoxT]:
+        """Fill no more; hand every warm sandbox over, none discarded (the daemon leaves them
+        running for the next one)."""
+        self.closed = True
+        self._asked.clear()
+        self._previous.clear()
+        boxes = self.boxes()
+        self._warm.clear()
+        return boxes
 
     async def close(self) -> None:
         """Fill no more; discard every warm sandbox."""
@@ -320,9 +345,7 @@ class WarmPool(Generic[BoxT]):
             except TooManySessionsError:
                 return  # a caller's start took the last place meanwhile: theirs come first
             except BackendError as exc:
-                started = exc.message
-            if isinstance(started, str):
-                self._failed(spec, started)
+                self._failed(spec, exc.message)
                 return
             if self.closed or spec not in self._asked:
                 await self._discard(started, "its spec was forgotten while it started")

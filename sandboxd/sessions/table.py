@@ -2,22 +2,27 @@
 
 Engine-agnostic bookkeeping any backend shares: one start at a time per (session, spec) (its
 start lock), a place under the session caps from before a sandbox starts until it is torn
-down, idle reaping, retiring (fail in-flight commands, tear down), listing and closing. The
-backend says how a sandbox starts and how it is torn down; see sandboxd.docker.backend.
+down, idle reaping, retiring (fail in-flight commands, tear down), the sessions whose sandbox
+was lost (sandboxd.sessions.lost), listing and closing; and, for a backend that keeps its
+sandboxes across restarts, taking over those of the daemon before (`adopt`) and leaving them
+running at the end (`detach_all`). The backend says how a sandbox starts and how it is torn
+down; see sandboxd.docker.backend.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import anyio
 
-from sandboxd.backend import BackendError, SandboxSpec, SessionInfo
+from sandboxd.backend import BackendError, SandboxSpec, SessionInfo, SessionLostError
 from sandboxd.sessions.caps import SessionCaps, SessionSlot, SessionSlots
+from sandboxd.sessions.lost import LostSandbox, LostSessions
 from sandboxd.sessions.pool import PoolSettings, WarmPool
 
 EVICTED = "removed while idle to make room for another sandbox under the session caps"
@@ -54,6 +59,11 @@ class Sandbox:
     def usable(self) -> bool:
         """Whether it can take a command now; a backend may know better (a dead supervisor)."""
         return self.retired is None
+
+    def stopped_reason(self) -> str | None:
+        """Why it stopped working without anyone ending it (its backend knows: a dead
+        supervisor), before it is retired; None while it works."""
+        return None
 
     def touch(self) -> None:
         self.last_used_at = time.time()
@@ -105,6 +115,16 @@ class Sandbox:
 BoxT = TypeVar("BoxT", bound=Sandbox)
 
 
+class Claimed(NamedTuple, Generic[BoxT]):
+    """What `Sessions.start` found or did."""
+
+    box: BoxT
+    started: bool
+    """This call started it (False: it ran already, or another call started it meanwhile)."""
+    replaced: LostSandbox | None
+    """A fresh start asked for replaced the session's lost sandbox: what was known of it."""
+
+
 @dataclass(eq=False)
 class _Session(Generic[BoxT]):
     id: str
@@ -120,14 +140,19 @@ class Sessions(Generic[BoxT]):
         *,
         caps: SessionCaps,
         idle_ttl_s: float,
-        start: Callable[[str, SandboxSpec], Awaitable[BoxT | str]],
+        start: Callable[[str, SandboxSpec], Awaitable[BoxT]],
         tear_down: Callable[[BoxT, str], Awaitable[None]],
         spawn: Callable[..., None],
         pool: PoolSettings | None = None,
+        lost: LostSessions | None = None,
+        on_handed: Callable[[BoxT], Awaitable[None]] | None = None,
     ) -> None:
-        """`start`: a new sandbox, or why it cannot start; `tear_down`: fail its in-flight
-        commands with the reason and remove it; `spawn(fn, *args)`: run a task in the
-        backend's task group; `pool`: how many sandboxes to keep warm (None: none)."""
+        """`start`: a new sandbox (BackendError, SandboxStartError among them, when it cannot
+        start); `tear_down`: fail its in-flight commands with the reason and remove it;
+        `spawn(fn, *args)`: run a task in the backend's task group; `pool`: how many
+        sandboxes to keep warm (None: none); `lost`: where lost sessions are kept (default: in
+        memory); `on_handed`: told (and waited for) when a warm sandbox becomes a
+        session's."""
         if not idle_ttl_s > 0:
             raise ValueError(f"idle_ttl_s must be > 0 seconds, got {idle_ttl_s}")
         self.slots = SessionSlots(caps)
@@ -135,6 +160,8 @@ class Sessions(Generic[BoxT]):
         self._start = start
         self._tear_down = tear_down
         self._spawn = spawn
+        self._on_handed = on_handed
+        self.lost = lost if lost is not None else LostSessions()
         self._sessions: dict[str, _Session[BoxT]] = {}
         self._start_locks: dict[tuple[str, SandboxSpec], anyio.Lock] = {}
         self.closing = False
@@ -152,51 +179,86 @@ class Sessions(Generic[BoxT]):
             spawn=spawn,
         )
 
-    async def sandbox_for(self, session: str, spec: SandboxSpec) -> BoxT | str:
-        """The session's live sandbox for `spec`, started if needed; or why it cannot be.
+    async def sandbox_for(self, session: str, spec: SandboxSpec) -> BoxT:
+        """The session's live sandbox for `spec`, started if needed.
 
-        Raises BackendError (TooManySessionsError over a cap, shutting down, the backend's)."""
-        box, _ = await self.start(session, spec)
-        return box
+        Raises BackendError (SandboxStartError, SessionLostError, TooManySessionsError over a
+        cap, shutting down, the backend's)."""
+        return (await self.start(session, spec)).box
 
-    async def start(self, session: str, spec: SandboxSpec) -> tuple[BoxT | str, bool]:
-        """`sandbox_for`, and whether this call started the sandbox (False: it was running,
-        or another call started it meanwhile)."""
+    async def start(self, session: str, spec: SandboxSpec, *, fresh: bool = False) -> Claimed[BoxT]:
+        """`sandbox_for`, whether this call started the sandbox, and (`fresh`) the lost one it
+        replaced: a lost session is refused (SessionLostError) unless `fresh`."""
         if self.closing:
             raise shutting_down()
         existing = self.live(session, spec)
         if existing is not None:
-            return existing, False
+            return Claimed(existing, False, None)
         lock = self._start_locks.setdefault((session, spec), anyio.Lock())
         try:
             async with lock:
                 existing = self.live(session, spec)
                 if existing is not None:
-                    return existing, False
-                self.pool.note(spec)
-                warm = self.pool.take(spec)
-                if warm is not None:
-                    warm.hand_to(session)
-                    self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = warm
-                    return warm, True
-                slot = await self._claim(spec)
-                self._being_started.append(spec)
-                try:
-                    started = await self._start(session, spec)
-                except BaseException:
-                    slot.release()
-                    raise
-                finally:
-                    self._being_started.remove(spec)
-                if isinstance(started, str):
-                    slot.release()
-                    return started, False
-                started.slot = slot
-                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = started
-                return started, True
+                    return Claimed(existing, False, None)
+                await self._retire_stopped(session, spec)
+                lost = self.lost.get(session)
+                if lost is not None and not fresh:
+                    raise SessionLostError(session, lost.reason, lost.at)
+                box = await self._new_sandbox(session, spec)
+                self._sessions.setdefault(session, _Session(session)).sandboxes[spec] = box
+                replaced = await self.lost.clear(session) if lost is not None else None
+                return Claimed(box, True, replaced)
         finally:
             if session not in self._sessions:  # the start failed: nothing will retire it
                 self._forget_start_locks(session)
+
+    async def _retire_stopped(self, session: str, spec: SandboxSpec) -> None:
+        """The session's sandbox of `spec` that stopped working and is not retired yet (its
+        backend is about to) is retired now, as lost: no new one may start unawares."""
+        record = self._sessions.get(session)
+        stopped = record.sandboxes.get(spec) if record is not None else None
+        if stopped is None or stopped.retired is not None or stopped.usable():
+            return
+        why = stopped.stopped_reason() or "it stopped working"
+        await self.retire(stopped, why, lost=why)
+
+    async def _new_sandbox(self, session: str, spec: SandboxSpec) -> BoxT:
+        """A warm sandbox for `spec` handed to `session`, or one started for it."""
+        self.pool.note(spec)
+        warm = self.pool.take(spec)
+        if warm is not None:
+            warm.hand_to(session)
+            if self._on_handed is not None:
+                await self._on_handed(warm)
+            return warm
+        slot = await self._claim(spec)
+        self._being_started.append(spec)
+        try:
+            started = await self._start(session, spec)
+        except BaseException:
+            slot.release()
+            raise
+        finally:
+            self._being_started.remove(spec)
+        started.slot = slot
+        return started
+
+    async def remember_lost(self, session: str, spec: SandboxSpec, why: str, name: str) -> None:
+        """The session's sandbox `name` of `spec` is gone, and why, unless nothing was lost
+        with it (a warm one; a temenos caller's, which gets a fresh sandbox every command)."""
+        if session != POOL_SESSION and not spec.reclaimable:
+            await self.lost.mark(session, why, name)
+
+    def adopt(self, box: BoxT) -> bool:
+        """Take over a sandbox the daemon before left running: it holds a place under the
+        caps from now on, even over them (it exists already: new starts wait for room).
+        False when its session has one of its spec already (the caller removes it)."""
+        record = self._sessions.setdefault(box.session, _Session(box.session))
+        if box.spec in record.sandboxes:
+            return False
+        box.slot = self.slots.hold(box.spec.uid)
+        record.sandboxes[box.spec] = box
+        return True
 
     async def _claim(self, spec: SandboxSpec) -> SessionSlot:
         """A place under the caps for a new sandbox of `spec`. Over a cap, the least recently
@@ -284,10 +346,12 @@ class Sessions(Generic[BoxT]):
         return infos
 
     async def close(self, session: str) -> bool:
-        """Kill the session's commands and tear down its sandboxes; False if it is unknown."""
+        """Kill the session's commands and tear down its sandboxes, forget it if it was lost;
+        False if it is unknown."""
+        lost = await self.lost.clear(session)
         record = self._sessions.pop(session, None)
         if record is None:
-            return False
+            return lost is not None
         self._forget_start_locks(session)
         async with anyio.create_task_group() as removals:
             for box in list(record.sandboxes.values()):
@@ -296,21 +360,34 @@ class Sessions(Generic[BoxT]):
                 )
         return True
 
-    async def close_all(self, reason: str) -> None:
-        """Start no sandbox any more; retire every one (shielded: this is the way out)."""
+    async def close_all(self, reason: str, *, lost: str | None = None) -> None:
+        """Start no sandbox any more; retire every one (shielded: this is the way out);
+        `lost`: what their sessions are told at their next start (a next daemon's)."""
         self.closing = True
         with anyio.CancelScope(shield=True):
             await self.pool.close()
             async with anyio.create_task_group() as removals:
                 for box in self.all():
-                    removals.start_soon(self.retire, box, reason)
+                    removals.start_soon(functools.partial(self.retire, box, reason, lost=lost))
             self._sessions.clear()
 
-    async def retire(self, box: BoxT, reason: str) -> None:
-        """Stop using a sandbox: fail its in-flight commands with `reason`, tear it down."""
+    def detach_all(self) -> list[BoxT]:
+        """Start no sandbox any more, and let go of every one, warm ones included, without
+        tearing any down: the backend leaves them to the next daemon."""
+        self.closing = True
+        boxes = [*self.all(), *self.pool.release()]
+        self._sessions.clear()
+        return boxes
+
+    async def retire(self, box: BoxT, reason: str, *, lost: str | None = None) -> None:
+        """Stop using a sandbox: fail its in-flight commands with `reason`, tear it down.
+        `lost`: it ended without its caller asking (its container gone, its supervisor
+        dead), and this is why: the session's next start is refused with it (LostSessions)."""
         if box.retired is not None:
             return
         box.retired = reason
+        if lost is not None:
+            await self.remember_lost(box.session, box.spec, lost, box.name)
         record = self._sessions.get(box.session)
         if record is not None and record.sandboxes.get(box.spec) is box:
             del record.sandboxes[box.spec]
@@ -325,7 +402,7 @@ class Sessions(Generic[BoxT]):
             if box.slot is not None:
                 box.slot.release()
 
-    async def _start_warm(self, spec: SandboxSpec) -> BoxT | str:
+    async def _start_warm(self, spec: SandboxSpec) -> BoxT:
         """A sandbox for the pool, holding its own place under the caps (TooManySessionsError
         when there is none: callers' starts come first, so the pool never waits for one)."""
         slot = self.slots.claim(spec.uid)
@@ -334,10 +411,7 @@ class Sessions(Generic[BoxT]):
         except BaseException:
             slot.release()
             raise
-        if isinstance(started, str):
-            slot.release()
-        else:
-            started.slot = slot
+        started.slot = slot
         return started
 
     async def reap_idle(self) -> None:

@@ -374,6 +374,21 @@ def test_fork_family_runs_against_the_real_engine(tmp_path: Path, docker_client:
     assert section["raw"] == {"mb": plan.fork_mb, "into": plan.fork_into}
 
 
+def test_restore_family_answers_every_session_and_job(tmp_path: Path, docker_client: Any) -> None:
+    section = smoke_section("restore", tmp_path)
+    plan = Plan.smoke()
+    sessions = plan.restore_sessions * plan.restore_iterations
+    jobs = plan.restore_jobs * plan.restore_iterations
+    assert section["raw"] == {
+        "sessions": sessions,
+        "sessions_answered": sessions,
+        "jobs": jobs,
+        "jobs_answered": jobs,
+        "leaked": 0,
+        "lost": 0,
+    }
+
+
 def children_of(parent: int, marker: bytes) -> list[int]:
     """Live processes whose parent is `parent` and whose command line holds `marker`."""
     found = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import doctest
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from logos.models.fitting import default_for_this_machine
+from logos.settings.serve_table import DEFAULT_PORT
 from tests.support.docs_files import check_file
 from tests.support.docs_pages import REPO, Block, blocks, commands_and_outputs, pages
 from tests.support.docs_session import Outcome, page_run
@@ -36,6 +38,10 @@ def _marks(page: Path) -> list[pytest.MarkDecorator]:
         marks.append(pytest.mark.docker)
     if "docs-env: local-model" in page.read_text(encoding="utf-8"):
         marks += [pytest.mark.llama, pytest.mark.slow]
+    if "ray start" in text:
+        marks.append(pytest.mark.ray)
+    if str(DEFAULT_PORT) in text or re.search(r"^logos (serve|view)\b(?!.*--port)", text, re.M):
+        marks.append(pytest.mark.default_port)
     return marks
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS
+from sandboxd.docker.ownership import LABEL_STATE
 from tests.support.batch_model import (
     passed_results,
     project_task,
@@ -18,7 +18,7 @@ from tests.support.batch_model import (
     write_tasks,
 )
 from tests.support.cli_harness import Home, read_jsonl
-from tests.support.sandboxd_harness import containers_of, running_daemon
+from tests.support.sandboxd_harness import running_daemon, state_id
 from tests.support.sse_server import ScriptedServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -61,9 +61,9 @@ def test_sandboxed_tasks_see_only_their_workspace_and_wait_out_a_full_sandbox(
         # every task's session was closed when the task ended
         holder.delete("/v1/sessions/holder")
         deadline = time.monotonic() + 30
-        while containers_of(docker_client, daemon.proc.pid) and time.monotonic() < deadline:
+        while daemon.containers(docker_client) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert containers_of(docker_client, daemon.proc.pid) == []
+        assert daemon.containers(docker_client) == []
     trajectory = read_jsonl(home.work / "out" / lines[0]["trajectory"])
     assert trajectory[0]["runner"] == "sandbox"
     assert trajectory[0]["sandbox"] == "sandboxd"  # the kind `--sandbox` alone names
@@ -84,10 +84,14 @@ def test_a_task_whose_agent_runs_no_command_gets_one_container_for_its_check(
         events = docker_client.events(
             since=since,
             until=time.time() + 1,
-            filters={"type": "container", "event": "create", "label": LABEL_MANAGED},
+            # The daemon's sandboxes carry its state directory's id (they outlive it).
+            filters={
+                "type": "container",
+                "event": "create",
+                "label": f"{LABEL_STATE}={state_id(daemon.state_dir)}",
+            },
             decode=True,
         )
-        owner = f"/{daemon.proc.pid}/"
-        created = [e for e in events if owner in e["Actor"]["Attributes"][LABEL_OWNER_PROCESS]]
+        created = list(events)
     passed_results(home, ["t0", "t1", "t2"])
     assert len(created) == 3, created

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -25,6 +26,7 @@ from sandboxd.backend import (
     Limits,
     Mount,
     SandboxSpec,
+    SessionLostError,
 )
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION
@@ -473,16 +475,27 @@ async def test_a_command_cannot_kill_the_supervisor(backend: DockerBackend) -> N
     assert after.result.stdout == "0\nback\n" and after.sandbox == first.sandbox
 
 
-async def test_a_supervisor_that_dies_gets_a_fresh_container(
+async def test_a_session_whose_supervisor_died_is_lost_until_it_asks_for_a_fresh_sandbox(
     backend: DockerBackend, docker_client: Any
 ) -> None:
-    first = await backend.run("died", spec(), ExecRequest("true"))
+    """Never an empty sandbox under the old name: the session's next command is refused
+    with what happened, until its caller asks for a fresh one (and is told again)."""
+    first = await backend.run("died", spec(), ExecRequest("echo kept > /tmp/kept"))
     docker_client.containers.get(first.sandbox).kill()
-    lost = await backend.run("died", spec(), ExecRequest("echo lost"))
-    if lost.sandbox == first.sandbox:  # sent before the backend saw its channel end
-        assert lost.result.error is not None and "fresh container" in lost.result.error, lost
-    after = await backend.run("died", spec(), ExecRequest("echo back"))
-    assert after.result.stdout == "back\n" and after.sandbox != first.sandbox
+    with contextlib.suppress(SessionLostError):  # sent before the backend saw the channel end
+        raced = await backend.run("died", spec(), ExecRequest("cat /tmp/kept"))
+        assert raced.sandbox == first.sandbox, raced
+        assert raced.result.error is not None and "supervisor" in raced.result.error, raced
+    for _ in range(2):  # the same answer until the caller does something about it
+        with pytest.raises(SessionLostError, match="killed or removed from outside") as lost:
+            await backend.run("died", spec(), ExecRequest("cat /tmp/kept"))
+    assert lost.value.code == "session_lost"
+    fresh = await backend.start("died", spec(), fresh=True)
+    assert fresh.state == "started" and fresh.sandbox != first.sandbox
+    assert fresh.notice is not None and "killed or removed from outside" in fresh.notice
+    after = await backend.run("died", spec(), ExecRequest("cat /tmp/kept; echo back"))
+    assert after.result.stdout == "back\n" and after.sandbox == fresh.sandbox
+    assert await backend.close_session("died")
 
 
 async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> None:
@@ -504,7 +517,8 @@ async def test_commands_cannot_reach_the_supervisor(backend: DockerBackend) -> N
     )
     result = await run(backend, probe)
     assert result.stdout == (
-        "__pycache__\ncapture.py\negress_forwarder.py\nhosts\nlive.py\nsandbox.json\nsupervisor.py\n"
+        "__pycache__\nbeat\ncapture.py\negress_forwarder.py\nhosts\nlive.py\nrejoin\nsandbox.json\n"
+        "supervisor.py\n"
         "Read-only file system\n"
         "Permission denied\n"
         "PermissionError\n"

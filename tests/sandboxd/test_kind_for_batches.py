@@ -17,7 +17,7 @@ from logos.runners.sandboxes import SandboxSettings
 from sandboxd.client.kind import SANDBOXD
 from sandboxd.client.runner import SandboxRunner
 from tests.support.processes import processes_matching
-from tests.support.sandboxd_harness import containers_of, running_daemon, short_dir
+from tests.support.sandboxd_harness import containers_of, remove_kept, running_daemon, short_dir
 
 
 @pytest.mark.docker
@@ -100,6 +100,7 @@ def test_ensure_running_starts_one_daemon_for_concurrent_callers(
                 time.sleep(0.1)
             for container in containers_of(docker_client, pid):
                 container.remove(force=True)
+        remove_kept(docker_client, root / "state")
 
 
 def test_ensure_running_reports_a_daemon_that_cannot_start(

@@ -60,6 +60,7 @@ def test_the_start_request_starts_once_and_answers_a_repeat_at_once(daemon: Daem
             "state": "running",
             "sandbox": started["sandbox"],
             "steps": {},
+            "notice": None,
         }
         ran = http.post("/v1/run", json={"command": "hostname; id -u", "session": session})
         assert ran.json()["sandbox"] == started["sandbox"]

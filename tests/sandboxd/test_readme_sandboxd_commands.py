@@ -16,7 +16,7 @@ COMMANDS = readme_commands("sandboxd")
 
 def test_the_readme_shows_the_commands_this_test_reads() -> None:
     shown = {words[1] for words in COMMANDS}
-    assert {"serve", "doctor", "run", "status", "gc", "mcp", "build-image"} <= shown
+    assert {"serve", "stop", "doctor", "run", "status", "gc", "mcp", "build-image"} <= shown
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=[" ".join(words) for words in COMMANDS])

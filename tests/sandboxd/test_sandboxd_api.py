@@ -23,7 +23,7 @@ from sandboxd.api import (
 def test_the_response_model_has_every_field_of_result() -> None:
     result_fields = {f.name for f in dataclasses.fields(Result)}
     response_fields = {f.name for f in dataclasses.fields(RunResponse)}
-    assert response_fields - result_fields == {"sandbox", "stripped_env_keys"}
+    assert response_fields - result_fields == {"sandbox", "stripped_env_keys", "notice"}
     assert result_fields <= response_fields
 
 
@@ -33,6 +33,7 @@ def test_the_response_json_is_results_fields_then_where_it_ran() -> None:
     assert list(answer) == [f.name for f in dataclasses.fields(Result)] + [
         "sandbox",
         "stripped_env_keys",
+        "notice",
     ]
 
 

@@ -12,8 +12,15 @@ from typing import Any
 import anyio
 import pytest
 
-from sandboxd.backend import BackendError, SandboxSpec, TooManySessionsError
+from sandboxd.backend import (
+    BackendError,
+    SandboxSpec,
+    SandboxStartError,
+    SessionLostError,
+    TooManySessionsError,
+)
 from sandboxd.sessions.caps import SessionCaps
+from sandboxd.sessions.lost import LOST_FILE, LostSessions
 from sandboxd.sessions.table import Sandbox, Sessions
 
 pytestmark = pytest.mark.anyio
@@ -36,11 +43,11 @@ class DirectoryBackend:
         self.starts = 0
         self.refuse_with: str | None = None
 
-    async def start(self, session: str, spec: SandboxSpec) -> DirectorySandbox | str:
+    async def start(self, session: str, spec: SandboxSpec) -> DirectorySandbox:
         self.starts += 1
         await anyio.sleep(0.05)  # other starts of the same sandbox arrive meanwhile
         if self.refuse_with is not None:
-            return self.refuse_with
+            raise SandboxStartError(self.refuse_with)
         path = Path(tempfile.mkdtemp(prefix=f"{session}-", dir=self.root))
         return DirectorySandbox(path.name, session, spec, path)
 
@@ -62,7 +69,14 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
         tasks.cancel_scope.cancel()
 
 
-def make_setup(root: Path, spawn: Callable[..., Any], *, total: int, idle_ttl_s: float) -> Setup:
+def make_setup(
+    root: Path,
+    spawn: Callable[..., Any],
+    *,
+    total: int,
+    idle_ttl_s: float,
+    lost: LostSessions | None = None,
+) -> Setup:
     backend = DirectoryBackend(root)
     sessions: Sessions[DirectorySandbox] = Sessions(
         caps=SessionCaps(total=total, per_caller=total, basis="test"),
@@ -70,12 +84,13 @@ def make_setup(root: Path, spawn: Callable[..., Any], *, total: int, idle_ttl_s:
         start=backend.start,
         tear_down=backend.tear_down,
         spawn=spawn,
+        lost=lost,
     )
     return Setup(sessions, backend)
 
 
 async def test_concurrent_requests_for_one_sandbox_start_it_once(setup: Setup) -> None:
-    found: list[DirectorySandbox | str] = []
+    found: list[DirectorySandbox] = []
 
     async def want() -> None:
         found.append(await setup.sessions.sandbox_for("s", SPEC))
@@ -93,7 +108,8 @@ async def test_a_start_over_the_cap_is_refused_and_a_failed_start_gives_its_plac
 ) -> None:
     await setup.sessions.sandbox_for("a", SPEC)
     setup.backend.refuse_with = "the image is broken"
-    assert await setup.sessions.sandbox_for("b", SPEC) == "the image is broken"
+    with pytest.raises(SandboxStartError, match="the image is broken"):
+        await setup.sessions.sandbox_for("b", SPEC)
     setup.backend.refuse_with = None
     await setup.sessions.sandbox_for("b", SPEC)
     with pytest.raises(TooManySessionsError, match="max_sessions"):
@@ -122,6 +138,56 @@ async def test_a_retired_sandbox_is_replaced_by_a_fresh_one(setup: Setup) -> Non
     assert box.torn_down_because == "its supervisor stopped"
     fresh = await setup.sessions.sandbox_for("a", SPEC)
     assert fresh is not box and setup.sessions.slots.in_use == 1
+
+
+async def test_a_lost_sandbox_refuses_its_session_until_a_fresh_start_or_a_close(
+    tmp_path: Path,
+) -> None:
+    """Never an empty sandbox under the old name; and a daemon after this one still knows."""
+    async with anyio.create_task_group() as tasks:
+        setup = make_setup(
+            tmp_path,
+            tasks.start_soon,
+            total=4,
+            idle_ttl_s=600,
+            lost=LostSessions(tmp_path / LOST_FILE),
+        )
+        box = await setup.sessions.sandbox_for("a", SPEC)
+        other = await setup.sessions.sandbox_for("b", SPEC)
+        await setup.sessions.retire(box, "its container was removed", lost="it was removed")
+        await setup.sessions.retire(other, "idle for more than 600 s")  # not lost: reaped
+        for _ in range(2):
+            with pytest.raises(SessionLostError, match="it was removed") as refused:
+                await setup.sessions.sandbox_for("a", SPEC)
+        assert refused.value.session == "a" and setup.backend.starts == 2
+        assert (await setup.sessions.sandbox_for("b", SPEC)) is not other
+        later = make_setup(
+            tmp_path,
+            tasks.start_soon,
+            total=4,
+            idle_ttl_s=600,
+            lost=LostSessions(tmp_path / LOST_FILE),
+        )
+        with pytest.raises(SessionLostError):
+            await later.sessions.sandbox_for("a", SPEC)
+        fresh = await later.sessions.start("a", SPEC, fresh=True)
+        assert fresh.started and fresh.replaced is not None
+        assert fresh.replaced.reason == "it was removed"
+        assert (await later.sessions.sandbox_for("a", SPEC)) is fresh.box
+        await setup.sessions.retire(await setup.sessions.sandbox_for("c", SPEC), "x", lost="gone")
+        assert await setup.sessions.close("c")  # a lost session is closed, and forgotten
+        assert (await setup.sessions.sandbox_for("c", SPEC)).session == "c"
+        tasks.cancel_scope.cancel()
+
+
+async def test_taken_over_sandboxes_count_under_the_caps_even_over_them(setup: Setup) -> None:
+    for name in ("a", "b", "c"):
+        assert setup.sessions.adopt(DirectorySandbox(name, name, SPEC, setup.backend.root))
+    assert setup.sessions.slots.in_use == 3  # over the cap of 2: nothing new starts
+    assert not setup.sessions.adopt(DirectorySandbox("a2", "a", SPEC, setup.backend.root))
+    with pytest.raises(TooManySessionsError):
+        await setup.sessions.sandbox_for("d", SPEC)
+    assert (await setup.sessions.sandbox_for("a", SPEC)).name == "a"
 
 
 async def test_after_close_all_no_sandbox_starts(setup: Setup) -> None:

@@ -88,12 +88,13 @@ async def test_the_volumes_go_with_their_container(docker_client: Any) -> None:
         assert await backend.close_session("closed")
         assert volumes_of(docker_client, "closed") == []
         # Its container removed behind the daemon's back: the daemon sees its supervisor
-        # gone, and removes the volumes; the session's next sandbox has volumes of its own.
+        # gone, and removes the volumes; the session's fresh sandbox has volumes of its own.
         (kept,) = backend._sessions.sandboxes_of("kept")
         docker_client.api.remove_container(kept.container_id, force=True)
         with anyio.fail_after(30):
-            while (await backend.run("kept", spec(), ExecRequest("true"))).sandbox == kept.name:
+            while backend._sessions.lost.get("kept") is None:
                 await anyio.sleep(0.1)
+        await backend.start("kept", spec(), fresh=True)
         (fresh,) = backend._sessions.sandboxes_of("kept")
         with anyio.fail_after(30):
             while volumes_of(docker_client, "kept") != sorted(v.name for v in fresh.volumes):

@@ -24,7 +24,6 @@ from tests.support.parts import require
 from tests.support.sandboxd_harness import (
     Daemon,
     OtherUser,
-    containers_of,
     python_for_others,
     running_daemon,
 )
@@ -99,7 +98,7 @@ def test_caps_per_caller_and_in_total_refuse_with_429_and_free_on_close(
         assert client.delete("/v1/sessions/mine-1").status_code == 200
     freed = run_as_other("theirs-2")
     assert freed.returncode == 0, freed.stderr
-    assert len(containers_of(docker_client, daemon.proc.pid)) == 3
+    assert len(daemon.containers(docker_client)) == 3
 
 
 @pytest.mark.docker
@@ -115,7 +114,7 @@ def test_concurrent_starts_never_exceed_the_cap(docker_client: Any) -> None:
         for response in responses:
             if response.status_code == 429:
                 assert "max_sessions" in _refusal(response)
-        assert len(containers_of(docker_client, daemon.proc.pid)) == 3
+        assert len(daemon.containers(docker_client)) == 3
         assert "at most 3 sandbox containers, 3 per caller" in daemon.output()
 
 
@@ -187,7 +186,7 @@ def test_sessions_started_without_a_command_count_against_the_caps(docker_client
         statuses = sorted(answer.status_code for answer in answers)
         assert statuses == [200, 200, 429, 429, 429], [a.text for a in answers]
         assert "max_sessions" in _refusal(next(a for a in answers if a.status_code == 429))
-        assert len(containers_of(docker_client, daemon.proc.pid)) == 2
+        assert len(daemon.containers(docker_client)) == 2
         # A running session's start is never refused: it takes no new place.
         running = next(n for n, a in enumerate(answers) if a.status_code == 200)
         again = http.post(f"/v1/sessions/cap-{running}/start", json={})

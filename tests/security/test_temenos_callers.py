@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.support.sampling import PeakOf, rss_bytes
-from tests.support.sandboxd_harness import Daemon, containers_of, running_daemon
+from tests.support.sandboxd_harness import Daemon, running_daemon
 
 pytestmark = pytest.mark.docker
 
@@ -31,7 +31,7 @@ def _run(http: httpx.Client, caller: str, command: str = "echo ok") -> httpx.Res
 
 def _most_containers(docker_client: Any, daemon: Daemon) -> PeakOf:
     """The most live containers of the daemon seen while the `with` block runs."""
-    return PeakOf(lambda: len(containers_of(docker_client, daemon.proc.pid)), interval_s=0.2)
+    return PeakOf(lambda: len(daemon.containers(docker_client)), interval_s=0.2)
 
 
 @pytest.mark.timeout(600)
@@ -46,7 +46,7 @@ def test_sixty_sequential_callers_under_a_cap_of_four_all_run(docker_client: Any
                 assert answer.status_code == 200, (index, answer.text)
                 assert answer.json() == {"stdout": f"{index}\n", "stderr": "", "exit_code": 0}
         after = rss_bytes(daemon.proc.pid)
-        live = len(containers_of(docker_client, daemon.proc.pid))
+        live = len(daemon.containers(docker_client))
         health = http.get("/v1/health").json()
     print(
         f"60 sequential callers, cap 4: at most {seen.peak} live containers, {live} at the "

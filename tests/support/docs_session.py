@@ -28,9 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandboxd.paths import default_state_dir
 from tests.support.docs_model import answer_by_rules
 from tests.support.docs_pages import REPO, Block, model_script
-from tests.support.sandboxd_harness import containers_of, remove_with_volumes, short_dir
+from tests.support.sandboxd_harness import (
+    containers_of,
+    remove_kept,
+    remove_with_volumes,
+    short_dir,
+)
 from tests.support.sse_server import ScriptedServer
 
 BLOCK_TIMEOUT_S = 300.0
@@ -248,6 +254,8 @@ class PageRun:
                 for container in containers_of(docker_client, pid):
                     with contextlib.suppress(Exception):
                         remove_with_volumes(container)
+            # A stopped daemon keeps its sandboxes for the next one on its state directory.
+            remove_kept(docker_client, default_state_dir(self.env))
 
 
 def _segments(script: str) -> list[str]:

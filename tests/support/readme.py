@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from mcp import StdioServerParameters
 
-from sandboxd.paths import user_runtime_dir
+from sandboxd.paths import default_state_dir, user_runtime_dir
 from tests.support.docs_pages import blocks, pages
 from tests.support.mcp_servers import inspector
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
-from tests.support.sandboxd_harness import containers_of
+from tests.support.sandboxd_harness import containers_of, remove_kept
 
 REPO = Path(__file__).resolve().parents[2]
 SHELL_SYNTAX = frozenset({"|", "||", "&", "&&", ";"})
@@ -261,6 +261,7 @@ def readme_daemon(docker_client: Any, env: Mapping[str, str], cwd: Path) -> Iter
             for container in containers_of(docker_client, pid):
                 with contextlib.suppress(Exception):
                     container.remove(force=True)
+            remove_kept(docker_client, default_state_dir(env))
 
 
 def read_until(proc: subprocess.Popen[str], pattern: str, timeout: float = 60) -> str:

@@ -21,9 +21,15 @@ import httpx
 import pytest
 
 from sandboxd.docker.backend import DockerBackend
-from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER_PROCESS, LABEL_SESSION
+from sandboxd.docker.ownership import (
+    LABEL_MANAGED,
+    LABEL_OWNER_PROCESS,
+    LABEL_SESSION,
+    LABEL_STATE,
+)
 from sandboxd.docker.scratch import remove_volumes, volumes_in
 from sandboxd.docker.supervisor_client import RunMessage, SupervisorChannel
+from sandboxd.server.state_dir import ID_FILE
 from sandboxd.sessions.caps import SessionCaps
 from tests.support.parts import SANDBOX_IMAGE, require
 from tests.support.processes import log_text, start_logged, stop_server, wait_started
@@ -102,6 +108,11 @@ class Daemon:
 
     def output(self) -> str:
         return log_text(self.log)
+
+    def containers(self, docker_client: Any) -> list[Any]:
+        """Its sandbox containers: those kept in its state directory (it and the daemons
+        before it on that directory made them), running or not."""
+        return kept_containers(docker_client, self.state_dir)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
         """Send `sig` and wait for the exit status."""
@@ -199,6 +210,40 @@ def containers_of(docker_client: Any, pid: int, *, session_prefix: str | None = 
     return found
 
 
+def state_id(state_dir: Path) -> str | None:
+    """The id a daemon gave its state directory (sandboxd.server.state_dir), if one did."""
+    try:
+        return (state_dir / ID_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def kept_containers(docker_client: Any, state_dir: Path) -> list[Any]:
+    """The sandboxes kept in `state_dir` (labelled with its id), running or not."""
+    kept = state_id(state_dir)
+    if kept is None:
+        return []
+    label = {"label": f"{LABEL_STATE}={kept}"}
+    return list(docker_client.containers.list(all=True, filters=label, ignore_removed=True))
+
+
+def kept_volumes(docker_client: Any, state_dir: Path) -> list[str]:
+    """The scratch volumes of the sandboxes kept in `state_dir`."""
+    kept = state_id(state_dir)
+    if kept is None:
+        return []
+    label = {"label": f"{LABEL_STATE}={kept}"}
+    return sorted(v["Name"] for v in docker_client.api.volumes(filters=label)["Volumes"] or [])
+
+
+def remove_kept(docker_client: Any, state_dir: Path) -> None:
+    """Remove what the daemons of `state_dir` kept (a test's own, whatever it left)."""
+    for container in kept_containers(docker_client, state_dir):
+        with contextlib.suppress(Exception):
+            remove_with_volumes(container)
+    remove_volumes(docker_client.api, kept_volumes(docker_client, state_dir))
+
+
 def remove_with_volumes(container: Any) -> None:
     """Remove a sandbox container and its scratch volumes (the engine keeps named ones)."""
     container.remove(force=True)
@@ -241,6 +286,7 @@ def running_daemon(docker_client: Any, config: str = "", **options: Any) -> Iter
         for container in containers_of(docker_client, daemon.proc.pid):
             with contextlib.suppress(Exception):
                 remove_with_volumes(container)
+        remove_kept(docker_client, daemon.state_dir)
         shutil.rmtree(root, ignore_errors=True)
 
 

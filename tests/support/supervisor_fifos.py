@@ -30,12 +30,12 @@ START_TIMEOUT_S = 20.0
 IO_TIMEOUT_S = 20.0
 
 
-def control_dir(tmp_path: Path) -> tuple[Path, Path]:
+def control_dir(tmp_path: Path, orphan_ttl_s: float = 0.0) -> tuple[Path, Path]:
     """A control directory with the supervisor in it (as a container mounts it), and the
-    script."""
+    script; `orphan_ttl_s`: how long it waits for a daemon once the backend hung up."""
     control = tmp_path / "control"
     control.mkdir()
-    return control, install_supervisor(control)
+    return control, install_supervisor(control, orphan_ttl_s=orphan_ttl_s)
 
 
 def make_fifos(control: Path) -> ChannelFifos:
@@ -56,10 +56,12 @@ class Supervised:
 
 
 @contextlib.asynccontextmanager
-async def supervised(tmp_path: Path, output_dir: Path) -> AsyncIterator[Supervised]:
+async def supervised(
+    tmp_path: Path, output_dir: Path, orphan_ttl_s: float = 0.0
+) -> AsyncIterator[Supervised]:
     """A supervisor on this host and the backend's channel to it (not served yet). The
     process is killed (if still running) and reaped on the way out."""
-    control, script = control_dir(tmp_path)
+    control, script = control_dir(tmp_path, orphan_ttl_s)
     fifos = make_fifos(control)
     try:
         process = await anyio.open_process(

@@ -6,6 +6,8 @@ the right group by what it uses:
 
 - a test that starts a Ray cluster runs where every other Ray test runs, one at a time: a
   node takes Ray's fixed default ports beside the one it is given;
+- a test that starts a server on its documented default port (marked `default_port`: the
+  docs' pages that run `logos serve` as a reader would) runs where the others that do run;
 - a test on the shared llama.cpp server (the session fixture `llama_server`) runs where the
   others on it run: one server for them all;
 - a test that uses a fixture shared by its module (a daemon, a served app) runs where the
@@ -52,6 +54,7 @@ def _uses(fixture: str) -> Callable[[pytest.Item], bool]:
 GROUPS = (
     Group("ray", _marked("ray")),
     Group("llama-server", _uses("llama_server")),
+    Group("default-port", _marked("default_port")),
 )
 
 

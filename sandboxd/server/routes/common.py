@@ -26,6 +26,7 @@ from sandboxd.backend import (
     ImageMissingError,
     MountChangedError,
     OutsideCeilingError,
+    SessionLostError,
     TooManySessionsError,
 )
 from sandboxd.policy.policy import Policy
@@ -38,6 +39,7 @@ from sandboxd.server.admission import (
 from sandboxd.server.audit import AuditNote
 from sandboxd.server.config import DaemonConfig
 from sandboxd.server.http import PeerCredentials, Request, Response
+from sandboxd.sessions.job_store import JobStore
 from sandboxd.sessions.jobs import JobTable
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -67,6 +69,8 @@ class DaemonState:
     caller_home: Callable[[int], Path | None]
     """The home directory of a uid (its credentials are refused as the daemon's are)."""
     version: str
+    job_store: JobStore | None = None
+    """Where jobs are kept for the next daemon (None: in memory only)."""
     jobs: JobTable = field(init=False)
     output_memory: OutputMemoryBudget = field(init=False)
     path_checks: anyio.CapacityLimiter = field(init=False)
@@ -77,7 +81,9 @@ class DaemonState:
     def __post_init__(self) -> None:
         config = self.config
         self.jobs = JobTable(
-            max_per_caller=config.max_jobs_per_caller, retention_s=config.finished_job_ttl_s
+            max_per_caller=config.max_jobs_per_caller,
+            retention_s=config.finished_job_ttl_s,
+            store=self.job_store,
         )
         self.output_memory = OutputMemoryBudget(
             config.max_output_memory, wait_s=config.max_output_memory_wait_s
@@ -151,7 +157,9 @@ def backend_session(uid: int, session: str) -> str:
 
 
 def backend_problem(exc: BackendError) -> Problem:
-    if isinstance(exc, OutsideCeilingError):
+    if isinstance(exc, SessionLostError):
+        status = 410
+    elif isinstance(exc, OutsideCeilingError):
         status = 403
     elif isinstance(exc, MountChangedError):
         status = 409
@@ -162,3 +170,16 @@ def backend_problem(exc: BackendError) -> Problem:
     else:
         status = 502
     return Problem(status, exc.code, str(exc))
+
+
+def session_lost(session: str, lost: SessionLostError) -> Problem:
+    """The 410 for a caller's session whose sandbox was lost: what happened, and the two
+    ways on."""
+    return Problem(
+        410,
+        lost.code,
+        f"session {session!r} lost its sandbox: {lost.reason}. What its commands made outside "
+        "the allowed paths (/tmp, $HOME), its running commands and its jobs are gone, and "
+        'this request did not run: send it again with if_lost = "fresh" to go on in a '
+        f"fresh, empty sandbox, or close the session (DELETE {SESSIONS_PREFIX}{session})",
+    )

@@ -30,6 +30,7 @@ from sandboxd.backend import (
     ExecRequest,
     Mount,
     SandboxSpec,
+    SessionLostError,
     StartOutcome,
 )
 from sandboxd.policy.errors import PolicyError
@@ -43,6 +44,7 @@ from sandboxd.server.routes.common import (
     backend_problem,
     backend_session,
     identity,
+    session_lost,
 )
 from sandboxd.sessions.jobs import Job, TooManyJobsError
 
@@ -64,6 +66,8 @@ class Placement:
     """A temenos caller's: its idle sandbox may be removed to make room (SandboxSpec)."""
     path_ceiling: PathCeiling | None = None
     """The roots a front granted its caller: every mount must lie within them."""
+    fresh: bool = False
+    """A session whose sandbox was lost gets a fresh one (else it is refused, 410)."""
 
     @classmethod
     def of(cls, body: StartRequest, session: str) -> Placement:
@@ -81,6 +85,7 @@ class Placement:
             path_ceiling=None
             if ceiling is None
             else tuple(CeilingRoot(r.path, r.read_only, r.device, r.inode) for r in ceiling),
+            fresh=body.if_lost == "fresh",
         )
 
 
@@ -127,6 +132,8 @@ class Ran:
     output_memory: Reservation | None
     """Held until the answer has been sent (see `answer`); None when the command never ran."""
     job: Job | None = None
+    notice: str | None = None
+    """What a fresh sandbox replaced (see StartOutcome.notice)."""
 
 
 @contextlib.contextmanager
@@ -240,6 +247,7 @@ async def execute(
         timeout_s=timeout_s,
         output_memory=output_memory,
         job=job,
+        notice=placed.outcome.notice,
     )
 
 
@@ -287,7 +295,11 @@ async def place(
         try:
             # WHY the paths stay pinned only until here: while the sandbox starts and its
             # mounts are checked, and not for the whole (maybe hour-long) command.
-            outcome = await daemon.backend.start(session, checked.spec, wait=wait)
+            outcome = await daemon.backend.start(
+                session, checked.spec, wait=wait, fresh=placement.fresh
+            )
+        except SessionLostError as lost:
+            raise session_lost(placement.session, lost) from None
         except BackendError as exc:
             raise backend_problem(exc) from None
     if outcome.steps:

@@ -66,7 +66,7 @@ async def kill_job(daemon: DaemonState, request: Request, note: AuditNote) -> Re
     """Stop the job if it runs, answer its end (as GET does), and forget it."""
     found = await find_job(daemon, request, JOBS_PREFIX, note)
     if found.status == "running":
-        await found.kill()
+        await daemon.jobs.kill(found)
     response = await _job_answer(daemon, found)
     await daemon.jobs.forget(found)
     return response
@@ -92,7 +92,7 @@ async def answer_with_output(
     reservation = await daemon.reserve_output_memory(job.max_output_bytes)
     try:
         result = await job.backend.output(since_background=since_background)
-        job.mark_read()
+        await daemon.jobs.mark_read(job)
         return answer(result, reservation.release)
     except BaseException:
         reservation.release()

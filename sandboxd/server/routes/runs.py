@@ -58,6 +58,7 @@ async def run(daemon: DaemonState, request: Request, note: AuditNote) -> Respons
             ran.outcome.result,
             sandbox=ran.outcome.sandbox,
             stripped_env_keys=ran.stripped_env_keys,
+            notice=ran.notice,
         )
         return Response.json(200, response, release=release)
 
@@ -80,6 +81,7 @@ async def start_session(daemon: DaemonState, request: Request, note: AuditNote) 
         state=outcome.state,
         sandbox=outcome.sandbox,
         steps=dict(outcome.steps),
+        notice=outcome.notice,
     )
     return Response.json(200, started)
 

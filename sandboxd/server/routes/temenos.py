@@ -129,7 +129,7 @@ async def kill_job(daemon: DaemonState, request: Request, note: AuditNote) -> Re
     found = await find_job(daemon, request, JOBS_PREFIX, note, temenos=True)
     if found.status != "running":
         raise Problem(409, "job_ended", "job already completed")
-    await found.kill()
+    await daemon.jobs.kill(found)
     return await _job_answer(daemon, found)
 
 
