@@ -90,6 +90,8 @@ from sandboxd.docker.ownership import (
     LABEL_STATE,
     OwnerProcess,
     disposition,
+    engine_time,
+    kept_elsewhere,
 )
 from sandboxd.docker.records import SandboxRecord
 from sandboxd.docker.sandbox import KILLED_FROM_OUTSIDE, DockerSandbox
@@ -626,12 +628,16 @@ class DockerBackend(AsyncCloseable):
             if container["Id"] in tracked or spared.intersection(names):
                 kept.update(names)
                 continue
+            engine_state = str(container.get("State", ""))
             found = disposition(
                 labels,
-                str(container.get("State", "")),
+                engine_state,
                 self._owner,
                 instance=self.instance_id,
                 state_id=state_id,
+                stopped_at=await self._stopped_at(container["Id"])
+                if kept_elsewhere(labels, engine_state, state_id)
+                else None,
             )
             if found in ("ours", "kept", "sweep"):
                 doomed.append((container["Id"], list(volumes_in(labels).values())))
@@ -656,6 +662,14 @@ class DockerBackend(AsyncCloseable):
             {name for container in listed for name in container.get("Names") or []}
         )
         return len(doomed)
+
+    async def _stopped_at(self, container_id: str) -> float | None:
+        """When a stopped container stopped (epoch seconds); None when the engine cannot say."""
+        try:
+            inspected = await self._engine.call(lambda api: api.inspect_container(container_id))
+        except docker.errors.APIError:  # removed meanwhile
+            return None
+        return engine_time(str((inspected.get("State") or {}).get("FinishedAt", "")))
 
     # Taking over ---------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ daemon finding a managed container (`disposition`):
   * one kept by another state directory's daemon outlives that daemon by design, and
     records no owner process (its maker's end is not its own): while it runs (or is frozen
     by a fork) it is left alone (its supervisor ends it within its orphan time when no
-    daemon comes back); stopped, it is swept;
+    daemon comes back); stopped, it is left to its own daemon for KEPT_STOPPED_GRACE_S
+    (which, coming back, tells its session why the sandbox stopped), then swept;
   * any other is an orphan, which any daemon may sweep, when
       - its owner ran in our boot and our pid namespace, and that exact process (pid AND
         start time, so a recycled pid does not count) is gone; or
@@ -27,6 +28,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 LABEL_MANAGED = "sandboxd.managed"
@@ -38,6 +40,8 @@ LABEL_STATE = "sandboxd.state"
 """On a sandbox its daemon keeps across restarts: the id of that daemon's state directory."""
 STARTING_GRACE_S = 300.0
 """How long a created-but-not-started container of an unverifiable owner is left alone."""
+KEPT_STOPPED_GRACE_S = 300.0
+"""How long another state directory's stopped sandbox is left to its own daemon."""
 
 
 @dataclass(frozen=True)
@@ -103,17 +107,43 @@ def disposition(
     instance: str,
     state_id: str | None,
     now: float | None = None,
+    stopped_at: float | None = None,
 ) -> Disposition:
     """What the daemon `instance` (`me`, keeping its sandboxes in the state directory
-    `state_id`, or None) does with a managed container in engine state `state`."""
+    `state_id`, or None) does with a managed container in engine state `state`, stopped
+    at `stopped_at` (epoch seconds) if known."""
     if labels.get(LABEL_OWNER) == instance:
         return "ours"
     kept_by = labels.get(LABEL_STATE)
     if kept_by is not None and kept_by == state_id:
         return "kept"
-    if kept_by is not None and state in ("running", "paused"):
-        return "leave"
+    if kept_by is not None:
+        if state in ("running", "paused"):
+            return "leave"
+        now = now if now is not None else time.time()
+        if stopped_at is not None and now - stopped_at < KEPT_STOPPED_GRACE_S:
+            return "leave"
     return "sweep" if is_orphan(labels, state, me, now) else "leave"
+
+
+def kept_elsewhere(labels: Mapping[str, str], state: str, state_id: str | None) -> bool:
+    """Whether `disposition` needs the container's stop time: a stopped sandbox another
+    state directory keeps."""
+    kept_by = labels.get(LABEL_STATE)
+    return kept_by is not None and kept_by != state_id and state not in ("running", "paused")
+
+
+def engine_time(text: str) -> float | None:
+    """Epoch seconds of an engine timestamp (RFC 3339, nanoseconds), None if unset."""
+    if not text or text.startswith("0001-"):
+        return None
+    day, _, rest = text.rstrip("Z").partition("T")
+    clock, _, fraction = rest.partition(".")
+    try:
+        moment = datetime.fromisoformat(f"{day}T{clock}+00:00")
+    except ValueError:
+        return None
+    return moment.timestamp() + float(f"0.{fraction[:6] or 0}")
 
 
 def _boot_id() -> str:

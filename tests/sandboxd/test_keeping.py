@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,14 @@ import pytest
 from sandboxd.backend import Limits, Mount, SandboxSpec
 from sandboxd.docker.container import Layout
 from sandboxd.docker.ownership import (
+    KEPT_STOPPED_GRACE_S,
     LABEL_OWNER,
     LABEL_OWNER_PROCESS,
     LABEL_STATE,
     OwnerProcess,
     disposition,
+    engine_time,
+    kept_elsewhere,
 )
 from sandboxd.docker.records import RecordStore, SandboxRecord
 from sandboxd.docker.scratch import ScratchVolume
@@ -44,7 +48,27 @@ def test_a_daemon_takes_over_its_own_kept_sandboxes_and_leaves_other_daemons_run
     for state in ("running", "paused"):  # another state directory's: its daemon comes back
         assert found({LABEL_OWNER: "x", LABEL_STATE: "theirs"}, state) == "leave"
         assert found({LABEL_OWNER: "x", LABEL_STATE: "mine"}, state, None) == "leave"
-    assert found({LABEL_OWNER: "x", LABEL_STATE: "theirs"}, "exited") == "sweep"
+    assert found({LABEL_OWNER: "x", LABEL_STATE: "theirs"}, "exited") == "sweep"  # stop unknown
+    # Stopped lately: left to its own daemon for a while, which tells its session why.
+    now = time.time()
+    stopped = {LABEL_OWNER: "x", LABEL_STATE: "theirs"}
+    assert kept_elsewhere(stopped, "exited", "mine") and not kept_elsewhere(
+        stopped, "running", "mine"
+    )
+    assert not kept_elsewhere(stopped, "exited", "theirs")
+    lately = disposition(
+        stopped, "exited", me, instance="me", state_id="mine", now=now, stopped_at=now - 5
+    )
+    assert lately == "leave"
+    long_ago = now - KEPT_STOPPED_GRACE_S - 1
+    assert (
+        disposition(
+            stopped, "exited", me, instance="me", state_id="mine", now=now, stopped_at=long_ago
+        )
+        == "sweep"
+    )
+    assert engine_time("0001-01-01T00:00:00Z") is None
+    assert engine_time("2026-11-29T06:01:02.123456789Z") == pytest.approx(1795932062.123456)
     # Not kept: the owner process decides (a killed daemon's that kept nothing is swept).
     assert found({LABEL_OWNER: "x", LABEL_OWNER_PROCESS: gone.label}, "running") == "sweep"
     assert found({LABEL_OWNER: "x", LABEL_OWNER_PROCESS: me.label}, "running") == "leave"
