@@ -12,7 +12,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from logos.runners.restarts import never_reached, through_restart
+from logos.runners.restarts import RESTART_WAIT_S, never_reached, through_restart
 from logos.temenos import api as wire
 from logos.temenos.address import TemenosAddress
 
@@ -37,8 +37,10 @@ class JobNotFound(TemenosFailure):
 class TemenosClient:
     """Requests to the daemon at `address`, until `aclose()`."""
 
-    def __init__(self, address: TemenosAddress) -> None:
+    def __init__(self, address: TemenosAddress, *, restart_wait_s: float = RESTART_WAIT_S) -> None:
         self.address = address
+        self.restart_wait_s = restart_wait_s
+        """How long a daemon that answered once and went away is waited for."""
         self.closed = False
         self._reached = False
         """The daemon answered once: a refused connection now is a restart."""
@@ -92,7 +94,9 @@ class TemenosClient:
 
         try:
             response = await through_restart(
-                send, again=lambda exc: self._reached and never_reached(exc)
+                send,
+                again=lambda exc: self._reached and never_reached(exc),
+                wait_s=self.restart_wait_s,
             )
             self._reached = True
             try:

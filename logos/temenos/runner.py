@@ -35,6 +35,7 @@ from logos.result import JobEnd, JobInfo, JobStarted, Result
 from logos.runners.auth_token import AuthToken, TokenError
 from logos.runners.base import Runner
 from logos.runners.capture import CapturedOutput, OutputCapture
+from logos.runners.restarts import RESTART_WAIT_S
 from logos.temenos import api as wire
 from logos.temenos.address import TemenosAddress, resolve_address
 from logos.temenos.client import TemenosClient, TemenosFailure
@@ -99,12 +100,13 @@ class TemenosRunner(Runner):
         network: bool = False,
         caller_id: str | None = None,
         auth_token: AuthToken | None = None,
+        restart_wait_s: float = RESTART_WAIT_S,
     ) -> None:
         self.address = address if isinstance(address, TemenosAddress) else resolve_address(address)
         self.network = network
         self.caller_id = caller_id or f"logos-{secrets.token_hex(6)}"
         self._token = auth_token or AuthToken()
-        self._client = TemenosClient(self.address)
+        self._client = TemenosClient(self.address, restart_wait_s=restart_wait_s)
         self._jobs: dict[str, _Job] = {}
         """The jobs handed out, by the runner's number."""
         self._next_job = 1

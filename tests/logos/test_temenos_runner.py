@@ -151,7 +151,10 @@ async def test_a_daemon_that_dies_while_a_job_runs_is_a_clear_error(
         doomed.proc.send_signal(signal.SIGKILL)
 
     with running_daemon(docker_client, "temenos_background_after_s = 1\n") as doomed:
-        async with TemenosRunner(str(doomed.socket)) as runner, anyio.create_task_group() as group:
+        # WHY a short wait: the runner waits RESTART_WAIT_S for a daemon that went away to come
+        # back; this one never does, and the proof is the same with a shorter wait.
+        dying = TemenosRunner(str(doomed.socket), restart_wait_s=3.0)
+        async with dying as runner, anyio.create_task_group() as group:
             group.start_soon(kill_daemon)
             result = await runner.run("sleep 50", _rw(tmp_path))
     assert result.error is not None and result.exit_code is None and result.duration_s < 30
