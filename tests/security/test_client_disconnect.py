@@ -72,6 +72,11 @@ def _audit(daemon: Daemon) -> list[dict[str, Any]]:
     return [json.loads(line) for line in daemon.audit_log.read_text().splitlines()]
 
 
+def _processes(http: Any, session: str) -> str:
+    answer = http.post("/v1/run", json={"command": "ps -eo args", "session": session})
+    return str(answer.json()["stdout"])
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("pattern", sorted(GOING_AWAY))
 def test_a_client_going_away_kills_its_command(daemon: Daemon, pattern: str) -> None:
@@ -93,10 +98,14 @@ def test_a_client_going_away_kills_its_command(daemon: Daemon, pattern: str) -> 
                 waited = time.monotonic() - gone
                 assert waited < KILLED_WITHIN_S, f"the command still runs {waited:.0f} s later"
                 time.sleep(0.1)
-            processes = http.post("/v1/run", json={"command": "ps -eo args", "session": session})
+            # WHY looked at again: the supervisor kills the group as the daemon lets the
+            # command go; on a busy machine ps may run before the kill has landed.
+            while "sleep 30" in (listed := _processes(http, session)):
+                waited = time.monotonic() - gone
+                assert waited < KILLED_WITHIN_S, f"{waited:.0f} s later:\n{listed}"
+                time.sleep(0.1)
         finally:
             sock.close()
-    assert "sleep 30" not in processes.json()["stdout"], processes.json()["stdout"]
     records = [r for r in _audit(daemon) if r.get("command") == command]
     assert [r["status"] for r in records] == [499], records
 
