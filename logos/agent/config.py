@@ -43,7 +43,7 @@ class Config:
     loop_commands: Sequence[CommandFamily] = ()
     """Commands the loop answers itself (`logos.commands.family`), asked before the policy;
     the jobs' own (`jobs`, `wait %1`, `kill %1`) are added when commands go on as jobs
-    (`exec_options.background_after_s` on a `logos.runners.jobs.JobRunner`)."""
+    (`exec_options.background_after_s` on a `logos.runners.job_runner.JobRunner`)."""
     mcp_servers: Sequence[McpServer] = ()
     """MCP servers whose tools the model may call (`mcp SERVER TOOL {...}`), started for the
     run and stopped after it (`logos.mcp.tools`; needs the `mcp` extra)."""
@@ -108,7 +108,7 @@ class Config:
 
 
 @dataclass(frozen=True)
-class Limits:
+class RunLimits:
     """A run's limits, as a front end resolved them (flags, a request, a task)."""
 
     max_steps: int = DEFAULT_MAX_STEPS

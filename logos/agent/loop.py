@@ -11,7 +11,7 @@ way a run can end keeps the steps and the usage spent so far.
 
 Commands still running at `ExecOptions.background_after_s` go on as jobs (on a runner that
 keeps them): the next envelope after a job ends carries its end, the model waits for or
-stops one with commands the loop answers itself (`logos.commands.jobs`), an answer given
+stops one with commands the loop answers itself (`logos.commands.job_commands`), an answer given
 while jobs still run is answered once with the list of them, and the run stops what is
 left when it ends (`RunResult.jobs`). The runner prepares (e.g. starts its sandbox) while
 the first model request is under way.
@@ -45,7 +45,7 @@ from logos.agent.steps import (
 )
 from logos.agent.turn import StreamedTurn, TurnReader
 from logos.callback import invoke_callback
-from logos.commands.jobs import JobCommands
+from logos.commands.job_commands import JobCommands
 from logos.commands.run_jobs import RunJobs
 from logos.errors import ContextWindowExceededError, LogosError, ProviderError
 from logos.protocol.envelope import format_results
@@ -58,7 +58,7 @@ from logos.protocol.worked_examples import WorkedExamples
 from logos.providers.base import Message, ModelRequest, Usage
 from logos.providers.pricing import context_window_for, estimate_cost
 from logos.result import Result
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 
 MAX_WINDOW_SHRINKS = 3
 WINDOW_SHRINK = 0.7

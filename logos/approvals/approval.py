@@ -28,7 +28,7 @@ from logos.jsonl import utc_now
 from logos.options import ExecOptions
 from logos.result import JobEnd, JobInfo, Result
 from logos.runners.base import Runner
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 
 ApprovalMode: TypeAlias = Literal["auto", "confirm", "never-run"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "confirm", "never-run")
@@ -67,8 +67,8 @@ class ApprovalRunner(Runner):
     """Asks `approver` about each command, then runs it on `inner` or explains why not.
 
     `on_decision` sees every decision first (the audit log and the trajectory use it). When
-    `inner` keeps jobs, so does the wrapper (it is then a `logos.runners.jobs.JobRunner`): waiting
-    for a job, stopping one or listing them asks nobody, as they start no command.
+    `inner` keeps jobs, so does the wrapper (it is then a `logos.runners.job_runner.JobRunner`):
+    waiting for a job, stopping one or listing them asks nobody, as they start no command.
     """
 
     def __new__(

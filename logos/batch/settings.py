@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from logos.agent.config import Limits, ReplySettings
+from logos.agent.config import ReplySettings, RunLimits
 from logos.options import DEFAULT_TIMEOUT_S
 from logos.providers.base import Provider
 from logos.providers.registry import provider_kind
@@ -53,7 +53,7 @@ class BatchSettings:
     model: ModelSpec
     sandbox: BatchSandbox | None = None
     """None: commands run with local bash, in the task's workspace."""
-    limits: Limits = field(default_factory=Limits)
+    limits: RunLimits = field(default_factory=RunLimits)
     """A task's own max_steps, max_time and max_cost win."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Each command's time limit: the agent's, the setup's and the check's."""

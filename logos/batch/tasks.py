@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from logos.agent.config import Limits
+from logos.agent.config import RunLimits
 from logos.errors import MessageError, describe_problem
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
@@ -69,7 +69,7 @@ class TaskSpec(_Strict):
     image: str | None = Field(default=None, min_length=1)
     """The sandbox image (needs --sandbox)."""
 
-    def limits(self, batch: Limits) -> Limits:
+    def limits(self, batch: RunLimits) -> RunLimits:
         """The batch's limits, with the task's own where it sets them."""
         return replace(
             batch,

@@ -13,7 +13,7 @@ from rich.text import Text
 from logos.cli.model import OpenModel
 from logos.cli.render import format_seconds, human_status
 from logos.errors import ProviderError
-from logos.models.hub import Hub
+from logos.models.hf_hub import Hub
 from logos.options import ExecOptions
 from logos.providers.base import Finish, Message, ModelRequest
 from logos.providers.choice import ProviderChoice

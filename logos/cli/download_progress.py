@@ -1,5 +1,5 @@
-"""How a model download shows on stderr (`logos.models.hub.DownloadProgress`): a progress bar on a
-terminal, one plain line as it starts and one as it ends elsewhere (a file, a pipe, `--json`
+"""How a model download shows on stderr (`logos.models.hf_hub.DownloadProgress`): a progress bar on
+a terminal, one plain line as it starts and one as it ends elsewhere (a file, a pipe, `--json`
 runs); and the question asked before the first download."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.text import Text
 
 from logos.cli.render import make_console
-from logos.models.hub import DownloadProgress, RemoteFile, megabytes
+from logos.models.hf_hub import DownloadProgress, RemoteFile, megabytes
 
 
 def download_progress(

@@ -49,7 +49,7 @@ from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError, SettingsError
 from logos.mcp.servers import McpConfigError, McpServer, parse_mcp_option
-from logos.models.hub import Hub
+from logos.models.hf_hub import Hub
 from logos.options.declarations import (
     ALLOW,
     DOWNLOAD_MODELS,

@@ -13,7 +13,7 @@ from typing import TextIO
 from logos.cli.download_progress import ask_to_download, download_progress
 from logos.cli.errors import EXIT_INTERRUPTED, CliError
 from logos.errors import LocalModelError
-from logos.models.hub import Hub, HubError
+from logos.models.hf_hub import Hub, HubError
 from logos.models.llama_server import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
 from logos.providers.choice import ProviderChoice, make_provider

@@ -1,4 +1,4 @@
-"""`logos models`: the GGUF models in the Hugging Face cache (`logos.models.hub`): list, pull,
+"""`logos models`: the GGUF models in the Hugging Face cache (`logos.models.hf_hub`): list, pull,
 rm; the list also shows the models the default is chosen from (`logos.models.fitting`)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from logos.models.fitting import (
     UnknownLocalModel,
     choose_local_model,
 )
-from logos.models.hub import CachedModel, Hub, HubError, HubFile, megabytes
+from logos.models.hf_hub import CachedModel, Hub, HubError, HubFile, megabytes
 
 
 class ModelEntry(BaseModel):

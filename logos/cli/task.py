@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from logos.agent.config import Config, Limits, ReplySettings
+from logos.agent.config import Config, ReplySettings, RunLimits
 from logos.agent.steps import StopReason
 from logos.approvals.approval import ApprovalMode, Approver
 from logos.approvals.rules import ApprovalRules, approver_for
@@ -62,7 +62,7 @@ class TaskPlan:
     exec_options: ExecOptions
     system_prompt: str
     approval: ApprovalMode
-    limits: Limits
+    limits: RunLimits
     trajectory: NewTrajectory | Trajectory
     environ: Mapping[str, str] = field(default_factory=dict)
     input_fd: int = 0

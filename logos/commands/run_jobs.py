@@ -13,7 +13,7 @@ import anyio
 
 from logos.callback import invoke_callback
 from logos.result import JobEnd, JobInfo
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 
 OnJobEnd = Callable[[JobEnd, bool], Awaitable[None] | None]
 """A job ended: its end, and whether the model was shown it (False: the run stopped it as

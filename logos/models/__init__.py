@@ -1,4 +1,4 @@
-"""Local models: GGUF files from the Hugging Face Hub, fetched once into its cache (`hub`), and
+"""Local models: GGUF files from the Hugging Face Hub, fetched once into its cache (`hf_hub`), and
 llama.cpp's server for one file, run in this process (`llama_server`); the providers talk to
 it as to any OpenAI-compatible server.
 

@@ -79,8 +79,8 @@ class ExecOptions:
     """Per stream: how much of a truncated output is saved to a file the model can read."""
     background_after_s: float | None = None
     """A command still running after this many seconds goes on as a job (its result says
-    so, `Result.job`) on a runner that keeps jobs (`logos.runners.jobs.JobRunner`); others ignore
-    it. None: commands are waited for until they end or time out."""
+    so, `Result.job`) on a runner that keeps jobs (`logos.runners.job_runner.JobRunner`); others
+    ignore it. None: commands are waited for until they end or time out."""
     path_ceiling: tuple[CeilingRoot, ...] | None = None
     """The roots `allowed_paths` must lie within, pinned when a front granted them
     (logos.ceiling): a sandbox refuses a path that leads outside them once resolved, however

@@ -1,4 +1,4 @@
-"""Where commands run: the `Runner` protocol (`base`) and the jobs it may keep (`jobs`); local
+"""Where commands run: the `Runner` protocol (`base`) and the jobs it may keep (`job_runner`); local
 bash (`local`), its processes (`process`), their process groups (`group_reaper`) and their
 bounded output (`capture`, which sandboxd shares); sandbox kinds by name (`sandboxes`), the
 token a sandbox daemon may ask for (`auth_token`), and a request through a daemon's restart

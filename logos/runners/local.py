@@ -45,8 +45,8 @@ class LocalRunner(Runner):
     the interpreter exiting, or the program dying by a signal (see `logos.runners.group_reaper`).
     On timeout or cancellation the whole process group is killed: nothing survives it.
 
-    It keeps jobs (`logos.runners.jobs.JobRunner`): with `ExecOptions.background_after_s`, a command
-    still running then goes on in its group, its output flowing into its saved copies, until
+    It keeps jobs (`logos.runners.job_runner.JobRunner`): with `ExecOptions.background_after_s`, a
+    command still running then goes on in its group, its output flowing into its saved copies, until
     it ends, times out, is killed, or the runner closes. It keeps at most `max_jobs` at once.
     """
 

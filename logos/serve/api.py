@@ -52,7 +52,7 @@ LimitsRequest = Annotated[
 ]
 
 
-class RunRequest(_Request):
+class ServedRunRequest(_Request):
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     session: str | None = None
     """Continue this session (default: a new one)."""

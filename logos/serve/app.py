@@ -51,17 +51,17 @@ from logos.errors import RecordFileError
 from logos.providers.base import Usage
 from logos.providers.pricing import Price, estimate_cost
 from logos.records.trajectory import step_to_json
-from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, RunRequest
+from logos.serve.api import ApiError, ApprovalAnswer, NoteRequest, ServedRunRequest
 from logos.serve.approvals import Approvals, RuleBook, RuleRefused, UnknownApproval, too_late
 from logos.serve.change_routes import change_routes
+from logos.serve.event_hub import Published, read_published
 from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.http import changes_stream, event_stream, last_event_id, read_body
-from logos.serve.hub import Published, read_published
 from logos.serve.page import PAGE_FILES, page_response
 from logos.serve.projects.registry import Projects
 from logos.serve.projects.routes import project_routes
 from logos.serve.runs import Runs
-from logos.serve.sessions import SessionBusy, Sessions, UnknownSession
+from logos.serve.sessions import SessionBusy, SessionStore, UnknownSession
 from logos.serve.setup import RunnerChoice, ServerSetup
 
 M = TypeVar("M", bound=BaseModel)
@@ -149,7 +149,7 @@ class _Api:
         self._runs = runs
         self._approvals = approvals
         self._rule_book = rule_book
-        self._sessions: Sessions = runs.sessions
+        self._sessions: SessionStore = runs.sessions
         self._titles: dict[str, str] = {}
         self._tallies: dict[str, LiveTally] = {}
 
@@ -172,7 +172,7 @@ class _Api:
     # Runs -----------------------------------------------------------------------------------
 
     async def start_run(self, request: Request) -> Response:
-        asked = await self._body(request, RunRequest)
+        asked = await self._body(request, ServedRunRequest)
         run = await self._runs.start(asked)
         return JSONResponse(
             {"run": run.id, "session": run.session_id, "events": f"/v1/runs/{run.id}/events"},
@@ -319,7 +319,7 @@ class _Api:
             status_code=201,
         )
 
-    # Sessions -------------------------------------------------------------------------------
+    # SessionStore -------------------------------------------------------------------------------
 
     async def list_sessions(self, request: Request) -> Response:
         return JSONResponse(

@@ -22,8 +22,8 @@ from starlette.routing import Route
 from logos.serve.api import ApiError
 from logos.serve.filechanges.tracker import ChangeTracker, ChangeTrackers, DiffUnavailable
 from logos.serve.filechanges.wire import ChangeList, ChangeScope, FilesChanged
-from logos.serve.projects.engine import Project
 from logos.serve.projects.registry import Projects
+from logos.serve.projects.turns import Project
 from logos.serve.runs import Runs
 
 MAX_QUERY_CHARS = 4096

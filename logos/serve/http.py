@@ -13,7 +13,7 @@ from starlette.responses import StreamingResponse
 
 from logos.errors import describe_invalid
 from logos.serve.api import ApiError
-from logos.serve.hub import Changes
+from logos.serve.event_hub import Changes
 
 M = TypeVar("M", bound=BaseModel)
 

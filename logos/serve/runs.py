@@ -44,16 +44,16 @@ from logos.options.narrowing import NarrowingRefused, asked_in, narrowed, sandbo
 from logos.options.option import Place, requested
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory
-from logos.serve.api import ApiError, RunRequest
+from logos.serve.api import ApiError, ServedRunRequest
 from logos.serve.approvals import Approvals
+from logos.serve.event_hub import Changes, EventLog, read_published
 from logos.serve.filechanges.tracker import (
     ChangeTrackers,
     TurnChanges,
     after_each_turn,
     writable_roots,
 )
-from logos.serve.hub import Changes, EventLog, read_published
-from logos.serve.sessions import SessionBusy, Sessions, UnknownSession, new_id
+from logos.serve.sessions import SessionBusy, SessionStore, UnknownSession, new_id
 from logos.serve.setup import RunnerChoice, ServerSetup
 
 KEPT_FINISHED = 1000
@@ -98,7 +98,7 @@ class Runs:
     def __init__(
         self,
         setup: ServerSetup,
-        sessions: Sessions,
+        sessions: SessionStore,
         approvals: Approvals,
         rules: Verdicts,
         trackers: ChangeTrackers | None = None,
@@ -130,7 +130,7 @@ class Runs:
     def get(self, run_id: str) -> Run | None:
         return self._live.get(run_id) or self._finished.get(run_id)
 
-    async def start(self, request: RunRequest) -> Run:
+    async def start(self, request: ServedRunRequest) -> Run:
         """Check the request, open the session and the run's parts; the run goes on in the
         background. ApiError says what stands in the way."""
         settings = self._setup.settings
@@ -161,7 +161,7 @@ class Runs:
 
     async def _open(
         self,
-        request: RunRequest,
+        request: ServedRunRequest,
         choice: RunnerChoice,
         approval: ApprovalMode,
         options: ExecOptions,
@@ -264,7 +264,7 @@ class Runs:
             self.sessions.release(session_id)
             raise ApiError(409, exc.message) from None
 
-    def _narrowed(self, request: RunRequest) -> tuple[RunnerChoice, ExecOptions, Config]:
+    def _narrowed(self, request: ServedRunRequest) -> tuple[RunnerChoice, ExecOptions, Config]:
         """Where the run's commands run, their options and the run's config: the server's,
         narrowed as the request asks (`logos.options.narrowing`); ApiError for what it may
         not ask (400: malformed, 403: wider than the server's)."""

@@ -33,7 +33,7 @@ from logos.serve.connections import connection_cap, guarded_protocol, open_files
 from logos.serve.filechanges.tracker import ChangeTrackers
 from logos.serve.projects.registry import Projects
 from logos.serve.runs import Runs
-from logos.serve.sessions import Sessions
+from logos.serve.sessions import SessionStore
 from logos.serve.setup import ServerSetup
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -170,7 +170,7 @@ async def serve(
     rule_book = RuleBook.open(setup.rules, setup.state_dir / PAGE_RULES_FILE)
     if rule_book.problem is not None:
         print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
-    sessions = Sessions(setup.state_dir / "sessions")
+    sessions = SessionStore(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
     trackers = ChangeTrackers(setup.state_dir / SNAPSHOTS_DIR)
     runs = Runs(setup, sessions, approvals, rule_book, trackers)

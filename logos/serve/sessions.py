@@ -1,7 +1,7 @@
-"""Sessions: conversations saved as they happen, one directory each.
+"""SessionStore: conversations saved as they happen, one directory each.
 
     <root>/<session id>/session.jsonl             the trajectory (logos.records.trajectory)
-    <root>/<session id>/runs/<run id>.jsonl       each run's event log (logos.serve.hub)
+    <root>/<session id>/runs/<run id>.jsonl       each run's event log (logos.serve.event_hub)
 
 A run on a session continues its conversation; one session has at most one run at a time.
 Ids are random hex: an id of any other shape is unknown, so no request names a path.
@@ -54,7 +54,7 @@ class SessionInfo:
     bytes: int
 
 
-class Sessions:
+class SessionStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         make_private_dir(root)

@@ -38,7 +38,7 @@ from logos.records.events import (
 from logos.records.trajectory import PromptRecord, Trajectory
 from logos.serve.api import ApiError
 from logos.serve.app import guarded, output_query, output_response
-from logos.serve.hub import Published
+from logos.serve.event_hub import Published
 from logos.serve.page import PAGE_FILES, page_response
 
 SAVED_RUN = "saved"

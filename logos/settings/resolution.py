@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar, cast
 
-from logos.agent.config import Limits, ReplySettings
+from logos.agent.config import ReplySettings, RunLimits
 from logos.agent.replies import SMALL_MODEL, ReplyPolicy
 from logos.approvals.approval import ApprovalMode
 from logos.approvals.rules import ApprovalRules, RulesError, load_rules
@@ -189,10 +189,10 @@ def served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
     return choice is None or choice.llama_cpp
 
 
-def limits(flags: Values, config: Values) -> Limits:
+def limits(flags: Values, config: Values) -> RunLimits:
     """The run's limits; a reply's output tokens left unset are the reply policy's
     (`logos.agent.replies`)."""
-    return Limits(
+    return RunLimits(
         max_steps=first_or(DEFAULT_MAX_STEPS, flags[MAX_STEPS], config[MAX_STEPS]),
         max_cost_usd=first(flags[MAX_COST], config[MAX_COST]),
         max_wall_s=first(flags[MAX_TIME], config[MAX_TIME]),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from logos.commands.jobs import job_usage
+from logos.commands.job_commands import job_usage
 from logos.commands.memory import memory_usage
 from logos.errors import SettingsError
 from logos.options import AllowedPath, ExecOptions

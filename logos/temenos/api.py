@@ -28,7 +28,7 @@ class AllowedPath(BaseModel):
     read_only: bool
 
 
-class RunRequest(BaseModel):
+class TemenosRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     command: str

@@ -4,8 +4,8 @@ temenos (seatbelt on macOS, bubblewrap on Linux, inside pods with service-accoun
 and sandboxd's temenos-compatible routes answer the same JSON, so this one client serves
 both. `POST /run` either answers the command's end, or, for a command still running after
 the daemon's background threshold (temenos's is 30 s), a job id. A temenos job is a
-background job, so the runner keeps jobs (a `logos.runners.jobs.JobRunner`): when the caller asks
-for jobs (`ExecOptions.background_after_s`), such a command comes back as job 1, 2, …
+background job, so the runner keeps jobs (a `logos.runners.job_runner.JobRunner`): when the caller
+asks for jobs (`ExecOptions.background_after_s`), such a command comes back as job 1, 2, …
 (numbered by the runner: daemons' ids are not numbers), which `wait_job`, `kill_job` and
 `ended_jobs` follow through `GET /jobs/{id}` and `DELETE /jobs/{id}`; otherwise the runner
 follows the job itself until it ends. Either way a job is killed at its command's timeout if
@@ -211,7 +211,7 @@ class TemenosRunner(Runner):
         except TokenError as exc:
             raise TemenosFailure(str(exc)) from None
         try:
-            body = wire.RunRequest(
+            body = wire.TemenosRunRequest(
                 command=command,
                 env={**NONINTERACTIVE_ENV, **options.env},
                 allowed_paths=[

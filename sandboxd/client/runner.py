@@ -5,7 +5,7 @@ It is sandboxd's own client, as a daemon ships one: to logos it is a `logos.Runn
 daemon, a refused path, the engine down) comes back as `Result.error`, which the loop shows
 to the model: a sandbox problem never ends a run.
 
-It keeps jobs (a `logos.runners.jobs.JobRunner`): a command still running at its background
+It keeps jobs (a `logos.runners.job_runner.JobRunner`): a command still running at its background
 threshold goes on in the session's container, and the daemon's jobs routes report it; its output
 goes on into files in the container, which the session's later commands can read.
 

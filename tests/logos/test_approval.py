@@ -14,9 +14,9 @@ from logos.approvals.approval import (
     AutoApprover,
     NeverRunApprover,
 )
-from logos.commands.jobs import JobCommands
+from logos.commands.job_commands import JobCommands
 from logos.commands.run_jobs import RunJobs
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logos.serve.filechanges.limits import Limits
+from logos.serve.filechanges.limits import ChangeLimits
 from logos.serve.filechanges.tracker import ChangeTracker, TurnChanges, writable_roots
 from logos.serve.filechanges.wire import ChangeList, FilesChanged
 
@@ -146,7 +146,7 @@ async def test_the_repositorys_config_is_never_obeyed(tmp_path: Path) -> None:
 
 async def test_git_bounds_a_huge_change_and_a_huge_file(tmp_path: Path) -> None:
     repo = _repository(tmp_path / "repo")
-    limits = Limits(max_entries=40, max_git_file_bytes=1000)
+    limits = ChangeLimits(max_entries=40, max_git_file_bytes=1000)
     tracker = ChangeTracker(tmp_path / "store", [str(repo)], limits)
     start = await tracker.mark()
     (repo / "big.log").write_text("x" * 5000)
@@ -201,7 +201,7 @@ async def test_plain_directories_list_and_diff_with_difflib(tmp_path: Path) -> N
 async def test_plain_bounds_are_said(tmp_path: Path) -> None:
     root = tmp_path / "work"
     root.mkdir()
-    limits = Limits(max_entries=30, max_text_bytes=100, max_store_bytes=150)
+    limits = ChangeLimits(max_entries=30, max_text_bytes=100, max_store_bytes=150)
     tracker = ChangeTracker(tmp_path / "store", [str(root)], limits)
     start = await tracker.mark()
     (root / "large.txt").write_text("y" * 500)

@@ -18,7 +18,7 @@ import pytest
 
 from logos.approvals import approval
 from logos.approvals.policy import check_command
-from logos.commands.jobs import job_usage
+from logos.commands.job_commands import job_usage
 from logos.protocol import notices
 from logos.protocol.fabricated_result import find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command, looks_like_command

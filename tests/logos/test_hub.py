@@ -1,4 +1,4 @@
-"""GGUF models from the Hugging Face Hub (`logos.models.hub`), fetched through the real
+"""GGUF models from the Hugging Face Hub (`logos.models.hf_hub`), fetched through the real
 huggingface_hub from a real HTTP server that answers as the Hub does
 (tests/support/hub_server.py): no test reaches the real Hub."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from logos.cli.download_progress import PlainDownloadProgress
-from logos.models.hub import DEFAULT_MODEL, Hub, HubError, HubFile, RemoteFile
+from logos.models.hf_hub import DEFAULT_MODEL, Hub, HubError, HubFile, RemoteFile
 from tests.support.hub_server import HubServer, ServedFile, gguf_bytes
 from tests.support.parts import require
 

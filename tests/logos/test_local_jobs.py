@@ -13,7 +13,7 @@ import pytest
 
 from logos import ExecOptions, LocalRunner, execute_blocks_sync
 from logos.result import JobEnd
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 from tests.support.processes import processes_matching
 
 pytestmark = pytest.mark.anyio

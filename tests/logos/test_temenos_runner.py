@@ -17,7 +17,7 @@ from logos.ceiling import ceiling_of
 from logos.options import AllowedPath, ExecOptions
 from logos.result import Result
 from logos.runners.auth_token import AuthToken
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 from logos.temenos.runner import TemenosRunner
 from tests.support.sandboxd_harness import Daemon, running_daemon
 from tests.support.temenos_server import temenos_server

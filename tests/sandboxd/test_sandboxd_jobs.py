@@ -14,7 +14,7 @@ import pytest
 
 from logos import Callbacks, Config, ExecOptions, run
 from logos.result import Result
-from logos.runners.jobs import JobRunner
+from logos.runners.job_runner import JobRunner
 from sandboxd.client.runner import SandboxRunner
 from tests.support.sandboxd_harness import (
     Daemon,

@@ -1,5 +1,5 @@
 """A real HTTP server that serves files the way the Hugging Face Hub serves them to
-huggingface_hub 2.4, for tests of `logos.models.hub` and `logos models`: no test reaches the
+huggingface_hub 2.4, for tests of `logos.models.hf_hub` and `logos models`: no test reaches the
 real Hub.
 
 It answers the routes and headers huggingface_hub reads (`get_hf_file_metadata`, `http_get`,

@@ -31,8 +31,8 @@ def find_test_gguf() -> Path | None:
 
 
 def find_default_gguf() -> Path | None:
-    """The default model's own file (`logos.models.hub.DEFAULT_MODEL`, which a newcomer's first run
-    fetches from the Hub), for the tests that play that first run: `LOGOS_DEFAULT_GGUF`, else
+    """The default model's own file (`logos.models.hf_hub.DEFAULT_MODEL`, which a newcomer's first
+    run fetches from the Hub), for the tests that play that first run: `LOGOS_DEFAULT_GGUF`, else
     the one `scripts/fetch-model qwen2.5-coder-0.5b` put in .cache/models/, else None."""
     configured = os.environ.get("LOGOS_DEFAULT_GGUF")
     if configured:

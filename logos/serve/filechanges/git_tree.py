@@ -9,7 +9,7 @@ command can write `.git/config` (it may write the work tree), and settings such 
 `core.fsmonitor` or a filter driver would make the server run a command of its choosing,
 outside the sandbox. The first snapshot starts from a copy of the repository's index, so
 only new and changed files are hashed; every file the snapshot hashes is counted and
-bounded first (`Limits`).
+bounded first (`ChangeLimits`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from logos.serve.filechanges.limits import Limits, size_text
+from logos.serve.filechanges.limits import ChangeLimits, size_text
 from logos.serve.filechanges.wire import ChangedFile, ChangeStatus, FileDiff
 
 GIT_SETTINGS = (
@@ -103,7 +103,9 @@ class GitTree:
 
     kind: Literal["git"] = "git"
 
-    def __init__(self, root: str, repository: Repository, private: Path, limits: Limits) -> None:
+    def __init__(
+        self, root: str, repository: Repository, private: Path, limits: ChangeLimits
+    ) -> None:
         self.root = root
         self._repository = repository
         self._private = private

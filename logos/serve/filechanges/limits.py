@@ -11,7 +11,7 @@ MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class Limits:
+class ChangeLimits:
     max_entries: int = 10_000
     """Files, links and directories one snapshot of a plain directory visits (in name order);
     for git, the new or changed files (not ignored) one snapshot hashes."""
@@ -42,7 +42,7 @@ class Limits:
     """A file with a NUL byte in its first this many bytes (or not UTF-8) is binary."""
 
 
-LIMITS = Limits()
+LIMITS = ChangeLimits()
 
 
 def size_text(size: int) -> str:

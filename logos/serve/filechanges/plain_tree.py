@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from logos.serve.filechanges.limits import Limits, size_text
+from logos.serve.filechanges.limits import ChangeLimits, size_text
 from logos.serve.filechanges.wire import ChangedFile, ChangeStatus, FileDiff
 
 SKIPPED_DIRECTORIES = frozenset({".git"})
@@ -91,7 +91,7 @@ class FilesTree:
 
     kind: Literal["files"] = "files"
 
-    def __init__(self, root: str, store: BlobStore, limits: Limits) -> None:
+    def __init__(self, root: str, store: BlobStore, limits: ChangeLimits) -> None:
         self.root = root
         self._store = store
         self._limits = limits
@@ -384,5 +384,5 @@ def bounded_text(lines: Iterable[str], most: int) -> tuple[str, bool]:
     return "".join(kept), False
 
 
-def _cut_note(cut: bool, limits: Limits) -> str:
+def _cut_note(cut: bool, limits: ChangeLimits) -> str:
     return f"the diff is longer than {size_text(limits.max_diff_bytes)}: cut there" if cut else ""

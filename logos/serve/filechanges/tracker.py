@@ -29,7 +29,7 @@ from logos.agent.steps import StepMessage
 from logos.callback import invoke_callback
 from logos.jsonl import make_private_dir
 from logos.serve.filechanges.git_tree import GitSnapshot, GitTree, find_repository
-from logos.serve.filechanges.limits import LIMITS, Limits
+from logos.serve.filechanges.limits import LIMITS, ChangeLimits
 from logos.serve.filechanges.plain_tree import BlobStore, FilesSnapshot, FilesTree
 from logos.serve.filechanges.wire import (
     ChangedFile,
@@ -64,7 +64,9 @@ def writable_roots(paths: Sequence[tuple[str, bool]]) -> list[str]:
 class ChangeTracker:
     """Snapshots of some roots, numbered; lists of what changed between two of them."""
 
-    def __init__(self, directory: Path, roots: Sequence[str], limits: Limits = LIMITS) -> None:
+    def __init__(
+        self, directory: Path, roots: Sequence[str], limits: ChangeLimits = LIMITS
+    ) -> None:
         self._directory = directory
         self._limits = limits
         make_private_dir(directory)

@@ -7,7 +7,7 @@ each other with directives (`directives`), each is briefed on its first message
 (`briefing`) and sent what it missed since its own last turn (`context`); guards
 (`guards`) and nested budgets (`budget`) stop a team that goes round in circles or spends
 too much, and ask the person instead. `store` saves it all under the server's state
-directory; `registry` makes, loads and changes projects; `engine` runs a project's turns,
+directory; `registry` makes, loads and changes projects; `turns` runs a project's turns,
 `calls` one agent's call in them; `routes` is the HTTP API.
 
 Pure modules (`directives`, `routing`, `context`, `guards`, `budget`, `briefing`) take text

@@ -25,14 +25,14 @@ from logos.options.narrowing import (
 from logos.options.option import Place, requested
 from logos.serve.api import ApiError
 from logos.serve.approvals import Approvals, RuleBook
+from logos.serve.event_hub import Changes, EventLog
 from logos.serve.filechanges.tracker import ChangeTrackers
-from logos.serve.hub import Changes, EventLog
 from logos.serve.projects.briefing import BriefingError, check_templates
 from logos.serve.projects.calls import runner_choice
-from logos.serve.projects.engine import LOGOS, USER, Project, Services, read_chat
 from logos.serve.projects.events import AgentChanged
 from logos.serve.projects.permissions import pinned, project_ceiling
 from logos.serve.projects.store import ProjectStore
+from logos.serve.projects.turns import LOGOS, USER, Project, Services, read_chat
 from logos.serve.projects.wire import (
     AgentRecord,
     AgentRequest,

@@ -33,9 +33,9 @@ from starlette.routing import Route
 
 from logos.serve.api import ApiError
 from logos.serve.http import M, event_stream, last_event_id, read_body
-from logos.serve.projects.engine import Project
 from logos.serve.projects.events import Resume
 from logos.serve.projects.registry import Projects
+from logos.serve.projects.turns import Project
 from logos.serve.projects.wire import (
     AgentRequest,
     GuardAnswer,

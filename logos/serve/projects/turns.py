@@ -37,8 +37,8 @@ from logos.serve.approvals import (
     UnknownApproval,
     too_late,
 )
+from logos.serve.event_hub import EventLog, read_published
 from logos.serve.filechanges.tracker import ChangeTrackers, TurnChanges, writable_roots
-from logos.serve.hub import EventLog, read_published
 from logos.serve.projects import budget as budgets
 from logos.serve.projects.briefing import Member, briefing
 from logos.serve.projects.calls import CallOutcome, CallPlan, call_agent
