@@ -34,7 +34,7 @@ from typing import Protocol, TypeAlias
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-MAX_DEPTH = 4096
+_MAX_DEPTH = 4096
 """Directories a walk up climbs at most: a deeper one is refused rather than followed."""
 _DIRECTORY_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -117,7 +117,7 @@ def holding_roots(
     fd = os.open(".", _DIRECTORY_FLAGS, dir_fd=directory_fd)
     try:
         info = os.fstat(fd)
-        for _ in range(MAX_DEPTH):
+        for _ in range(_MAX_DEPTH):
             found.extend(by_identity.get((info.st_dev, info.st_ino), ()))
             parent = os.open("..", _DIRECTORY_FLAGS, dir_fd=fd)
             os.close(fd)
@@ -128,7 +128,7 @@ def holding_roots(
             info = above
     finally:
         os.close(fd)
-    raise CeilingError(f"a path lies more than {MAX_DEPTH} directories deep: it is not placed")
+    raise CeilingError(f"a path lies more than {_MAX_DEPTH} directories deep: it is not placed")
 
 
 def admits(holders: Sequence[CeilingRoot], *, read_only: bool) -> bool:

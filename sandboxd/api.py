@@ -25,10 +25,10 @@ MAX_REQUEST_BODY_BYTES = 1024 * 1024
 """Larger request bodies are answered 413 without being read."""
 MAX_OUTPUT_BYTES_LIMIT = 8 * 1024 * 1024
 """Per stream: the most a response may carry, so that one request cannot swell the daemon."""
-MAX_SAVED_OUTPUT_BYTES_LIMIT = 1024 * 1024 * 1024
-DEFAULT_SESSION = "default"
-SESSION_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-_SESSION_RE = re.compile(SESSION_PATTERN)
+_MAX_SAVED_OUTPUT_BYTES_LIMIT = 1024 * 1024 * 1024
+_DEFAULT_SESSION = "default"
+_SESSION_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+_SESSION_RE = re.compile(_SESSION_PATTERN)
 
 
 def is_valid_session_id(session: str) -> bool:
@@ -116,9 +116,9 @@ class RunRequest(StartRequest):
         default=DEFAULT_MAX_OUTPUT_BYTES, ge=64, le=MAX_OUTPUT_BYTES_LIMIT
     )
     max_saved_output_bytes: int = Field(
-        default=DEFAULT_MAX_SAVED_OUTPUT_BYTES, ge=0, le=MAX_SAVED_OUTPUT_BYTES_LIMIT
+        default=DEFAULT_MAX_SAVED_OUTPUT_BYTES, ge=0, le=_MAX_SAVED_OUTPUT_BYTES_LIMIT
     )
-    session: str = Field(default=DEFAULT_SESSION, pattern=SESSION_PATTERN)
+    session: str = Field(default=_DEFAULT_SESSION, pattern=_SESSION_PATTERN)
     background_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """A command still running after this many seconds goes on as a job: the answer has its
     output so far and `job` (see GET /v1/jobs/{id}). None: wait for its end."""
@@ -210,7 +210,7 @@ class ForkRequest(_Request):
     """POST /v1/sessions/{id}/fork: new sessions, each starting from a copy of what the
     session's commands changed outside its mounts (its /tmp and $HOME)."""
 
-    into: tuple[Annotated[str, Field(pattern=SESSION_PATTERN)], ...] = Field(min_length=1)
+    into: tuple[Annotated[str, Field(pattern=_SESSION_PATTERN)], ...] = Field(min_length=1)
     """The new sessions' ids (unused ones; at most the daemon's max_forks)."""
     sandbox: StartRequest | None = None
     """The forks' sandbox settings, as their commands will send them (paths, network,
@@ -320,11 +320,11 @@ MAX_JOB_WAIT_S = 3600.0
 """The longest `wait_s` a GET /v1/jobs/{id} may ask for."""
 JobStatus = Literal["running", "completed", "killed"]
 """temenos's statuses: "killed" when stopped on request, by its timeout, or with its sandbox."""
-JOB_ID_PATTERN = r"^[0-9]{1,12}$"
-_JOB_ID_RE = re.compile(JOB_ID_PATTERN)
+_JOB_ID_PATTERN = r"^[0-9]{1,12}$"
+_JOB_ID_RE = re.compile(_JOB_ID_PATTERN)
 
 
-def is_valid_job_id(job_id: str) -> bool:
+def _is_valid_job_id(job_id: str) -> bool:
     return _JOB_ID_RE.fullmatch(job_id) is not None
 
 
@@ -403,7 +403,7 @@ class TemenosRunRequest(_TemenosRequest):
     def session_id(self) -> str:
         """caller_id as the session when it is a valid session id, else a stable digest of it."""
         if not self.caller_id:
-            return DEFAULT_SESSION
+            return _DEFAULT_SESSION
         if is_valid_session_id(self.caller_id):
             return self.caller_id
         digest = hashlib.sha256(self.caller_id.encode("utf-8", "surrogatepass")).hexdigest()
@@ -412,9 +412,9 @@ class TemenosRunRequest(_TemenosRequest):
 
 TEMENOS_DEFAULT_TIMEOUT_S = 20 * 60
 """temenos's timeout of a run that asks for none (or for 0 or less)."""
-TEMENOS_JOB_ID_PATTERN = r"^[0-9a-f]{6,12}$"
+_TEMENOS_JOB_ID_PATTERN = r"^[0-9a-f]{6,12}$"
 """temenos's job ids: its counter in at least six hex digits (`%06x`)."""
-_TEMENOS_JOB_ID_RE = re.compile(TEMENOS_JOB_ID_PATTERN)
+_TEMENOS_JOB_ID_RE = re.compile(_TEMENOS_JOB_ID_PATTERN)
 
 
 def temenos_job_id(number: int) -> str:

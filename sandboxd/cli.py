@@ -56,13 +56,13 @@ from sandboxd.server.config import (
 )
 
 T = TypeVar("T")
-EXIT_USAGE = 2
-EXIT_SANDBOX_ERROR = 125
+_EXIT_USAGE = 2
+_EXIT_SANDBOX_ERROR = 125
 """`sandboxd run`: the command could not run (as `docker run` does)."""
-EXIT_TIMED_OUT = 124
+_EXIT_TIMED_OUT = 124
 """`sandboxd run`: the command timed out (as `timeout` does)."""
 STOP_TIMEOUT_S = 120.0
-STOP_POLL_S = 0.1
+_STOP_POLL_S = 0.1
 
 
 class CliError(Exception):
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_USAGE
     try:
         code: int = args.handler(args)
     except CliError as exc:
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except (ConfigError, LaunchFileError, SocketPathError) as exc:
         print(f"sandboxd: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_USAGE
     return code
 
 
@@ -311,7 +311,7 @@ def _stop(args: argparse.Namespace) -> int:
                     f"sandboxd (pid {pid}) did not stop within {args.timeout:g} s: see its log "
                     "(a second `sandboxd stop` cuts its grace short)"
                 )
-            time.sleep(STOP_POLL_S)
+            time.sleep(_STOP_POLL_S)
     finally:
         os.close(fd)
     kept = (
@@ -427,7 +427,7 @@ def _run(args: argparse.Namespace) -> int:
 
     words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not words:
-        raise CliError("no command given: sandboxd run [OPTIONS] -- CMD...", EXIT_USAGE)
+        raise CliError("no command given: sandboxd run [OPTIONS] -- CMD...", _EXIT_USAGE)
     command = words[0] if len(words) == 1 else shlex.join(words)
     timeout = args.timeout or DEFAULT_TIMEOUT_S
     try:
@@ -446,7 +446,7 @@ def _run(args: argparse.Namespace) -> int:
             close_session=args.session is None,
         )
     except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise CliError(str(exc), _EXIT_USAGE) from None
 
     async def run_once() -> Result:
         async with runner:
@@ -469,24 +469,24 @@ def _run(args: argparse.Namespace) -> int:
         print("sandboxd: the command ran out of memory and was killed", file=sys.stderr)
     if result.timed_out:
         print(f"sandboxd: timed out after {timeout:g} s", file=sys.stderr)
-        return EXIT_TIMED_OUT
+        return _EXIT_TIMED_OUT
     if result.signal is not None:
         return 128 + result.signal
     if result.exit_code is None:
-        return EXIT_SANDBOX_ERROR
+        return _EXIT_SANDBOX_ERROR
     return result.exit_code
 
 
 def _mcp(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:
-        raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", EXIT_USAGE)
+        raise CliError("sandboxd mcp needs the MCP SDK: pip install 'logos[mcp]'", _EXIT_USAGE)
     try:
         launch = _mcp_launch(args)
     except (CliError, LaunchFileError, SocketPathError) as exc:
         if args.http is not None:  # WHY: a person started it on a terminal, and reads this
             raise
         anyio.run(_serve_launch_failure, str(exc))
-        return EXIT_USAGE
+        return _EXIT_USAGE
     if args.http is None:
         from sandboxd.mcp.server import serve_stdio
 
@@ -508,7 +508,7 @@ def _mcp(args: argparse.Namespace) -> int:
         where = LoopbackHttp(NAME, host, port, token, tuple(args.allow_origin))
         anyio.run(serve_http, launch, where)
     except (ValueError, McpHttpError, TokenFileError) as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise CliError(str(exc), _EXIT_USAGE) from None
     return 0
 
 
@@ -555,7 +555,7 @@ def _mcp_launch(args: argparse.Namespace) -> McpLaunch:
     except SocketPathError:
         raise
     except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise CliError(str(exc), _EXIT_USAGE) from None
 
 
 def _build_image(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from sandboxd.server.backends import build_backend
 from sandboxd.server.config import DaemonConfig
 from sandboxd.sessions.pool import PoolSettings
 
-DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
+_DOCTOR_LIMITS = Limits(memory=256 * 1024**2, cpus=0.5, pids=64, tmp=32 * 1024**2)
 """Small on purpose: the limits check proves they are applied and enforced."""
 
 _Run = Callable[[str], Awaitable[tuple[str, int | None, bool]]]
@@ -102,7 +102,7 @@ async def _container_checks(backend: Backend, config: DaemonConfig, report: _Rep
         network=False,
         uid=uid,
         gid=gid,
-        limits=DOCTOR_LIMITS,
+        limits=_DOCTOR_LIMITS,
     )
 
     async def run(command: str, timeout_s: float = 60.0) -> tuple[str, int | None, bool]:
@@ -154,7 +154,7 @@ async def _container_checks(backend: Backend, config: DaemonConfig, report: _Rep
         await _check_egress(
             backend,
             session,
-            dataclasses.replace(spec, allowed_hosts=(EGRESS_PROBE_ALLOWED,)),
+            dataclasses.replace(spec, allowed_hosts=(_EGRESS_PROBE_ALLOWED,)),
             report,
         )
     finally:
@@ -183,7 +183,7 @@ def _pool_note(pool: PoolSettings, start_s: float, report: _Report) -> None:
     )
 
 
-EGRESS_PROBE_ALLOWED = "allowed.invalid"
+_EGRESS_PROBE_ALLOWED = "allowed.invalid"
 _EGRESS_PROBE = """python3 -c '
 import urllib.request as request
 try:
@@ -274,7 +274,7 @@ async def _check_mounts(
 async def _check_limits(run: _Run, report: _Report) -> None:
     output, _, _ = await run(_CGROUP_READ)
     values = output.split()
-    expected = [str(DOCTOR_LIMITS.memory), str(DOCTOR_LIMITS.pids)]
+    expected = [str(_DOCTOR_LIMITS.memory), str(_DOCTOR_LIMITS.pids)]
     if values != expected:
         report.fail(
             "limits",

@@ -13,7 +13,7 @@ from pathlib import Path
 SOCKET_ENV = "SANDBOXD_SOCKET"
 """Environment variable naming the daemon's socket (after `--socket`, before the defaults)."""
 
-MAX_SOCKET_PATH_BYTES = 107
+_MAX_SOCKET_PATH_BYTES = 107
 """`sun_path` holds 108 bytes on Linux, one of which is the terminating NUL."""
 
 
@@ -69,10 +69,10 @@ def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
 def check_socket_path_length(path: Path) -> None:
     """Refuse a path the kernel would truncate, with the fix in the message."""
     size = len(os.fsencode(path))
-    if size > MAX_SOCKET_PATH_BYTES:
+    if size > _MAX_SOCKET_PATH_BYTES:
         raise SocketPathError(
             f"socket path {path} is {size} bytes long; Unix socket paths must stay under "
-            f"{MAX_SOCKET_PATH_BYTES + 1} bytes: choose a shorter path with --socket or "
+            f"{_MAX_SOCKET_PATH_BYTES + 1} bytes: choose a shorter path with --socket or "
             f"${SOCKET_ENV}"
         )
 

@@ -19,7 +19,7 @@ from logos.access.names import AllowedHosts, origin_allowed, origin_refusal
 if TYPE_CHECKING:  # WHY: only the types; the servers that use the guard bring Starlette
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-CHECKED_HEADERS = (b"host", b"origin", b"authorization")
+_CHECKED_HEADERS = (b"host", b"origin", b"authorization")
 """Given twice, one of these would be checked in one copy and read in the other."""
 
 
@@ -40,7 +40,7 @@ class Access:
     """Paths a GET reaches without the token: a page that holds no data."""
 
 
-def bearer_matches(header: str | None, token: str) -> bool:
+def _bearer_matches(header: str | None, token: str) -> bool:
     """`Authorization: Bearer <token>` (the scheme in any case), compared in constant time."""
     if header is None:
         return False
@@ -69,7 +69,7 @@ class AccessGuard:
         access = self._access
         headers: dict[bytes, str] = {}
         for name, value in scope["headers"]:
-            if name in CHECKED_HEADERS:
+            if name in _CHECKED_HEADERS:
                 if name in headers:
                     return 400, f"more than one {name.decode()} header: send one"
                 headers[name] = value.decode("latin-1")
@@ -82,7 +82,7 @@ class AccessGuard:
         if scope.get("method") == "GET" and scope.get("path") in access.open_paths:
             return None
         given = headers.get(b"authorization")
-        if bearer_matches(given, access.token):
+        if _bearer_matches(given, access.token):
             return None
         if given is None:
             problem = "no bearer token"

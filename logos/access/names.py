@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def is_loopback(host: str) -> bool:
@@ -39,7 +39,7 @@ class AllowedHosts:
     and a rebinding page cannot name itself by an address."""
 
     def allows(self, header: str) -> bool:
-        name = host_name(header)
+        name = _host_name(header)
         return name in self.names or (self.any_address and _address(name) is not None)
 
     def refusal(self, header: str) -> str:
@@ -62,11 +62,11 @@ def allowed_hosts(listening: str) -> AllowedHosts:
     names and that one, or any address when it is unspecified."""
     name = listening.strip().strip("[]").lower()
     if name in ("", "0.0.0.0", "::"):
-        return AllowedHosts(LOOPBACK_NAMES, any_address=True)
-    return AllowedHosts(LOOPBACK_NAMES | {name})
+        return AllowedHosts(_LOOPBACK_NAMES, any_address=True)
+    return AllowedHosts(_LOOPBACK_NAMES | {name})
 
 
-def host_name(header: str) -> str:
+def _host_name(header: str) -> str:
     """The name in a `Host` header, without its port (`[::1]:80` → `::1`)."""
     header = header.strip().lower()
     if header.startswith("["):

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from logos.access.private_dirs import make_private_dirs
 
-NEW_TOKEN_BYTES = 32
+_NEW_TOKEN_BYTES = 32
 """Random bytes in a token made here (43 characters once encoded)."""
-MIN_TOKEN_CHARS = 32
-MAX_TOKEN_CHARS = 1024
+_MIN_TOKEN_CHARS = 32
+_MAX_TOKEN_CHARS = 1024
 """A token file holding more than this is not a token file (and is not read whole)."""
-SUGGESTED = "openssl rand -hex 24"
+_SUGGESTED = "openssl rand -hex 24"
 """How a person makes a token long enough, for the messages."""
 
 
@@ -34,7 +34,7 @@ class TokenFileError(Exception):
 
 def new_token() -> str:
     """A fresh token (`logos view` keeps its own in memory)."""
-    return secrets.token_urlsafe(NEW_TOKEN_BYTES)
+    return secrets.token_urlsafe(_NEW_TOKEN_BYTES)
 
 
 def load_or_create_token(path: Path) -> tuple[str, bool]:
@@ -82,7 +82,7 @@ def read_token_file(path: Path) -> str:
     with os.fdopen(descriptor, "rb") as file:
         info = os.fstat(file.fileno())
         _check_private(path, info)
-        data = file.read(MAX_TOKEN_CHARS + 1)
+        data = file.read(_MAX_TOKEN_CHARS + 1)
     try:
         text = data.decode("ascii")
     except UnicodeDecodeError:
@@ -98,10 +98,10 @@ def launch_token(token_file: Path | None, environ: Mapping[str, str], variable: 
     token = environ.get(variable, "").strip()
     if not token:
         raise TokenFileError(
-            f"--http needs a bearer token: set ${variable} (e.g. to $({SUGGESTED})) or give "
+            f"--http needs a bearer token: set ${variable} (e.g. to $({_SUGGESTED})) or give "
             "--token-file FILE (created with a fresh token if missing)"
         )
-    return _checked(token, f"${variable}", f"set it to a new one, e.g. $({SUGGESTED})")
+    return _checked(token, f"${variable}", f"set it to a new one, e.g. $({_SUGGESTED})")
 
 
 def _check_private(path: Path, info: os.stat_result) -> None:
@@ -126,10 +126,10 @@ def _check_private(path: Path, info: os.stat_result) -> None:
 
 def _checked(token: str, where: str, remedy: str) -> str:
     """`token` if it is long enough and fits in a header; else why not, naming `where`."""
-    if len(token) > MAX_TOKEN_CHARS:
-        problem = f"more than {MAX_TOKEN_CHARS} characters"
-    elif len(token) < MIN_TOKEN_CHARS:
-        problem = f"{len(token)} characters, fewer than the {MIN_TOKEN_CHARS} a token needs"
+    if len(token) > _MAX_TOKEN_CHARS:
+        problem = f"more than {_MAX_TOKEN_CHARS} characters"
+    elif len(token) < _MIN_TOKEN_CHARS:
+        problem = f"{len(token)} characters, fewer than the {_MIN_TOKEN_CHARS} a token needs"
     elif not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
         problem = "characters other than printable ASCII without spaces"
     else:

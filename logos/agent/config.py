@@ -21,7 +21,7 @@ from logos.runners.base import Runner
 from logos.runners.live import LivePiece
 from logos.runners.local import LocalRunner
 
-DEFAULT_MAX_HALLUCINATIONS = 3
+_DEFAULT_MAX_HALLUCINATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Config:
     """Wall-clock seconds before the run stops with `max_wall_time`."""
     max_cost_usd: float | None = None
     """Spend before the run stops with `max_cost` (needs a known cost)."""
-    max_hallucinations: int = DEFAULT_MAX_HALLUCINATIONS
+    max_hallucinations: int = _DEFAULT_MAX_HALLUCINATIONS
     """Fake tool calls (or commands in code fences, or made-up results) in a row before the
     run stops with `hallucination_limit`."""
     temperature: float | None = None

@@ -22,7 +22,7 @@ from logos.result import Result
 from logos.runners.base import Runner
 from logos.runners.live import FLUSH_S, LiveOutput, LivePiece, watching
 
-DEFAULT_MAX_CONCURRENCY = 8
+_DEFAULT_MAX_CONCURRENCY = 8
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -45,7 +45,7 @@ class BlockExecutor:
         runner: Runner,
         options: ExecOptions,
         *,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        max_concurrency: int = _DEFAULT_MAX_CONCURRENCY,
         policy: CommandPolicy = check_command,
         on_start: OnCommandStart | None = None,
         on_result: OnCommandResult | None = None,
@@ -170,7 +170,7 @@ async def execute_blocks(
     runner: Runner,
     options: ExecOptions | None = None,
     *,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    max_concurrency: int = _DEFAULT_MAX_CONCURRENCY,
     policy: CommandPolicy = check_command,
     families: Sequence[CommandFamily] = (),
 ) -> list[Result]:

@@ -60,10 +60,10 @@ from logos.providers.pricing import context_window_for, estimate_cost
 from logos.result import Result
 from logos.runners.job_runner import JobRunner
 
-MAX_WINDOW_SHRINKS = 3
-WINDOW_SHRINK = 0.7
+_MAX_WINDOW_SHRINKS = 3
+_WINDOW_SHRINK = 0.7
 """After the server says the conversation is too long, aim at this share of what was sent."""
-STOP_JOBS_S = 30.0
+_STOP_JOBS_S = 30.0
 """At most this long, as a run ends, to stop its jobs (the runner's close ends the rest)."""
 
 
@@ -268,7 +268,7 @@ class _Run:
                 return await self._model_turn(kind, shown)
             except ContextWindowExceededError:
                 shrinks += 1
-                if shrinks > MAX_WINDOW_SHRINKS or not self._shrink_window():
+                if shrinks > _MAX_WINDOW_SHRINKS or not self._shrink_window():
                     raise
                 await invoke_callback(
                     self.callbacks.on_retry,
@@ -283,7 +283,7 @@ class _Run:
         conversation = self._conversation()
         sent = fit_to_window(self.system, conversation, self.context_window, max_tokens)
         sent_tokens = estimate_tokens(self.system, sent)
-        window = math.ceil((sent_tokens * WINDOW_SHRINK + (max_tokens or 0)) / HEADROOM)
+        window = math.ceil((sent_tokens * _WINDOW_SHRINK + (max_tokens or 0)) / HEADROOM)
         shrunk = fit_to_window(self.system, conversation, window, max_tokens)
         if estimate_tokens(self.system, shrunk) >= sent_tokens:
             return False
@@ -450,7 +450,7 @@ class _Run:
         # it is closed; the run's result must not be lost for it.
         with (
             anyio.CancelScope(shield=True),
-            anyio.move_on_after(STOP_JOBS_S),
+            anyio.move_on_after(_STOP_JOBS_S),
             contextlib.suppress(Exception),
         ):
             await self.jobs.stop_all()

@@ -41,7 +41,7 @@ model did 20-21 of 30 tasks greedily against 13-20 at 0.3, and no worse on retri
 LOCAL_MAX_TOKENS = 1024
 """Output tokens per reply for a small model unless set: a small model that loops (a hundred
 blocks in one reply, a number that never ends) is cut off within seconds."""
-DEFAULT_REPEATED_FAILURE_NOTE = 3
+_DEFAULT_REPEATED_FAILURE_NOTE = 3
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ReplyPolicy:
     listing shows (`first_look`), the files the task asks for are written before it ends
     (`task_files`), an answer names no language, framework or command no output showed
     (`grounded_facts`), and it keeps the form the task asks for (`answer_form`)."""
-    repeated_failure_note: int | None = DEFAULT_REPEATED_FAILURE_NOTE
+    repeated_failure_note: int | None = _DEFAULT_REPEATED_FAILURE_NOTE
     """After the same command fails the same way this many times in a row, a note under its
     block tells the model to try something else (`logos.protocol.repeated_failure`); None:
     never."""

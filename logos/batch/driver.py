@@ -38,9 +38,9 @@ from logos.jsonl import make_private_dir
 from logos.options import ExecOptions
 from logos.runners.sandboxes import BatchSandboxKind, ForkingSandboxKind, batch_sandbox_kind
 
-TRAJECTORIES = "trajectories"
-WORKSPACES = "workspaces"
-LOCK_NAME = ".lock"
+_TRAJECTORIES = "trajectories"
+_WORKSPACES = "workspaces"
+_LOCK_NAME = ".lock"
 
 
 class BatchError(MessageError):
@@ -134,11 +134,11 @@ async def run_batch(plan: BatchPlan, display: Display, cancel: anyio.Event) -> B
 def _task_run(task: TaskSpec, past: PastResults, out: Path) -> TaskRun:
     attempt = past.next_attempt(task.id)
     name = f"{task.id}-{attempt}"
-    trajectory = Path(TRAJECTORIES) / f"{name}.jsonl"
+    trajectory = Path(_TRAJECTORIES) / f"{name}.jsonl"
     return TaskRun(
         task=task,
         attempt=attempt,
-        workspace=out / WORKSPACES / name,
+        workspace=out / _WORKSPACES / name,
         trajectory=out / trajectory,
         trajectory_name=str(trajectory),
         node=socket.gethostname(),
@@ -223,7 +223,7 @@ def _where(plan: BatchPlan, size: int) -> str:
 @contextlib.contextmanager
 def _owned(out: Path) -> Iterator[None]:
     """Hold the output directory's lock: two batches must not append to one results file."""
-    lock = out / LOCK_NAME
+    lock = out / _LOCK_NAME
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         try:

@@ -25,7 +25,7 @@ from logos.result import Result
 from logos.runners.base import Runner
 from logos.runners.sandboxes import ForkingSandboxKind
 
-OUTPUT_CHARS = 2000
+_OUTPUT_CHARS = 2000
 """Of a failed preparation's output, the end shown in its error."""
 
 
@@ -106,7 +106,7 @@ class PreparedSession(AsyncCloseable):
             with anyio.CancelScope(shield=True):
                 await runner.aclose()
             text = format_results([result])
-            tail = text if len(text) <= OUTPUT_CHARS else "…" + text[-OUTPUT_CHARS:]
+            tail = text if len(text) <= _OUTPUT_CHARS else "…" + text[-_OUTPUT_CHARS:]
             raise PrepareError(f"the preparation {self._command!r} failed: {tail}")
         # WHY the runner inside: forks are asked of the kind's own runner.
         self._runner = runner.inner

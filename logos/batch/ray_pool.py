@@ -41,7 +41,7 @@ from logos.jsonl import open_private_append, utc_now, write_line
 from logos.runners.sandboxes import batch_sandbox_kind
 
 INSTALL_HINT = "pip install 'logos[ray]'"
-CANCEL_GRACE_S = 15.0
+_CANCEL_GRACE_S = 15.0
 """After Ctrl-C, how long running tasks get to stop cleanly (close their sandbox session)
 before their workers are killed."""
 _WAKE_S = 0.2
@@ -170,7 +170,7 @@ async def _stop_when_canceled(
     for task_id in tracking.following - tracking.started:
         ray.cancel(generators[task_id])
     for force in (False, True):
-        with anyio.move_on_after(CANCEL_GRACE_S):
+        with anyio.move_on_after(_CANCEL_GRACE_S):
             # WHY wait: a task closes its sandbox session and sends what it recorded first.
             while tracking.following:
                 await anyio.sleep(0.1)

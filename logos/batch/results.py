@@ -21,9 +21,9 @@ from logos.agent.steps import StopReason
 from logos.jsonl import JsonLinesFile, open_private_append
 from logos.providers.base import Usage
 
-RESULTS_NAME = "results.jsonl"
+_RESULTS_NAME = "results.jsonl"
 Status: TypeAlias = Literal["passed", "failed", "error", "canceled"]
-JUDGED: frozenset[Status] = frozenset({"passed", "failed", "error"})
+_JUDGED: frozenset[Status] = frozenset({"passed", "failed", "error"})
 """Statuses that end a task: a re-run skips it (unless failures are retried)."""
 CHECK_OUTPUT_CHARS = 2000
 """The end of a failed check's or setup's output, kept in the line to tell why."""
@@ -76,7 +76,7 @@ class PastResults:
 
     def is_done(self, task_id: str, *, retry_failed: bool) -> bool:
         previous = self.latest.get(task_id)
-        if previous is None or previous.status not in JUDGED:
+        if previous is None or previous.status not in _JUDGED:
             return False
         return previous.status == "passed" or not retry_failed
 
@@ -86,7 +86,7 @@ class PastResults:
 
 def read_results(out: Path) -> PastResults:
     """The results file of `out` (none yet: no past results)."""
-    path = out / RESULTS_NAME
+    path = out / _RESULTS_NAME
     try:
         lines = path.read_bytes().split(b"\n")
     except FileNotFoundError:
@@ -114,7 +114,7 @@ class ResultsFile(JsonLinesFile):
 
     @classmethod
     def open(cls, out: Path) -> ResultsFile:
-        path = out / RESULTS_NAME
+        path = out / _RESULTS_NAME
         results = cls(path, open_private_append(path))
         if not _ends_a_line(path):
             results.write_line("")  # WHY: the next line must not continue a cut one

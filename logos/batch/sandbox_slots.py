@@ -18,7 +18,7 @@ from logos.result import Result
 from logos.runners.base import Runner
 from logos.runners.sandboxes import BatchSandboxKind
 
-FIRST_WAIT_S = 0.2
+_FIRST_WAIT_S = 0.2
 MAX_WAIT_S = 5.0
 """Between tries: a session may end at any moment, but hundreds of waiting tasks must not
 flood the daemon."""
@@ -37,7 +37,7 @@ async def retry_while_full(
 ) -> T:
     """`attempt()` again, with a growing pause, while what it gave says the sandbox is
     full; then what it gave."""
-    wait = FIRST_WAIT_S
+    wait = _FIRST_WAIT_S
     while True:
         outcome = await attempt()
         if not full(outcome):

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from logos.batch.results import TaskResult
 from logos.providers.base import Usage
 
-SUMMARY_NAME = "summary.json"
-Z_95 = 1.959963984540054
+_SUMMARY_NAME = "summary.json"
+_Z_95 = 1.959963984540054
 """The standard normal quantile of a two-sided 95% interval."""
 
 
-def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+def wilson_interval(successes: int, trials: int, z: float = _Z_95) -> tuple[float, float]:
     """The score interval of a success rate; (0, 1) when nothing was judged."""
     if trials == 0:
         return 0.0, 1.0
@@ -102,7 +102,7 @@ def summarize(
 
 def write_summary(out: Path, summary: BatchSummary) -> Path:
     """`summary.json` in `out`, replaced whole (written aside, then renamed)."""
-    path = out / SUMMARY_NAME
+    path = out / _SUMMARY_NAME
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
     partial.replace(path)

@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from logos.agent.config import RunLimits
 from logos.errors import MessageError, describe_problem
 
-TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+_TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 """Ids name files (trajectories, workspaces): letters, digits, `_`, `.`, `-`."""
 
-TaskId = Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]
+TaskId = Annotated[str, StringConstraints(pattern=_TASK_ID_PATTERN)]
 Revision = Annotated[str, StringConstraints(pattern=r"^[^-\s]\S*$")]
 """A branch, tag or commit (never an option: it is passed to git)."""
 Command = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]

@@ -17,7 +17,7 @@ from logos.batch.tasks import CopyWorkspace, GitWorkspace
 from logos.errors import MessageError
 from logos.options import NONINTERACTIVE_ENV
 
-GIT_TIMEOUT_S = 600.0
+_GIT_TIMEOUT_S = 600.0
 """A clone of a large repository over a slow link; a hung one must still end."""
 _GIT_ERROR_CHARS = 2000
 
@@ -67,13 +67,13 @@ async def _git(*arguments: str) -> None:
     # wait for an answer nobody will type.
     env = {**os.environ, **NONINTERACTIVE_ENV}
     try:
-        with anyio.fail_after(GIT_TIMEOUT_S):
+        with anyio.fail_after(_GIT_TIMEOUT_S):
             done = await anyio.run_process(["git", *arguments], env=env, check=False)
     except FileNotFoundError:
         raise WorkspaceError("git is not installed: install it to clone workspaces") from None
     except TimeoutError:
         raise WorkspaceError(
-            f"git {arguments[0]} took more than {GIT_TIMEOUT_S:g} s: check the repository's "
+            f"git {arguments[0]} took more than {_GIT_TIMEOUT_S:g} s: check the repository's "
             "address and the network"
         ) from None
     if done.returncode != 0:

@@ -149,7 +149,7 @@ _ABOUT: dict[str, tuple[str, str]] = {
 COMMANDS = tuple(_ABOUT)
 _RUN_APPROVAL_DEFAULT = "confirm for local bash on a terminal, auto in the sandbox"
 DEFAULT_FOLLOW_UP = "Continue."
-SANDBOX_OPTION = SANDBOX.flag_names[0]
+_SANDBOX_OPTION = SANDBOX.flag_names[0]
 
 
 def with_command(arguments: Sequence[str]) -> list[str]:
@@ -174,12 +174,12 @@ def _sandbox_kinds_spelled_out(arguments: Sequence[str], bare: str) -> list[str]
     for index, argument in enumerate(arguments):
         if argument == "--":
             return [*spelled, *arguments[index:]]
-        if argument == SANDBOX_OPTION:
+        if argument == _SANDBOX_OPTION:
             following = arguments[index + 1] if index + 1 < len(arguments) else None
             if kinds is None:
                 kinds = installed_kinds()
             if following not in kinds:
-                argument = f"{SANDBOX_OPTION}={bare}"
+                argument = f"{_SANDBOX_OPTION}={bare}"
         spelled.append(argument)
     return spelled
 

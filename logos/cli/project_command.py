@@ -35,7 +35,7 @@ from logos.runners.sandboxes import installed_kinds
 
 SERVERS_SANDBOX = ""
 """`logos project agent --sandbox` with no kind: the server's own sandbox, whichever it is."""
-TURN_ENDS = ("answered", "held", "stopped", "failed", "budget", "interrupted", "no-agent")
+_TURN_ENDS = ("answered", "held", "stopped", "failed", "budget", "interrupted", "no-agent")
 
 
 def add_project_options(project: argparse.ArgumentParser) -> None:
@@ -302,7 +302,7 @@ def _follow(
             printer.show(kind, data)
             if (
                 kind == "turn"
-                and data.get("state") in TURN_ENDS
+                and data.get("state") in _TURN_ENDS
                 and (one_turn or data.get("message") == until_turn_of)
                 and waiting
             ):

@@ -40,14 +40,14 @@ from logos.records.events import RunSummary, StartEvent
 from logos.result import JobEnd, Result
 from logos.runners.live import LivePiece
 
-TAIL_LINES = 4
+_TAIL_LINES = 4
 """Lines of a finished command's output shown under it."""
 
 _Kind: TypeAlias = Literal["prose", "reasoning"]
 _Target: TypeAlias = Literal["out", "err"]
 _STYLES: Mapping[_Kind, str] = {"prose": "", "reasoning": "dim italic"}
 
-STOP_DESCRIPTIONS: Mapping[StopReason, str] = {
+_STOP_DESCRIPTIONS: Mapping[StopReason, str] = {
     "final": "final answer",
     "max_steps": "stopped: step limit reached (--max-steps)",
     "max_cost": "stopped: cost limit reached (--max-cost)",
@@ -78,7 +78,7 @@ def make_console(file: TextIO, environ: Mapping[str, str]) -> Console:
     return console
 
 
-def same_target(first: TextIO, second: TextIO) -> bool:
+def _same_target(first: TextIO, second: TextIO) -> bool:
     """Whether two streams end up in the same place (one terminal, or one file or pipe)."""
     try:
         one, two = os.fstat(first.fileno()), os.fstat(second.fileno())
@@ -136,7 +136,7 @@ class HumanRenderer:
         self._stdout = stdout
         self._stream_answer = stdout.isatty()
         self._prose = stdout if self._stream_answer else stderr
-        self._shared = same_target(self._prose, stderr)
+        self._shared = _same_target(self._prose, stderr)
         self._terminal = self.err.is_terminal and not self.err.is_dumb_terminal
         self._live: Live | None = None
         self._running: dict[tuple[int, int], _Running] = {}
@@ -358,7 +358,7 @@ class HumanRenderer:
             self._restore()
 
 
-def result_view(result: Result, tail_lines: int = TAIL_LINES) -> RenderableType:
+def result_view(result: Result, tail_lines: int = _TAIL_LINES) -> RenderableType:
     """A finished command: ✓/✗, the command, how it ended, its duration, its output's tail;
     or a command that went on as a job: →, the command, its job's number."""
     if result.job is not None:
@@ -370,7 +370,7 @@ def result_view(result: Result, tail_lines: int = TAIL_LINES) -> RenderableType:
     return _with_tail(header, result, tail_lines)
 
 
-def job_end_view(end: JobEnd, seen: bool, tail_lines: int = TAIL_LINES) -> RenderableType:
+def job_end_view(end: JobEnd, seen: bool, tail_lines: int = _TAIL_LINES) -> RenderableType:
     """A job's end: ✓/✗, its number and command, how it ended, its whole duration, and the
     tail of the output it wrote since it went on; `seen` false: the run stopped it."""
     title = Text.assemble((f"job {end.id} ", "cyan"), (command_preview(end.result.command), "bold"))
@@ -436,7 +436,7 @@ def summary_line(summary: RunSummary) -> Text:
     parts.append(format_seconds(summary.wall_s))
     if summary.trajectory:
         parts.append(f"saved to {summary.trajectory}")
-    line = Text(STOP_DESCRIPTIONS[summary.stop_reason], style=f"bold {style}")
+    line = Text(_STOP_DESCRIPTIONS[summary.stop_reason], style=f"bold {style}")
     line.append(" · " + " · ".join(parts), style="dim")
     return line
 

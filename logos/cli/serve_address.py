@@ -22,8 +22,8 @@ from logos.jsonl import replace_private_file
 from logos.settings.serve_table import DEFAULT_PORT
 
 URL_ENV = "LOGOS_SERVE_URL"
-DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
-ADDRESS_FILE = "address.json"
+_DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+_ADDRESS_FILE = "address.json"
 _MAX_RECORD_BYTES = 64 * 1024
 
 
@@ -41,7 +41,7 @@ class ServeAddress(BaseModel):
 
 
 def address_path(environ: Mapping[str, str]) -> Path:
-    return serve_dir(environ) / ADDRESS_FILE
+    return serve_dir(environ) / _ADDRESS_FILE
 
 
 def record_address(path: Path, address: ServeAddress) -> None:
@@ -51,13 +51,13 @@ def record_address(path: Path, address: ServeAddress) -> None:
 
 def remove_address(path: Path, pid: int) -> None:
     """Remove the record if it is still `pid`'s (a server started since wrote its own)."""
-    recorded = read_address(path)
+    recorded = _read_address(path)
     if recorded is not None and recorded.pid == pid:
         with contextlib.suppress(OSError):
             path.unlink()
 
 
-def read_address(path: Path) -> ServeAddress | None:
+def _read_address(path: Path) -> ServeAddress | None:
     """The record at `path`; None when there is none or it cannot be read."""
     try:
         with open(path, "rb") as handle:
@@ -103,7 +103,7 @@ def choose_server(
     else the default address; the token: `--token-file`, else the record's, else the state
     directory's."""
     record_file = address_path(environ)
-    recorded = read_address(record_file)
+    recorded = _read_address(record_file)
     if recorded is not None and not _alive(recorded.pid):
         stale = (
             f"{record_file} names a logos serve (pid {recorded.pid}, at {recorded.url}) that "
@@ -130,7 +130,7 @@ def choose_server(
             sandbox=recorded.sandbox,
         )
     return ServerChoice(
-        DEFAULT_URL,
+        _DEFAULT_URL,
         given_token or _token_file(None, environ),
         f"the default address: no running logos serve recorded one in {record_file}",
         stale=stale,

@@ -12,8 +12,8 @@ from logos.records.events import ApprovalEvent, JobEndEvent, RunSummary, count_t
 from logos.records.trajectory import PromptRecord, Trajectory
 from logos.result import JobEnd
 
-REASONING_LINES = 6
-OUTPUT_TAIL_LINES = 6
+_REASONING_LINES = 6
+_OUTPUT_TAIL_LINES = 6
 
 
 def show_trajectory(trajectory: Trajectory, console: Console) -> None:
@@ -43,7 +43,7 @@ def show_trajectory(trajectory: Trajectory, console: Console) -> None:
             _show_approval(entry, console)
         elif isinstance(entry, JobEndEvent):
             end = JobEnd(entry.id, entry.result)
-            console.print(job_end_view(end, entry.seen, tail_lines=OUTPUT_TAIL_LINES))
+            console.print(job_end_view(end, entry.seen, tail_lines=_OUTPUT_TAIL_LINES))
         elif isinstance(entry, RunSummary):
             ended = True
             if entry.error:
@@ -60,8 +60,8 @@ def _show_step(step: StepMessage, console: Console) -> None:
     if step.role == "assistant":
         if step.reasoning:
             lines = step.reasoning.strip().splitlines()
-            shown = "\n".join(lines[:REASONING_LINES])
-            hidden = len(lines) - REASONING_LINES
+            shown = "\n".join(lines[:_REASONING_LINES])
+            hidden = len(lines) - _REASONING_LINES
             more = f"\n⋮ {hidden} more lines" if hidden > 0 else ""
             console.print(Text(shown + more, style="dim italic"))
         prose = strip_cmd_blocks(step.content)
@@ -69,7 +69,7 @@ def _show_step(step: StepMessage, console: Console) -> None:
             console.print(Text(prose))
         return
     for result in step.results:
-        console.print(result_view(result, tail_lines=OUTPUT_TAIL_LINES))
+        console.print(result_view(result, tail_lines=_OUTPUT_TAIL_LINES))
     if not step.results and step.content.strip():
         first_line = step.content.strip().splitlines()[0]
         console.print(Text(f"note to the model: {first_line}", style="dim yellow"))

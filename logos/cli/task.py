@@ -83,7 +83,7 @@ class TaskPlan:
     and the signals are the server's."""
 
 
-def exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
+def _exit_code_for(stop_reason: StopReason, signals: Sequence[int]) -> int:
     if stop_reason == "final":
         return EXIT_OK
     if stop_reason == "error":
@@ -135,7 +135,7 @@ async def run_task(plan: TaskPlan, model: OpenModel, reporter: Reporter) -> int:
     # WHY the attribute: a second Ctrl-C cancels the run, whose summary is recorded all the same
     summary = assembly.summary
     assert summary is not None
-    return exit_code_for(summary.stop_reason, signals)
+    return _exit_code_for(summary.stop_reason, signals)
 
 
 def _stop_gently(cancel: anyio.Event, reporter: Reporter, signum: int) -> None:

@@ -19,7 +19,7 @@ from logos.cli.errors import EXIT_OK, CliError
 from logos.errors import RecordFileError
 from logos.records.trajectory import load_trajectory
 
-VIEW_HOST = "127.0.0.1"
+_VIEW_HOST = "127.0.0.1"
 INSTALL_HINT = (
     "logos view needs Starlette and uvicorn, which are not installed: pip install 'logos[serve]'"
 )
@@ -44,7 +44,7 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
                 f"{exc.message} (logos view opens a run's trajectory or a batch's results.jsonl)"
             ) from None
     try:
-        listener = bind_tcp(VIEW_HOST, args.port, allow_remote=False)
+        listener = bind_tcp(_VIEW_HOST, args.port, allow_remote=False)
     except BindError as exc:
         raise CliError(str(exc)) from None
     token = new_token()

@@ -25,8 +25,8 @@ from logos.errors import RecordFileError
 from logos.jsonl import make_private_dir, replace_private_file, utc_now
 from logos.options.declarations import DEFAULT_PROMPT_CHARS
 
-MAX_KEY_CHARS = 100
-MAX_NOTE_CHARS = 4000
+_MAX_KEY_CHARS = 100
+_MAX_NOTE_CHARS = 4000
 MAX_NOTES = 500
 """Bounds that keep the file, and what a run may read of it, small."""
 _NAMED_LEFT_OUT = 10
@@ -52,8 +52,8 @@ def normalize_key(key: str) -> str:
     normalized = key.strip().lower()
     if not normalized:
         raise NoteError("a note needs a key: a few words naming it")
-    if len(normalized) > MAX_KEY_CHARS:
-        raise NoteError(f"a note's key is at most {MAX_KEY_CHARS} characters")
+    if len(normalized) > _MAX_KEY_CHARS:
+        raise NoteError(f"a note's key is at most {_MAX_KEY_CHARS} characters")
     if any(ord(char) < 32 or ord(char) == 127 for char in normalized):
         raise NoteError("a note's key cannot hold control characters (newlines, tabs)")
     return normalized
@@ -78,10 +78,10 @@ class MemoryStore:
         text = text.strip()
         if not text:
             raise NoteError(f"the note {normalized!r} is empty: say what to remember")
-        if len(text) > MAX_NOTE_CHARS:
+        if len(text) > _MAX_NOTE_CHARS:
             raise NoteError(
                 f"the note {normalized!r} has {len(text)} characters; at most "
-                f"{MAX_NOTE_CHARS} fit: keep what matters"
+                f"{_MAX_NOTE_CHARS} fit: keep what matters"
             )
         note = Note(normalized, text, utc_now())
         with self._locked():

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 
-def launch_failure_message(name: str, reason: str) -> str:
+def _launch_failure_message(name: str, reason: str) -> str:
     """The reason in the words every place shows it (instructions, tool errors, stderr)."""
     return (
         f"{name} could not start: {reason.rstrip('.')}. Fix the launch (the command, its "
@@ -31,7 +31,7 @@ def launch_failure_message(name: str, reason: str) -> str:
 async def serve_launch_failure(name: str, reason: str, tools: Iterable[str]) -> None:
     """Serve, on stdin/stdout until the client goes, a server that only says why `name` could
     not start; it lists `tools` (those a good launch serves), each answering with the reason."""
-    message = launch_failure_message(name, reason)
+    message = _launch_failure_message(name, reason)
     print(f"{name}: {reason}", file=sys.stderr, flush=True)  # the client's log of the server
     failed: MCPServer[Any] = MCPServer(name, instructions=message, log_level="WARNING")
 

@@ -24,11 +24,11 @@ from starlette.types import ASGIApp
 from logos.access.guard import Access, AccessGuard
 from logos.access.names import allowed_hosts, is_loopback
 
-MCP_PATH = "/mcp"
-SESSION_IDLE_TIMEOUT_S = 600.0
+_MCP_PATH = "/mcp"
+_SESSION_IDLE_TIMEOUT_S = 600.0
 """A session whose client sent nothing for this long is closed (and what it held with it)."""
-MAX_SESSIONS = 32
-MAX_REQUEST_BYTES = 1024 * 1024
+_MAX_SESSIONS = 32
+_MAX_REQUEST_BYTES = 1024 * 1024
 
 
 class McpHttpError(Exception):
@@ -61,14 +61,14 @@ def guarded_app(
     """`server`'s streamable-HTTP app behind the access guard; `inner` wraps the SDK's app
     (under the guard)."""
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
+        streamable_http_path=_MCP_PATH,
         # WHY off: the guard has checked Host and Origin already, by the rules every local
         # server follows (the SDK's would also refuse an SSH tunnel's port).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=where.host,
-        session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
-        max_sessions=MAX_SESSIONS,
-        max_request_body_size=MAX_REQUEST_BYTES,
+        session_idle_timeout=_SESSION_IDLE_TIMEOUT_S,
+        max_sessions=_MAX_SESSIONS,
+        max_request_body_size=_MAX_REQUEST_BYTES,
     )
     access = Access(
         where.token,
@@ -101,7 +101,7 @@ async def serve_loopback(where: LoopbackHttp, app_for: Callable[[LoopbackHttp], 
     server = uvicorn.Server(uvicorn.Config(app_for(bound), log_level="warning", lifespan="on"))
     shown = f"[{where.host}]" if ":" in where.host else where.host
     print(
-        f"{where.name}: serving on http://{shown}:{bound.port}{MCP_PATH}",
+        f"{where.name}: serving on http://{shown}:{bound.port}{_MCP_PATH}",
         file=sys.stderr,
         flush=True,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
-DEFAULT_START_TIMEOUT_S = 30.0
+_DEFAULT_START_TIMEOUT_S = 30.0
 
 
 class McpConfigError(ValueError):
@@ -32,7 +32,7 @@ class McpServer:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     """For a URL: sent with each request (e.g. Authorization)."""
-    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    start_timeout_s: float = _DEFAULT_START_TIMEOUT_S
     """How long it may take to start and list its tools."""
 
     def __post_init__(self) -> None:
@@ -119,7 +119,7 @@ def _server(name: str, entry: Any, where: str) -> McpServer:
             cwd=entry.get("cwd"),
             url=entry.get("url"),
             headers=entry.get("headers", {}),
-            start_timeout_s=float(entry.get("startTimeoutS", DEFAULT_START_TIMEOUT_S)),
+            start_timeout_s=float(entry.get("startTimeoutS", _DEFAULT_START_TIMEOUT_S)),
         )
     except (TypeError, ValueError) as exc:
         raise McpConfigError(f"{where}: {exc}") from None

@@ -33,8 +33,8 @@ from logos.options.narrowing import Asked, Ceiling, NarrowingRefused, narrowed
 from logos.options.option import Option, Place, argument
 
 TASK_TOOL = "task"
-MAX_TASK_CHARS = 64 * 1024
-MAX_PENDING_PROGRESS = 256
+_MAX_TASK_CHARS = 64 * 1024
+_MAX_PENDING_PROGRESS = 256
 """Progress messages waiting to be sent; more are dropped until the client catches up."""
 
 
@@ -136,7 +136,7 @@ def build_task_server(limits: TaskLimits, run_task: RunTask, about: str) -> MCPS
     )
     async def task(
         ctx: Context,
-        task: Annotated[str, Field(min_length=1, max_length=MAX_TASK_CHARS)],
+        task: Annotated[str, Field(min_length=1, max_length=_MAX_TASK_CHARS)],
         max_steps: Annotated[int | None, argument(MAX_STEPS)] = None,
         max_wall_s: Annotated[float | None, argument(MAX_TIME)] = None,
         max_cost_usd: Annotated[float | None, argument(MAX_COST)] = None,
@@ -179,7 +179,7 @@ def narrowed_limits(limits: TaskLimits, asked: Mapping[Option[Any], object]) -> 
 async def _progress(ctx: Context) -> AsyncIterator[Callable[[str], None]]:
     """A sync `progress(line)` whose lines reach the client as progress notifications, in
     order, from a task of their own (the run's observers cannot wait)."""
-    sender, receiver = anyio.create_memory_object_stream[str](MAX_PENDING_PROGRESS)
+    sender, receiver = anyio.create_memory_object_stream[str](_MAX_PENDING_PROGRESS)
 
     def progress(line: str) -> None:
         # WHY drop when full: a client that reads slowly misses some news, never the answer.

@@ -38,11 +38,11 @@ from logos.options import ExecOptions
 from logos.result import Result
 from logos.runners.capture import OutputCapture
 
-MAX_ARGUMENT_BYTES = 64 * 1024
+_MAX_ARGUMENT_BYTES = 64 * 1024
 """A longer argument object is refused before the call: write the data to a file instead."""
 MAX_TOOLS_LISTED = 40
 """Of one server, in the system prompt; `mcp SERVER` lists them all."""
-MAX_DESCRIPTION_CHARS = 120
+_MAX_DESCRIPTION_CHARS = 120
 """Of a tool's description in the system prompt; `mcp SERVER` shows it whole."""
 _STDERR_TAIL_BYTES = 600
 _COMMAND = re.compile(
@@ -105,7 +105,7 @@ class McpTools:
             tools = list(connection.tools.values())
             for tool in tools[:MAX_TOOLS_LISTED]:
                 lines.append(
-                    f"`mcp {name} {tool.name} {compact_arguments(tool.input_schema)}`: "
+                    f"`mcp {name} {tool.name} {_compact_arguments(tool.input_schema)}`: "
                     f"{_short(tool.description)}"
                 )
             if len(tools) > MAX_TOOLS_LISTED:
@@ -239,12 +239,12 @@ def _transport(spec: McpServer, stderr: TextIO | None) -> Any:
 
 def _arguments(text: str | None, tool: Tool, server: str) -> dict[str, Any] | str:
     """The call's arguments, or a correction for the model."""
-    example = f"`mcp {server} {tool.name} {compact_arguments(tool.input_schema)}`"
+    example = f"`mcp {server} {tool.name} {_compact_arguments(tool.input_schema)}`"
     if text is None:
         arguments: Any = {}
-    elif len(text.encode()) > MAX_ARGUMENT_BYTES:
+    elif len(text.encode()) > _MAX_ARGUMENT_BYTES:
         return (
-            f"the arguments are {len(text.encode())} bytes, more than {MAX_ARGUMENT_BYTES}: "
+            f"the arguments are {len(text.encode())} bytes, more than {_MAX_ARGUMENT_BYTES}: "
             "write large data to a file and pass its path"
         )
     else:
@@ -265,7 +265,7 @@ def _arguments(text: str | None, tool: Tool, server: str) -> dict[str, Any] | st
     return arguments
 
 
-def compact_arguments(schema: Mapping[str, Any]) -> str:
+def _compact_arguments(schema: Mapping[str, Any]) -> str:
     """`{"path": string, "limit"?: integer}`: the argument names and types, optional ones
     marked, for the system prompt."""
     properties = schema.get("properties")
@@ -302,7 +302,7 @@ def _short(description: str | None) -> str:
     text = " ".join((description or "").split())
     if not text:
         return "(no description)"
-    return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    return text if len(text) <= _MAX_DESCRIPTION_CHARS else text[: _MAX_DESCRIPTION_CHARS - 1] + "…"
 
 
 def _tool_listing(connection: _Connection) -> str:

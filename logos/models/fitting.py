@@ -35,17 +35,17 @@ MIN_TOKENS_PER_S = 10.0
 """Slower than this, an answer of a few paragraphs takes most of a minute to write."""
 FIRST_ANSWER_S = 60.0
 """Slower than this to the first question's answer, a newcomer gives up."""
-REFERENCE_CORES = 2
+_REFERENCE_CORES = 2
 """The cores of the machine `LocalModelOption`'s figures were measured on."""
-MAX_USEFUL_CORES = 8
+_MAX_USEFUL_CORES = 8
 """Beyond about this many cores, a laptop's memory bus, not its cores, bounds decoding."""
-METAL_SPEEDUP = 6.0
+_METAL_SPEEDUP = 6.0
 """Apple silicon's GPU against the two reference cores: the 0.5B model decodes at about 150
 tokens/s there, an estimate from llama.cpp's published figures."""
-MEMORY_SHARE = 0.5
+_MEMORY_SHARE = 0.5
 """At most this share of the machine's memory for the model and its context: the user's
 other programs keep the rest."""
-CONTEXT_BYTES = 512 * 2**20
+_CONTEXT_BYTES = 512 * 2**20
 """Room for an 8192-token context and llama.cpp's buffers beside the weights."""
 
 
@@ -57,9 +57,9 @@ class LocalModelOption:
     size_bytes: int
     """The GGUF file's size, as fetched."""
     tokens_per_s: float
-    """Decoding rate on `REFERENCE_CORES` idle cores, measured."""
+    """Decoding rate on `_REFERENCE_CORES` idle cores, measured."""
     first_answer_s: float
-    """Wall time of the README's first question on this repository on `REFERENCE_CORES`
+    """Wall time of the README's first question on this repository on `_REFERENCE_CORES`
     idle cores, from the model's load to the answer, measured."""
     why: str
 
@@ -110,8 +110,8 @@ class Machine:
     def speedup(self) -> float:
         """How much faster than the reference machine this one runs a model."""
         if self.gpu == "metal":
-            return METAL_SPEEDUP
-        return min(self.cores, MAX_USEFUL_CORES) / REFERENCE_CORES
+            return _METAL_SPEEDUP
+        return min(self.cores, _MAX_USEFUL_CORES) / _REFERENCE_CORES
 
 
 @dataclass(frozen=True)
@@ -146,12 +146,12 @@ class Fit:
 
 def estimate(option: LocalModelOption, machine: Machine) -> Fit:
     speedup = machine.speedup
-    budget = machine.memory_bytes * MEMORY_SHARE
+    budget = machine.memory_bytes * _MEMORY_SHARE
     return Fit(
         option,
         option.tokens_per_s * speedup,
         option.first_answer_s / speedup,
-        option.size_bytes + CONTEXT_BYTES <= budget,
+        option.size_bytes + _CONTEXT_BYTES <= budget,
     )
 
 
@@ -171,7 +171,7 @@ def choose_local_model(machine: Machine, pinned: str | None = None) -> Choice:
     none does), or the one `pinned` names; `why` says which and why in a sentence."""
     fits = tuple(estimate(option, machine) for option in LOCAL_MODELS)
     if pinned is not None:
-        option = local_model_option(pinned)
+        option = _local_model_option(pinned)
         return Choice(option, f"local_model = {pinned!r} in the config file", fits)
     fast = [fit for fit in fits if fit.fast_enough]
     chosen = fast[-1] if fast else fits[0]
@@ -191,7 +191,7 @@ def default_for_this_machine(pinned: str | None = None) -> Choice:
     return choose_local_model(Machine.this_one(), pinned)
 
 
-def local_model_option(name: str) -> LocalModelOption:
+def _local_model_option(name: str) -> LocalModelOption:
     for option in LOCAL_MODELS:
         if option.name == name:
             return option

@@ -56,8 +56,8 @@ from logos.errors import MessageError, RecordFileError
 from logos.jsonl import replace_private_file
 from logos.version import logos_version
 
-SCHEME = "hf:"
-GGUF_MAGIC = b"GGUF"
+_SCHEME = "hf:"
+_GGUF_MAGIC = b"GGUF"
 _MAIN = "main"
 _FORM = "hf:OWNER/REPO/FILE.gguf or hf:OWNER/REPO/FILE.gguf@REVISION"
 _OTHER_MODELS = (
@@ -112,11 +112,11 @@ class HubFile:
     @classmethod
     def parse(cls, spec: str) -> HubFile:
         """The file `spec` names; ValueError (showing the form, with an example) if none."""
-        if not spec.startswith(SCHEME):
+        if not spec.startswith(_SCHEME):
             raise ValueError(
                 f"{spec!r} does not name a model on the Hub: write {_FORM}, e.g. {DEFAULT_MODEL}"
             )
-        path, at, revision = spec[len(SCHEME) :].rpartition("@")
+        path, at, revision = spec[len(_SCHEME) :].rpartition("@")
         if not at:
             path, revision = revision, ""
         pieces = path.split("/", 2)
@@ -130,7 +130,7 @@ class HubFile:
 
     def __str__(self) -> str:
         at = f"@{self.revision}" if self.revision is not None else ""
-        return f"{SCHEME}{self.repo_id}/{self.filename}{at}"
+        return f"{_SCHEME}{self.repo_id}/{self.filename}{at}"
 
 
 DEFAULT_MODEL = HubFile(
@@ -446,7 +446,7 @@ class Hub:
         if not _starts_like_gguf(partial):
             partial.unlink()
             raise HubError(
-                f"{remote.file} is not a GGUF file (it does not start with {GGUF_MAGIC!r}), so "
+                f"{remote.file} is not a GGUF file (it does not start with {_GGUF_MAGIC!r}), so "
                 "it was removed: name a .gguf file that holds a model"
             )
         os.replace(partial, blob)
@@ -700,7 +700,7 @@ def _sha256_of(path: Path) -> str:
 
 def _starts_like_gguf(path: Path) -> bool:
     with path.open("rb") as handle:
-        return handle.read(len(GGUF_MAGIC)) == GGUF_MAGIC
+        return handle.read(len(_GGUF_MAGIC)) == _GGUF_MAGIC
 
 
 def _existing_ancestor(path: Path) -> Path:

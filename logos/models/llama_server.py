@@ -18,7 +18,7 @@ import httpx
 
 from logos.errors import LocalModelError
 
-LOOPBACK = "127.0.0.1"
+_LOOPBACK = "127.0.0.1"
 _HEALTH_POLL_S = 0.1
 # llama.cpp log levels: 1 shows warnings and errors, 3 everything.
 _QUIET_LOG_VERBOSITY = 1
@@ -100,7 +100,7 @@ class LocalModelServer:
         params = xllamacpp.CommonParams()
         params.model.path = str(self.gguf_path)
         params.n_ctx = self.n_ctx
-        params.hostnames = [LOOPBACK]
+        params.hostnames = [_LOOPBACK]
         params.port = 0 if self.port is None else self.port
         params.use_jinja = True
         params.api_keys = [self.api_key]

@@ -339,7 +339,7 @@ def parse_whole(text: str) -> int:
     return value
 
 
-def parse_count(text: str) -> int:
+def _parse_count(text: str) -> int:
     value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
@@ -353,7 +353,7 @@ def parse_positive(text: str) -> float:
     return value
 
 
-def parse_temperature(text: str) -> float:
+def _parse_temperature(text: str) -> float:
     value = _number(text)
     if not 0 <= value <= 2:
         raise argparse.ArgumentTypeError(f"must be from 0 to 2, got {text}")
@@ -378,7 +378,7 @@ def _number(text: str) -> float:
 
 MAX_LIST = 64
 """Entries a request may give for a list (paths, hosts)."""
-MAX_PATH = 4096
+_MAX_PATH = 4096
 
 
 class AllowedPathRequest(BaseModel):
@@ -386,17 +386,17 @@ class AllowedPathRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(min_length=1, max_length=MAX_PATH)
+    path: str = Field(min_length=1, max_length=_MAX_PATH)
     read_only: bool = True
 
 
 WHOLE = Kind[int](Annotated[int, Field(ge=1)], "a whole number of at least 1", parse_whole)
-COUNT = Kind[int](Annotated[int, Field(ge=0)], "a whole number, 0 or more", parse_count)
+COUNT = Kind[int](Annotated[int, Field(ge=0)], "a whole number, 0 or more", _parse_count)
 POSITIVE = Kind[float](
     Annotated[float, Field(gt=0, allow_inf_nan=False)], "a positive number", parse_positive
 )
 ZERO_TO_TWO = Kind[float](
-    Annotated[float, Field(ge=0, le=2)], "a number from 0 to 2", parse_temperature
+    Annotated[float, Field(ge=0, le=2)], "a number from 0 to 2", _parse_temperature
 )
 TEXT = Kind[str](str, "text")
 NAME = Kind[str](Annotated[str, Field(min_length=1)], "a name")

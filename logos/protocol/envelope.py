@@ -42,10 +42,10 @@ def format_results(
     `job_ends` follow the blocks."""
     notes = notes or {}
     entries = [
-        format_result(index, result, elide_output=elide_output, note=notes.get(index - 1))
+        _format_result(index, result, elide_output=elide_output, note=notes.get(index - 1))
         for index, result in enumerate(results, start=1)
     ]
-    entries += [format_job_end(end, elide_output=elide_output) for end in job_ends]
+    entries += [_format_job_end(end, elide_output=elide_output) for end in job_ends]
     return "<result>\n" + "\n".join(entries) + "\n</result>"
 
 
@@ -68,11 +68,11 @@ def elide_outputs(
     return elided + content[len(envelope) :]
 
 
-def format_result(
+def _format_result(
     index: int, result: Result, *, elide_output: bool = False, note: str | None = None
 ) -> str:
     lines = [f'<block index="{index}">', f"$ {command_preview(result.command)}"]
-    status = describe_status(result)
+    status = _describe_status(result)
     if status:
         lines.append(status)
     for name, text, dropped, saved_file in (
@@ -88,11 +88,11 @@ def format_result(
     return "\n".join(lines)
 
 
-def format_job_end(end: JobEnd, *, elide_output: bool = False) -> str:
+def _format_job_end(end: JobEnd, *, elide_output: bool = False) -> str:
     """A job's end: how and when it ended, the output after its output so far, its files."""
     result = end.result
     lines = [f'<job id="{end.id}">', f"$ {command_preview(result.command)}"]
-    status = describe_status(result)
+    status = _describe_status(result)
     took = _seconds(result.duration_s)
     if result.timed_out:
         lines.append(f"job {end.id} {status}")
@@ -121,7 +121,7 @@ def command_preview(command: str) -> str:
     return first + (" …" if more else "")
 
 
-def describe_status(result: Result) -> str | None:
+def _describe_status(result: Result) -> str | None:
     """How the command ended, in words; None for a plain success."""
     if result.job is not None:
         return _went_on(result.job, result.duration_s)

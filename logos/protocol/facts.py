@@ -57,7 +57,7 @@ def _named(*names: str) -> tuple[Fact, ...]:
     return tuple(_fact(name, rf"(?<![\w.-]){re.escape(name)}(?![\w-])") for name in names)
 
 
-LANGUAGES = (
+_LANGUAGES = (
     _fact(
         "Python",
         r"\bpython\b",
@@ -82,7 +82,7 @@ LANGUAGES = (
     _fact("C++", r"\bc\+\+", r"c\+\+|\.(?:cpp|cc|hpp)\b|cmake"),
     _fact("C#", r"\bc#", r"c#|\.cs\b|\.csproj|dotnet"),
 )
-FRAMEWORKS = _named(
+_FRAMEWORKS = _named(
     "React",
     "Vue",
     "Angular",
@@ -118,11 +118,11 @@ COMMANDS = (
     _fact("make test", r"\bmake test\b", r"\bmake test\b|^test:"),
     _fact("mvn test", r"\bmvn test\b", r"\bmvn\b|pom\.xml"),
 )
-FACTS = (*LANGUAGES, *FRAMEWORKS, *COMMANDS)
+_FACTS = (*_LANGUAGES, *_FRAMEWORKS, *COMMANDS)
 
 
 def unshown_facts(answer: str, shown: str) -> list[str]:
     """The facts `answer` states that `shown` (what the run printed, and the task) does not."""
     return [
-        fact.name for fact in FACTS if fact.stated.search(answer) and not fact.shown.search(shown)
+        fact.name for fact in _FACTS if fact.stated.search(answer) and not fact.shown.search(shown)
     ]

@@ -19,8 +19,8 @@ from logos.protocol.facts import MANIFESTS
 from logos.protocol.task_files import FILE_NAME, files_to_write
 from logos.result import Result
 
-READMES = ("README.md", "README", "README.rst", "README.txt", "readme.md")
-LOOKED_AT = (*READMES, *MANIFESTS)
+_READMES = ("README.md", "README", "README.rst", "README.txt", "readme.md")
+_LOOKED_AT = (*_READMES, *MANIFESTS)
 """What a first look reads, in the order it is best read."""
 _LISTING = re.compile(r"(?:^|&&|;|\|)\s*(?:ls|find|tree)\b")
 _MISSING = re.compile(r"No such file or directory|cannot open|cannot access")
@@ -41,7 +41,7 @@ def unread_look(results: Sequence[Result]) -> str | None:
     """The README or manifest the listings among `results` show that no command read yet,
     the likeliest first."""
     listed = _listed(results)
-    return next((name for name in LOOKED_AT if name in listed and not _read(name, results)), None)
+    return next((name for name in _LOOKED_AT if name in listed and not _read(name, results)), None)
 
 
 def _unread_named(task: str, results: Sequence[Result]) -> str | None:
@@ -78,6 +78,6 @@ def _listed(results: Sequence[Result]) -> set[str]:
         for line in result.stdout.splitlines():
             for word in line.split():
                 name = word.rstrip("/*").removeprefix("./")
-                if name in LOOKED_AT:
+                if name in _LOOKED_AT:
                     listed.add(name)
     return listed

@@ -106,6 +106,6 @@ class ReplyGrammars:
         return self.reply
 
 
-LOGOS_GRAMMAR_NAME = "logos"
-GRAMMARS: Mapping[str, ReplyGrammars] = {LOGOS_GRAMMAR_NAME: ReplyGrammars()}
+_LOGOS_GRAMMAR_NAME = "logos"
+GRAMMARS: Mapping[str, ReplyGrammars] = {_LOGOS_GRAMMAR_NAME: ReplyGrammars()}
 """The grammars a front end offers by name (the config file's `grammar = "logos"`)."""

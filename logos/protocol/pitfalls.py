@@ -89,7 +89,7 @@ def _names_into_file(result: Result) -> bool:
     return _counted_from_stdin(result.command) is not None
 
 
-PITFALLS = (
+_PITFALLS = (
     Pitfall(
         MKDIR_PARENTS_NOTE,
         lambda result: bool(_MKDIR_MISSING_PARENT.search(result.stderr)),
@@ -106,7 +106,7 @@ def pitfall_note(result: Result, beside: Sequence[Result] = ()) -> str | None:
     if result.job is not None:
         return None  # it has not ended: what it printed so far says nothing yet
     notes = []
-    for pitfall in PITFALLS:
+    for pitfall in _PITFALLS:
         if pitfall.fell_in(result):
             instead = pitfall.instead(result.command, beside)
             notes.append(
@@ -123,5 +123,5 @@ def pitfall_notes(results: Sequence[Result]) -> dict[int, str]:
 def rewritten(command: str) -> str | None:
     """`command` as a pitfall's rule would rewrite it, if one would."""
     return next(
-        (instead for p in PITFALLS if (instead := p.instead(command, ())) is not None), None
+        (instead for p in _PITFALLS if (instead := p.instead(command, ())) is not None), None
     )

@@ -53,7 +53,7 @@ def build_system_prompt(
         date = date.isoformat()
     values = {
         "working_dir": working_dir or os.getcwd(),
-        "platform": platform or describe_platform(),
+        "platform": platform or _describe_platform(),
         "date": date or _dt.date.today().isoformat(),
         "commands": _commands_section(commands),
         "loop_commands": _loop_commands_section(loop_commands),
@@ -63,7 +63,7 @@ def build_system_prompt(
     return rendered.rstrip() + "\n"
 
 
-def describe_platform() -> str:
+def _describe_platform() -> str:
     system = _platform.system()
     if system == "Linux":
         try:

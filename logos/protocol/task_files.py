@@ -51,7 +51,7 @@ def files_to_write(task: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def holds_output(name: str, task: str) -> bool:
+def _holds_output(name: str, task: str) -> bool:
     """Whether `task` asks `name` to hold something worked out (created or written), not a
     copy of another file."""
     return any(m.group(1) == name for p in (_CREATED, _WRITTEN) for m in p.finditer(task))
@@ -72,7 +72,7 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
     out printed: that command, its output redirected into the file, as the pitfall rules
     would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out, or
     the task asks for a copy of a file (a command's output is not one)."""
-    if not holds_output(name, task):
+    if not _holds_output(name, task):
         return None
     for result in reversed(results):
         command = result.command.strip()

@@ -111,10 +111,10 @@ def _look(command: str, stdout: str) -> Result:
 
 
 LISTING = _look("ls", "README.md\nsetup.py\ntides/\n")
-README_START = (
+_README_START = (
     "# tides\n\nA Python tool that prints the times of high and low tide for a harbour.\n"
 )
-README = _look("head -n 40 README.md", README_START)
+README = _look("head -n 40 README.md", _README_START)
 
 LANGUAGE = WorkedExample(
     task="Which language is this project written in?",

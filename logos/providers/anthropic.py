@@ -36,10 +36,10 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
-API_VERSION = "2023-06-01"
-DEFAULT_MAX_TOKENS = 8192
+_API_VERSION = "2023-06-01"
+_DEFAULT_MAX_TOKENS = 8192
 """Anthropic requires `max_tokens` on every request; this is used when a request has none."""
-MIN_THINKING_BUDGET = 1024
+_MIN_THINKING_BUDGET = 1024
 """The smallest thinking budget the API accepts."""
 
 
@@ -114,14 +114,14 @@ class AnthropicProvider(HTTPProvider):
         base_url_env=BASE_URL_ENV,
         api_key_env=API_KEY_ENV,
         auth_headers=lambda key: {"x-api-key": key},
-        fixed_headers={"anthropic-version": API_VERSION},
+        fixed_headers={"anthropic-version": _API_VERSION},
     )
     turn_parser = _Turn
 
     def __init__(
         self,
         *,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int = _DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
@@ -140,7 +140,7 @@ class AnthropicProvider(HTTPProvider):
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
-            "messages": wire_messages(request.messages),
+            "messages": _wire_messages(request.messages),
             "stream": True,
         }
         if request.system:
@@ -160,7 +160,7 @@ class AnthropicProvider(HTTPProvider):
         return body
 
 
-def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The `messages` array: reasoning first in each assistant turn, roles alternating.
 
     WHY merge: the API wants user and assistant turns to alternate; consecutive turns of
@@ -200,8 +200,8 @@ def _content_blocks(message: Message) -> list[dict[str, Any]]:
 
 
 def _check_thinking_budget(budget: int, max_tokens: int, *, error: type[Exception]) -> None:
-    if budget < MIN_THINKING_BUDGET:
-        raise error(f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens, got {budget}")
+    if budget < _MIN_THINKING_BUDGET:
+        raise error(f"thinking_budget must be at least {_MIN_THINKING_BUDGET} tokens, got {budget}")
     if budget >= max_tokens:
         raise error(
             f"thinking_budget ({budget}) must be below max_tokens ({max_tokens}), since "

@@ -13,7 +13,7 @@ from logos.providers.listing import is_llama_cpp, is_loopback_url, list_models
 from logos.providers.registry import ProviderKind
 from logos.providers.retry import RetryPolicy
 
-MODELS_SHOWN = 10
+_MODELS_SHOWN = 10
 """Models a refusal to pick one for the user names, at most."""
 
 
@@ -56,7 +56,7 @@ async def resolve_model(choice: ProviderChoice) -> tuple[ProviderChoice, str | N
     choice = replace(choice, llama_cpp=is_llama_cpp(listed))
     models = [entry.id for entry in listed]
     if len(models) > 1 and choice.api_key is not None and not is_loopback_url(choice.base_url):
-        shown = ", ".join(models[:MODELS_SHOWN])
+        shown = ", ".join(models[:_MODELS_SHOWN])
         raise SettingsError(
             f"{choice.base_url} serves {len(models)} models ({shown}, …): choose one with --model"
         )

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 from logos.access.names import is_loopback
 from logos.errors import SettingsError
 
-LIST_TIMEOUT_S = 10.0
+_LIST_TIMEOUT_S = 10.0
 
 
 class ModelEntry(BaseModel):
@@ -30,7 +30,7 @@ async def list_models(base_url: str, api_key: str | None) -> list[ModelEntry]:
     try:
         # WHY trust_env=False on loopback: a proxy from the environment must not carry it.
         async with httpx.AsyncClient(
-            timeout=LIST_TIMEOUT_S, trust_env=not is_loopback_url(base_url)
+            timeout=_LIST_TIMEOUT_S, trust_env=not is_loopback_url(base_url)
         ) as client:
             response = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:

@@ -76,7 +76,7 @@ PRICES: Mapping[str, Price] = MappingProxyType(
     }
 )
 
-CONTEXT_WINDOWS: Mapping[str, int] = MappingProxyType(
+_CONTEXT_WINDOWS: Mapping[str, int] = MappingProxyType(
     {
         "claude-opus-4": 200_000,
         "claude-sonnet-4": 200_000,
@@ -121,7 +121,7 @@ def estimate_cost(
 
 def context_window_for(model: str) -> int | None:
     """The context window of `model` in tokens, or None when it is not in the table."""
-    return _lookup(CONTEXT_WINDOWS, model)
+    return _lookup(_CONTEXT_WINDOWS, model)
 
 
 def _lookup(table: Mapping[str, V], model: str) -> V | None:

@@ -69,13 +69,13 @@ def _http_kind(provider: type[HTTPProvider], *, label: str, lists_models: bool) 
     )
 
 
-ANTHROPIC = _http_kind(AnthropicProvider, label="Anthropic", lists_models=False)
-OPENAI = _http_kind(OpenAIProvider, label="OpenAI", lists_models=True)
+_ANTHROPIC = _http_kind(AnthropicProvider, label="Anthropic", lists_models=False)
+_OPENAI = _http_kind(OpenAIProvider, label="OpenAI", lists_models=True)
 
-PROVIDER_KINDS: Mapping[str, ProviderKind] = {kind.name: kind for kind in (ANTHROPIC, OPENAI)}
+PROVIDER_KINDS: Mapping[str, ProviderKind] = {kind.name: kind for kind in (_ANTHROPIC, _OPENAI)}
 """Every kind by name, in the order their environment variables are looked for."""
 
-LOCAL_SERVER_KIND = OPENAI
+LOCAL_SERVER_KIND = _OPENAI
 """The API that llama.cpp, Ollama and vLLM speak: a base URL alone means this kind."""
 
 

@@ -22,32 +22,32 @@ from logos.runners.live import LivePiece
 
 START = "start"
 DELTA = "delta"
-REASONING_DELTA = "reasoning_delta"
-COMMAND_START = "command_start"
-COMMAND_OUTPUT = "command_output"
-COMMAND_RESULT = "command_result"
-STEP_END = "step_end"
-RETRY = "retry"
-APPROVAL = "approval"
-CONFIRM_REQUIRED = "confirm_required"
-JOB_START = "job_start"
-JOB_END = "job_end"
+_REASONING_DELTA = "reasoning_delta"
+_COMMAND_START = "command_start"
+_COMMAND_OUTPUT = "command_output"
+_COMMAND_RESULT = "command_result"
+_STEP_END = "step_end"
+_RETRY = "retry"
+_APPROVAL = "approval"
+_CONFIRM_REQUIRED = "confirm_required"
+_JOB_START = "job_start"
+_JOB_END = "job_end"
 DONE = "done"
 ERROR = "error"
 
 EVENT_TYPES = (
     START,
     DELTA,
-    REASONING_DELTA,
-    COMMAND_START,
-    COMMAND_OUTPUT,
-    COMMAND_RESULT,
-    STEP_END,
-    RETRY,
-    APPROVAL,
-    CONFIRM_REQUIRED,
-    JOB_START,
-    JOB_END,
+    _REASONING_DELTA,
+    _COMMAND_START,
+    _COMMAND_OUTPUT,
+    _COMMAND_RESULT,
+    _STEP_END,
+    _RETRY,
+    _APPROVAL,
+    _CONFIRM_REQUIRED,
+    _JOB_START,
+    _JOB_END,
     DONE,
     ERROR,
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-MAX_TOKEN_BYTES = 64 * 1024
+_MAX_TOKEN_BYTES = 64 * 1024
 """A service-account JWT is a few KiB; anything far larger is not a token file."""
 
 
@@ -57,10 +57,10 @@ class AuthToken:
     def _read(self) -> str:
         assert self.path is not None
         with open(self.path, "rb") as file:
-            data = file.read(MAX_TOKEN_BYTES + 1)
-        if len(data) > MAX_TOKEN_BYTES:
+            data = file.read(_MAX_TOKEN_BYTES + 1)
+        if len(data) > _MAX_TOKEN_BYTES:
             raise TokenError(
-                f"the auth token file {self.path} holds more than {MAX_TOKEN_BYTES} bytes: it "
+                f"the auth token file {self.path} holds more than {_MAX_TOKEN_BYTES} bytes: it "
                 "is not a token file"
             )
         try:

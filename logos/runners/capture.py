@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # WHY not `typing`: the supervisor imports only what it runs
 
     StreamName = Literal["stdout", "stderr"]
 
-OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
-UNSAVED_MARKER = "\n[… {dropped} bytes omitted; no copy was saved: {reason} …]\n"
+_OMISSION_MARKER = "\n[… {dropped} bytes omitted …]\n"
+_UNSAVED_MARKER = "\n[… {dropped} bytes omitted; no copy was saved: {reason} …]\n"
 """The omission marker when a copy was wanted but could not be saved (and why)."""
 SAVE_LIMIT_NOTE = (
     "\n[… {unsaved} more bytes were not saved: this copy holds only the first {saved} bytes …]\n"
@@ -287,9 +287,9 @@ class OutputCapture:
         tail_bytes = bytes(tail[_on_to_line_start(tail, _leading_continuations(tail)) :])
         dropped = total - skip - len(head_bytes) - len(tail_bytes)
         if self._unsaved_reason is None:
-            marker = OMISSION_MARKER.format(dropped=dropped)
+            marker = _OMISSION_MARKER.format(dropped=dropped)
         else:
-            marker = UNSAVED_MARKER.format(dropped=dropped, reason=self._unsaved_reason)
+            marker = _UNSAVED_MARKER.format(dropped=dropped, reason=self._unsaved_reason)
         if not head_bytes or head_bytes.endswith(b"\n"):
             marker = marker[1:]
         text = (
@@ -344,7 +344,7 @@ def _leading_continuations(data: bytearray) -> int:
     return count
 
 
-READ_CHUNK = 64 * 1024
+_READ_CHUNK = 64 * 1024
 
 
 def read_process_output(
@@ -403,7 +403,7 @@ def read_process_output(
                 elif key.fd == exit_fd:
                     selector.unregister(exit_fd)  # stays readable: poll() takes over
                 else:
-                    chunk = os.read(key.fd, READ_CHUNK)
+                    chunk = os.read(key.fd, _READ_CHUNK)
                     if chunk:
                         with lock:
                             streams[key.fd].write(chunk)

@@ -87,7 +87,7 @@ class BackgroundGroups:
 
     def close(self) -> None:
         """Kill every group now (SIGTERM, then SIGKILL after the grace); blocks until done."""
-        terminate_groups(self.pgids)
+        _terminate_groups(self.pgids)
         with self._lock:
             for pgid in list(self._pgids):
                 self._forget(pgid)
@@ -196,7 +196,7 @@ class Watchdog:
             self.release()
 
 
-def terminate_groups(pgids: Iterable[int], grace_s: float = KILL_GRACE_S) -> None:
+def _terminate_groups(pgids: Iterable[int], grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM each group that is still one a runner started, SIGKILL what is left after
     `grace_s`. Blocks until then."""
     ours = [pgid for pgid in pgids if group_alive(pgid, leading_a_session=True)]
@@ -259,7 +259,7 @@ def watch(commands: BinaryIO) -> None:
             pgids.add(pgid)
         else:
             pgids.discard(pgid)
-    terminate_groups(pgids)
+    _terminate_groups(pgids)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@ from logos.runners.group_reaper import BackgroundGroups
 from logos.runners.live import current_live_output
 from logos.runners.process import LocalProcess, NotKept
 
-SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
+_SAVED_OUTPUT_MAX_AGE_S = 24 * 3600
 """Saved copies of cut outputs older than this are deleted when a runner first saves one."""
-DEFAULT_MAX_JOBS = 16
+_DEFAULT_MAX_JOBS = 16
 """Jobs a runner keeps at once: running, or ended with their end not yet taken."""
 _JOIN_S = 1.0
 """After the kill grace, how long `close()` waits for each job's end to be recorded."""
@@ -50,7 +50,7 @@ class LocalRunner(Runner):
     it ends, times out, is killed, or the runner closes. It keeps at most `max_jobs` at once.
     """
 
-    def __init__(self, shell: str = "bash", *, max_jobs: int = DEFAULT_MAX_JOBS) -> None:
+    def __init__(self, shell: str = "bash", *, max_jobs: int = _DEFAULT_MAX_JOBS) -> None:
         if max_jobs < 1:
             raise ValueError(f"max_jobs must be at least 1, got {max_jobs}")
         self._shell = shell
@@ -79,7 +79,7 @@ class LocalRunner(Runner):
             save_dir = private_output_dir(tempfile.gettempdir())
             if not self._swept_saved_outputs:
                 self._swept_saved_outputs = True
-                _remove_old_saved_outputs(save_dir, time.time() - SAVED_OUTPUT_MAX_AGE_S)
+                _remove_old_saved_outputs(save_dir, time.time() - _SAVED_OUTPUT_MAX_AGE_S)
         stdout = self._capture(options, save_dir, "stdout")
         stderr = self._capture(options, save_dir, "stderr")
         try:

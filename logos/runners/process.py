@@ -25,7 +25,7 @@ from logos.runners.capture import CapturedOutput, OutputCapture, read_process_ou
 from logos.runners.group_reaper import KILL_GRACE_S, group_alive, signal_group
 from logos.runners.live import Stream
 
-DRAIN_GRACE_S = 0.25
+_DRAIN_GRACE_S = 0.25
 """After bash exits, how long to keep reading pipes a background process may hold open."""
 _POLL_S = 0.02
 """The longest sleep while nothing can say when it should end (no pidfd, or a group being
@@ -226,7 +226,7 @@ class LocalProcess:
             self._stdout,
             self._stderr,
             self._tend,
-            drain_s=DRAIN_GRACE_S,
+            drain_s=_DRAIN_GRACE_S,
             poll_s=_POLL_S,
             wake_fd=self._wake_read,
             on_chunk=self._on_output,

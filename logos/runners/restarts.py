@@ -18,8 +18,8 @@ import httpx
 
 RESTART_WAIT_S = 30.0
 """How long a daemon that went away is waited for (an upgrade, a crash and its restart)."""
-FIRST_PAUSE_S = 0.05
-MAX_PAUSE_S = 1.0
+_FIRST_PAUSE_S = 0.05
+_MAX_PAUSE_S = 1.0
 
 T = TypeVar("T")
 
@@ -39,7 +39,7 @@ async def through_restart(
     """`send()`'s answer; while it fails in a way `again` accepts, it is sent again (pausing
     longer each time) until `wait_s` has passed, then the last failure is raised."""
     deadline = time.monotonic() + wait_s
-    pause = FIRST_PAUSE_S
+    pause = _FIRST_PAUSE_S
     while True:
         try:
             return await send()
@@ -47,4 +47,4 @@ async def through_restart(
             if not again(exc) or time.monotonic() + pause > deadline:
                 raise
         await anyio.sleep(pause)
-        pause = min(pause * 2, MAX_PAUSE_S)
+        pause = min(pause * 2, _MAX_PAUSE_S)

@@ -11,8 +11,8 @@ from logos.approvals.approval import ApprovalMode
 from logos.options.declarations import options_at
 from logos.options.option import Place, fields_at
 
-MAX_PROMPT_CHARS = 200_000
-MAX_REASON_CHARS = 2_000
+_MAX_PROMPT_CHARS = 200_000
+_MAX_REASON_CHARS = 2_000
 
 
 class ApiError(Exception):
@@ -53,7 +53,7 @@ LimitsRequest = Annotated[
 
 
 class ServedRunRequest(_Request):
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    prompt: str = Field(min_length=1, max_length=_MAX_PROMPT_CHARS)
     session: str | None = None
     """Continue this session (default: a new one)."""
     runner: RunnerRequest = Field(default_factory=dict, validate_default=True)
@@ -64,7 +64,7 @@ class ServedRunRequest(_Request):
 
 class ApprovalAnswer(_Request):
     approve: bool
-    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    reason: str | None = Field(default=None, max_length=_MAX_REASON_CHARS)
     """Told to the model when the command is denied."""
 
 

@@ -66,7 +66,7 @@ from logos.serve.setup import RunnerChoice, ServerSetup
 
 M = TypeVar("M", bound=BaseModel)
 _USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
-MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+_MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 """The most of a saved output one request returns (the page shows it as text)."""
 
 
@@ -458,7 +458,7 @@ def output_response(
     events: Iterable[Published], turn: int, index: int, stream: Literal["stdout", "stderr"]
 ) -> Response:
     """The saved output of the command at `turn` and `index` (or of the job it went on as)."""
-    saved = saved_output_file(events, turn, index, stream)
+    saved = _saved_output_file(events, turn, index, stream)
     if saved is None:
         raise ApiError(
             404,
@@ -466,12 +466,12 @@ def output_response(
         )
     try:
         with open(saved, "rb") as handle:
-            data = handle.read(MAX_OUTPUT_BYTES + 1)
+            data = handle.read(_MAX_OUTPUT_BYTES + 1)
     except OSError as exc:
         raise ApiError(410, f"the saved output {saved} cannot be read: {exc.strerror}") from None
-    cut = len(data) > MAX_OUTPUT_BYTES
+    cut = len(data) > _MAX_OUTPUT_BYTES
     return Response(
-        data[:MAX_OUTPUT_BYTES],
+        data[:_MAX_OUTPUT_BYTES],
         media_type="text/plain; charset=utf-8",
         headers={
             "x-content-type-options": "nosniff",
@@ -481,7 +481,7 @@ def output_response(
     )
 
 
-def saved_output_file(
+def _saved_output_file(
     events: Iterable[Published], turn: int, index: int, stream: Literal["stdout", "stderr"]
 ) -> str | None:
     """Where the run's events say the command's `stream` was saved, if anywhere."""

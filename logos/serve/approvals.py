@@ -38,7 +38,7 @@ from logos.jsonl import replace_private_file, utc_now
 from logos.protocol.envelope import command_preview
 from logos.records.events import ConfirmRequiredEvent
 
-EXPIRED = "expired"
+_EXPIRED = "expired"
 KEPT_OUTCOMES = 1000
 """Answered questions whose outcome is remembered, to tell a late answer what happened."""
 
@@ -153,7 +153,7 @@ class Approvals:
             # WHY also on cancel: a canceled run's question must leave the list.
             if self._pending.pop(pending.id, None) is not None:
                 self._remember(pending.id, "expired" if timed_out else "ended")
-        return pending.decision or ApprovalDecision("no", command, reason=EXPIRED)
+        return pending.decision or ApprovalDecision("no", command, reason=_EXPIRED)
 
 
 class ServerApprover:
@@ -181,7 +181,7 @@ class RuleRefused(ValueError):
     """No approval rule can be written for that command: the message says why."""
 
 
-PAGE_RULE_PREFIX = "allowed from the page: "
+_PAGE_RULE_PREFIX = "allowed from the page: "
 _GLOB_MARKS = frozenset("*?[]|")
 
 
@@ -229,7 +229,7 @@ class RuleBook:
         if self.problem is not None:
             raise RuleRefused(self.problem)
         program, args = _rule_words(command)
-        name = PAGE_RULE_PREFIX + " ".join([program, *args])
+        name = _PAGE_RULE_PREFIX + " ".join([program, *args])
         known = next((rule for rule in self.current.rules if rule.name == name), None)
         if known is not None:
             return known

@@ -26,8 +26,8 @@ from logos.serve.projects.registry import Projects
 from logos.serve.projects.turns import Project
 from logos.serve.runs import Runs
 
-MAX_QUERY_CHARS = 4096
-GONE = (
+_MAX_QUERY_CHARS = 4096
+_GONE = (
     "the snapshots behind these diffs are gone (they live while the server that took them "
     "runs, for its latest runs): each step's list of files stays"
 )
@@ -65,7 +65,7 @@ class _ChangesApi:
                 "turns": [s.model_dump(mode="json") for s in steps if s.scope == "turn"],
                 "roots": tracker.roots if tracker else [],
                 "kept": tracker is not None,
-                "note": "" if tracker is not None else GONE,
+                "note": "" if tracker is not None else _GONE,
             }
         )
 
@@ -86,7 +86,7 @@ class _ChangesApi:
                 "replies": [s.model_dump(mode="json") for s in steps if s.scope == "reply"],
                 "roots": tracker.roots if tracker else [],
                 "kept": tracker is not None,
-                "note": "" if tracker is not None else GONE,
+                "note": "" if tracker is not None else _GONE,
             }
         )
 
@@ -127,10 +127,10 @@ async def _diff(
             f"give scope ({' or '.join(scopes)}), key, root and path: the scope and key of a "
             "list of changed files, and the root and path of one of its files",
         )
-    if max(len(key), len(root), len(path)) > MAX_QUERY_CHARS:
-        raise ApiError(400, f"key, root and path hold at most {MAX_QUERY_CHARS} characters")
+    if max(len(key), len(root), len(path)) > _MAX_QUERY_CHARS:
+        raise ApiError(400, f"key, root and path hold at most {_MAX_QUERY_CHARS} characters")
     if tracker is None:
-        raise ApiError(410, GONE)
+        raise ApiError(410, _GONE)
     listed_scope: ChangeScope = _WHOLE.get(scope) or ("turn" if scope == "turn" else "reply")
     if scope in _WHOLE and tracker.listed(listed_scope, "") is None:
         await _whole(tracker, listed_scope)

@@ -5,7 +5,7 @@ connection open for as long as its client stays silent (or sends half a request)
 program that opens connections by the thousand would take every file descriptor: the token's
 holder could not connect, and a run's commands could not open pipes. Here:
 
-* a new connection must send a whole request head within `HEADER_TIMEOUT_S`;
+* a new connection must send a whole request head within `_HEADER_TIMEOUT_S`;
 * past `max_connections`, a new connection closes the one that has waited longest without
   a request in progress (new and silent, or idle between keep-alive requests); when every
   connection is busy with a request (event streams included), the new one is closed.
@@ -20,7 +20,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-HEADER_TIMEOUT_S = 10.0
+_HEADER_TIMEOUT_S = 10.0
 """A new connection's time to send a whole request head."""
 RESERVED_FILES = 256
 """Open files kept for the server's own use (event logs, sessions, commands' pipes)."""
@@ -56,7 +56,7 @@ def guarded_protocol(max_connections: int) -> type[H11Protocol]:
             assert isinstance(transport, asyncio.Transport)
             super().connection_made(transport)
             self.waiting_since = self.loop.time()
-            self.header_deadline = self.loop.call_later(HEADER_TIMEOUT_S, self._no_request)
+            self.header_deadline = self.loop.call_later(_HEADER_TIMEOUT_S, self._no_request)
             if len(self.connections) > max_connections:
                 self._make_room()
 

@@ -54,13 +54,13 @@ def event_stream(chunks: AsyncIterator[bytes]) -> StreamingResponse:
     )
 
 
-CHANGES_EVERY_S = 0.25
+_CHANGES_EVERY_S = 0.25
 """A changes stream's events come at most this often: a busy run publishes far faster."""
 
 
 def changes_stream(sources: Mapping[str, Changes], keepalive_s: float) -> StreamingResponse:
     """Server-sent events named as `sources`' keys: one of each at once, then one whenever
-    that source moves on (at most one per `CHANGES_EVERY_S`): a list follows them and reads
+    that source moves on (at most one per `_CHANGES_EVERY_S`): a list follows them and reads
     itself again on each, instead of asking on a timer. WHY one stream for several lists: a
     browser holds six connections to a server, and each page's streams count."""
 
@@ -71,7 +71,7 @@ def changes_stream(sources: Mapping[str, Changes], keepalive_s: float) -> Stream
         seen = {name: changes.version for name, changes in sources.items()}
         yield b"retry: 1000\n\n" + b"".join(changed(name, seen[name]) for name in sources)
         while not any(changes.closed for changes in sources.values()):
-            await anyio.sleep(CHANGES_EVERY_S)
+            await anyio.sleep(_CHANGES_EVERY_S)
             if all(changes.version == seen[name] for name, changes in sources.items()):
                 with anyio.move_on_after(keepalive_s):
                     async with anyio.create_task_group() as group:

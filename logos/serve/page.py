@@ -30,7 +30,7 @@ PAGE_FILES: dict[str, tuple[str, str]] = {
 }
 """Route → (file in logos/serve/static, media type)."""
 
-SECURITY_HEADERS = {
+_SECURITY_HEADERS = {
     # WHY: only our own script and style, no inline code, no frames, no other origin.
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -49,4 +49,4 @@ def _file(name: str) -> bytes:
 
 async def page_response(request: Request) -> Response:
     name, media_type = PAGE_FILES[request.url.path]
-    return Response(_file(name), media_type=media_type, headers=SECURITY_HEADERS)
+    return Response(_file(name), media_type=media_type, headers=_SECURITY_HEADERS)

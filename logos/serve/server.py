@@ -40,12 +40,12 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACEFUL_S = 5.0
 """After the runs are saved, how long open connections get to finish."""
 _STARTED_POLL_S = 0.02
-VIEW_CONNECTIONS = 64
+_VIEW_CONNECTIONS = 64
 """Connections a `logos view` page server holds (one person's browser)."""
-SNAPSHOTS_DIR = "snapshots"
+_SNAPSHOTS_DIR = "snapshots"
 """In the server's state directory: the snapshots behind the diffs of what runs changed
 (each server's own, removed as it stops)."""
-PAGE_RULES_FILE = "approval-rules.toml"
+_PAGE_RULES_FILE = "approval-rules.toml"
 """In the server's state directory: the rules the page adds when no rules file is configured."""
 
 
@@ -167,12 +167,12 @@ async def serve(
 ) -> None:
     """Serve until a stop signal; then cancel and save the runs, and stop."""
     settings = setup.settings
-    rule_book = RuleBook.open(setup.rules, setup.state_dir / PAGE_RULES_FILE)
+    rule_book = RuleBook.open(setup.rules, setup.state_dir / _PAGE_RULES_FILE)
     if rule_book.problem is not None:
         print(f"logos serve: warning: {rule_book.problem}", file=sys.stderr, flush=True)
     sessions = SessionStore(setup.state_dir / "sessions")
     approvals = Approvals(settings.approval_ttl_s)
-    trackers = ChangeTrackers(setup.state_dir / SNAPSHOTS_DIR)
+    trackers = ChangeTrackers(setup.state_dir / _SNAPSHOTS_DIR)
     runs = Runs(setup, sessions, approvals, rule_book, trackers)
     projects = Projects(setup, approvals, rule_book, rule_book, trackers)
     app = build_app(
@@ -214,7 +214,7 @@ async def serve(
 
 async def serve_page(app: ASGIApp, listener: Listener, on_ready: Callable[[], None]) -> None:
     """Serve a page with no runs behind it (`logos view`) until a stop signal."""
-    server = _uvicorn(app, VIEW_CONNECTIONS)
+    server = _uvicorn(app, _VIEW_CONNECTIONS)
     try:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with anyio.create_task_group() as group:

@@ -20,8 +20,8 @@ from logos.jsonl import make_private_dir
 from logos.records.trajectory import Trajectory, load_trajectory
 
 _ID = re.compile(r"[0-9a-f]{16}")
-TRAJECTORY_NAME = "session.jsonl"
-RUNS_DIR = "runs"
+_TRAJECTORY_NAME = "session.jsonl"
+_RUNS_DIR = "runs"
 _TITLE_CHARS = 120
 _HEAD_BYTES = 64 * 1024
 
@@ -62,15 +62,15 @@ class SessionStore:
 
     def directory(self, session_id: str) -> Path:
         """The session's directory; UnknownSession unless it exists."""
-        if not is_id(session_id) or not (self.root / session_id / TRAJECTORY_NAME).is_file():
+        if not is_id(session_id) or not (self.root / session_id / _TRAJECTORY_NAME).is_file():
             raise UnknownSession(session_id)
         return self.root / session_id
 
     def trajectory_path(self, session_id: str) -> Path:
-        return self.root / session_id / TRAJECTORY_NAME
+        return self.root / session_id / _TRAJECTORY_NAME
 
     def runs_dir(self, session_id: str) -> Path:
-        return self.root / session_id / RUNS_DIR
+        return self.root / session_id / _RUNS_DIR
 
     def create(self) -> str:
         """A new session directory, claimed for its first run (which writes its trajectory)."""
@@ -85,7 +85,7 @@ class SessionStore:
             shutil.rmtree(self.root / session_id, ignore_errors=True)
 
     def load(self, session_id: str) -> Trajectory:
-        return load_trajectory(self.directory(session_id) / TRAJECTORY_NAME)
+        return load_trajectory(self.directory(session_id) / _TRAJECTORY_NAME)
 
     def claim(self, session_id: str) -> None:
         """Mark the session as having a run; SessionBusy when it has one already."""
@@ -109,7 +109,7 @@ class SessionStore:
         """Every session, the most recently started first."""
         found = []
         for directory in self.root.iterdir():
-            path = directory / TRAJECTORY_NAME
+            path = directory / _TRAJECTORY_NAME
             if is_id(directory.name) and path.is_file():
                 info = _summary(directory.name, path)
                 if info is not None:
@@ -120,7 +120,7 @@ class SessionStore:
         """The event log of a run of any session, if there is one."""
         if not is_id(run_id):
             return None
-        return next(iter(self.root.glob(f"*/{RUNS_DIR}/{run_id}.jsonl")), None)
+        return next(iter(self.root.glob(f"*/{_RUNS_DIR}/{run_id}.jsonl")), None)
 
 
 def _summary(session_id: str, path: Path) -> SessionInfo | None:
@@ -133,7 +133,7 @@ def _summary(session_id: str, path: Path) -> SessionInfo | None:
         prompt = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
     except ValueError:
         return None
-    runs_dir = path.parent / RUNS_DIR
+    runs_dir = path.parent / _RUNS_DIR
     runs = sum(1 for _ in runs_dir.glob("*.jsonl")) if runs_dir.is_dir() else 0
     title = str(prompt.get("content", ""))
     return SessionInfo(

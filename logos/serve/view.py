@@ -41,7 +41,7 @@ from logos.serve.app import guarded, output_query, output_response
 from logos.serve.event_hub import Published
 from logos.serve.page import PAGE_FILES, page_response
 
-SAVED_RUN = "saved"
+_SAVED_RUN = "saved"
 """The id the page knows the opened trajectory by."""
 
 
@@ -127,7 +127,7 @@ def _published(number: int, event: BaseModel | dict[str, Any]) -> Published:
 def _status(task: str, started_at: str, summary: RunSummary | None) -> dict[str, Any]:
     ended = summary is not None
     return {
-        "id": SAVED_RUN,
+        "id": _SAVED_RUN,
         "task": task,
         "status": "finished" if ended else "interrupted",
         "created_at": started_at,
@@ -176,7 +176,7 @@ def build_view_app(
 
 
 def _the_run(request: Request, run: SavedRun | None) -> SavedRun:
-    if run is None or request.path_params["run_id"] != SAVED_RUN:
+    if run is None or request.path_params["run_id"] != _SAVED_RUN:
         raise ApiError(404, f"no run {request.path_params['run_id'][:64]!r}: this page shows one")
     return run
 

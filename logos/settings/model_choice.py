@@ -33,8 +33,8 @@ from logos.providers.registry import (
 )
 from logos.records.trajectory import Trajectory
 
-HUB_SCHEME = "hf:"
-NO_PROVIDER_MESSAGE = (
+_HUB_SCHEME = "hf:"
+_NO_PROVIDER_MESSAGE = (
     "no model provider is configured: set "
     + " or ".join(f"{kind.api_key_env} ({kind.label})" for kind in PROVIDER_KINDS.values())
     + f"; or point --base-url (or {LOCAL_SERVER_KIND.base_url_env}) at an "
@@ -121,7 +121,7 @@ def _detect_kind(flags: ProviderFlags, config: Values, environ: Mapping[str, str
     for kind in PROVIDER_KINDS.values():
         if environ.get(kind.api_key_env) or environ.get(kind.base_url_env):
             return kind
-    raise SettingsError(NO_PROVIDER_MESSAGE)
+    raise SettingsError(_NO_PROVIDER_MESSAGE)
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def local_model(
     if gguf is not None:
         return gguf
     named = flags[MODEL] or (None if flags[PROVIDER] else config[MODEL])
-    if named is not None and named.startswith(HUB_SCHEME):
+    if named is not None and named.startswith(_HUB_SCHEME):
         if flags[PROVIDER] or flags[BASE_URL]:
             raise SettingsError(
                 f"{named} runs with llama.cpp in this process: leave out --provider and --base-url"

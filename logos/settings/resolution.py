@@ -184,7 +184,7 @@ def exec_options(
     )
 
 
-def served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
+def _served_by_llama_cpp(choice: ProviderChoice | None) -> bool:
     """Whether the model is llama.cpp's: a local GGUF (`choice` None) or a llama.cpp server."""
     return choice is None or choice.llama_cpp
 
@@ -210,7 +210,7 @@ def replies(flags: Values, config: Values, choice: ProviderChoice | None) -> Rep
     examples and the answers asked from the outputs, the full prompt none of them. The
     check-back stays on unless turned off: small models answer questions about this
     machine from guesses."""
-    llama_cpp = served_by_llama_cpp(choice)
+    llama_cpp = _served_by_llama_cpp(choice)
     policy = SMALL_MODEL if llama_cpp else ReplyPolicy()
     options = dict(config[PROVIDER_OPTIONS] or {})
     default = LOGOS_GRAMMAR if llama_cpp and "grammar" not in options else NO_GRAMMAR

@@ -43,7 +43,7 @@ class RunnerSpec:
         return replace(self.settings, allowed_paths=paths)
 
 
-def parse_allow(spec: str) -> AllowedPath:
+def _parse_allow(spec: str) -> AllowedPath:
     """`PATH[:ro|:rw]` → an AllowedPath, resolved (symlinks too) and checked to exist."""
     path, read_only = spec, True
     head, sep, tail = spec.rpartition(":")
@@ -66,7 +66,7 @@ def allowed_paths(specs: Sequence[str], default_dir: str) -> tuple[AllowedPath, 
     """The paths of `--allow`, or `default_dir` read-write when none was given."""
     if not specs:
         return (AllowedPath(path=os.path.realpath(default_dir), read_only=False),)
-    return tuple(parse_allow(spec) for spec in specs)
+    return tuple(_parse_allow(spec) for spec in specs)
 
 
 def sandbox(spec: RunnerSpec) -> SandboxKind:

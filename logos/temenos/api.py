@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 JOB_RUNNING: Literal["running"] = "running"
-JOB_COMPLETED: Literal["completed"] = "completed"
+_JOB_COMPLETED: Literal["completed"] = "completed"
 JOB_KILLED: Literal["killed"] = "killed"
 BACKGROUND: Literal["background"] = "background"
 

@@ -40,7 +40,7 @@ from logos.temenos import api as wire
 from logos.temenos.address import TemenosAddress, resolve_address
 from logos.temenos.client import TemenosClient, TemenosFailure
 
-HTTP_MARGIN_S = 90.0
+_HTTP_MARGIN_S = 90.0
 """On top of the command's timeout for `POST /run`: a sandbox's first start and the kill grace."""
 KILL_GRACE_S = 10.0
 """How long past the command's timeout a job may still run before the runner kills it
@@ -124,7 +124,7 @@ class TemenosRunner(Runner):
             await _hold_to_ceiling(options)
             answer = await self._client.run(
                 self._request(command, options),
-                answer_within_s=math.ceil(options.timeout_s) + HTTP_MARGIN_S,
+                answer_within_s=math.ceil(options.timeout_s) + _HTTP_MARGIN_S,
             )
             if answer.status == wire.BACKGROUND:
                 if not answer.job_id:

@@ -23,8 +23,8 @@ from sandboxd.paths import default_state_dir, lock_path, open_lock_file
 START_TIMEOUT_S = 60.0
 """The daemon sweeps stray containers and checks the engine before it serves."""
 _POLL_S = 0.1
-LOG_NAME = "autostart.log"
-START_LOCK_SUFFIX = ".start-lock"
+_LOG_NAME = "autostart.log"
+_START_LOCK_SUFFIX = ".start-lock"
 
 
 class AutostartError(ValueError):
@@ -49,7 +49,7 @@ def _starting(socket_path: Path) -> Iterator[None]:
     """Hold the node's start lock (callers in other processes wait their turn)."""
     if not socket_path.parent.exists():
         socket_path.parent.mkdir(mode=0o700, parents=True)
-    lock = socket_path.with_name(socket_path.name + START_LOCK_SUFFIX)
+    lock = socket_path.with_name(socket_path.name + _START_LOCK_SUFFIX)
     fd = open_lock_file(lock, AutostartError)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -59,7 +59,7 @@ def _starting(socket_path: Path) -> Iterator[None]:
 
 
 def _start(socket_path: Path, timeout_s: float) -> None:
-    log = default_state_dir() / LOG_NAME
+    log = default_state_dir() / _LOG_NAME
     process = _spawn(socket_path, log)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ from sandboxd.paths import SOCKET_ENV, default_socket_path
 
 BASE_URL = "http://sandboxd"
 """The host part of every request: the socket is the address, the name is a placeholder."""
-HEALTH_TIMEOUT_S = 10.0
+_HEALTH_TIMEOUT_S = 10.0
 
 
 def daemon_client(socket_path: Path, timeout: httpx.Timeout | float) -> httpx.Client:
@@ -113,7 +113,7 @@ class HealthCheck:
 def check_health(socket_path: Path) -> HealthCheck:
     """Ask the daemon on `socket_path` whether it can run commands, for real."""
     try:
-        with daemon_client(socket_path, HEALTH_TIMEOUT_S) as client:
+        with daemon_client(socket_path, _HEALTH_TIMEOUT_S) as client:
             response = client.get(f"{API_PREFIX}/health")
     except httpx.HTTPError as exc:
         if permission_denied(exc):

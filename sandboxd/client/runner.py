@@ -69,7 +69,7 @@ _UNPREPARED = "the sandbox could not be prepared, so this command did not run: "
 _FRESH_NEXT = (
     " (This command did not run. This session's next command runs in a fresh, empty sandbox.)"
 )
-CLOSE_WAIT_S = 5.0
+_CLOSE_WAIT_S = 5.0
 """At `aclose()`, how long a daemon that went away is waited for to close the session."""
 
 
@@ -413,7 +413,7 @@ class SandboxRunner(AsyncCloseable):
                             f"{wire.API_PREFIX}/sessions/{self.session}", timeout=_HTTP_MARGIN_S
                         ),
                         again=self._repeatable,
-                        wait_s=CLOSE_WAIT_S,
+                        wait_s=_CLOSE_WAIT_S,
                     )
         finally:
             await self._client.aclose()

@@ -128,26 +128,26 @@ from sandboxd.sessions.table import POOL_SESSION, Sessions, shutting_down
 
 START_TIMEOUT_S = 60.0
 """A container whose supervisor has not said hello by then is given up."""
-EGRESS_OPEN_TIMEOUT_S = 10.0
+_EGRESS_OPEN_TIMEOUT_S = 10.0
 """A connection's FIFO pair the forwarder has not opened by then is given up."""
-STATUS_POLL_S = 0.1
+_STATUS_POLL_S = 0.1
 """While waiting for the supervisor: the first check that the container still runs; each
 next one waits twice as long, up to STATUS_POLL_MAX_S. WHY only a backstop: the supervisor's
 connection is awaited directly; these checks catch a container that exits without connecting
 (an image without python3, a crash), and 64 starts at once polling every 0.1 s kept the
 engine busy answering them."""
-STATUS_POLL_MAX_S = 1.0
-REPLY_MARGIN_S = 10.0
+_STATUS_POLL_MAX_S = 1.0
+_REPLY_MARGIN_S = 10.0
 """Past a command's timeout and kill grace, how long a silent supervisor is trusted."""
-STALE_CONTROL_DIR_S = 60.0
-BUILD_HINT = "run `sandboxd build-image`"
-ADOPTIONS_AT_ONCE = 8
+_STALE_CONTROL_DIR_S = 60.0
+_BUILD_HINT = "run `sandboxd build-image`"
+_ADOPTIONS_AT_ONCE = 8
 """Sandboxes of the daemon before taken over at once when this one starts."""
-REMOVED_AT_STOP = (
+_REMOVED_AT_STOP = (
     "it was removed when the sandbox daemon stopped, as its operator asked "
     "(`sandboxd stop --remove-sandboxes`)"
 )
-DETACHED = (
+_DETACHED = (
     "the sandbox daemon stopped while it ran (its sandbox was kept for the next daemon; "
     "whether the command finished is unknown)"
 )
@@ -256,7 +256,7 @@ class DockerBackend(AsyncCloseable):
             for scope in list(box.egress or ()):
                 scope.cancel()
             if box.channel is not None:
-                box.channel.close(DETACHED)
+                box.channel.close(_DETACHED)
                 with anyio.CancelScope(shield=True):
                     await box.channel.aclose()
         logger.info("left the sandboxes running for the next daemon on this state directory")
@@ -271,7 +271,7 @@ class DockerBackend(AsyncCloseable):
             with anyio.CancelScope(shield=True):
                 await self._sessions.close_all(
                     "the sandbox daemon shut down while the command ran",
-                    lost=REMOVED_AT_STOP if self._keeping is not None else None,
+                    lost=_REMOVED_AT_STOP if self._keeping is not None else None,
                 )
                 # Ours that no session tracks any more (a removal the engine failed), orphans.
                 with contextlib.suppress(BackendError, docker.errors.APIError):
@@ -305,7 +305,7 @@ class DockerBackend(AsyncCloseable):
                 await engine.call(lambda api: api.inspect_image(self.image))
                 image_present = True
             except docker.errors.ImageNotFound:
-                problems.append(f"image {self.image} missing: {BUILD_HINT}")
+                problems.append(f"image {self.image} missing: {_BUILD_HINT}")
             except (docker.errors.APIError, EngineUnavailableError) as exc:
                 problems.append(f"could not inspect image {self.image}: {exc}")
         return HealthReport(
@@ -493,7 +493,7 @@ class DockerBackend(AsyncCloseable):
             except docker.errors.APIError as exc:
                 text = api_error_text(exc)
                 if "executable file not found" in text:
-                    text += f" (a fork's copier needs python3 in the image: {BUILD_HINT})"
+                    text += f" (a fork's copier needs python3 in the image: {_BUILD_HINT})"
                 raise ForkCopyError(f"its copier failed in image {image}: {text}") from exc
         finally:
             self._copiers.discard(name)
@@ -510,7 +510,7 @@ class DockerBackend(AsyncCloseable):
         raise ForkCopyError(
             f"a fork's copier needs python3, and neither the daemon's image {self.image} nor "
             f"the session's {source.spec.image} has it: configure an image with python3 "
-            f"({BUILD_HINT})"
+            f"({_BUILD_HINT})"
         )
 
     @contextlib.asynccontextmanager
@@ -690,7 +690,7 @@ class DockerBackend(AsyncCloseable):
             for container in listed
             for name in container.get("Names") or []
         }
-        limiter = anyio.CapacityLimiter(ADOPTIONS_AT_ONCE)
+        limiter = anyio.CapacityLimiter(_ADOPTIONS_AT_ONCE)
         async with anyio.create_task_group() as adoptions:
             for record in records:
                 adoptions.start_soon(
@@ -863,7 +863,7 @@ class DockerBackend(AsyncCloseable):
     def _follow_adopted(self, box: DockerSandbox, held: HeldJob, command: str) -> SupervisedJob:
         """A job taken over (see _AdoptedJobs), followed until its end like a new one."""
         assert box.channel is not None
-        margin = supervisor.KILL_GRACE_S + REPLY_MARGIN_S
+        margin = supervisor.KILL_GRACE_S + _REPLY_MARGIN_S
         left = held.started_at + held.timeout_s + margin - time.time()
         job = SupervisedJob(
             box.channel,
@@ -1143,7 +1143,7 @@ class DockerBackend(AsyncCloseable):
         return str(info["Id"])
 
     def _image_missing(self, image: str) -> ImageMissingError:
-        fix = BUILD_HINT if image == self.image else f"build or pull it (`docker pull {image}`)"
+        fix = _BUILD_HINT if image == self.image else f"build or pull it (`docker pull {image}`)"
         return ImageMissingError(f"image {image} missing: {fix}")
 
     def _prepare_control_dir(self, control_dir: Path, spec: SandboxSpec) -> None:
@@ -1207,10 +1207,10 @@ class DockerBackend(AsyncCloseable):
 
                 async def watch() -> None:
                     nonlocal outcome
-                    pause = STATUS_POLL_S
+                    pause = _STATUS_POLL_S
                     while True:
                         await anyio.sleep(pause)
-                        pause = min(pause * 2, STATUS_POLL_MAX_S)
+                        pause = min(pause * 2, _STATUS_POLL_MAX_S)
                         try:
                             state = await self._engine.call(
                                 lambda api: api.inspect_container(container_id)["State"]
@@ -1282,7 +1282,7 @@ class DockerBackend(AsyncCloseable):
         try:
             with scope:
                 try:
-                    with anyio.fail_after(EGRESS_OPEN_TIMEOUT_S):
+                    with anyio.fail_after(_EGRESS_OPEN_TIMEOUT_S):
                         opened = await pair.stream.receive(1)
                     if opened != OPENED:
                         raise OSError("the forwarder did not open its FIFOs")
@@ -1365,7 +1365,7 @@ class DockerBackend(AsyncCloseable):
                 continue
             with contextlib.suppress(OSError):
                 info = entry.lstat()
-                if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > STALE_CONTROL_DIR_S:
+                if stat.S_ISDIR(info.st_mode) and now - info.st_mtime > _STALE_CONTROL_DIR_S:
                     remove_control_dir(entry)
 
     def _background(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
@@ -1406,7 +1406,7 @@ class DockerBackend(AsyncCloseable):
         )
         replied_by = min(request.background_after_s or request.timeout_s, request.timeout_s)
         reply = await channel.run(
-            message, replied_by + supervisor.KILL_GRACE_S + REPLY_MARGIN_S, request.live
+            message, replied_by + supervisor.KILL_GRACE_S + _REPLY_MARGIN_S, request.live
         )
         if isinstance(reply, ChannelLost):
             failed = Result(
@@ -1421,7 +1421,7 @@ class DockerBackend(AsyncCloseable):
             channel,
             JobKey(box.name, message.id),
             request.command,
-            end_deadline=started + request.timeout_s + supervisor.KILL_GRACE_S + REPLY_MARGIN_S,
+            end_deadline=started + request.timeout_s + supervisor.KILL_GRACE_S + _REPLY_MARGIN_S,
             lost_message=functools.partial(self._lost_message, box),
         )
         self._background(self._follow_job, box, job)

@@ -51,13 +51,13 @@ from sandboxd.inside import egress_forwarder, supervisor
 CONTROL_DIR = "/.sandboxd"
 """Inside the container: the supervisor's code, its hosts file and the backend's FIFOs,
 mounted read-only."""
-HOME_DIR = "/home/sandbox"
-FALLBACK_HOME_DIR = "/tmp/home"
+_HOME_DIR = "/home/sandbox"
+_FALLBACK_HOME_DIR = "/tmp/home"
 """$HOME when a mount covers /home/sandbox's parent (it then lives in the /tmp volume)."""
-TMP_DIR = "/tmp"
+_TMP_DIR = "/tmp"
 HOSTNAME = "sandbox"
-ETC_HOSTS = "/etc/hosts"
-HOSTS_FILE = "hosts"
+_ETC_HOSTS = "/etc/hosts"
+_HOSTS_FILE = "hosts"
 """In the control directory: what a sandbox without network sees as /etc/hosts."""
 HOSTS = f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}\n"
 """localhost (as the engine writes it for a container) and the sandbox's own name: tools
@@ -79,7 +79,7 @@ modules they import, copied side by side into its control directory (the import 
 `inside` in pyproject.toml holds them to the standard library)."""
 _SUPERVISOR_SOURCES = tuple(Path(inspect.getfile(module)) for module in STAGED_MODULES)
 _PROXY_URL = f"http://127.0.0.1:{EGRESS_PORT}"
-PROXY_ENV = {
+_PROXY_ENV = {
     **{name: _PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
     **{name: _PROXY_URL for name in ("http_proxy", "https_proxy", "all_proxy")},
     "NO_PROXY": "localhost,127.0.0.1,::1",
@@ -93,7 +93,7 @@ _BYTECODE_DIR = "__pycache__"
 # exits 3 and the backend falls back to `docker exec` for this image (see
 # sandboxd.docker.exec_fallback). WHY `-m` from the control directory: a module's bytecode is
 # loaded from __pycache__ (see stage_supervisor), a script's never is.
-SUPERVISED_LAUNCHER = f"""[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
+_SUPERVISED_LAUNCHER = f"""[ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null
 command -v python3 >/dev/null 2>&1 || exit 3
 cd {CONTROL_DIR} || exit 4
 exec python3 {" ".join(PYTHON_FLAGS)} -m {SUPERVISOR_MODULE} {CONTROL_DIR}
@@ -105,7 +105,7 @@ time (no daemon is there to use it)."""
 BEAT_S = 10.0
 
 
-def exec_mode_launcher(orphan_ttl_s: float) -> str:
+def _exec_mode_launcher(orphan_ttl_s: float) -> str:
     """The first process of a sandbox without python3 (commands come by `docker exec`): it
     keeps the container up, for ever, or (`orphan_ttl_s`) until its daemon's beat has not
     changed for that long. Shell builtins, `mkdir` and `sleep` only: the image may have
@@ -168,7 +168,7 @@ class Layout:
     def scratch(self) -> tuple[str, ...]:
         """The scratch places (each a tmpfs volume): what commands can change outside the
         mounts."""
-        places = [TMP_DIR] if self.tmp_scratch else []
+        places = [_TMP_DIR] if self.tmp_scratch else []
         if self.home_scratch:
             places.append(self.home)
         return tuple(places)
@@ -184,23 +184,23 @@ def plan_layout(spec: SandboxSpec) -> Layout:
                 f"cannot mount {target}: it would cover {CONTROL_DIR}, which sandboxd reserves "
                 "inside the container; mount a more specific directory"
             )
-    tmp_scratch = TMP_DIR not in targets
+    tmp_scratch = _TMP_DIR not in targets
     # WHY not under a mounted /etc: its mount point would be made in the HOST directory
     # (and that /etc brings its own hosts file).
-    hosts_file = not spec.network and not any(is_within(ETC_HOSTS, t) for t in targets)
-    home_parent = os.path.dirname(HOME_DIR)
+    hosts_file = not spec.network and not any(is_within(_ETC_HOSTS, t) for t in targets)
+    home_parent = os.path.dirname(_HOME_DIR)
     if any(is_within(home_parent, target) for target in targets):
         # WHY: a volume at /home/sandbox on top of a mounted /home would create its mount
         # point in the HOST directory.
         return Layout(
-            home=FALLBACK_HOME_DIR,
+            home=_FALLBACK_HOME_DIR,
             home_scratch=False,
             tmp_scratch=tmp_scratch,
             hosts_file=hosts_file,
         )
     return Layout(
-        home=HOME_DIR,
-        home_scratch=HOME_DIR not in targets,
+        home=_HOME_DIR,
+        home_scratch=_HOME_DIR not in targets,
         tmp_scratch=tmp_scratch,
         hosts_file=hosts_file,
     )
@@ -296,7 +296,7 @@ def remove_control_dir(directory: Path) -> None:
 def write_hosts_file(directory: Path) -> None:
     """The /etc/hosts a sandbox without network mounts (see HOSTS), into its control
     directory."""
-    hosts = directory / HOSTS_FILE
+    hosts = directory / _HOSTS_FILE
     hosts.write_text(HOSTS)
     hosts.chmod(0o644)
 
@@ -357,7 +357,7 @@ def create_container(
     # docker-py has no arguments for these; the engine API takes them (API 1.30+).
     host_config["MaskedPaths"] = list(MASKED_PATHS)
     host_config["ReadonlyPaths"] = list(READONLY_PATHS)
-    launcher = SUPERVISED_LAUNCHER if supervised else exec_mode_launcher(orphan_ttl_s)
+    launcher = _SUPERVISED_LAUNCHER if supervised else _exec_mode_launcher(orphan_ttl_s)
     created = api.create_container(
         spec.image,
         entrypoint=["/bin/sh", "-c", launcher, "sandboxd"],
@@ -365,8 +365,8 @@ def create_container(
         user=f"{spec.uid}:{spec.gid}",
         environment={
             "HOME": layout.home,
-            "TMPDIR": TMP_DIR,
-            **(PROXY_ENV if spec.allowed_hosts else {}),
+            "TMPDIR": _TMP_DIR,
+            **(_PROXY_ENV if spec.allowed_hosts else {}),
         },
         labels={**labels, LABEL_SCRATCH: scratch_label(volumes)},
         name=name,
@@ -380,7 +380,7 @@ def create_container(
     return str(created["Id"])
 
 
-RECURSIVE_READ_ONLY_API = (1, 44)
+_RECURSIVE_READ_ONLY_API = (1, 44)
 """The first engine API whose binds can be read-only all the way down (ReadOnlyForceRecursive);
 older engines ignore the option without a word, so it is only sent to newer ones."""
 
@@ -397,14 +397,14 @@ def bind_mounts(
     them as Binds modes and has no BindOptions for them); the container's seccomp profile
     refuses making setuid/setgid files, and its device cgroup refuses opening device nodes.
     """
-    recursive = _api_at_least(api_version, RECURSIVE_READ_ONLY_API)
+    recursive = _api_at_least(api_version, _RECURSIVE_READ_ONLY_API)
     binds = [
         _bind(CONTROL_DIR, control_dir, read_only=True, recursive=recursive),
         *(_bind(m.path, m.path, read_only=m.read_only, recursive=recursive) for m in spec.mounts),
     ]
     if layout.hosts_file:
-        hosts = os.path.join(control_dir, HOSTS_FILE)
-        binds.append(_bind(ETC_HOSTS, hosts, read_only=True, recursive=recursive))
+        hosts = os.path.join(control_dir, _HOSTS_FILE)
+        binds.append(_bind(_ETC_HOSTS, hosts, read_only=True, recursive=recursive))
     return binds
 
 

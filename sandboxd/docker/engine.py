@@ -27,17 +27,17 @@ from sandboxd.backend import EngineUnavailableError
 
 T = TypeVar("T")
 
-DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
-API_TIMEOUT_S = 60
+_DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
+_API_TIMEOUT_S = 60
 PROBE_TIMEOUT_S = 5
 """A health check says the engine is slow within this, rather than hang with it."""
 PROBE_WORKERS = 2
-START_ENGINE_HINT = "start it (e.g. `sudo dockerd &` or `systemctl start docker`)"
+_START_ENGINE_HINT = "start it (e.g. `sudo dockerd &` or `systemctl start docker`)"
 
 
 class Engine:
     def __init__(
-        self, base_url: str | None, max_workers: int, timeout_s: float = API_TIMEOUT_S
+        self, base_url: str | None, max_workers: int, timeout_s: float = _API_TIMEOUT_S
     ) -> None:
         self._base_url = base_url
         self._max_workers = max_workers
@@ -49,7 +49,7 @@ class Engine:
 
     @property
     def url(self) -> str:
-        return self._base_url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_URL
+        return self._base_url or os.environ.get("DOCKER_HOST") or _DEFAULT_DOCKER_URL
 
     async def call(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(api_client)` on the worker pool.
@@ -91,7 +91,7 @@ class Engine:
 
     def unavailable(self, cause: BaseException) -> EngineUnavailableError:
         return EngineUnavailableError(
-            f"Docker engine unreachable at {self.url}: {START_ENGINE_HINT} ({_short(cause)})"
+            f"Docker engine unreachable at {self.url}: {_START_ENGINE_HINT} ({_short(cause)})"
         )
 
     def close(self) -> None:

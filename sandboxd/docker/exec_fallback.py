@@ -34,9 +34,9 @@ from logos.result import Result
 from logos.runners.capture import OutputCapture
 from sandboxd.docker.engine import api_error_text
 
-NO_WORKDIR_MARKER = "sandboxd: no such working directory"
-NO_WORKDIR_STATUS = 127
-TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+_NO_WORKDIR_MARKER = "sandboxd: no such working directory"
+_NO_WORKDIR_STATUS = 127
+_TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """Where the wrapper looks for `setsid` and `sleep`: never a PATH the request chose."""
 # WHY the request's env reaches only the command: the exec's environment is the wrapper's
 # too, and a request's PATH would choose the `setsid` and `sleep` that enforce its timeout.
@@ -44,11 +44,11 @@ TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # request's env as NAME=VALUE, exported in the command's own shell right before it runs.
 # The watchdog is killed by pid first (it may not have called setsid yet), then by group
 # (its sleep).
-WRAPPER = f"""setsid=$(PATH={TOOL_PATH}; command -v setsid) \
-  && sleep=$(PATH={TOOL_PATH}; command -v sleep) \
-  || {{ echo "sandboxd: the image has no setsid or sleep in {TOOL_PATH}" >&2; exit 127; }}
+_WRAPPER = f"""setsid=$(PATH={_TOOL_PATH}; command -v setsid) \
+  && sleep=$(PATH={_TOOL_PATH}; command -v sleep) \
+  || {{ echo "sandboxd: the image has no setsid or sleep in {_TOOL_PATH}" >&2; exit 127; }}
 cd -- "$1" 2>/dev/null \
-  || {{ echo "{NO_WORKDIR_MARKER}" >&2; exit {NO_WORKDIR_STATUS}; }}
+  || {{ echo "{_NO_WORKDIR_MARKER}" >&2; exit {_NO_WORKDIR_STATUS}; }}
 seconds=$2
 script=$3
 shift 3
@@ -64,8 +64,8 @@ kill -s KILL "$watchdog" 2>/dev/null
 kill -s KILL -- "-$watchdog" 2>/dev/null
 exit "$status"
 """
-FIRST_EXIT_CHECK_S = 0.05
-MAX_EXIT_CHECK_S = 1.0
+_FIRST_EXIT_CHECK_S = 0.05
+_MAX_EXIT_CHECK_S = 1.0
 LINGER_S = 1.0
 """Once the engine says the command exited, how long the stream may take to end. WHY this
 long: a busy engine reports the exit before it has forwarded the command's last output (at
@@ -73,7 +73,7 @@ long: a busy engine reports the exit before it has forwarded the command's last 
 (`sleep 1000 & echo hi`) waits this long, which a fallback can afford."""
 BACKSTOP_MARGIN_S = 5.0
 """Past the deadline, how long the in-container watchdog gets before the host steps in."""
-EXIT_CODE_WAIT_S = 2.0
+_EXIT_CODE_WAIT_S = 2.0
 
 
 class SandboxGoneError(Exception):
@@ -105,7 +105,7 @@ def run_exec(api: Any, call: ExecCall, cancelled: threading.Event) -> Result:
             [
                 "/bin/sh",
                 "-c",
-                WRAPPER,
+                _WRAPPER,
                 "sandboxd-exec",
                 call.cwd,
                 f"{call.timeout_s:.3f}",
@@ -134,7 +134,7 @@ def run_exec(api: Any, call: ExecCall, cancelled: threading.Event) -> Result:
     out, err = stdout.finish(), stderr.finish()
     duration = time.monotonic() - started
     status = _exit_code(api, exec_id)
-    if status == NO_WORKDIR_STATUS and err.text.strip() == NO_WORKDIR_MARKER:
+    if status == _NO_WORKDIR_STATUS and err.text.strip() == _NO_WORKDIR_MARKER:
         return Result(
             command=call.command,
             error=f"working directory {call.cwd} does not exist inside the sandbox: "
@@ -171,8 +171,8 @@ def _pump(
     a quiet stream makes us ask the engine whether the command itself has exited.
     """
     pending = bytearray()
-    next_check = time.monotonic() + FIRST_EXIT_CHECK_S
-    check_every = FIRST_EXIT_CHECK_S
+    next_check = time.monotonic() + _FIRST_EXIT_CHECK_S
+    check_every = _FIRST_EXIT_CHECK_S
     exited_at: float | None = None
     while True:
         if cancelled.is_set():
@@ -196,7 +196,7 @@ def _pump(
         if exited_at is None and time.monotonic() >= next_check:
             if not api.exec_inspect(exec_id)["Running"]:
                 exited_at = time.monotonic()
-            check_every = min(check_every * 2, MAX_EXIT_CHECK_S)
+            check_every = min(check_every * 2, _MAX_EXIT_CHECK_S)
             next_check = time.monotonic() + check_every
 
 
@@ -214,7 +214,7 @@ def _split_frames(pending: bytearray, captures: tuple[OutputCapture, OutputCaptu
 
 def _exit_code(api: Any, exec_id: str) -> int | None:
     """The exec's exit status; the engine may report it a moment after the stream ended."""
-    give_up = time.monotonic() + EXIT_CODE_WAIT_S
+    give_up = time.monotonic() + _EXIT_CODE_WAIT_S
     while True:
         info = api.exec_inspect(exec_id)
         if not info["Running"] or time.monotonic() >= give_up:
@@ -257,7 +257,7 @@ def _kill_exec_processes(api: Any, exec_id: str) -> bool:
             pass
         except PermissionError:
             return False
-    deadline = time.monotonic() + EXIT_CODE_WAIT_S
+    deadline = time.monotonic() + _EXIT_CODE_WAIT_S
     while api.exec_inspect(exec_id)["Running"]:
         if time.monotonic() >= deadline:
             return False

@@ -9,7 +9,7 @@ sandbox's open never blocks, then unlinks the FIFO once both ends are open: from
 process can open it again, and the two ends lead only to each other.
 
 A FIFO the host writes into is first opened read-write (Linux lets a FIFO be opened so,
-without waiting for a reader); once the sandbox holds its reading end, `reopen_writing`
+without waiting for a reader); once the sandbox holds its reading end, `_reopen_writing`
 makes it write-only, so that a write to a reader that is gone fails (EPIPE) instead of
 filling the pipe for ever.
 """
@@ -29,7 +29,7 @@ import anyio.abc
 CHUNK = 256 * 1024
 
 
-def make_fifo(path: Path, uid: int, gid: int) -> None:
+def _make_fifo(path: Path, uid: int, gid: int) -> None:
     """A FIFO only the sandbox's uid (and the host) may open: 0600 and its own, or, for a
     daemon that cannot give a file away, 0666 inside the daemon's 0700 state directory (the
     only way to it from the host; the read-only mount the only one inside)."""
@@ -41,17 +41,17 @@ def make_fifo(path: Path, uid: int, gid: int) -> None:
             path.chmod(0o666)
 
 
-def open_reading(path: Path) -> int:
+def _open_reading(path: Path) -> int:
     """The host's reading end (never blocks: a FIFO opened so waits for no writer)."""
     return _open(path, os.O_RDONLY)
 
 
-def open_writing_early(path: Path) -> int:
+def _open_writing_early(path: Path) -> int:
     """The host's writing end before the sandbox opened its reading one (see the docstring)."""
     return _open(path, os.O_RDWR)
 
 
-def reopen_writing(early: int) -> int:
+def _reopen_writing(early: int) -> int:
     """The host's writing end once the sandbox reads, from the early one (the FIFO may be
     unlinked by then): write-only, so a gone reader is an error. Raises OSError (ENXIO) when
     nobody reads it."""
@@ -186,11 +186,11 @@ class FifoPair:
         made: list[Path] = []
         try:
             for path in (reading, writing):
-                make_fifo(path, uid, gid)
+                _make_fifo(path, uid, gid)
                 made.append(path)
-            read_fd = open_reading(reading)
+            read_fd = _open_reading(reading)
             try:
-                write_fd = open_writing_early(writing)
+                write_fd = _open_writing_early(writing)
             except BaseException:
                 os.close(read_fd)
                 raise
@@ -206,7 +206,7 @@ class FifoPair:
         early = self.stream.writing_fd
         if early is None:
             raise OSError(errno.EPIPE, "the channel's writing end is closed")
-        self.stream.replace_writing(reopen_writing(early))
+        self.stream.replace_writing(_reopen_writing(early))
 
     async def aclose(self) -> None:
         unlink(*self.paths)

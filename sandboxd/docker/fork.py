@@ -56,15 +56,15 @@ from sandboxd.inside import copier
 
 COPY_TIMEOUT_S = 300.0
 """A copier still running then is killed, and the fork fails."""
-WAIT_SLICE_S = 30.0
+_WAIT_SLICE_S = 30.0
 """Each wait for the copier's end lasts at most this (the engine client's timeout is longer)."""
 COPIER_MEMORY_BASE = 64 * 1024**2
 """The copier's own memory (its Python, its walk's stack and descriptors), on top of what it
 writes."""
-COPIER_PIDS = 16
-MAX_ERROR_BYTES = 4096
+_COPIER_PIDS = 16
+_MAX_ERROR_BYTES = 4096
 FROM = "/from"
-INTO = "/into"
+_INTO = "/into"
 
 LABEL_ROLE = "sandboxd.role"
 COPIER_ROLE = "copier"
@@ -149,7 +149,7 @@ def create_copier(
         mounts.append(place.source.mount(labels, source_at, read_only=True))
         targets_at = []
         for number, target in enumerate(place.targets):
-            targets_at.append(f"{INTO}/{index}/{number}")
+            targets_at.append(f"{_INTO}/{index}/{number}")
             mounts.append(target.mount(labels, targets_at[-1]))
         places.append(
             {
@@ -165,7 +165,7 @@ def create_copier(
         cap_drop=["ALL"],
         security_opt=["no-new-privileges", security_option()],
         read_only=True,
-        pids_limit=COPIER_PIDS,
+        pids_limit=_COPIER_PIDS,
         mem_limit=plan.memory,
         memswap_limit=plan.memory,
         nano_cpus=int(plan.cpus * 1e9),
@@ -215,7 +215,7 @@ def await_copier(api: Any, container_id: str) -> None:
             "then fork again"
         )
     said = bytes(api.logs(container_id, stdout=False, stderr=True, tail=20))
-    text = said[-MAX_ERROR_BYTES:].decode(errors="replace").strip() or f"status {status}"
+    text = said[-_MAX_ERROR_BYTES:].decode(errors="replace").strip() or f"status {status}"
     raise ForkCopyError(text)
 
 
@@ -228,9 +228,9 @@ def _wait(api: Any, container_id: str, timeout_s: float) -> int | None:
             return None
         began = time.monotonic()
         try:
-            return int(api.wait(container_id, timeout=min(left, WAIT_SLICE_S))["StatusCode"])
+            return int(api.wait(container_id, timeout=min(left, _WAIT_SLICE_S))["StatusCode"])
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             # A wait that timed out (docker-py says so either way); one that failed at once
             # is an engine that does not answer: the caller's engine lane reports it.
-            if time.monotonic() - began < min(left, WAIT_SLICE_S) / 2:
+            if time.monotonic() - began < min(left, _WAIT_SLICE_S) / 2:
                 raise

@@ -17,8 +17,8 @@ import docker.errors
 from sandboxd.backend import BackendError
 from sandboxd.docker.engine import Engine, api_error_text
 
-DEFAULT_TAG = "logos-sandbox:latest"
-OFFLINE_HINT = (
+_DEFAULT_TAG = "logos-sandbox:latest"
+_OFFLINE_HINT = (
     "if no registry is reachable, build from a local Debian image with --base IMAGE "
     "(scripts/setup-docker makes one with debootstrap)"
 )
@@ -39,13 +39,13 @@ def dockerfile_path() -> Path:
     raise ImageBuildError(
         f"the sandbox Dockerfile is missing (looked in {here} and {here.parent}): "
         "reinstall logos, or build from a source checkout with `docker build -t "
-        f"{DEFAULT_TAG} .`"
+        f"{_DEFAULT_TAG} .`"
     )
 
 
 def build_image(
     *,
-    tag: str = DEFAULT_TAG,
+    tag: str = _DEFAULT_TAG,
     base: str | None = None,
     dockerfile: Path | None = None,
     docker_base_url: str | None = None,
@@ -82,7 +82,7 @@ def _build(
     ):
         if "error" in chunk:
             error = str(chunk["error"]).strip()
-            raise ImageBuildError(f"building {tag} failed: {error}; {OFFLINE_HINT}")
+            raise ImageBuildError(f"building {tag} failed: {error}; {_OFFLINE_HINT}")
         if "stream" in chunk:
             on_output(str(chunk["stream"]))
         elif "status" in chunk:

@@ -18,7 +18,7 @@ from logos.result import Result
 from sandboxd.backend import JobKey
 from sandboxd.docker.supervisor_client import ChannelLost, SupervisorChannel
 
-PEEK_DEADLINE_S = 30.0
+_PEEK_DEADLINE_S = 30.0
 """How long a silent supervisor is trusted with a peek before its container is given up."""
 
 
@@ -76,7 +76,7 @@ class SupervisedJob:
 
     async def output(self, since_background: bool) -> Result:
         status = self._end if self._end is not None else Result(command=self._command)
-        reply = await self._channel.peek(self._id, since_background, PEEK_DEADLINE_S)
+        reply = await self._channel.peek(self._id, since_background, _PEEK_DEADLINE_S)
         if isinstance(reply, ChannelLost):
             gone = f"its output is no longer available: {self._lost_message(reply)}"
             return replace(status, error=status.error or gone)

@@ -36,13 +36,13 @@ def check_mounts(
     """Raise MountChangedError naming the first mount whose root is not what was checked, or
     a mount point that appeared beneath a read-only mount since the check; with a `ceiling`,
     OutsideCeilingError naming a mount no longer within it."""
-    check_seen(mounts, seen)
-    check_nothing_new_beneath(mounts)
+    _check_seen(mounts, seen)
+    _check_nothing_new_beneath(mounts)
     if ceiling is not None:
-        check_within_ceiling(mounts, ceiling)
+        _check_within_ceiling(mounts, ceiling)
 
 
-def check_seen(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:
+def _check_seen(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> None:
     """Raise MountChangedError naming the first mount whose root the new sandbox does not
     see as pinned."""
     if len(seen) != len(mounts):
@@ -71,7 +71,7 @@ def seen_problem(mounts: Sequence[Mount], seen: Sequence[MountSeen]) -> str | No
     return None
 
 
-def check_within_ceiling(mounts: Sequence[Mount], ceiling: PathCeiling) -> None:
+def _check_within_ceiling(mounts: Sequence[Mount], ceiling: PathCeiling) -> None:
     """Raise OutsideCeilingError naming the first mount that no longer lies within `ceiling`
     with its access, MountChangedError for one that cannot be placed any more."""
     for mount in mounts:
@@ -92,7 +92,7 @@ def check_within_ceiling(mounts: Sequence[Mount], ceiling: PathCeiling) -> None:
             )
 
 
-def check_nothing_new_beneath(mounts: Sequence[Mount]) -> None:
+def _check_nothing_new_beneath(mounts: Sequence[Mount]) -> None:
     """Raise MountChangedError naming a mount point beneath a read-only mount that is not
     mounted read-only of its own (made on the host after the policy's check)."""
     if not any(mount.read_only for mount in mounts):

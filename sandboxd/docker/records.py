@@ -25,7 +25,7 @@ from sandboxd.docker.container import Layout
 from sandboxd.docker.scratch import ScratchVolume
 from sandboxd.policy.pinned import FileIdentity
 
-RECORDS_DIR = "sandboxes"
+_RECORDS_DIR = "sandboxes"
 """Under the state directory."""
 SUFFIX = ".json"
 
@@ -168,7 +168,7 @@ class RecordStore:
     """The records of one state directory's sandboxes. Blocking: call it on a thread."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.directory = Path(state_dir) / RECORDS_DIR
+        self.directory = Path(state_dir) / _RECORDS_DIR
 
     def save(self, record: SandboxRecord) -> None:
         replace_private_file(self._path(record.name), record.model_dump_json())

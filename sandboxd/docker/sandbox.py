@@ -16,7 +16,7 @@ from sandboxd.docker.supervisor_client import SupervisorChannel
 from sandboxd.egress.proxy import EgressProxy
 from sandboxd.sessions.table import Sandbox
 
-MAX_BLOCKED_KEPT = 16
+_MAX_BLOCKED_KEPT = 16
 """Refused connections a sandbox keeps for its commands' results (the audit log has all)."""
 KILLED_FROM_OUTSIDE = (
     "its container was killed or removed from outside (`docker kill`/`docker rm`, the engine "
@@ -40,7 +40,7 @@ class DockerSandbox(Sandbox):
     proxy."""
     egress_proxy: EgressProxy | None = None
     blocked: collections.deque[tuple[int, str]] = field(
-        default_factory=lambda: collections.deque(maxlen=MAX_BLOCKED_KEPT)
+        default_factory=lambda: collections.deque(maxlen=_MAX_BLOCKED_KEPT)
     )
     """Its proxy's latest refusals, numbered, for the results of the commands that ran
     meanwhile."""

@@ -320,7 +320,7 @@ ALLOWED = [
 """Allowed whatever their arguments: the engine's default for a container without
 capabilities, less what the module's docstring lists."""
 
-NOT_IMPLEMENTED = ("clone3", "openat2")
+_NOT_IMPLEMENTED = ("clone3", "openat2")
 """Fail with ENOSYS: the C library then uses clone and openat, whose arguments are checked."""
 
 _AF_UNIX = 1
@@ -434,7 +434,7 @@ def profile(*, unix_sockets: bool = False, machine: str | None = None) -> dict[s
         for name, index in _MODE_ARGUMENT.items()
     ]
     rules.append(
-        {"names": list(NOT_IMPLEMENTED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
+        {"names": list(_NOT_IMPLEMENTED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
     )
     return {
         "defaultAction": "SCMP_ACT_ERRNO",

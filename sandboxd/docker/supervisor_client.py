@@ -43,19 +43,19 @@ from sandboxd.inside.supervisor import (
     rejoin_proof,
 )
 
-HELLO_TIMEOUT_S = 5.0
+_HELLO_TIMEOUT_S = 5.0
 REJOIN_TIMEOUT_S = 5.0
 """How long a supervisor that waits for a daemon (it looks every REJOIN_POLL_S) is given to
 open a new channel's FIFOs: one that does not is not waiting (gone, or frozen)."""
-CANCEL_SEND_TIMEOUT_S = 1.0
-MAX_HELLO_BYTES = 1024 * 1024
+_CANCEL_SEND_TIMEOUT_S = 1.0
+_MAX_HELLO_BYTES = 1024 * 1024
 """A rejoined channel's hello lists the jobs it holds (up to the supervisor's
 MAX_KEPT_OUTPUTS ended ones, and those running)."""
-MAX_REPLY_HEAD_BYTES = 64 * 1024
+_MAX_REPLY_HEAD_BYTES = 64 * 1024
 """A reply's JSON line (its output follows it, counted separately)."""
-UTF8_EXPANSION = 3
+_UTF8_EXPANSION = 3
 """Worst case bytes of UTF-8 per byte of captured output (an invalid byte becomes U+FFFD)."""
-MARKER_BYTES = 256
+_MARKER_BYTES = 256
 """Room for the omission marker a cut output carries."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -194,14 +194,14 @@ _RESULT_FIELDS = tuple(
 )
 
 
-def output_bound(max_output_bytes: int) -> int:
+def _output_bound(max_output_bytes: int) -> int:
     """The most bytes one stream of a reply may carry for a request with this limit."""
-    return UTF8_EXPANSION * max_output_bytes + MARKER_BYTES
+    return _UTF8_EXPANSION * max_output_bytes + _MARKER_BYTES
 
 
-LIVE_PIECE_BOUND = UTF8_EXPANSION * PIECE_BYTES
+LIVE_PIECE_BOUND = _UTF8_EXPANSION * PIECE_BYTES
 """The most bytes one stream of a "live" reply may carry."""
-LIVE_TOTAL_BOUND = UTF8_EXPANSION * LIMIT_BYTES
+LIVE_TOTAL_BOUND = _UTF8_EXPANSION * LIMIT_BYTES
 """The most bytes all "live" replies about one command may carry together."""
 
 
@@ -294,8 +294,8 @@ class SupervisorChannel:
         """
         try:
             receive = BufferedByteReceiveStream(stream)
-            with anyio.fail_after(HELLO_TIMEOUT_S):
-                line = await receive.receive_until(b"\n", MAX_HELLO_BYTES)
+            with anyio.fail_after(_HELLO_TIMEOUT_S):
+                line = await receive.receive_until(b"\n", _MAX_HELLO_BYTES)
             hello = SupervisorHello.model_validate_json(line)
             if hello.protocol != PROTOCOL or hello.hello != HELLO:
                 raise ValueError(
@@ -323,7 +323,7 @@ class SupervisorChannel:
     def _hold(self, job: HeldJob) -> None:
         """A job the supervisor held while no daemon was there: followed as if this channel
         had sent it (its end, if it came, is already known)."""
-        sent = _Sent(output_bound(job.max_output_bytes), may_background=False)
+        sent = _Sent(_output_bound(job.max_output_bytes), may_background=False)
         sent.backgrounded = True
         if job.end is not None:
             if (job.end.id, job.end.phase) != (job.id, "end"):
@@ -350,7 +350,7 @@ class SupervisorChannel:
         except (anyio.EndOfStream, anyio.IncompleteRead):
             pass
         except anyio.DelimiterNotFound:
-            reason = f"it sent a reply line over {MAX_REPLY_HEAD_BYTES} bytes"
+            reason = f"it sent a reply line over {_MAX_REPLY_HEAD_BYTES} bytes"
         except _BadReply as exc:
             reason = str(exc)
         except ValidationError as exc:
@@ -363,7 +363,7 @@ class SupervisorChannel:
 
     async def _receive_reply(self) -> SupervisorReply | None:
         """The next reply; None for a line that was the forwarder's request (served)."""
-        line = await self._receive.receive_until(b"\n", MAX_REPLY_HEAD_BYTES)
+        line = await self._receive.receive_until(b"\n", _MAX_REPLY_HEAD_BYTES)
         if line.startswith(b'{"egress"'):
             self._serve_egress(EgressRequest.model_validate_json(line).egress)
             return None
@@ -464,7 +464,7 @@ class SupervisorChannel:
         if self.lost_reason is not None:
             return self._lost()
         sent = _Sent(
-            output_bound(message.max_output_bytes),
+            _output_bound(message.max_output_bytes),
             may_background=message.background_after_s is not None,
             live=live if message.live else None,
         )
@@ -476,7 +476,7 @@ class SupervisorChannel:
                     await sent.first.wait()
         except anyio.get_cancelled_exc_class():
             sent.abandoned = True
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_SEND_TIMEOUT_S):
                 await self._send(b'{"op": "cancel", "id": %d}\n' % message.id)
             raise
         reply, sent.first_reply = sent.first_reply, None
@@ -526,7 +526,7 @@ class SupervisorChannel:
 
     async def _send_forget(self, command_id: int) -> None:
         if self.lost_reason is None:
-            with anyio.move_on_after(CANCEL_SEND_TIMEOUT_S):
+            with anyio.move_on_after(_CANCEL_SEND_TIMEOUT_S):
                 await self._send(b'{"op": "forget", "id": %d}\n' % command_id)
 
     def next_id(self) -> int:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-DEFAULT_PORTS = (80, 443)
+_DEFAULT_PORTS = (80, 443)
 """The ports of an entry written without one."""
 MAX_ENTRY_CHARS = 300
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -183,11 +183,11 @@ def _split_port(entry: str) -> tuple[str, tuple[int, ...] | None]:
         host, bracket, rest = entry.partition("]")
         if not bracket or (rest and not rest.startswith(":")):
             raise HostRuleError(f"host entry {entry!r} has an unclosed [address]: {_HINT}")
-        return host + "]", _parse_port(entry, rest[1:]) if rest else DEFAULT_PORTS
+        return host + "]", _parse_port(entry, rest[1:]) if rest else _DEFAULT_PORTS
     if entry.count(":") > 1:  # a bare IPv6 address or network: no port
-        return entry, DEFAULT_PORTS
+        return entry, _DEFAULT_PORTS
     host, colon, port = entry.partition(":")
-    return host, _parse_port(entry, port) if colon else DEFAULT_PORTS
+    return host, _parse_port(entry, port) if colon else _DEFAULT_PORTS
 
 
 def _parse_port(entry: str, port: str) -> tuple[int, ...] | None:
@@ -224,6 +224,6 @@ def _text(host: str, network: IPNetwork | None, ports: tuple[int, ...] | None) -
         host = str(network.network_address)
     if ":" in host:
         host = f"[{host}]"
-    if ports == DEFAULT_PORTS:
+    if ports == _DEFAULT_PORTS:
         return host
     return f"{host}:{'*' if ports is None else ports[0]}"

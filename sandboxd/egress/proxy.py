@@ -45,17 +45,17 @@ BLOCKED = "blocked by sandbox policy: "
 """How every refusal starts; a connection cut for another reason (idle) was allowed."""
 EGRESS_PORT = 3128
 """Inside the container: where the forwarder listens and HTTP(S)_PROXY point."""
-EGRESS_SOCKET_NAME = "egress"
+_EGRESS_SOCKET_NAME = "egress"
 """In the sandbox's control directory: the Unix socket this proxy listens on."""
 MAX_HEAD_BYTES = 16 * 1024
 """A request head (request line and headers, through the blank line that ends them) longer
 than this is answered 431."""
-HEAD_END = b"\r\n\r\n"
-CHUNK_BYTES = 64 * 1024
+_HEAD_END = b"\r\n\r\n"
+_CHUNK_BYTES = 64 * 1024
 """Per connection and direction, the most the daemon holds in flight: 128 KiB a connection,
 so egress_max_connections bounds a sandbox's share of the daemon's memory."""
-ACCEPT_RETRY_S = 0.1
-MAX_CLIENT_HELLO_BYTES = 5 + 16 * 1024
+_ACCEPT_RETRY_S = 0.1
+_MAX_CLIENT_HELLO_BYTES = 5 + 16 * 1024
 """One TLS record: a ClientHello must fit in it for its server name to be checked."""
 
 
@@ -168,7 +168,7 @@ class EgressProxy:
                     client = await listener.accept()
                 except (OSError, anyio.BrokenResourceError) as exc:
                     logger.warning("the egress proxy cannot accept a connection: %s", exc)
-                    await anyio.sleep(ACCEPT_RETRY_S)
+                    await anyio.sleep(_ACCEPT_RETRY_S)
                     continue
                 handlers.start_soon(self.handle, client)
 
@@ -200,7 +200,7 @@ class EgressProxy:
         method, host, port = "", "", 0
         try:
             with anyio.fail_after(self._settings.head_timeout_s):
-                head: bytes | None = await reader.receive_until(HEAD_END, MAX_HEAD_BYTES)
+                head: bytes | None = await reader.receive_until(_HEAD_END, MAX_HEAD_BYTES)
         except TimeoutError:
             await _refuse(client, 408, "the proxy waited too long for a request head")
             return
@@ -381,7 +381,7 @@ class EgressProxy:
                         if most is not None and counts[up] >= most:
                             return  # the whole body went: the answer may still come
                         wanted = (
-                            CHUNK_BYTES if most is None else min(CHUNK_BYTES, most - counts[up])
+                            _CHUNK_BYTES if most is None else min(_CHUNK_BYTES, most - counts[up])
                         )
                         chunk = await source.receive(wanted)
                         last = time.monotonic()
@@ -484,12 +484,12 @@ def _within_limit(head: bytes | None) -> bytes:
     """`head` (without its blank line; None when MAX_HEAD_BYTES came without one) if it
     fits MAX_HEAD_BYTES. WHY measured again: receive_until stops reading once it holds
     MAX_HEAD_BYTES, but finds the blank line in whatever its last read brought."""
-    if head is not None and len(head) + len(HEAD_END) <= MAX_HEAD_BYTES:
+    if head is not None and len(head) + len(_HEAD_END) <= MAX_HEAD_BYTES:
         return head
     measured = (
         f"has no end within the {MAX_HEAD_BYTES} bytes"
         if head is None
-        else f"is {len(head) + len(HEAD_END)} bytes, more than the {MAX_HEAD_BYTES}"
+        else f"is {len(head) + len(_HEAD_END)} bytes, more than the {MAX_HEAD_BYTES}"
     )
     raise _Denied(
         431,
@@ -605,7 +605,7 @@ async def _first_record(reader: BufferedByteReceiveStream) -> bytes:
     try:
         header = await reader.receive_exactly(5)
         size = int.from_bytes(header[3:5], "big")
-        if header[0] != HANDSHAKE or 5 + size > MAX_CLIENT_HELLO_BYTES:
+        if header[0] != HANDSHAKE or 5 + size > _MAX_CLIENT_HELLO_BYTES:
             return header
         return header + await reader.receive_exactly(size)
     except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):

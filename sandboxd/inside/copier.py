@@ -46,22 +46,22 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
     from typing import Any
 
-DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_MODE_BITS = 0o777
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_MODE_BITS = 0o777
 """What a copied file keeps of its mode: no setuid, setgid or sticky bit."""
-DIRECTORY_MODE_BITS = 0o1777
+_DIRECTORY_MODE_BITS = 0o1777
 """What a copied directory keeps: its sticky bit too, no setuid or setgid."""
-SEND_BYTES = 0x7FFFF000
+_SEND_BYTES = 0x7FFFF000
 """The most one sendfile moves (Linux's own cap)."""
-PARALLEL_BYTES = 1 << 20
+_PARALLEL_BYTES = 1 << 20
 """A piece of a file at least this large goes to the forks in parallel (when the plan gives
 the copier more than one worker)."""
-MAX_WORKERS = 8
+_MAX_WORKERS = 8
 RESERVED_FILES = 64
 """Descriptors kept free of the links' (below) for the walk and the file being copied."""
-MAX_SHOWN = 200
+_MAX_SHOWN = 200
 """Characters of a path a message shows."""
 FAILED_EXIT = 1
 USAGE_EXIT = 2
@@ -174,7 +174,7 @@ class Copier:
     def _enter(self, name: str, info: os.stat_result, fresh: bool) -> None:
         """Make `name` in every fork (`fresh`: in directories this copy made), and go down
         into it."""
-        opened = [os.open(name, DIRECTORY, dir_fd=self._fds[0])]
+        opened = [os.open(name, _DIRECTORY, dir_fd=self._fds[0])]
         made_everywhere = True
         try:
             _same_entry(opened[0], info, name)
@@ -185,7 +185,7 @@ class Copier:
                     if fresh:
                         raise
                     made_everywhere = _remove_unless_directory(parent, name) and made_everywhere
-                opened.append(os.open(name, DIRECTORY, dir_fd=parent))
+                opened.append(os.open(name, _DIRECTORY, dir_fd=parent))
             level = _Level(name, opened, info, fresh=made_everywhere)
         except BaseException:
             for fd in opened:
@@ -202,12 +202,12 @@ class Copier:
             self._levels.pop()
             return
         for fd in self._fds[1:]:
-            os.chmod(fd, stat.S_IMODE(level.info.st_mode) & DIRECTORY_MODE_BITS)
+            os.chmod(fd, stat.S_IMODE(level.info.st_mode) & _DIRECTORY_MODE_BITS)
             os.utime(fd, ns=(level.info.st_atime_ns, level.info.st_mtime_ns))
         up: list[int] = []
         try:
             for fd in self._fds:
-                up.append(os.open("..", DIRECTORY, dir_fd=fd))
+                up.append(os.open("..", _DIRECTORY, dir_fd=fd))
             if [_identity(fd) for fd in up] != self._levels[-2].identities:
                 raise CopyFailed(f"{_shown(level.name)} was moved while it was copied")
         except BaseException:
@@ -248,7 +248,9 @@ class Copier:
                     _unlink_if_there(parent, name)
                 # Its mode at once (the umask is 0): a new file's descriptor writes whatever
                 # its mode says.
-                outputs.append(os.open(name, CREATE, info.st_mode & FILE_MODE_BITS, dir_fd=parent))
+                outputs.append(
+                    os.open(name, _CREATE, info.st_mode & _FILE_MODE_BITS, dir_fd=parent)
+                )
             if info.st_size:
                 holes = info.st_blocks * 512 < info.st_size
                 self.bytes += _copy_bytes(source, outputs, info.st_size, holes, self._pool)
@@ -298,7 +300,7 @@ def _identity(fd: int) -> tuple[int, int]:
 
 def _open_directory(path: str, parent: int | None, shown: str) -> int:
     try:
-        return os.open(path, DIRECTORY, dir_fd=parent)
+        return os.open(path, _DIRECTORY, dir_fd=parent)
     except OSError as exc:
         raise CopyFailed(f"{shown} cannot be opened: {exc.strerror or exc}") from None
 
@@ -357,7 +359,7 @@ def _copy_bytes(
                 end = min(os.lseek(source, start, os.SEEK_HOLE), size)
             except OSError:
                 end = size
-        if pool is not None and len(outputs) > 1 and end - start >= PARALLEL_BYTES:
+        if pool is not None and len(outputs) > 1 and end - start >= _PARALLEL_BYTES:
             for sending in [pool.submit(_send, source, o, start, end) for o in outputs]:
                 sending.result()
         else:
@@ -376,7 +378,7 @@ def _send(source: int, output: int, start: int, end: int) -> None:
     os.lseek(output, start, os.SEEK_SET)  # where sendfile writes
     position = start
     while position < end:
-        sent = os.sendfile(output, source, position, min(end - position, SEND_BYTES))
+        sent = os.sendfile(output, source, position, min(end - position, _SEND_BYTES))
         if sent == 0:
             raise CopyFailed("a file shrank while it was copied")
         position += sent
@@ -389,7 +391,7 @@ def _close(fd: int) -> None:
 
 def _shown(path: str) -> str:
     text = ascii(path)[1:-1]  # control characters and other bytes escaped, no quotes
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
+    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
 
 
 def main(argv: list[str]) -> int:
@@ -402,7 +404,7 @@ def main(argv: list[str]) -> int:
     except (ValueError, KeyError, TypeError) as exc:
         print(f"the copy's plan is malformed: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    workers = min(int(plan.get("workers", 1)), MAX_WORKERS)
+    workers = min(int(plan.get("workers", 1)), _MAX_WORKERS)
     pool = None
     if workers > 1:
         from concurrent.futures import ThreadPoolExecutor  # only then: it takes a while

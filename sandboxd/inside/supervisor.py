@@ -124,7 +124,7 @@ REJOIN_DIR = "rejoin"
 a new channel's FIFOs, under the names `rejoin_names` gives."""
 REJOIN_POLL_S = 0.05
 """While waiting for a daemon: how often it looks for a new channel's FIFOs."""
-SECRET_BYTES = 32
+_SECRET_BYTES = 32
 IN_FIFO = "in"
 """In the control directory: the backend's requests."""
 OUT_FIFO = "out"
@@ -136,29 +136,29 @@ LINGER_S = 0.02
 pipes (`sleep 1000 & echo hi`): what the shell wrote is already in the pipe by then."""
 MAX_WAIT_S = 0.25
 """Longest sleep of a command's read loop, so that a cancel's SIGKILL escalation is timely."""
-EXIT_POLL_S = 0.01
+_EXIT_POLL_S = 0.01
 """How often the read loop looks for the shell's exit where the kernel has no pidfd."""
-SAVED_OUTPUT_DIR_IN = "/tmp"
+_SAVED_OUTPUT_DIR_IN = "/tmp"
 """Where the caller's private directory for saved outputs goes: the container's own /tmp (the
 captures create and check it)."""
-SPAWN_ATTEMPTS = 5
-OUT_OF_PROCESSES = (
+_SPAWN_ATTEMPTS = 5
+_OUT_OF_PROCESSES = (
     "the sandbox is out of processes (its pids limit is reached by running commands): "
     "wait for them or cancel them, then retry"
 )
-MAX_ARG_BYTES = 128 * 1024
+_MAX_ARG_BYTES = 128 * 1024
 """Linux's MAX_ARG_STRLEN: the most one argv or environment string may hold."""
 NO_PYTHON_EXIT = 3
 """Exit status that tells the backend to fall back to `docker exec` for this image."""
 ORPHANED_EXIT = 5
 """Exit status once no daemon reached it within `orphan_ttl_s` of its own going away."""
-DAEMON_GONE = "the sandbox daemon went away while it ran (whether it finished is unknown)"
+_DAEMON_GONE = "the sandbox daemon went away while it ran (whether it finished is unknown)"
 """Why a command nobody waits for any more was stopped."""
 MAX_KEPT_OUTPUTS = 256
 """Ended jobs whose output is kept for peeks; past this, the oldest is forgotten (the backend
 forgets each once its daemon drops the job)."""
-RECEIVE_BYTES = 64 * 1024
-REAP_INTERVAL_S = 1.0
+_RECEIVE_BYTES = 64 * 1024
+_REAP_INTERVAL_S = 1.0
 """As PID 1, how often orphans are looked for when no SIGCHLD says so sooner."""
 
 
@@ -202,7 +202,7 @@ class Command:
                 return
             self.stop_reason = reason
             self.term_sent_at = time.monotonic()
-        signal_session(self.proc.pid, signal.SIGTERM)
+        _signal_session(self.proc.pid, signal.SIGTERM)
 
     def escalate(self, now: float) -> None:
         with self._lock:
@@ -210,7 +210,7 @@ class Command:
             if not due or self.killed:
                 return
             self.killed = True
-        signal_session(self.proc.pid, signal.SIGKILL)
+        _signal_session(self.proc.pid, signal.SIGKILL)
 
     def next_escalation(self) -> float | None:
         if self.term_sent_at is None or self.killed:
@@ -231,7 +231,7 @@ class Command:
             )
 
 
-def output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
+def _output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
     """A reply's output: each stream's text, the bytes cut from it and its saved copy."""
     return {
         "stdout": out.text,
@@ -243,7 +243,7 @@ def output_fields(out: CapturedOutput, err: CapturedOutput) -> dict[str, Any]:
     }
 
 
-def reply_payload(reply: dict[str, Any]) -> tuple[bytes, bytes]:
+def _reply_payload(reply: dict[str, Any]) -> tuple[bytes, bytes]:
     """A reply's stdout and stderr as raw UTF-8, taken out of it; their lengths put in it."""
     out = str(reply.pop("stdout", "")).encode("utf-8", "replace")
     err = str(reply.pop("stderr", "")).encode("utf-8", "replace")
@@ -251,7 +251,7 @@ def reply_payload(reply: dict[str, Any]) -> tuple[bytes, bytes]:
     return out, err
 
 
-def job_entry(request_id: int, command: Command) -> dict[str, Any]:
+def _job_entry(request_id: int, command: Command) -> dict[str, Any]:
     """A job as a rejoined channel's hello lists it: when it started, its bounds, and its
     "end" reply (with no output) once it ended."""
     entry: dict[str, Any] = {
@@ -330,7 +330,7 @@ class Supervisor:
             if self._orphan_ttl_s <= 0:
                 self._kill_all("the backend hung up")
                 return 0
-            channel = await_daemon(self._control_dir, self._secret, self._orphan_ttl_s)
+            channel = _await_daemon(self._control_dir, self._secret, self._orphan_ttl_s)
             if channel is None:
                 self._kill_all(
                     f"no sandbox daemon came back within {self._orphan_ttl_s:g} s of its going away"
@@ -342,7 +342,7 @@ class Supervisor:
         pending = bytearray()
         while True:
             try:
-                data = os.read(self._reading, RECEIVE_BYTES)
+                data = os.read(self._reading, _RECEIVE_BYTES)
             except OSError:
                 return
             if not data:
@@ -362,11 +362,11 @@ class Supervisor:
         with self._running_lock:
             commands = list(self._running.values())
             for request_id in self._starting:
-                self._starting[request_id] = DAEMON_GONE
+                self._starting[request_id] = _DAEMON_GONE
         for command in commands:
             with command.output_lock:  # WHY: it may be going on as a job right now
                 if command.shown is None:
-                    command.stop(DAEMON_GONE)
+                    command.stop(_DAEMON_GONE)
         if self.on_egress_ready is not None:
             for number in asked:
                 self.on_egress_ready(number, False)
@@ -380,7 +380,7 @@ class Supervisor:
             command.stop(reason)
         time.sleep(KILL_GRACE_S if commands else 0)
         for command in commands:
-            signal_session(command.proc.pid, signal.SIGKILL)
+            _signal_session(command.proc.pid, signal.SIGKILL)
 
     def _rejoin(self, reading: int, writing: int) -> None:
         """Serve a new daemon from now on: its hello says which jobs this sandbox holds (each
@@ -393,7 +393,7 @@ class Supervisor:
             self.generation += 1
             with self._running_lock:
                 held = [*self._running.items(), *self._kept.items()]
-                jobs = [job_entry(rid, command) for rid, command in held if command.shown]
+                jobs = [_job_entry(rid, command) for rid, command in held if command.shown]
             hello = {
                 "hello": HELLO,
                 "protocol": PROTOCOL,
@@ -434,7 +434,7 @@ class Supervisor:
                 self._last_id = max(self._last_id, request_id)
                 self._last_active = time.time()
             args = (request_id, message, self.generation)
-            for attempt in range(SPAWN_ATTEMPTS):
+            for attempt in range(_SPAWN_ATTEMPTS):
                 worker = threading.Thread(target=self._run, args=args, daemon=True)
                 try:
                     worker.start()
@@ -443,7 +443,7 @@ class Supervisor:
                     self._make_room(attempt)
             with self._running_lock:
                 self._starting.pop(request_id, None)
-            self.send_reply({"id": request_id, "error": OUT_OF_PROCESSES})
+            self.send_reply({"id": request_id, "error": _OUT_OF_PROCESSES})
         elif op in ("cancel", "kill"):
             with self._running_lock:
                 command = self._running.get(request_id)
@@ -479,7 +479,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "output",
                 "running": running,
-                **output_fields(out, err),
+                **_output_fields(out, err),
             }
         )
 
@@ -494,7 +494,7 @@ class Supervisor:
             doomed = self._leftover_groups - {c.proc.pid for c in self._running.values()}
             self._leftover_groups.clear()
         for group in doomed:
-            signal_session(group, signal.SIGKILL)
+            _signal_session(group, signal.SIGKILL)
         time.sleep(0.05 * (attempt + 1))  # PID 1 reaps them, which frees their pids
 
     def send(self, message: dict[str, Any], *payload: bytes, generation: int | None = None) -> None:
@@ -516,7 +516,7 @@ class Supervisor:
 
     def send_reply(self, reply: dict[str, Any], generation: int | None = None) -> None:
         """A command's reply: its JSON line, then stdout and stderr as raw UTF-8."""
-        out, err = reply_payload(reply)
+        out, err = _reply_payload(reply)
         self.send(reply, out, err, generation=generation)
 
     def _run(self, request_id: int, request: dict[str, Any], generation: int) -> None:
@@ -531,7 +531,7 @@ class Supervisor:
                 self._last_active = time.time()
         reply["id"] = request_id
         reply["phase"] = "end"
-        out, err = reply_payload(reply)
+        out, err = _reply_payload(reply)
         line = json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n"
         with self._send_lock:
             # WHY under the send lock: a daemon that rejoins meanwhile hears of a job's end
@@ -544,7 +544,7 @@ class Supervisor:
         if command is not None and command.next_escalation() is not None:
             # The shell died of SIGTERM; background processes that ignore it get SIGKILL
             # after the grace, without holding the reply back.
-            finish_kill(command)
+            _finish_kill(command)
 
     def _execute(
         self, request_id: int, request: dict[str, Any], generation: int
@@ -567,7 +567,7 @@ class Supervisor:
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
         proc = None
         try:
-            for attempt in range(SPAWN_ATTEMPTS):
+            for attempt in range(_SPAWN_ATTEMPTS):
                 try:
                     with self.spawned.lock:
                         proc = subprocess.Popen(
@@ -588,7 +588,7 @@ class Supervisor:
                         return {"error": too_big(command_text, env)}, None
                     return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
             if proc is None:
-                return {"error": OUT_OF_PROCESSES}, None
+                return {"error": _OUT_OF_PROCESSES}, None
             command = Command(proc, stdout, stderr, request, generation)
             return self._follow(request_id, request, command, started), command
         finally:
@@ -606,11 +606,11 @@ class Supervisor:
         proc, stdout, stderr = command.proc, command.stdout, command.stderr
         after = request.get("background_after_s")
         background_at = None if after is None else started + float(after)
-        oom_kills_before = read_oom_kills()
-        prefer_as_oom_victim(proc.pid)
+        oom_kills_before = _read_oom_kills()
+        _prefer_as_oom_victim(proc.pid)
         live = None
         if request.get("live"):
-            load_live_modules()
+            _load_live_modules()
             live = LiveOutput()
         with self._running_lock:
             self._running[request_id] = command
@@ -633,7 +633,7 @@ class Supervisor:
                     # WHY in the same hold: a daemon that rejoins must find the job in one
                     # of the two, whatever the moment.
                     self._keep(request_id, command)
-                if group_exists(proc.pid):
+                if _group_exists(proc.pid):
                     self._leftover_groups.add(proc.pid)
         with command.output_lock:
             skip_out, skip_err = command.shown or (0, 0)
@@ -646,12 +646,12 @@ class Supervisor:
         sig = -status if status < 0 else None
         killed_by_kill = sig == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
         reply: dict[str, Any] = {
-            **output_fields(out, err),
+            **_output_fields(out, err),
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": command.stop_reason == "timeout",
             "duration_s": time.monotonic() - started,
-            "oom_killed": killed_by_kill and read_oom_kills() > oom_kills_before,
+            "oom_killed": killed_by_kill and _read_oom_kills() > oom_kills_before,
             "error": None
             if command.stop_reason in (None, "timeout", "killed")
             else command.stop_reason,
@@ -672,7 +672,7 @@ class Supervisor:
                 "id": request_id,
                 "phase": "background",
                 "duration_s": time.monotonic() - started,
-                **output_fields(out, err),
+                **_output_fields(out, err),
             },
             generation=command.generation,
         )
@@ -741,13 +741,13 @@ def pump(
         command.stderr,
         tend,
         drain_s=LINGER_S,
-        poll_s=EXIT_POLL_S,
+        poll_s=_EXIT_POLL_S,
         write_lock=command.output_lock,
         on_chunk=None if live is None else live.write,
     )
 
 
-def finish_kill(command: Command) -> None:
+def _finish_kill(command: Command) -> None:
     due = command.next_escalation()
     if due is not None:
         time.sleep(max(due - time.monotonic(), 0.0))
@@ -758,23 +758,23 @@ def too_big(command: str, env: dict[str, str]) -> str:
     """Why Linux refused to start the shell (E2BIG), and what to do instead."""
     longest = max([len(command.encode()), *(len(f"{k}={v}".encode()) for k, v in env.items())])
     return (
-        f"the command is too large to start: Linux takes at most {MAX_ARG_BYTES // 1024} KiB "
+        f"the command is too large to start: Linux takes at most {_MAX_ARG_BYTES // 1024} KiB "
         f"in one argument or env entry (the largest here is {longest} bytes): write long "
         "content to a file in several smaller commands, or pass it in a mounted file"
     )
 
 
-def signal_session(leader: int, sig: int) -> None:
+def _signal_session(leader: int, sig: int) -> None:
     """Signal the command's process group and any group its session made (`set -m`, pipelines
     under job control). A process that called setsid() itself escapes; the container holds it."""
     with contextlib.suppress(OSError):
         os.killpg(leader, sig)
-    for pid in session_members(leader):
+    for pid in _session_members(leader):
         with contextlib.suppress(OSError):
             os.kill(pid, sig)
 
 
-def group_exists(group: int) -> bool:
+def _group_exists(group: int) -> bool:
     try:
         os.killpg(group, 0)
     except ProcessLookupError:
@@ -784,16 +784,16 @@ def group_exists(group: int) -> bool:
     return True
 
 
-def session_members(session: int) -> list[int]:
+def _session_members(session: int) -> list[int]:
     """The processes of `session` outside its leader's group (state ppid pgrp session ...)."""
     return [
         pid
-        for pid, fields in process_stats()
+        for pid, fields in _process_stats()
         if len(fields) > 3 and int(fields[3]) == session and int(fields[2]) != session
     ]
 
 
-def prefer_as_oom_victim(pid: int) -> None:
+def _prefer_as_oom_victim(pid: int) -> None:
     """Make the command, not the supervisor, the out-of-memory killer's choice.
 
     Raising a score needs no privilege; descendants inherit it.
@@ -805,7 +805,7 @@ def prefer_as_oom_victim(pid: int) -> None:
         pass
 
 
-def read_oom_kills() -> int:
+def _read_oom_kills() -> int:
     """The container's OOM-kill counter (cgroup v1 memory.oom_control or v2 memory.events)."""
     for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
         try:
@@ -840,7 +840,7 @@ def report_mounts(paths: list[str]) -> list[dict[str, Any]]:
     return seen
 
 
-def unix_sockets_state() -> str:
+def _unix_sockets_state() -> str:
     """ "denied" when the container's profile refuses this process a Unix socket (as it does
     every process in it), else "allowed" (the backend refuses a sandbox whose spec wanted
     them denied)."""
@@ -864,7 +864,7 @@ class Spawned:
         self.pids: set[int] = set()
 
 
-def become_init(spawned: Spawned) -> None:
+def _become_init(spawned: Spawned) -> None:
     """The duties of PID 1: reap orphans (on SIGCHLD, and every REAP_INTERVAL_S), and stay up
     whatever a command signals it.
 
@@ -884,11 +884,11 @@ def become_init(spawned: Spawned) -> None:
 
     def reap() -> None:
         while True:
-            select.select([woken], [], [], REAP_INTERVAL_S)
+            select.select([woken], [], [], _REAP_INTERVAL_S)
             with contextlib.suppress(OSError):
                 os.read(woken, 4096)
             with spawned.lock:
-                for pid in zombie_children():
+                for pid in _zombie_children():
                     if pid not in spawned.pids:
                         with contextlib.suppress(OSError):
                             os.waitpid(pid, os.WNOHANG)
@@ -896,7 +896,7 @@ def become_init(spawned: Spawned) -> None:
     threading.Thread(target=reap, name="reaper", daemon=True).start()
 
 
-def process_stats() -> list[tuple[int, list[bytes]]]:
+def _process_stats() -> list[tuple[int, list[bytes]]]:
     """Every process but this one, with the fields of its /proc stat after its command's name
     (state, parent pid, process group, session, ...)."""
     me = os.getpid()
@@ -912,17 +912,17 @@ def process_stats() -> list[tuple[int, list[bytes]]]:
     return found
 
 
-def container_processes() -> list[tuple[int, bytes, int]]:
+def _container_processes() -> list[tuple[int, bytes, int]]:
     """Every process but this one: (pid, state, parent pid)."""
-    return [(pid, fields[0], int(fields[1])) for pid, fields in process_stats() if len(fields) > 1]
+    return [(pid, fields[0], int(fields[1])) for pid, fields in _process_stats() if len(fields) > 1]
 
 
-def zombie_children() -> list[int]:
+def _zombie_children() -> list[int]:
     me = os.getpid()
-    return [pid for pid, state, parent in container_processes() if state == b"Z" and parent == me]
+    return [pid for pid, state, parent in _container_processes() if state == b"Z" and parent == me]
 
 
-def read_settings(script: str) -> dict[str, Any]:
+def _read_settings(script: str) -> dict[str, Any]:
     """The sandbox's settings file next to `script` ({} when there is none)."""
     try:
         with open(os.path.join(os.path.dirname(os.path.abspath(script)), SETTINGS_FILE)) as f:
@@ -932,7 +932,7 @@ def read_settings(script: str) -> dict[str, Any]:
     return dict(settings)
 
 
-def make_undumpable() -> None:
+def _make_undumpable() -> None:
     """Refuse /proc/<pid>/mem, fd, environ and root to the commands, which run as the same uid.
 
     WHY: the FIFOs to the backend are this process's only asset a command does not already
@@ -948,11 +948,11 @@ def make_undumpable() -> None:
         pass
 
 
-def pick_shell() -> str:
+def _pick_shell() -> str:
     return "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
 
 
-def load_command_modules() -> None:
+def _load_command_modules() -> None:
     """Import what only commands need: subprocess, threading, the capture and its read loop.
 
     WHY not at the top: the backend waits for the hello before it uses the sandbox, and these
@@ -982,7 +982,7 @@ def load_command_modules() -> None:
         )
 
 
-def load_live_modules() -> None:
+def _load_live_modules() -> None:
     """Import what only a watched command needs (logos.runners.live), at the first one.
 
     WHY not with the command modules: most commands are not watched (a batch's never are),
@@ -999,7 +999,7 @@ def load_live_modules() -> None:
         )
 
 
-def egress_forwarder_module() -> Any:
+def _egress_forwarder_module() -> Any:
     try:
         from sandboxd.inside import egress_forwarder
     except ImportError:  # inside the container it is mounted next to this file
@@ -1007,7 +1007,7 @@ def egress_forwarder_module() -> Any:
     return egress_forwarder
 
 
-def open_channel(control_dir: str) -> tuple[int, int]:
+def _open_channel(control_dir: str) -> tuple[int, int]:
     """The two FIFOs, each end opened without waiting: the backend holds the other ends."""
     reading = os.open(os.path.join(control_dir, IN_FIFO), os.O_RDONLY | os.O_NOFOLLOW)
     try:
@@ -1035,20 +1035,20 @@ def rejoin_proof(secret: str) -> str:
     return hashlib.sha256(("sandboxd supervisor " + secret).encode()).hexdigest()
 
 
-def await_daemon(control_dir: str, secret: str, within_s: float) -> tuple[int, int] | None:
+def _await_daemon(control_dir: str, secret: str, within_s: float) -> tuple[int, int] | None:
     """A new channel (reading, writing) once a daemon made its FIFOs, or None when none did
     within `within_s`."""
     names = rejoin_names(secret)
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        channel = open_rejoined(os.path.join(control_dir, REJOIN_DIR), names)
+        channel = _open_rejoined(os.path.join(control_dir, REJOIN_DIR), names)
         if channel is not None:
             return channel
         time.sleep(REJOIN_POLL_S)
     return None
 
 
-def open_rejoined(directory: str, names: tuple[str, str]) -> tuple[int, int] | None:
+def _open_rejoined(directory: str, names: tuple[str, str]) -> tuple[int, int] | None:
     """Both FIFOs, opened without waiting, if the daemon made them and holds its ends (it
     renames them into place once it does); else None."""
     flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -1071,7 +1071,7 @@ def open_rejoined(directory: str, names: tuple[str, str]) -> tuple[int, int] | N
     return ends
 
 
-def say_hello(writing: int, shell: str, report: dict[str, Any]) -> None:
+def _say_hello(writing: int, shell: str, report: dict[str, Any]) -> None:
     """The first line on the channel: who we are, and `report` (mounts, Unix sockets)."""
     hello = {"hello": HELLO, "protocol": PROTOCOL, "pid": os.getpid(), "shell": shell}
     hello.update(report)
@@ -1084,38 +1084,38 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print("usage: supervisor.py CONTROL_DIR [SAVED_OUTPUT_DIR]", file=sys.stderr)
         return 2
-    make_undumpable()
+    _make_undumpable()
     control_dir = argv[1]
     try:
-        reading, writing = open_channel(control_dir)
+        reading, writing = _open_channel(control_dir)
     except OSError as exc:
         print(f"sandboxd supervisor: cannot open its FIFOs: {exc}", file=sys.stderr)
         return 4
-    settings = read_settings(__file__)
+    settings = _read_settings(__file__)
     mounts = [str(path) for path in settings.get("mounts", [])]
     forwarder = None
     port = settings.get("egress_port")
     if port:
-        forwarder = egress_forwarder_module().listen(int(port))
+        forwarder = _egress_forwarder_module().listen(int(port))
     egress = "off" if forwarder is None else forwarder if isinstance(forwarder, str) else "ready"
 
     def report() -> dict[str, Any]:
         """What it sees of its mounts and Unix sockets, and whether its forwarder listens."""
         return {
             "mounts": report_mounts(mounts),
-            "unix_sockets": unix_sockets_state(),
+            "unix_sockets": _unix_sockets_state(),
             "egress": egress,
         }
 
-    secret = os.urandom(SECRET_BYTES).hex()
-    shell = pick_shell()
+    secret = os.urandom(_SECRET_BYTES).hex()
+    shell = _pick_shell()
     try:
         # WHY now: the mounts are looked at before any command exists.
-        say_hello(writing, shell, {**report(), "secret": secret})
+        _say_hello(writing, shell, {**report(), "secret": secret})
     except OSError:
         return 4  # the backend is gone: there is nothing to serve
-    load_command_modules()
-    output_dir = argv[2] if len(argv) == 3 else private_output_dir(SAVED_OUTPUT_DIR_IN)
+    _load_command_modules()
+    output_dir = argv[2] if len(argv) == 3 else private_output_dir(_SAVED_OUTPUT_DIR_IN)
     supervisor = Supervisor(
         reading,
         writing,
@@ -1127,9 +1127,9 @@ def main(argv: list[str]) -> int:
         report=report,
     )
     if os.getpid() == 1:
-        become_init(supervisor.spawned)
+        _become_init(supervisor.spawned)
     if forwarder is not None and not isinstance(forwarder, str):
-        supervisor.on_egress_ready = egress_forwarder_module().start(
+        supervisor.on_egress_ready = _egress_forwarder_module().start(
             forwarder, control_dir, supervisor.ask_egress
         )
     return supervisor.serve()

@@ -37,10 +37,10 @@ class ClientGone:
         await self._app({**scope, CLIENT_GONE: gone}, watched, send)
 
 
-def http_app(launch: McpLaunch, where: LoopbackHttp) -> ASGIApp:
+def _http_app(launch: McpLaunch, where: LoopbackHttp) -> ASGIApp:
     return guarded_app(build_server(launch, one_client=False), where, ClientGone)
 
 
 async def serve_http(launch: McpLaunch, where: LoopbackHttp) -> None:
     """Serve until stopped; says on stderr where (port 0 picks a free one)."""
-    await serve_loopback(where, partial(http_app, launch))
+    await serve_loopback(where, partial(_http_app, launch))

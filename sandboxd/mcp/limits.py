@@ -36,14 +36,14 @@ from logos.options.declarations import (
 from logos.options.narrowing import Asked, Ceiling, NarrowingRefused, narrowed
 from logos.options.option import Place
 
-HERE = Place.SANDBOXD_RUN
+_HERE = Place.SANDBOXD_RUN
 """Where a call's narrowing sits: the run tool's arguments."""
 MAX_COMMAND_BYTES = 64 * 1024
 """A longer command line is refused: a shell script that long belongs in a file."""
-MAX_ENV_ENTRIES = 64
-MAX_ENV_BYTES = 32 * 1024
+_MAX_ENV_ENTRIES = 64
+_MAX_ENV_BYTES = 32 * 1024
 """Per variable: name and value together."""
-RESERVED_ENV = frozenset(
+_RESERVED_ENV = frozenset(
     {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "FTP_PROXY", "SSL_CERT_FILE"}
 )
 """Set by the sandbox for its egress proxy: a client that changed them could only break (or try
@@ -135,11 +135,11 @@ def narrowed_options(
     asked = []
     if paths is not None:
         asked_paths = [AllowedPath(path=ask.path, read_only=not ask.writable) for ask in paths]
-        asked.append(Asked(ALLOW, ALLOW.name_at(HERE), asked_paths))
+        asked.append(Asked(ALLOW, ALLOW.name_at(_HERE), asked_paths))
     if hosts is not None:
-        asked.append(Asked(ALLOW_HOST, ALLOW_HOST.name_at(HERE), list(hosts)))
+        asked.append(Asked(ALLOW_HOST, ALLOW_HOST.name_at(_HERE), list(hosts)))
     if timeout_s is not None:
-        asked.append(Asked(TIMEOUT, TIMEOUT.name_at(HERE), timeout_s))
+        asked.append(Asked(TIMEOUT, TIMEOUT.name_at(_HERE), timeout_s))
     try:
         values = narrowed(launch.ceiling, asked)
     except NarrowingRefused as exc:
@@ -163,10 +163,10 @@ def narrowed_options(
 
 
 def _checked_env(launch: McpLaunch, env: Mapping[str, str]) -> dict[str, str]:
-    if len(env) > MAX_ENV_ENTRIES:
-        raise NarrowingError(f"env has {len(env)} variables; at most {MAX_ENV_ENTRIES} are taken")
+    if len(env) > _MAX_ENV_ENTRIES:
+        raise NarrowingError(f"env has {len(env)} variables; at most {_MAX_ENV_ENTRIES} are taken")
     for name, value in env.items():
-        if name.upper() in RESERVED_ENV:
+        if name.upper() in _RESERVED_ENV:
             raise NarrowingError(
                 f"env {name} is set by the sandbox for its egress proxy: a client cannot change it"
             )
@@ -174,8 +174,8 @@ def _checked_env(launch: McpLaunch, env: Mapping[str, str]) -> dict[str, str]:
             raise NarrowingError(
                 f"env {name} is fixed by the server's launch: a client cannot change it"
             )
-        if len(name) + len(value) > MAX_ENV_BYTES:
-            raise NarrowingError(f"env {name} is longer than {MAX_ENV_BYTES} bytes")
+        if len(name) + len(value) > _MAX_ENV_BYTES:
+            raise NarrowingError(f"env {name} is longer than {_MAX_ENV_BYTES} bytes")
     return dict(env)
 
 

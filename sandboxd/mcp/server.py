@@ -41,13 +41,13 @@ from sandboxd.mcp.limits import (
 )
 
 SERVER_NAME = "sandboxd"
-MAIN_SANDBOX = "main"
+_MAIN_SANDBOX = "main"
 _CONNECTION_KEY = "sandboxd.client"
 CLIENT_GONE = "sandboxd.client_gone"
 """The ASGI scope key of an `anyio.Event` set when the HTTP request's client disconnects."""
 T = TypeVar("T")
 
-INSTRUCTIONS = (
+_INSTRUCTIONS = (
     "Runs shell commands in sandboxd's Docker sandboxes: no network unless the server was "
     "launched with it, only the host paths it was launched with. Files written outside those "
     "paths (/tmp, $HOME) stay for your later calls; everything is removed when you disconnect. "
@@ -118,7 +118,7 @@ class ClientSandboxes:
 
     def __post_init__(self) -> None:
         self.limiter = anyio.CapacityLimiter(self.launch.max_concurrent_calls)
-        self.runners[MAIN_SANDBOX] = SandboxRunner(
+        self.runners[_MAIN_SANDBOX] = SandboxRunner(
             self.launch.socket,
             f"mcp-{secrets.token_hex(6)}",
             self.launch.image,
@@ -126,7 +126,7 @@ class ClientSandboxes:
         )
 
     def runner(self, name: str | None) -> SandboxRunner:
-        found = self.runners.get(name or MAIN_SANDBOX)
+        found = self.runners.get(name or _MAIN_SANDBOX)
         if found is None:
             known = ", ".join(self.runners)
             raise ToolError(f"there is no sandbox {name!r} (this client has: {known})")
@@ -192,7 +192,7 @@ def build_server(launch: McpLaunch, *, one_client: bool) -> MCPServer[Sandboxes]
 
     server: MCPServer[Sandboxes] = MCPServer(
         SERVER_NAME,
-        instructions=INSTRUCTIONS,
+        instructions=_INSTRUCTIONS,
         lifespan=lifespan,
         log_level="WARNING",
     )
@@ -289,7 +289,7 @@ def _add_run_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                 raise ToolError(str(exc)) from None
             runner = client.runner(sandbox)
             async with client.limiter:
-                result = await unless_client_goes(ctx, partial(runner.run, command, options))
+                result = await _unless_client_goes(ctx, partial(runner.run, command, options))
         return _tool_result(_run_output(result))
 
 
@@ -321,7 +321,7 @@ def _add_job_tools(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
     ) -> JobWaitOutput:
         async with _sandboxes(ctx).for_call(ctx) as client:
             try:
-                end = await unless_client_goes(
+                end = await _unless_client_goes(
                     ctx, partial(client.runner(sandbox).wait_job, job_id, timeout_s)
                 )
             except LookupError as exc:
@@ -373,7 +373,7 @@ def _add_fork_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
                     f"this client holds {client.forks_made} of at most {launch.max_forks} forks"
                 )
             try:
-                forks = await client.runner(MAIN_SANDBOX).fork(
+                forks = await client.runner(_MAIN_SANDBOX).fork(
                     count, share_writable_mounts=share_writable_mounts
                 )
             except SandboxForkError as exc:
@@ -387,7 +387,7 @@ def _add_fork_tool(server: MCPServer[Sandboxes], launch: McpLaunch) -> None:
         return ForkOutput(sandboxes=names)
 
 
-async def unless_client_goes(ctx: Context, call: Callable[[], Awaitable[T]]) -> T:
+async def _unless_client_goes(ctx: Context, call: Callable[[], Awaitable[T]]) -> T:
     """`call()`, cancelled (killing its command) if the HTTP connection that asked for it
     breaks: streamable HTTP keeps the request going for a client that may come back, but
     without an event store its answer has nowhere to go."""
@@ -439,13 +439,13 @@ def _job_output(job_id: str, end: JobEnd | None) -> JobWaitOutput:
 def _tool_result(output: RunOutput) -> CallToolResult:
     """The output as structured content, and as text a model reads at a glance."""
     return CallToolResult(
-        content=[TextContent(type="text", text=run_text(output))],
+        content=[TextContent(type="text", text=_run_text(output))],
         structured_content=output.model_dump(mode="json"),
         is_error=output.error is not None,
     )
 
 
-def run_text(output: RunOutput) -> str:
+def _run_text(output: RunOutput) -> str:
     """One status line, then each non-empty stream under its name."""
     if output.error is not None:
         status = f"could not run: {output.error}"

@@ -26,7 +26,7 @@ the mount shows, and where the mount is (relative to this process's root)."""
 _OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
 
 
-def decode_mountinfo_path(field: str) -> str:
+def _decode_mountinfo_path(field: str) -> str:
     """A path as the kernel writes it in mountinfo: space, tab, newline and backslash are
     octal escapes (`\\040`, `\\011`, `\\012`, `\\134`); other bytes are as on disk."""
     encoded = field.encode("utf-8", "surrogateescape")
@@ -58,15 +58,15 @@ def mount_entries(mountinfo: str) -> list[MountEntry]:
         if len(fields) > MOUNT_POINT_FIELD:
             entries.append(
                 MountEntry(
-                    point=decode_mountinfo_path(fields[MOUNT_POINT_FIELD]),
+                    point=_decode_mountinfo_path(fields[MOUNT_POINT_FIELD]),
                     device=fields[DEVICE_FIELD],
-                    root=decode_mountinfo_path(fields[ROOT_FIELD]),
+                    root=_decode_mountinfo_path(fields[ROOT_FIELD]),
                 )
             )
     return entries
 
 
-def mount_points(mountinfo: str) -> tuple[str, ...]:
+def _mount_points(mountinfo: str) -> tuple[str, ...]:
     """Every mount point in `mountinfo` (its text), decoded, each once, sorted."""
     return tuple(sorted({entry.point for entry in mount_entries(mountinfo)}))
 
@@ -85,11 +85,11 @@ def other_names(entry: MountEntry, entries: Sequence[MountEntry]) -> list[str]:
     return names
 
 
-def mount_points_below(directory: str, mountinfo: str) -> tuple[str, ...]:
+def _mount_points_below(directory: str, mountinfo: str) -> tuple[str, ...]:
     """The mount points strictly inside `directory` (resolved, absolute), sorted."""
     return tuple(
         point
-        for point in mount_points(mountinfo)
+        for point in _mount_points(mountinfo)
         if point != directory and is_inside(point, directory)
     )
 
@@ -111,7 +111,7 @@ def uncovered_mount_points(
     for path, read_only in mounts:
         if not read_only:
             continue
-        for point in mount_points_below(path, mountinfo):
+        for point in _mount_points_below(path, mountinfo):
             holder = max((p for p in paths if is_inside(point, p)), key=len)
             if holder == path and point not in paths:
                 found.append((point, path))

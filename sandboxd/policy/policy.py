@@ -48,7 +48,7 @@ from sandboxd.policy.mount_table import (
 from sandboxd.policy.pinned import FileIdentity, PathChangedError, PinnedPath, pin
 from sandboxd.policy.places import ENGINE_SOCKETS, Refused, home_rules, refusal, refused_places
 
-PIN_ATTEMPTS = 3
+_PIN_ATTEMPTS = 3
 """A path that keeps changing while it is checked is refused after this many tries."""
 
 
@@ -255,7 +255,7 @@ class Policy:
     def _pin(self, raw: str) -> PinnedPath:
         """Resolve `raw` and pin the result, trying again when it changes underfoot."""
         changed = ""
-        for _ in range(PIN_ATTEMPTS):
+        for _ in range(_PIN_ATTEMPTS):
             try:
                 named = os.stat(raw)
                 pinned = pin(str(_realpath(raw)))

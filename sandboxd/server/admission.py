@@ -17,9 +17,9 @@ import anyio
 
 JSON_EXPANSION = 6
 """Bytes of JSON per byte of output at worst: a control character becomes \\u00XX."""
-CUT_NOTE_BYTES = 256
+_CUT_NOTE_BYTES = 256
 """Room for the note the capture puts where it cut an output."""
-REPLY_OVERHEAD_BYTES = 64 * 1024
+_REPLY_OVERHEAD_BYTES = 64 * 1024
 """The reply's other fields, both JSON documents' framing."""
 _STRING_BYTES_PER_BYTE = 4
 """Python stores a string at up to four bytes per character (one astral character does it)."""
@@ -40,11 +40,11 @@ def reply_memory_bound(max_output_bytes: int) -> int:
     (sandboxd.server.http.StreamedJson) rather than built whole, so its body stages are a margin
     kept on purpose: the reservation stays what the README promises.
     """
-    kept = 2 * (max_output_bytes + CUT_NOTE_BYTES)
+    kept = 2 * (max_output_bytes + _CUT_NOTE_BYTES)
     line = body = JSON_EXPANSION * kept
     strings = _STRING_BYTES_PER_BYTE * kept
     stages = (_LINE_COPIES * line, line + strings, strings + body, 2 * body)
-    return max(stages) + REPLY_OVERHEAD_BYTES
+    return max(stages) + _REPLY_OVERHEAD_BYTES
 
 
 class OutputMemoryRefused(Exception):

@@ -33,8 +33,8 @@ from sandboxd.sessions.pool import PoolSettings
 from sandboxd.sizes import Size
 
 DEFAULT_IMAGE = "logos-sandbox:latest"
-CONFIG_ENV = "SANDBOXD_CONFIG"
-MIN_OUTPUT_MEMORY = 64 * 1024**2
+_CONFIG_ENV = "SANDBOXD_CONFIG"
+_MIN_OUTPUT_MEMORY = 64 * 1024**2
 """Room for dozens of requests at the default max_output_bytes."""
 
 
@@ -161,7 +161,7 @@ class DaemonConfig(BaseModel):
     max_allowed_paths: int = Field(default=64, ge=1, le=4096)
     """Most allowed_paths one request may list (each one is resolved and checked), and most
     roots its path_ceiling may hold."""
-    max_output_memory: Annotated[Size, Field(ge=MIN_OUTPUT_MEMORY)] = 1024**3
+    max_output_memory: Annotated[Size, Field(ge=_MIN_OUTPUT_MEMORY)] = 1024**3
     """Reply memory all requests in flight may reserve together (bytes or "1g"), see README."""
     max_output_memory_wait_s: float = Field(default=30.0, ge=0, le=3600)
     """How long a request waits for output memory to free up before it is answered 503."""
@@ -213,8 +213,8 @@ class DaemonConfig(BaseModel):
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     """`$SANDBOXD_CONFIG`, else `$XDG_CONFIG_HOME/sandboxd/config.toml`, else under ~/.config."""
     env = os.environ if environ is None else environ
-    if env.get(CONFIG_ENV):
-        return Path(env[CONFIG_ENV]).expanduser()
+    if env.get(_CONFIG_ENV):
+        return Path(env[_CONFIG_ENV]).expanduser()
     config_home = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(config_home) / "sandboxd" / "config.toml"
 

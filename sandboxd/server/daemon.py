@@ -82,7 +82,7 @@ class BoundSocket:
         os.close(self.lock_fd)
 
 
-def bind_socket(path: Path) -> BoundSocket:
+def _bind_socket(path: Path) -> BoundSocket:
     """Bind and listen on `path` (0600), replacing a stale socket; DaemonError otherwise."""
     check_socket_path_length(path)
     if not path.parent.exists():
@@ -175,7 +175,7 @@ async def serve(config: DaemonConfig, socket_path: Path, config_path: Path | Non
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         open_files = raise_open_files_limit()
         return_freed_memory_promptly()
-        bound = bind_socket(socket_path)
+        bound = _bind_socket(socket_path)
         try:
             state = _claim_state(config)
             try:

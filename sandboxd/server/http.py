@@ -52,8 +52,8 @@ _RECEIVE_BYTES = 64 * 1024
 _MAX_HEAD_BYTES = 64 * 1024
 _SO_PEERCRED = struct.Struct("3i")
 _SMALL_BODY_BYTES = 64 * 1024
-ACCEPT_RETRY_FIRST_S = 0.01
-ACCEPT_RETRY_MAX_S = 1.0
+_ACCEPT_RETRY_FIRST_S = 0.01
+_ACCEPT_RETRY_MAX_S = 1.0
 CLIENT_GONE = 499
 """The status recorded (never sent) for a request whose client went away first."""
 
@@ -131,7 +131,7 @@ class Request:
         return self.method == "HEAD"
 
 
-STREAMED_STRING_CHARS = 1024 * 1024
+_STREAMED_STRING_CHARS = 1024 * 1024
 """A JSON answer holding a string longer than this is sent in pieces as it is encoded."""
 _PIECE_CHARS = 256 * 1024
 """Characters of a long string encoded at a time: at most 1.5 MiB of JSON (six bytes each)."""
@@ -194,7 +194,7 @@ def _dumps(value: Any) -> bytes:
 
 def _has_long_string(value: Any) -> bool:
     if isinstance(value, str):
-        return len(value) > STREAMED_STRING_CHARS
+        return len(value) > _STREAMED_STRING_CHARS
     if isinstance(value, dict):
         return any(_has_long_string(item) for item in value.values())
     if isinstance(value, list | tuple):
@@ -253,7 +253,7 @@ Refused = Callable[[Request, int, str], None]
 The request has no body; an unparsable one has an empty method and path."""
 
 
-def peer_credentials(sock: socket.socket) -> PeerCredentials | None:
+def _peer_credentials(sock: socket.socket) -> PeerCredentials | None:
     """SO_PEERCRED of a connected Unix socket (None where the platform has none)."""
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None or sock.family != socket.AF_UNIX:
@@ -380,7 +380,7 @@ class HttpServer:
     async def _accept_forever(
         self, listener: anyio.abc.SocketListener, connections: anyio.abc.TaskGroup
     ) -> None:
-        pause = ACCEPT_RETRY_FIRST_S
+        pause = _ACCEPT_RETRY_FIRST_S
         failing = False
         while True:
             try:
@@ -393,14 +393,14 @@ class HttpServer:
                     logger.error(
                         "cannot accept connections (%s): retrying every %g s at most",
                         exc.__cause__ or exc,
-                        ACCEPT_RETRY_MAX_S,
+                        _ACCEPT_RETRY_MAX_S,
                     )
                 await anyio.sleep(pause)
-                pause = min(2 * pause, ACCEPT_RETRY_MAX_S)
+                pause = min(2 * pause, _ACCEPT_RETRY_MAX_S)
                 continue
             if failing:
                 failing = False
-                pause = ACCEPT_RETRY_FIRST_S
+                pause = _ACCEPT_RETRY_FIRST_S
                 logger.info("accepting connections again")
             try:
                 await self._make_room()
@@ -440,7 +440,7 @@ class HttpServer:
         try:
             async with stream:
                 raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-                peer = peer_credentials(raw)
+                peer = _peer_credentials(raw)
                 await self._exchange_loop(stream, peer, connection)
         except (_ClientGone, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass

@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 FD_RESERVE = 256
 """Descriptors kept for the daemon itself beside client connections: the engine's connection
 pool, one socket per container, the audit log, pinned paths, the interpreter's own."""
-MMAP_THRESHOLD_BYTES = 1024**2
+_MMAP_THRESHOLD_BYTES = 1024**2
 """Blocks this large or larger get their own mapping, returned to the system when freed."""
 _M_MMAP_THRESHOLD = -3
 """mallopt's parameter number in glibc's malloc.h."""
@@ -76,7 +76,7 @@ def return_freed_memory_promptly() -> None:
         return
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) != 1:
+    if mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES) != 1:
         logger.warning("mallopt(M_MMAP_THRESHOLD) failed: large replies may stay resident")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from logos.errors import RecordFileError
 from logos.jsonl import replace_private_file
 
-LOCK_FILE = "daemon.lock"
+_LOCK_FILE = "daemon.lock"
 ID_FILE = "id"
 
 
@@ -40,7 +40,7 @@ class StateDir:
 
 def claim_state_dir(path: Path) -> StateDir:
     """Lock `path` for this daemon and read (or make) its id; StateDirError otherwise."""
-    lock = path / LOCK_FILE
+    lock = path / _LOCK_FILE
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:

@@ -19,11 +19,11 @@ from typing import Literal
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import TooManySessionsError
 
-PID_MAX_FILE = Path("/proc/sys/kernel/pid_max")
-MEMINFO_FILE = Path("/proc/meminfo")
-MIN_TOTAL = 4
+_PID_MAX_FILE = Path("/proc/sys/kernel/pid_max")
+_MEMINFO_FILE = Path("/proc/meminfo")
+_MIN_TOTAL = 4
 """Even a small host runs a few sessions: the limits are ceilings, rarely what commands use."""
-MEMORY_OVERCOMMIT = 2
+_MEMORY_OVERCOMMIT = 2
 """Containers' memory limits may add up to this many times the host's memory."""
 
 
@@ -161,27 +161,27 @@ def _host_total(pids: int, memory_bytes: int, host: HostFigures) -> tuple[int, s
         bounds.append(host.pid_max * 3 // 4 // pids)
         reasons.append(f"3/4 of pid_max {host.pid_max} at {pids} pids each allows {bounds[-1]}")
     if host.memory_bytes is not None:
-        bounds.append(MEMORY_OVERCOMMIT * host.memory_bytes // memory_bytes)
+        bounds.append(_MEMORY_OVERCOMMIT * host.memory_bytes // memory_bytes)
         reasons.append(
-            f"{MEMORY_OVERCOMMIT} times {host.memory_bytes / 1024**3:.1f} GiB of memory at "
+            f"{_MEMORY_OVERCOMMIT} times {host.memory_bytes / 1024**3:.1f} GiB of memory at "
             f"{memory_bytes / 1024**3:.2g} GiB each allows {bounds[-1]}"
         )
     if not reasons:
-        reasons.append(f"neither {PID_MAX_FILE} nor {MEMINFO_FILE} could be read")
-    total = max(MIN_TOTAL, min(bounds, default=MIN_TOTAL))
-    return total, "; ".join(reasons) + f"; at least {MIN_TOTAL}"
+        reasons.append(f"neither {_PID_MAX_FILE} nor {_MEMINFO_FILE} could be read")
+    total = max(_MIN_TOTAL, min(bounds, default=_MIN_TOTAL))
+    return total, "; ".join(reasons) + f"; at least {_MIN_TOTAL}"
 
 
 def _read_pid_max() -> int | None:
     try:
-        return int(PID_MAX_FILE.read_text().strip())
+        return int(_PID_MAX_FILE.read_text().strip())
     except (OSError, ValueError):
         return None
 
 
 def _read_mem_total() -> int | None:
     try:
-        for line in MEMINFO_FILE.read_text().splitlines():
+        for line in _MEMINFO_FILE.read_text().splitlines():
             name, _, value = line.partition(":")
             if name == "MemTotal":
                 amount, _, unit = value.strip().partition(" ")

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from logos.jsonl import replace_private_file
 from sandboxd.backend import JobKey
 
-JOBS_DIR = "jobs"
+_JOBS_DIR = "jobs"
 """Under the state directory."""
-LAST_ID_FILE = "last-id"
+_LAST_ID_FILE = "last-id"
 SUFFIX = ".json"
 
 logger = logging.getLogger(__name__)
@@ -57,13 +57,13 @@ class JobStore:
     """Where one state directory's jobs are kept. Blocking: call it on a thread."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.directory = Path(state_dir) / JOBS_DIR
+        self.directory = Path(state_dir) / _JOBS_DIR
 
     def save(self, record: JobRecord) -> None:
         replace_private_file(self.directory / f"{record.id}{SUFFIX}", record.model_dump_json())
 
     def save_last_id(self, last: int) -> None:
-        replace_private_file(self.directory / LAST_ID_FILE, str(last))
+        replace_private_file(self.directory / _LAST_ID_FILE, str(last))
 
     def remove(self, job_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -79,7 +79,7 @@ class JobStore:
         records = []
         last = 0
         for entry in entries:
-            if entry.name == LAST_ID_FILE:
+            if entry.name == _LAST_ID_FILE:
                 with contextlib.suppress(OSError, ValueError):
                     last = max(last, int(entry.read_text().strip()))
                 continue

@@ -27,7 +27,7 @@ from sandboxd.sessions.job_store import JobRecord, JobStore
 
 logger = logging.getLogger(__name__)
 
-KILL_WAIT_S = 10.0
+_KILL_WAIT_S = 10.0
 """How long a kill waits for the job's end (the supervisor's grace is 1 s)."""
 
 
@@ -167,7 +167,7 @@ class JobTable:
         job.kill_requested = True
         await self._save(job)
         await job.backend.kill()
-        with anyio.move_on_after(KILL_WAIT_S):
+        with anyio.move_on_after(_KILL_WAIT_S):
             await job.backend.wait()
 
     async def add(

@@ -24,9 +24,9 @@ from logos.errors import RecordFileError
 from logos.jsonl import replace_private_file
 
 LOST_FILE = "lost-sessions.json"
-MAX_LOST = 4096
+_MAX_LOST = 4096
 """Sessions remembered at most (the oldest forgotten first)."""
-KEPT_S = 7 * 86400.0
+_KEPT_S = 7 * 86400.0
 """How long a lost session is remembered."""
 
 logger = logging.getLogger(__name__)
@@ -70,10 +70,10 @@ class LostSessions:
     async def mark(self, session: str, reason: str, sandbox: str = "") -> None:
         self._lost.pop(session, None)
         self._lost[session] = LostSandbox(reason=reason, at=time.time(), sandbox=sandbox)
-        too_old = time.time() - KEPT_S
+        too_old = time.time() - _KEPT_S
         for stale in [s for s, lost in self._lost.items() if lost.at < too_old]:
             del self._lost[stale]
-        while len(self._lost) > MAX_LOST:
+        while len(self._lost) > _MAX_LOST:
             del self._lost[next(iter(self._lost))]
         await self._save()
 

@@ -25,15 +25,15 @@ from sandboxd.sessions.caps import SessionCaps, SessionSlot, SessionSlots
 from sandboxd.sessions.lost import LostSandbox, LostSessions
 from sandboxd.sessions.pool import PoolSettings, WarmPool
 
-EVICTED = "removed while idle to make room for another sandbox under the session caps"
-EVICTION_GRACE_S = 1.0
+_EVICTED = "removed while idle to make room for another sandbox under the session caps"
+_EVICTION_GRACE_S = 1.0
 """A sandbox used this recently is not removed to make room: its command may be about to run
 (a start and its first command are separate steps)."""
-CLAIM_POLL_S = 0.1
+_CLAIM_POLL_S = 0.1
 """How often a start waiting for room looks again."""
 POOL_SESSION = "pool"
 """The session a warm sandbox starts under (its container's name and label say so)."""
-GIVEN_UP = "removed from the warm pool to make room for a caller's sandbox under the caps"
+_GIVEN_UP = "removed from the warm pool to make room for a caller's sandbox under the caps"
 
 
 @dataclass(eq=False)
@@ -274,19 +274,19 @@ class Sessions(Generic[BoxT]):
             uid = spec.uid if scope == "caller" else None
             warm = self.pool.give_up_one(uid)
             if warm is not None:
-                await self.retire(warm, GIVEN_UP)
+                await self.retire(warm, _GIVEN_UP)
                 continue
             victim = self._eviction_victim(uid)
             if victim is not None:
-                await self.retire(victim, EVICTED)
+                await self.retire(victim, _EVICTED)
                 continue
             if not self._reclaimable_soon(uid) or time.monotonic() >= deadline:
                 return self.slots.claim(spec.uid)  # raises TooManySessionsError
-            await anyio.sleep(CLAIM_POLL_S)
+            await anyio.sleep(_CLAIM_POLL_S)
 
     def _eviction_victim(self, uid: int | None) -> BoxT | None:
         """The least recently used idle reclaimable sandbox (of `uid`, or of anyone)."""
-        idle_since = time.time() - EVICTION_GRACE_S
+        idle_since = time.time() - _EVICTION_GRACE_S
         candidates = [
             box
             for box in self.all()

@@ -8,7 +8,7 @@ from logos.agent.checks.reply import Reply
 from logos.protocol.notices import empty_reply_notice
 from logos.providers.base import FinishReason
 
-MAX_EMPTY_REPLIES = 3
+_MAX_EMPTY_REPLIES = 3
 
 
 class EmptyAnswers:
@@ -20,12 +20,12 @@ class EmptyAnswers:
             self.row = 0
             return None
         self.row += 1
-        if self.row >= MAX_EMPTY_REPLIES:
-            raise EndRun("error", empty_replies_error(self.row, reply.finish))
+        if self.row >= _MAX_EMPTY_REPLIES:
+            raise EndRun("error", _empty_replies_error(self.row, reply.finish))
         raise AskAgain(empty_reply_notice(reply.finish))
 
 
-def empty_replies_error(count: int, finish: FinishReason | None) -> str:
+def _empty_replies_error(count: int, finish: FinishReason | None) -> str:
     if finish == "length":
         return (
             f"the model's last {count} replies were cut off at the output token limit before "

@@ -25,13 +25,13 @@ class Interruptions:
             return None
         self.row += 1
         if self.row >= MAX_STREAM_INTERRUPTIONS:
-            raise EndRun("error", interrupted_error(reply.interrupted, self.row))
+            raise EndRun("error", _interrupted_error(reply.interrupted, self.row))
         if reply.lost:
             raise AskAgain()  # nothing was shown or run: ask again
         return INTERRUPTED_NOTICE
 
 
-def interrupted_error(last: StreamInterruptedError, times: int) -> str:
+def _interrupted_error(last: StreamInterruptedError, times: int) -> str:
     return (
         f"the model's answer broke off {times} times in a row; the last time: "
         f"{last.message.rstrip('.')}. Check the network or the server, then resume the run "

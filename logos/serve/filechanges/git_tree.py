@@ -27,7 +27,7 @@ from typing import Literal
 from logos.serve.filechanges.limits import ChangeLimits, size_text
 from logos.serve.filechanges.wire import ChangedFile, ChangeStatus, FileDiff
 
-GIT_SETTINGS = (
+_GIT_SETTINGS = (
     "core.fsmonitor=false",
     "core.untrackedCache=false",
     "core.quotePath=false",
@@ -39,10 +39,10 @@ GIT_SETTINGS = (
     "diff.renames=true",
 )
 """Set on every command line (they outrank any file): nothing runs but git itself."""
-MAX_GIT_OUTPUT = 16 * 1024 * 1024
+_MAX_GIT_OUTPUT = 16 * 1024 * 1024
 """Bytes of one git command's output read (a listing of every file of a huge change)."""
 _STATUS: dict[str, ChangeStatus] = {"A": "added", "D": "removed", "R": "renamed"}
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class GitTree:
         )
         user_index = Path(self._repository.git_dir) / "index"
         try:
-            if user_index.stat().st_size <= MAX_GIT_OUTPUT:
+            if user_index.stat().st_size <= _MAX_GIT_OUTPUT:
                 shutil.copyfile(user_index, self._index)
                 os.chmod(self._index, 0o600)
                 return True
@@ -341,10 +341,10 @@ class GitTree:
         stdin: bytes | None = None,
         accept: tuple[int, ...] = (0,),
         private: bool = True,
-        limit: int = MAX_GIT_OUTPUT,
+        limit: int = _MAX_GIT_OUTPUT,
     ) -> bytes:
         """Run git on the private repository; its output (at most `limit` bytes)."""
-        settings = [item for setting in GIT_SETTINGS for item in ("-c", setting)]
+        settings = [item for setting in _GIT_SETTINGS for item in ("-c", setting)]
         left = deadline - time.monotonic()
         if left <= 0:
             raise GitError(f"it took longer than {self._limits.max_seconds:g} s")

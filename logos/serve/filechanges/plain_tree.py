@@ -22,7 +22,7 @@ from typing import Literal
 from logos.serve.filechanges.limits import ChangeLimits, size_text
 from logos.serve.filechanges.wire import ChangedFile, ChangeStatus, FileDiff
 
-SKIPPED_DIRECTORIES = frozenset({".git"})
+_SKIPPED_DIRECTORIES = frozenset({".git"})
 """Never walked: a repository's own files change with every git command."""
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -188,7 +188,7 @@ class FilesTree:
             fromfile="a/" + (changed.old_path or changed.path) if old else "/dev/null",
             tofile="b/" + changed.path if new else "/dev/null",
         )
-        text, cut = bounded_text(lines, self._limits.max_diff_bytes)
+        text, cut = _bounded_text(lines, self._limits.max_diff_bytes)
         return FileDiff.of(
             changed, self.kind, diff=text, truncated=cut, note=_cut_note(cut, self._limits)
         )
@@ -210,7 +210,7 @@ class FilesTree:
         old_lines, new_lines = texts[0].splitlines(), texts[1].splitlines()
         if max(len(old_lines), len(new_lines)) > self._limits.max_diff_lines:
             return None
-        return line_counts(old_lines, new_lines)
+        return _line_counts(old_lines, new_lines)
 
 
 class _Walk:
@@ -241,7 +241,7 @@ class _Walk:
                 except OSError:
                     continue
                 if stat.S_ISDIR(info.st_mode):
-                    if entry.name in SKIPPED_DIRECTORIES:
+                    if entry.name in _SKIPPED_DIRECTORIES:
                         continue
                     try:
                         child = os.open(entry.name, _DIRECTORY_FLAGS, dir_fd=fd)
@@ -308,7 +308,7 @@ class _Walk:
             return
         self._read += len(data)
         digest = hashlib.sha256(data).hexdigest()
-        text = is_text(data, limits.binary_probe_bytes)
+        text = _is_text(data, limits.binary_probe_bytes)
         kept = text and self._store.put(digest, data)
         if text and not kept and not any("size limit" in note for note in self.notes):
             self.notes.append(
@@ -344,7 +344,7 @@ def _read_regular(fd: int, name: str, most: int) -> bytes | None:
         os.close(handle)
 
 
-def is_text(data: bytes, probe: int) -> bool:
+def _is_text(data: bytes, probe: int) -> bool:
     if b"\0" in data[:probe]:
         return False
     try:
@@ -358,7 +358,7 @@ def _binary(*states: FileState | None) -> bool:
     return any(state is not None and state.text is False for state in states)
 
 
-def line_counts(old: list[str], new: list[str]) -> tuple[int, int]:
+def _line_counts(old: list[str], new: list[str]) -> tuple[int, int]:
     """(lines added, lines removed) from `old` to `new`."""
     added = removed = 0
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
@@ -371,7 +371,7 @@ def line_counts(old: list[str], new: list[str]) -> tuple[int, int]:
     return added, removed
 
 
-def bounded_text(lines: Iterable[str], most: int) -> tuple[str, bool]:
+def _bounded_text(lines: Iterable[str], most: int) -> tuple[str, bool]:
     """The lines joined, cut at `most` bytes (at a line's end); whether it was cut."""
     kept: list[str] = []
     size = 0

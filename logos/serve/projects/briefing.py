@@ -19,8 +19,8 @@ from logos.serve.projects.wire import BriefingTemplates, Role
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _BRACES = re.compile(r"\{\{|\}\}")
-PLACEHOLDERS = ("project", "goal", "description", "captain", "name", "role", "roster", "handoff")
-HANDOFF_SYNTAX = (
+_PLACEHOLDERS = ("project", "goal", "description", "captain", "name", "role", "roster", "handoff")
+_HANDOFF_SYNTAX = (
     "To hand the work to another agent, start a line with @name and say what it should do "
     '(or write <handoff to="name">what to do</handoff>); it answers next. Names inside '
     "commands, code or quotes are no handoff. Hand off only when the other agent has "
@@ -44,7 +44,7 @@ def render(template: str, values: Mapping[str, str], *, source: str) -> str:
     if unknown:
         raise BriefingError(
             f"the {source} briefing names unknown placeholders {', '.join(unknown)}: use only "
-            + ", ".join("{{ " + name + " }}" for name in PLACEHOLDERS)
+            + ", ".join("{{ " + name + " }}" for name in _PLACEHOLDERS)
         )
     rendered = _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
     stray = _BRACES.search(_PLACEHOLDER.sub("", template))
@@ -80,7 +80,7 @@ def briefing(
         "name": name,
         "role": role,
         "roster": "\n".join(lines) or "- (nobody yet)",
-        "handoff": HANDOFF_SYNTAX,
+        "handoff": _HANDOFF_SYNTAX,
     }
     own = templates.captain if role == "captain" else templates.talon
     source = f"project's {role}" if own is not None else f"shipped {role}"

@@ -82,7 +82,7 @@ def exec_options(setup: ServerSetup, agent: AgentRecord, ceiling: PathCeiling) -
     )
 
 
-def summarise(result: Result) -> str:
+def _summarise(result: Result) -> str:
     if result.job is not None:
         ended = "went on as a job"
     elif result.error is not None:
@@ -134,7 +134,7 @@ class _Observer:
         self._command(CommandOutputEvent.of(turn, index, piece))
 
     def command_result(self, turn: int, index: int, result: Result) -> None:
-        self.commands.append(summarise(result))
+        self.commands.append(_summarise(result))
         self._command(CommandResultEvent(turn=turn, index=index, result=result))
 
     def job_end(self, end: JobEnd, seen: bool) -> None:

@@ -18,7 +18,7 @@ MAX_ENTRY_CHARS = 6_000
 """One message's share at most: a long one is cut in its middle, with a note."""
 
 
-def entry_text(entry: ChatEntry) -> str:
+def _entry_text(entry: ChatEntry) -> str:
     text = entry.text.strip()
     if len(text) > MAX_ENTRY_CHARS:
         half = MAX_ENTRY_CHARS // 2
@@ -46,12 +46,12 @@ def context_for(
     used = 0
     newer = [
         e
-        for e in chat[first_index_after(chat, since) :]
+        for e in chat[_first_index_after(chat, since) :]
         if e.seq <= upto and e.author not in leave_out
     ]
     omitted = 0
     for position in range(len(newer) - 1, -1, -1):
-        text = entry_text(newer[position])
+        text = _entry_text(newer[position])
         if picked and used + len(text) > budget_chars:
             omitted = position + 1
             break
@@ -64,7 +64,7 @@ def context_for(
     return "\n".join(picked), omitted
 
 
-def first_index_after(chat: Sequence[ChatEntry], seq: int) -> int:
+def _first_index_after(chat: Sequence[ChatEntry], seq: int) -> int:
     """Where the messages after `seq` start (the chat is in sequence order)."""
     low, high = 0, len(chat)
     while low < high:

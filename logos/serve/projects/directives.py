@@ -39,7 +39,7 @@ def _blanked(match: re.Match[str]) -> str:
     return re.sub(r"[^\n]", " ", match.group(0))
 
 
-def plain_text(text: str, patterns: tuple[re.Pattern[str], ...] | None = None) -> str:
+def _plain_text(text: str, patterns: tuple[re.Pattern[str], ...] | None = None) -> str:
     """`text` without what can hold no directive (commands, code, quotes), each blanked
     in place: a position in it is the same position in `text`."""
     for pattern in patterns or (_CMD, _FENCE, _INLINE_CODE, _QUOTE_LINE):
@@ -50,8 +50,8 @@ def plain_text(text: str, patterns: tuple[re.Pattern[str], ...] | None = None) -
 def directives(text: str) -> list[Directive]:
     """The directives of a message, in the order written; each note as written, its
     inline code kept (only commands and code blocks are left out of it)."""
-    plain = plain_text(text)
-    noted = plain_text(text, (_CMD, _FENCE))
+    plain = _plain_text(text)
+    noted = _plain_text(text, (_CMD, _FENCE))
 
     def note(match: re.Match[str]) -> str:
         return " ".join(noted[match.start(2) : match.end(2)].split())
@@ -67,7 +67,7 @@ def directives(text: str) -> list[Directive]:
 
 def listens(text: str) -> bool:
     """Whether the reply ends with the listening marker (outside commands and code)."""
-    return plain_text(text).rstrip().endswith(LISTENING_MARKER)
+    return _plain_text(text).rstrip().endswith(LISTENING_MARKER)
 
 
 def without_marker(text: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 _DIRECTIVE = re.compile(r"^[ \t]*@\S+", re.MULTILINE)
 """A line's leading `@name`: a reply handed to someone else is the same reply."""
 
-IDLE_HOPS = 3
+_IDLE_HOPS = 3
 """Handoffs in a row whose author ran no command that go on; the next asks the person."""
 
 
@@ -24,7 +24,7 @@ IDLE_HOPS = 3
 class TurnGuard:
     max_hops: int
     max_rounds: int
-    idle_hops: int = IDLE_HOPS
+    idle_hops: int = _IDLE_HOPS
     edges: list[tuple[str, str]] = field(default_factory=list)
     replies: dict[str, str] = field(default_factory=dict)
     """Normalised reply → its author, for the identical-reply guard."""

@@ -20,8 +20,8 @@ from logos.jsonl import make_private_dir, replace_private_file
 from logos.serve.projects.wire import ProjectRecord
 from logos.serve.sessions import is_id
 
-PROJECT_FILE = "project.json"
-EVENTS_FILE = "events.jsonl"
+_PROJECT_FILE = "project.json"
+_EVENTS_FILE = "events.jsonl"
 
 
 class ProjectStore:
@@ -33,20 +33,20 @@ class ProjectStore:
         return self.root / project_id
 
     def events_path(self, project_id: str) -> Path:
-        return self.root / project_id / EVENTS_FILE
+        return self.root / project_id / _EVENTS_FILE
 
     def session_path(self, project_id: str, agent: str) -> Path:
         return self.root / project_id / "agents" / agent / "session.jsonl"
 
     def save(self, record: ProjectRecord) -> None:
         replace_private_file(
-            self.root / record.id / PROJECT_FILE, record.model_dump_json(indent=1) + "\n"
+            self.root / record.id / _PROJECT_FILE, record.model_dump_json(indent=1) + "\n"
         )
 
     def load_all(self) -> Iterator[ProjectRecord | tuple[Path, str]]:
         """Every saved project; a damaged one as (its file, what is wrong)."""
         for directory in sorted(self.root.iterdir()):
-            path = directory / PROJECT_FILE
+            path = directory / _PROJECT_FILE
             if not (is_id(directory.name) and path.is_file()):
                 continue
             try:

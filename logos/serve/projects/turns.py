@@ -79,7 +79,7 @@ from logos.serve.setup import ServerSetup
 
 USER = "user"
 LOGOS = "logos"
-ROSTER_CHANGES = {
+_ROSTER_CHANGES = {
     "created": "{agent} ({role}) joined the project",
     "removed": "{agent} left the project",
     "promoted": "{agent} is the captain now",
@@ -163,7 +163,7 @@ class Project:
     def publish(self, event: BaseModel) -> int:
         self.log.publish(event)
         seq = self.log.last_id
-        entry = chat_entry(seq, event)
+        entry = _chat_entry(seq, event)
         if entry is not None:
             self.chat.append(entry)
         return seq
@@ -722,7 +722,7 @@ def agent_status(agent: AgentRecord, record: ProjectRecord, model: str) -> dict[
     }
 
 
-def chat_entry(seq: int, event: BaseModel) -> ChatEntry | None:
+def _chat_entry(seq: int, event: BaseModel) -> ChatEntry | None:
     """What the agents are told of event `seq`: the person's messages, the agents' replies
     and changes of the team; None for the rest."""
     if isinstance(event, ChatMessage) and event.kind == "user":
@@ -731,8 +731,8 @@ def chat_entry(seq: int, event: BaseModel) -> ChatEntry | None:
         return ChatEntry(
             seq=seq, id=event.id, author=event.author, text=event.text, commands=event.commands
         )
-    if isinstance(event, AgentChanged) and event.change in ROSTER_CHANGES:
-        said = ROSTER_CHANGES[event.change].format(agent=event.agent, role=event.role)
+    if isinstance(event, AgentChanged) and event.change in _ROSTER_CHANGES:
+        said = _ROSTER_CHANGES[event.change].format(agent=event.agent, role=event.role)
         return ChatEntry(seq=seq, id=f"agent-{seq}", author=LOGOS, text=said)
     return None
 
@@ -751,7 +751,7 @@ def read_chat(path: Path) -> list[ChatEntry]:
         if kind is None:
             continue
         try:
-            entry = chat_entry(event.id, kind.model_validate_json(event.data))
+            entry = _chat_entry(event.id, kind.model_validate_json(event.data))
         except ValidationError:
             continue
         if entry is not None:

@@ -14,8 +14,8 @@ from logos.options.option import Place, fields_at, with_options
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 """An agent's name: what `@name` addresses, so no spaces and no capitals."""
-MAX_MESSAGE_CHARS = 50_000
-MAX_TEMPLATE_CHARS = 20_000
+_MAX_MESSAGE_CHARS = 50_000
+_MAX_TEMPLATE_CHARS = 20_000
 
 Role: TypeAlias = Literal["captain", "talon"]
 DoubleTexting: TypeAlias = Literal["queue", "inject", "interrupt"]
@@ -45,8 +45,8 @@ class BudgetRequest(_Request):
 class BriefingTemplates(_Request):
     """Replace the shipped briefing of a role (`prompts/project-<role>.md`)."""
 
-    captain: str | None = Field(default=None, max_length=MAX_TEMPLATE_CHARS)
-    talon: str | None = Field(default=None, max_length=MAX_TEMPLATE_CHARS)
+    captain: str | None = Field(default=None, max_length=_MAX_TEMPLATE_CHARS)
+    talon: str | None = Field(default=None, max_length=_MAX_TEMPLATE_CHARS)
 
 
 class ProjectFields(_Request):
@@ -128,7 +128,7 @@ class AgentRequest(_Request):
 
 
 class MessageRequest(_Request):
-    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    text: str = Field(min_length=1, max_length=_MAX_MESSAGE_CHARS)
 
 
 class StopRequest(_Request):

@@ -44,7 +44,7 @@ from sandboxd.sessions.jobs import JobTable
 
 _Model = TypeVar("_Model", bound=BaseModel)
 SESSIONS_PREFIX = f"{API_PREFIX}/sessions/"
-PATH_CHECK_THREADS = 4
+_PATH_CHECK_THREADS = 4
 """Worker threads for path resolution: few, so that a hung filesystem holds only these and
 pure-Python path work leaves the event loop its share of the interpreter."""
 
@@ -88,7 +88,7 @@ class DaemonState:
         self.output_memory = OutputMemoryBudget(
             config.max_output_memory, wait_s=config.max_output_memory_wait_s
         )
-        self.path_checks = anyio.CapacityLimiter(PATH_CHECK_THREADS)
+        self.path_checks = anyio.CapacityLimiter(_PATH_CHECK_THREADS)
 
     async def reserve_output_memory(self, max_output_bytes: int) -> Reservation:
         """The reply's worst-case output memory, held until its answer is sent; a 503
@@ -130,11 +130,11 @@ def path_session(request: Request, note: AuditNote) -> str:
     """The session id a `/v1/sessions/{id}...` path names, noted and checked."""
     session = request.path.removeprefix(SESSIONS_PREFIX).partition("/")[0]
     note.session = session
-    check_session_id(session)
+    _check_session_id(session)
     return session
 
 
-def check_session_id(session: str) -> None:
+def _check_session_id(session: str) -> None:
     if not is_valid_session_id(session):
         raise Problem(
             400,
