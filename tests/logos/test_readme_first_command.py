@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from logos.models.fitting import default_for_this_machine
 from tests.support.cli_harness import REPO, Home, PtySession, make_home
+from tests.support.docs_session import copy_of_the_repository
 from tests.support.hub_server import HubServer
 from tests.support.llama import find_default_gguf
 from tests.support.parts import require
@@ -36,24 +36,6 @@ def readme_first_command() -> str:
     command = match.group(1).strip()
     assert command.startswith("pip install . && logos "), command
     return command
-
-
-def copy_of_the_repository(destination: Path) -> Path:
-    """The working tree's files (tracked, and new ones not ignored), as a fresh clone has
-    them plus what is not committed yet."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, (item.decode() for item in listed)):
-        source = REPO / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
 
 
 def test_the_readme_first_command_installs_fetches_runs_a_command_and_answers(
