@@ -5,6 +5,8 @@ Light imports only: the logos client resolves the socket with this module too.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 from collections.abc import Callable, Mapping
@@ -92,6 +94,23 @@ def open_lock_file(lock: Path, refuse: Callable[[str], Exception]) -> int:
             f"cannot create the lock file {lock}: {exc.strerror or exc}; choose a socket path "
             "in a directory you own (--socket)"
         ) from None
+
+
+def take_pid_lock(
+    fd: int, lock: Path, refuse: Callable[[str], Exception], *, held: Callable[[str], str]
+) -> None:
+    """Lock the open lock file `fd` (`lock`) for this process (the lock lives as long as it
+    does) and write its pid in it. Another process holding it: `refuse(held(" (pid N)"))`,
+    naming that process; any other failure: `refuse` says which."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            raise refuse(held(f" (pid {holder})" if holder else "")) from None
+        raise refuse(f"cannot lock {lock}: {exc.strerror or exc}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -19,8 +19,6 @@ memory goes back to the system (sandboxd.server.process).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import importlib.util
 import logging
 import os
@@ -35,7 +33,13 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from sandboxd.paths import SOCKET_ENV, check_socket_path_length, lock_path, open_lock_file
+from sandboxd.paths import (
+    SOCKET_ENV,
+    check_socket_path_length,
+    lock_path,
+    open_lock_file,
+    take_pid_lock,
+)
 from sandboxd.policy.places import ENGINE_SOCKETS
 from sandboxd.policy.policy import Policy
 from sandboxd.server.app import App, sandboxd_version
@@ -121,19 +125,18 @@ def _lock(path: Path) -> int:
     lock = lock_path(path)
     fd = open_lock_file(lock, DaemonError)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        take_pid_lock(
+            fd,
+            lock,
+            DaemonError,
+            held=lambda pid: (
+                f"another sandboxd is already serving {path}{pid}: stop it first, "
+                "or start this one with another --socket"
+            ),
+        )
+    except BaseException:
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise DaemonError(
-                f"another sandboxd is already serving {path}"
-                + (f" (pid {holder})" if holder else "")
-                + ": stop it first, or start this one with another --socket"
-            ) from None
-        raise DaemonError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        raise
     return fd
 
 

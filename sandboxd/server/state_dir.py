@@ -10,8 +10,6 @@ id (`id`, made once) labels the sandboxes kept there (sandboxd.docker.ownership.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import secrets
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from logos.errors import RecordFileError
 from logos.jsonl import replace_private_file
+from sandboxd.paths import take_pid_lock
 
 _LOCK_FILE = "daemon.lock"
 ID_FILE = "id"
@@ -49,19 +48,15 @@ def claim_state_dir(path: Path) -> StateDir:
             "config to a directory you own"
         ) from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise StateDirError(
-                    f"another sandboxd uses the state directory {path}"
-                    + (f" (pid {holder})" if holder else "")
-                    + ": stop it first, or give this one a state_dir of its own in its config"
-                ) from None
-            raise StateDirError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        take_pid_lock(
+            fd,
+            lock,
+            StateDirError,
+            held=lambda pid: (
+                f"another sandboxd uses the state directory {path}{pid}: stop it "
+                "first, or give this one a state_dir of its own in its config"
+            ),
+        )
         return StateDir(path, _state_id(path), fd)
     except BaseException:
         os.close(fd)
