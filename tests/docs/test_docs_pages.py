@@ -121,6 +121,16 @@ def _check(block: Block, output: Block | None, outcome: Outcome) -> None:
         )
 
 
+def test_the_readmes_scripted_replies_come_last() -> None:
+    """A model asked about this repository reads the README's head first (`head -n 40
+    README.md`): the scripted replies the docs' tests give there must not be what it reads."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    last = readme[readme.rindex("\n## ") :]
+    assert "<!-- docs-model" in last and readme.rstrip().endswith("-->"), (
+        "the README's docs-model comment belongs at its end, after its last section"
+    )
+
+
 def test_every_runnable_page_is_run() -> None:
     """A page whose blocks would all be skipped is a page whose commands nobody checks."""
     require(bool(RUNNABLE), "no docs")
