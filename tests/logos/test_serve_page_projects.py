@@ -157,7 +157,13 @@ def test_a_project_and_its_agents_are_made_from_the_page(
         ("made here", ["cap", "cap2"])
     ]
     text_appears(browser, "project-list", "made here\nidle\n2 agents")
-    roster = [card.text.split("\n")[:3] for card in css(browser, "#roster .agent-card")]
+    # WHY until: the roster is drawn anew as the agents' states come in; read whole.
+    roster = until(
+        browser,
+        lambda driver: (
+            [card.text.split("\n")[:3] for card in css(driver, "#roster .agent-card")] or None
+        ),
+    )
     assert roster == [["cap", "captain", "idle"], ["cap2", "talon", "idle"]]
 
 

@@ -10,8 +10,11 @@ The server, the daemon and the browser are shared by the module's tests, in orde
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,10 +48,23 @@ def model() -> Iterator[ScriptedServer]:
         yield server
 
 
+DEMO_ROOT = Path(tempfile.gettempdir()) / "logos-demo"
+"""Where the workspace lives: the docs show these screenshots, so the paths they show read as
+a user's, not as the test runner's."""
+
+
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Home:
+def workspace() -> Iterator[Home]:
     """A user's places, and a git repository holding calc.py in its work directory."""
-    home = make_home(tmp_path_factory.mktemp("workspace"))
+    shutil.rmtree(DEMO_ROOT, ignore_errors=True)  # a run stopped before its cleanup
+    DEMO_ROOT.mkdir(mode=0o700)
+    try:
+        yield _calc_repository(make_home(DEMO_ROOT))
+    finally:
+        shutil.rmtree(DEMO_ROOT, ignore_errors=True)
+
+
+def _calc_repository(home: Home) -> Home:
     repo = home.work / "calc"
     repo.mkdir()
     (repo / "calc.py").write_text(CALC)
