@@ -25,14 +25,12 @@ from __future__ import annotations
 import math
 import statistics
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
 import anyio
-import httpx
 
 from bench.plan import Plan
 from bench.repo_questions import FIRST_QUESTION, LOGOS, QUESTIONS, Question
@@ -47,6 +45,7 @@ from bench.small_model import (
     Endpoint,
     SmallModel,
     TryOutcome,
+    asked_once,
     in_rounds,
     run_logos_try,
     run_mini_try,
@@ -149,35 +148,7 @@ def ask_with_readme(question: Question, endpoint: Endpoint) -> TryOutcome:
             content = f"This is the repository's README.md:\n\n{text}\n\n{question.prompt}"
         else:
             content = f"The repository has no README.\n\n{question.prompt}"
-        started = time.perf_counter()
-        response = httpx.post(
-            f"{endpoint.base_url}/chat/completions",
-            headers={"authorization": f"Bearer {endpoint.api_key}"},
-            json={
-                "messages": [
-                    {"role": "system", "content": PASTED_SYSTEM},
-                    {"role": "user", "content": content},
-                ],
-                "temperature": 0.0,
-                "max_tokens": 1024,
-            },
-            timeout=300.0,
-        )
-        wall = time.perf_counter() - started
-        body = response.json()
-        answer = str(body["choices"][0]["message"]["content"])
-        usage = body.get("usage") or {}
-        right = question.check(workspace, answer)
-        return TryOutcome(
-            task=question.id,
-            kind=question.kind,
-            outcome="right guess" if right else "wrong outcome",
-            commands=0,
-            turns=1,
-            tokens=int(usage.get("total_tokens", 0)),
-            wall_s=wall,
-            answer=answer,
-        )
+        return asked_once(question, endpoint, workspace, content, timeout_s=300.0)
 
 
 def run_row(

@@ -253,35 +253,43 @@ def ask_once(task: SmallTask, endpoint: Endpoint) -> TryOutcome:
             f"--- {name} ---\n{content[:PASTED_CHARS]}\n" for name, content in task.files.items()
         )
         pasted = f"The files in this directory:\n\n{files}\n" if files else ""
-        started = time.perf_counter()
-        response = httpx.post(
-            f"{endpoint.base_url}/chat/completions",
-            headers={"authorization": f"Bearer {endpoint.api_key}"},
-            json={
-                "messages": [
-                    {"role": "system", "content": PASTED_SYSTEM},
-                    {"role": "user", "content": f"{pasted}{task.prompt}"},
-                ],
-                "temperature": 0.0,
-                "max_tokens": 1024,
-            },
-            timeout=TRY_TIME_S,
-        )
-        wall = time.perf_counter() - started
-        body = response.json()
-        answer = str(body["choices"][0]["message"]["content"])
-        usage = body.get("usage") or {}
-        right = task.check(workspace, answer)
-        return TryOutcome(
-            task=task.id,
-            kind=task.kind,
-            outcome=RIGHT_GUESS if right else WRONG,
-            commands=0,
-            turns=1,
-            tokens=int(usage.get("total_tokens", 0)),
-            wall_s=wall,
-            answer=answer,
-        )
+        return asked_once(task, endpoint, workspace, f"{pasted}{task.prompt}", TRY_TIME_S)
+
+
+def asked_once(
+    task: SuiteTask, endpoint: Endpoint, workspace: Path, content: str, timeout_s: float
+) -> TryOutcome:
+    """One request holding `content` (what was pasted, then the task), no command run; the
+    answer judged by the task's check in `workspace`."""
+    started = time.perf_counter()
+    response = httpx.post(
+        f"{endpoint.base_url}/chat/completions",
+        headers={"authorization": f"Bearer {endpoint.api_key}"},
+        json={
+            "messages": [
+                {"role": "system", "content": PASTED_SYSTEM},
+                {"role": "user", "content": content},
+            ],
+            "temperature": 0.0,
+            "max_tokens": 1024,
+        },
+        timeout=timeout_s,
+    )
+    wall = time.perf_counter() - started
+    body = response.json()
+    answer = str(body["choices"][0]["message"]["content"])
+    usage = body.get("usage") or {}
+    right = task.check(workspace, answer)
+    return TryOutcome(
+        task=task.id,
+        kind=task.kind,
+        outcome=RIGHT_GUESS if right else WRONG,
+        commands=0,
+        turns=1,
+        tokens=int(usage.get("total_tokens", 0)),
+        wall_s=wall,
+        answer=answer,
+    )
 
 
 def run_mini_try(
