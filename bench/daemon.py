@@ -138,7 +138,8 @@ def spawn_daemon(root: Path) -> tuple[subprocess.Popen[bytes], BenchDaemon]:
 def session_container(client: Any, session: str) -> Any:
     """The container the daemon started for our `session` (it prefixes the caller's uid)."""
     found = client.containers.list(
-        filters={"label": [LABEL_MANAGED, f"{LABEL_SESSION}=u{os.getuid()}-{session}"]}
+        filters={"label": [LABEL_MANAGED, f"{LABEL_SESSION}=u{os.getuid()}-{session}"]},
+        ignore_removed=True,
     )
     if len(found) != 1:
         raise BenchSetupError(

@@ -305,7 +305,9 @@ def _stop(args: argparse.Namespace) -> int:
         except ProcessLookupError:
             raise CliError(f"no sandboxd is running on {socket_path}") from None
         deadline = time.monotonic() + args.timeout
-        while _locked(fd):
+        # WHY both: the daemon drops its lock as it shuts down, a moment before its process
+        # ends; "stopped" means the process is gone too, so a script can rely on it.
+        while _locked(fd) or not _ended(pid):
             if time.monotonic() > deadline:
                 raise CliError(
                     f"sandboxd (pid {pid}) did not stop within {args.timeout:g} s: see its log "
@@ -321,6 +323,21 @@ def _stop(args: argparse.Namespace) -> int:
     )
     print(f"stopped sandboxd (pid {pid}) on {socket_path}; {kept}")
     return 0
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie waiting for its parent has)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # gone between the two looks, or no /proc to ask: the lock has spoken
+    return stat_line.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
 
 
 def _locked(fd: int) -> bool:

@@ -268,7 +268,7 @@ def test_docker_families_run_against_the_real_engine(tmp_path: Path, docker_clie
     assert control["after_bytes"] - control["baseline_bytes"] < 64 * 2**20
 
     leftovers = docker_client.containers.list(
-        all=True, filters={"label": results["container_label"]}
+        all=True, filters={"label": results["container_label"]}, ignore_removed=True
     )
     assert leftovers == []
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
@@ -312,7 +312,9 @@ def test_prepare_family_runs_against_the_real_engine(tmp_path: Path, docker_clie
     assert "first command with preparation <= 15 ms (model 0.5 s to its first block)" in goals
     assert "new session start <= 120 ms" in goals
     label = load_results(tmp_path)["container_label"]
-    assert docker_client.containers.list(all=True, filters={"label": label}) == []
+    assert (
+        docker_client.containers.list(all=True, filters={"label": label}, ignore_removed=True) == []
+    )
 
 
 @pytest.mark.docker
@@ -418,7 +420,7 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
         while time.monotonic() < deadline and bench.poll() is None:
             daemons = children_of(bench.pid, b"sandboxd")
             labelled = docker_client.containers.list(
-                filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+                filters={"label": f"{BENCH_LABEL}={bench.pid}"}, ignore_removed=True
             )
             if daemons and len(labelled) >= 2:  # the docker exec target and mini-swe-agent's
                 break
@@ -430,7 +432,7 @@ def test_ctrl_c_removes_the_daemon_and_containers_it_started(
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr[-3000:]
     assert not (tmp_path / "results.json").exists()
     labelled = docker_client.containers.list(
-        all=True, filters={"label": f"{BENCH_LABEL}={bench.pid}"}
+        all=True, filters={"label": f"{BENCH_LABEL}={bench.pid}"}, ignore_removed=True
     )
     assert labelled == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in daemons), "the daemon survived"

@@ -98,7 +98,7 @@ def container_names(docker_client: Any, session: str) -> list[str]:
     return [
         container.name
         for container in docker_client.containers.list(
-            all=True, filters={"label": f"{LABEL_SESSION}={session}"}
+            all=True, filters={"label": f"{LABEL_SESSION}={session}"}, ignore_removed=True
         )
     ]
 

@@ -209,7 +209,9 @@ async def test_closing_the_runner_cancels_its_preparation(
 
     def left() -> list[Any]:
         return docker_client.containers.list(
-            all=True, filters={"label": f"{LABEL_SESSION}=u{os.getuid()}-{runner.session}"}
+            all=True,
+            filters={"label": f"{LABEL_SESSION}=u{os.getuid()}-{runner.session}"},
+            ignore_removed=True,
         )
 
     deadline = time.monotonic() + 30

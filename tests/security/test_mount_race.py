@@ -192,5 +192,7 @@ def test_a_mount_that_is_not_what_was_checked_destroys_the_container(
             assert await backend.list_sessions() == []
 
     anyio.run(attempt)
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}=swapped"})
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_SESSION}=swapped"}, ignore_removed=True
+    )
     assert left == []

@@ -257,5 +257,7 @@ def test_a_mount_moved_out_of_its_ceiling_before_the_mount_destroys_the_containe
             assert ran.result.stdout == "ran\n"
 
     anyio.run(attempt)
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}=moved-out"})
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_SESSION}=moved-out"}, ignore_removed=True
+    )
     assert left == []

@@ -203,5 +203,7 @@ def test_a_mount_made_between_the_check_and_the_start_destroys_the_sandbox(
 
         anyio.run(attempt)
         assert not (late / "planted").exists()
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}=late"})
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_SESSION}=late"}, ignore_removed=True
+    )
     assert left == []
