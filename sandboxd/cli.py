@@ -39,11 +39,11 @@ from sandboxd.api import API_PREFIX, GcResponse, HealthResponse, SessionsRespons
 from sandboxd.client.connection import (
     daemon_client,
     error_detail,
+    health as read_health,
     not_running_message,
     permission_denied,
     permission_denied_message,
 )
-from sandboxd.client.connection import health as read_health
 from sandboxd.mcp.launch_file import LAUNCH_OPTIONS, LaunchFileError, load_launch_file
 from sandboxd.mcp.limits import McpLaunch
 from sandboxd.paths import SocketPathError, lock_path, resolve_socket_path

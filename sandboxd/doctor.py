@@ -22,8 +22,7 @@ import httpx
 
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import Backend, ExecRequest, Limits, Mount, SandboxSpec
-from sandboxd.client.connection import daemon_client, not_running_message
-from sandboxd.client.connection import health as read_health
+from sandboxd.client.connection import daemon_client, health as read_health, not_running_message
 from sandboxd.server.backends import build_backend
 from sandboxd.server.config import DaemonConfig
 from sandboxd.sessions.pool import PoolSettings

@@ -39,8 +39,13 @@ from logos.errors import RecordFileError
 from logos.jsonl import JsonLinesFile, open_private_append, utc_now, write_line
 from logos.providers.base import Message
 from logos.providers.registry import ProviderName
-from logos.records.events import ApprovalEvent, JobEndEvent, JobStartEvent, RunSummary
-from logos.records.events import count_turns as count_turns  # WHY: batch counts turns here
+from logos.records.events import (
+    ApprovalEvent,
+    JobEndEvent,
+    JobStartEvent,
+    RunSummary,
+    count_turns as count_turns,  # WHY: batch counts turns here
+)
 
 TRAJECTORY_VERSION = 1
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")

@@ -22,10 +22,8 @@ import pytest
 
 from bench.__main__ import FAMILIES
 from bench.batch import SANDBOX_POOLED, SANDBOX_PREPARED, split
-from bench.egress import DIRECT as EGRESS_DIRECT
-from bench.egress import PROXY as EGRESS_PROXY
-from bench.mcp import MCP_HTTP, MCP_STDIO
-from bench.mcp import NATIVE as MCP_NATIVE
+from bench.egress import DIRECT as EGRESS_DIRECT, PROXY as EGRESS_PROXY
+from bench.mcp import MCP_HTTP, MCP_STDIO, NATIVE as MCP_NATIVE
 from bench.plan import Plan
 from bench.pool_switch import NO_POOL, PHASES, RUNTIMES
 from bench.ray_cluster import ray_command

@@ -7,8 +7,7 @@ import time
 from dataclasses import FrozenInstanceError
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from logos.protocol.parse import (
     CmdStreamParser,

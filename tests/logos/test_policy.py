@@ -7,8 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from logos.approvals.policy import (
     CommandPolicy,

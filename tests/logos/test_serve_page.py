@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import open_page
-from tests.support.browser import text_appears as _text_appears
+from tests.support.browser import open_page, text_appears as _text_appears
 from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import Served, serving
 from tests.support.sse_server import ScriptedServer, openai_stream

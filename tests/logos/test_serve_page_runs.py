@@ -12,8 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.browser import css as _css
-from tests.support.browser import open_page, shown_ids, text_appears, until
+from tests.support.browser import css as _css, open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import (
     AUTO_LOCAL,

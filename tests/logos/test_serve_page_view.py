@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from logos.batch.results import TaskResult
-from tests.support.browser import css as _css
-from tests.support.browser import open_page, shown_ids, text_appears, until
+from tests.support.browser import css as _css, open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.serve_harness import serving
 from tests.support.sse_server import ScriptedServer, openai_stream

@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from bench.ray_cluster import RayCluster, ray_command
-from bench.ray_cluster import ray_cluster as two_node_cluster
+from bench.ray_cluster import RayCluster, ray_cluster as two_node_cluster, ray_command
 from tests.support.parts import require
 from tests.support.sandboxd_harness import short_dir
 

@@ -20,8 +20,7 @@ import anyio
 
 from logos.ceiling import CeilingRoot, PathCeiling
 from logos.result import JobStarted, Result
-from logos.runners.live import FLUSH_S as LIVE_FLUSH_S
-from logos.runners.live import LiveOutput
+from logos.runners.live import FLUSH_S as LIVE_FLUSH_S, LiveOutput
 from sandboxd.api import LiveLine, LivePieceModel, StartRequest
 from sandboxd.backend import (
     BackendError,
