@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import shutil
 import signal
 import textwrap
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +30,7 @@ from sandboxd.backend import (
     SandboxSpec,
     SessionLostError,
 )
+from sandboxd.docker import backend as backend_module
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION
 from tests.support.processes import killed_after_printing
@@ -409,6 +412,31 @@ async def test_cancellation_kills_the_command(backend: DockerBackend) -> None:
     await anyio.sleep(0.3)
     listing = await run(backend, "ps -eo args")
     assert "sleep 1039" not in listing.stdout
+
+
+async def test_a_start_cancelled_while_the_engine_creates_its_container_leaves_none(
+    backend: DockerBackend, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine answers the create after the start was cancelled (a client that hung up,
+    a daemon stopping): the container it made is removed as the start unwinds, never left
+    running where no session knows it."""
+    made = threading.Event()
+    create = backend_module.create_container
+
+    def answered_late(api: Any, **options: Any) -> str:
+        container_id: str = create(api, **options)
+        made.set()
+        time.sleep(0.5)  # the cancellation arrives while the answer is on its way
+        return container_id
+
+    monkeypatch.setattr(backend_module, "create_container", answered_late)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(functools.partial(run, backend, "true", session="cancelled-create"))
+        await anyio.to_thread.run_sync(made.wait, 60)
+        assert container_names(docker_client, "cancelled-create") != []
+        tasks.cancel_scope.cancel()
+    assert container_names(docker_client, "cancelled-create") == []
+    assert await backend.list_sessions() == []
 
 
 async def test_close_session_kills_commands_and_removes_containers(

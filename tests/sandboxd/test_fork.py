@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,10 +19,10 @@ from logos.options import ExecOptions
 from sandboxd.api import API_PREFIX
 from sandboxd.backend import BackendError, ExecRequest, ForkRefusedError, Limits, Mount, SandboxSpec
 from sandboxd.client.runner import SandboxForkError, SandboxRunner
-from sandboxd.docker import fork as fork_module
+from sandboxd.docker import backend as backend_module, fork as fork_module
 from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.fork import COPIER_ROLE, LABEL_ROLE
-from sandboxd.docker.ownership import LABEL_SESSION
+from sandboxd.docker.ownership import LABEL_OWNER, LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import (
@@ -115,6 +116,33 @@ async def test_a_fork_that_cannot_be_filled_leaves_no_fork_behind(
     assert "Permission denied" in str(failed.value) and "none was kept" in str(failed.value)
     assert [info.id for info in await backend.list_sessions()] == ["source"]
     assert (await backend.run("f1", box, ExecRequest("ls /tmp"))).result.stdout == ""
+
+
+async def test_a_fork_cancelled_while_the_engine_creates_its_copier_leaves_none(
+    backend: DockerBackend, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a sandbox's start: a copier the engine made after its fork was cancelled is
+    removed, and the source runs on."""
+    box = spec()
+    await sh(backend, "source", "echo kept > /tmp/kept", box)
+    made = threading.Event()
+    create = backend_module.create_copier
+
+    def answered_late(api: Any, **options: Any) -> str:
+        container_id: str = create(api, **options)
+        made.set()
+        time.sleep(0.5)  # the cancellation arrives while the answer is on its way
+        return container_id
+
+    monkeypatch.setattr(backend_module, "create_copier", answered_late)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(backend.fork, "source", ["f1"])
+        await anyio.to_thread.run_sync(made.wait, 60)
+        tasks.cancel_scope.cancel()
+    with anyio.fail_after(20):  # removed off the fork's answer
+        while copiers(docker_client, backend):
+            await anyio.sleep(0.1)
+    assert await sh(backend, "source", "cat /tmp/kept", box) == "kept\n"
 
 
 async def test_read_write_mounts_are_shared_by_forks_only_when_asked(
@@ -376,14 +404,16 @@ async def test_a_copy_over_its_time_fails_the_fork_in_bounded_time_and_thaws_the
     ]
     assert await sh(backend, "source", "ls /tmp/m | wc -l", box) == "30000\n"
     with anyio.fail_after(20):  # removed, if not at once (the copier too)
-        while await containers_of(docker_client, "f1", "f2") or copiers(docker_client):
+        while await containers_of(docker_client, "f1", "f2") or copiers(docker_client, backend):
             await anyio.sleep(0.1)
     await until_held_as(fds)
 
 
-def copiers(docker_client: Any) -> list[Any]:
+def copiers(docker_client: Any, backend: DockerBackend) -> list[Any]:
+    """The copiers `backend` made (other tests' backends make theirs meanwhile)."""
+    mine = [f"{LABEL_ROLE}={COPIER_ROLE}", f"{LABEL_OWNER}={backend.instance_id}"]
     return docker_client.containers.list(  # type: ignore[no-any-return]
-        all=True, filters={"label": f"{LABEL_ROLE}={COPIER_ROLE}"}, ignore_removed=True
+        all=True, filters={"label": mine}, ignore_removed=True
     )
 
 
