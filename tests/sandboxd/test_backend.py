@@ -35,6 +35,7 @@ from sandboxd.docker.backend import DockerBackend
 from sandboxd.docker.ownership import LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION
 from tests.support.processes import killed_after_printing
 from tests.support.sandboxd_harness import (
+    answered_late,
     docker_backend,
     owned_short_dir,
     removing_test_containers,
@@ -421,15 +422,8 @@ async def test_a_start_cancelled_while_the_engine_creates_its_container_leaves_n
     a daemon stopping): the container it made is removed as the start unwinds, never left
     running where no session knows it."""
     made = threading.Event()
-    create = backend_module.create_container
-
-    def answered_late(api: Any, **options: Any) -> str:
-        container_id: str = create(api, **options)
-        made.set()
-        time.sleep(0.5)  # the cancellation arrives while the answer is on its way
-        return container_id
-
-    monkeypatch.setattr(backend_module, "create_container", answered_late)
+    late = answered_late(backend_module.create_container, made)
+    monkeypatch.setattr(backend_module, "create_container", late)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(functools.partial(run, backend, "true", session="cancelled-create"))
         await anyio.to_thread.run_sync(made.wait, 60)

@@ -26,6 +26,7 @@ from sandboxd.docker.ownership import LABEL_OWNER, LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
 from tests.support.sandboxd_harness import (
+    answered_late,
     docker_backend,
     owned_short_dir,
     removing_test_containers,
@@ -126,15 +127,8 @@ async def test_a_fork_cancelled_while_the_engine_creates_its_copier_leaves_none(
     box = spec()
     await sh(backend, "source", "echo kept > /tmp/kept", box)
     made = threading.Event()
-    create = backend_module.create_copier
-
-    def answered_late(api: Any, **options: Any) -> str:
-        container_id: str = create(api, **options)
-        made.set()
-        time.sleep(0.5)  # the cancellation arrives while the answer is on its way
-        return container_id
-
-    monkeypatch.setattr(backend_module, "create_copier", answered_late)
+    late = answered_late(backend_module.create_copier, made)
+    monkeypatch.setattr(backend_module, "create_copier", late)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(backend.fork, "source", ["f1"])
         await anyio.to_thread.run_sync(made.wait, 60)

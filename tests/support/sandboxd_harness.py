@@ -11,8 +11,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -359,3 +360,16 @@ def true_message(channel: SupervisorChannel, **fields: Any) -> RunMessage:
         "max_saved_output_bytes": 0,
     }
     return RunMessage(id=channel.next_id(), **{**defaults, **fields})
+
+
+def answered_late(create: Callable[..., str], made: threading.Event) -> Callable[..., str]:
+    """`create` (a container-making call of sandboxd.docker) answering half a second after
+    its container exists, `made` set then: a test cancels the caller meanwhile."""
+
+    def late(api: Any, **options: Any) -> str:
+        container_id = create(api, **options)
+        made.set()
+        time.sleep(0.5)
+        return container_id
+
+    return late
