@@ -329,10 +329,8 @@ def _ended(pid: int) -> bool:
     """Whether process `pid` has exited (a zombie waiting for its parent has)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # gone, or its number another user's now
         return True
-    except PermissionError:
-        return False
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
