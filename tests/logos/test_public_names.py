@@ -54,7 +54,7 @@ def test_a_name_logos_does_not_have_is_an_attribute_error() -> None:
 
 
 def test_importing_one_part_loads_only_what_that_part_needs() -> None:
-    # sandboxd, the runners and the CLI's argument parsing import logos.options and
+    # sandboxd and the runners import logos.options and
     # logos.result: none of them may pay for the agent loop, the providers or the models.
     loaded = _loaded_after("import logos.options, logos.result")
     assert not {
