@@ -54,8 +54,8 @@ def test_a_name_logos_does_not_have_is_an_attribute_error() -> None:
 
 
 def test_importing_one_part_loads_only_what_that_part_needs() -> None:
-    # sandboxd and the runners import logos.options and
-    # logos.result: none of them may pay for the agent loop, the providers or the models.
+    # sandboxd and the runners import logos.options and logos.result: none of them may pay
+    # for the agent loop, the providers or the models.
     loaded = _loaded_after("import logos.options, logos.result")
     assert not {
         m for m in loaded if m.startswith(("logos.agent", "logos.providers", "logos.models"))
