@@ -58,8 +58,12 @@ def _read(name: str, results: Sequence[Result]) -> bool:
 
 
 def _missed(results: Sequence[Result]) -> str | None:
-    """A file a command looked for and did not find (as the command named it)."""
-    for result in results:
+    """The file the latest look that missed looked for and did not find (as the command
+    named it).
+
+    WHY the latest: handed `head -n 40 readme.txt` after missing README.md, the default
+    model ran `head -n 40 README.txt`; that miss is the one to answer."""
+    for result in reversed(results):
         if result.ok or not _MISSING.search(result.stderr):
             continue
         for word in result.command.split():

@@ -102,6 +102,16 @@ WC_NAMES_THE_FILE_NOTE = (
 """Under a block that wrote a wc count of a named file into a file (`logos.protocol.pitfalls`)."""
 
 
+def read_a_directory_note(directories: Sequence[str]) -> str:
+    """Under a block that gave a directory to a command that reads files
+    (`logos.protocol.pitfalls`)."""
+    named = " and ".join(directories)
+    return (
+        f"{named} is a directory, not a file: commands that read files cannot read it. To "
+        "see the files it holds, with their sizes, list it with ls -l."
+    )
+
+
 def run_instead(instead: str) -> str:
     """After a pitfall note: the model's own command as it meant it (`logos.protocol.pitfalls`)."""
     return f"Run this instead, which does what the command was meant to: <cmd>{instead}</cmd>"

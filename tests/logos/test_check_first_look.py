@@ -39,3 +39,18 @@ async def test_a_reply_that_ran_nothing_or_found_its_readme_is_let_be() -> None:
     found = ran("head -n 40 README.md", stdout="# shortener\n")
     reply = Reply(blocks=2, results=(LISTING, found))
     assert await FirstLook().check(reply, run_state(results=[LISTING, found])) is None
+
+
+async def test_a_second_miss_of_another_name_is_answered_too() -> None:
+    task = "What is the first line of readme.txt?"
+    check, run = FirstLook(), run_state(task=task, results=[NO_README])
+    assert await check.check(LOOK, run) == missing_look_notice("README.md", "readme.txt")
+    upper = Result(
+        command="head -n 40 README.txt",
+        stderr="head: cannot open 'README.txt' for reading: No such file or directory\n",
+        exit_code=1,
+    )
+    run.results.append(upper)
+    again = Reply(blocks=1, results=(upper,))
+    assert await check.check(again, run) == missing_look_notice("README.txt", "readme.txt")
+    assert await check.check(again, run) is None  # each missed name once

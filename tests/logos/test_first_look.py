@@ -55,3 +55,15 @@ def test_a_file_the_task_names_comes_first_and_one_it_asks_to_write_is_not_read(
     assert next_look([missing], to_write) == ("notes.md", "notes.txt")
     read = Result(command="wc -l notes.txt", stdout="17 notes.txt\n", exit_code=0)
     assert next_look([missing, read], to_write) is None
+
+
+def test_the_latest_miss_is_the_one_answered() -> None:
+    """Handed `head -n 40 readme.txt` after missing README.md, the default model ran
+    `head -n 40 README.txt`: that miss is answered with the file the task names."""
+    task = "What is the first line of readme.txt?"
+    upper = Result(
+        command="head -n 40 README.txt",
+        stderr="head: cannot open 'README.txt' for reading: No such file or directory\n",
+        exit_code=1,
+    )
+    assert next_look([NO_README, upper], task) == ("README.txt", "readme.txt")

@@ -66,6 +66,7 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "completed": [0, 2],
     "finish": [None, "stop", "length"],
     "times": [3, 7],
+    "directories": [["logs/"], ["logs", "data"]],
     "forced": [True, False],
     "task": ["How many lines does notes.txt have?"],
     "instead": ["mkdir -p build/output", "awk '{s += $1} END {print s}' numbers.txt"],
