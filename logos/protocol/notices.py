@@ -153,6 +153,22 @@ def answer_form_notice(task: str) -> str:
     )
 
 
+def unworked_number_notice(instead: str | None) -> str:
+    """Sent when the model answers a question that asks for a number before any command
+    printed a number alone (`logos.protocol.asked_number`), with its own last command counted
+    when that is surely what it meant; the next turn must act."""
+    notice = (
+        "The task asks for a number, and no command has printed it yet: a number read off a "
+        "list by eye is often wrong."
+    )
+    if instead is not None:
+        return f"{notice} Count them with a command: <cmd>{instead}</cmd>"
+    return (
+        f"{notice} Run one command that prints that number alone (wc -l counts lines, grep -c "
+        "counts matching lines, awk adds numbers up), then answer."
+    )
+
+
 def unwritten_file_notice(missing: str, instead: str | None) -> str:
     """Sent when the model answers before any command wrote the file its task asks for
     (`logos.protocol.task_files`), with the command that writes it the output of the run's
