@@ -17,9 +17,13 @@ several counts, holds none alone. Until an output holds one, the value is not wo
 form, the one number the outputs hold alone is the answer, rather than the model asked again
 under the number grammar (`logos.agent.checks.answer_form`).
 
-A command to run is handed over only when it is surely what the model meant: its own last
-command listed one line per thing the question counts (a `grep` of matching lines, a `find`,
-a bare `ls`), and the count of those lines is the answer (`counted`).
+A command to run is handed over only when it is surely what the model meant (`offered`): its
+own last command showed a file of one number per line (`cat numbers.txt`), and the question
+asks for their largest, smallest, average, sum or count (`sort -n numbers.txt | tail -n 1`);
+or it listed one line per thing the question counts (a `grep` of matching lines, a `find`, a
+bare `ls`), and the count of those lines is the answer; or, asked how many files, it named
+them by one pattern (`wc -l data/*.csv`), and the count of the names the pattern matches is
+the answer (`ls -d data/*.csv | wc -l`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import re
 from collections.abc import Sequence
 
 from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
+from logos.protocol.pitfalls import ADD_UP
 from logos.result import Result
 
 _ASKS = re.compile(
@@ -37,6 +42,9 @@ _ASKS = re.compile(
     r"|\b(?:add|sum)\s+up\b",
     re.IGNORECASE,
 )
+_COUNTS_FILES = re.compile(r"\bhow\s+many\b[^?\n]*\bfiles\b", re.IGNORECASE)
+_GLOB = re.compile(r"(?<![^\s])[\w./-]*[*?][\w./*?-]*(?![^\s;&|<>])")
+"""An unquoted file-name pattern the shell expands (`data/*.csv`)."""
 _COUNTS_THINGS = re.compile(r"\bhow\s+many\s+(?!words?\b|char|bytes?\b|letters?\b)", re.IGNORECASE)
 """A count of things a listing shows one per line (not of words, characters or bytes)."""
 _LISTS_LINES = re.compile(
@@ -47,6 +55,26 @@ _LISTS_LINES = re.compile(
 """A command with no pipe, redirection or chain whose output is one line per thing found: a
 `grep` of matching lines (no count, numbers, names, inversion), a `find` by name (which does
 not list the directory it starts from), an `ls` that prints names alone."""
+
+
+_SHOWS_ONE_FILE = re.compile(r"\s*(?:cat|head(?:\s+-n\s*\d+|\s+-\d+)?)\s+([\w./-]*\w)\s*")
+"""A command that shows one file as it is (`cat numbers.txt`, `head -n 40 numbers.txt`)."""
+_BARE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _asking(words: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{words})\b", re.IGNORECASE)
+
+
+_OF_NUMBERS = (
+    (_asking("largest|biggest|highest|greatest|maximum"), "sort -n", " | tail -n 1"),
+    (_asking("smallest|lowest|minimum"), "sort -n", " | head -n 1"),
+    (_asking("average|mean"), "awk '{s += $1} END {print s / NR}'", ""),
+    (_asking("sum|total|add\\s+up|added\\s+up|altogether"), ADD_UP, ""),
+    (_asking("how\\s+many"), "wc -l <", ""),
+)
+"""What a question asks of a file of one number per line, and the command that works it out
+(the file goes between the two parts)."""
 
 
 def asks_for_number(task: str) -> bool:
@@ -69,15 +97,37 @@ def lone_numbers(results: Sequence[Result]) -> list[str]:
     return alone
 
 
-def counted(task: str, results: Sequence[Result]) -> str | None:
-    """The model's last command that worked, counted (`… | wc -l`), when the task counts
-    things and that command listed them one per line (module docstring); else None."""
-    if _COUNTS_THINGS.search(task) is None:
-        return None
+def offered(task: str, results: Sequence[Result]) -> str | None:
+    """The command that works out the number `task` asks for from the model's last command
+    that worked, when that is surely what the model meant (module docstring); else None."""
     last = next((result for result in reversed(results) if result.ok), None)
     if last is None or len(last.stdout.strip().splitlines()) < 2:
         return None
     command = last.command.strip()
-    if "\n" in command or _LISTS_LINES.fullmatch(command) is None:
+    if "\n" in command:
         return None
-    return f"{command} | wc -l"
+    shown = _SHOWS_ONE_FILE.fullmatch(command)
+    if shown is not None and all(_BARE.fullmatch(line.strip()) for line in _lines(last.stdout)):
+        return _worked_out(task, shown.group(1))
+    if _COUNTS_THINGS.search(task) is None:
+        return None
+    patterns = set(_GLOB.findall(command))
+    if _COUNTS_FILES.search(task) and len(patterns) == 1:
+        return f"ls -d {patterns.pop()} | wc -l"
+    return f"{command} | wc -l" if _LISTS_LINES.fullmatch(command) else None
+
+
+def _worked_out(task: str, numbers_file: str) -> str | None:
+    """The command that works out what `task` asks of a file of one number per line."""
+    return next(
+        (
+            f"{command} {numbers_file}{after}"
+            for asks, command, after in _OF_NUMBERS
+            if asks.search(task)
+        ),
+        None,
+    )
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]

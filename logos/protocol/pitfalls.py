@@ -105,7 +105,7 @@ def _directories_read(result: Result) -> list[str]:
 
 def _listed_instead(result: Result, _beside: Sequence[Result]) -> str | None:
     directories = _directories_read(result)
-    return f"ls -l {directories[0]}" if len(directories) == 1 else None
+    return f"ls -lS {directories[0]}" if len(directories) == 1 else None
 
 
 def _fixed(note: str) -> Callable[[Result], str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from logos.protocol.asked_number import asks_for_number, counted, lone_numbers
+from logos.protocol.asked_number import asks_for_number, lone_numbers, offered
+from logos.protocol.pitfalls import ADD_UP
 from logos.result import Result
 
 
@@ -62,15 +63,52 @@ def test_an_output_holds_a_number_alone_when_it_is_the_only_one_a_command_printe
         ("grep ERROR app.log > errors.txt", None),
     ],
 )
-def test_a_listing_of_one_line_per_thing_is_counted(command: str, count: str | None) -> None:
+def test_a_listing_of_one_line_per_thing_is_offered(command: str, count: str | None) -> None:
     listed = [ran(command, "first\nsecond\nthird\n")]
-    assert counted("How many lines of app.log contain ERROR?", listed) == count
+    assert offered("How many lines of app.log contain ERROR?", listed) == count
 
 
-def test_only_a_count_of_things_from_the_last_command_that_worked_is_handed_over() -> None:
+@pytest.mark.parametrize(
+    ("command", "count"),
+    [
+        ("wc -l data/*.csv", "ls -d data/*.csv | wc -l"),
+        ("ls -l data/*.csv", "ls -d data/*.csv | wc -l"),
+        ("head -n 1 config/*.json", "ls -d config/*.json | wc -l"),
+        ("wc -l data/*.csv data/*.tsv", None),
+        ("grep -l x 'data/*.csv'", None),
+    ],
+)
+def test_files_named_by_one_pattern_are_counted_by_the_names_it_matches(
+    command: str, count: str | None
+) -> None:
+    listed = [ran(command, " 2 data/apr.csv\n 2 data/feb.csv\n 4 total\n")]
+    assert offered("How many .csv files are in the data directory?", listed) == count
+
+
+def test_only_a_count_of_things_from_the_last_command_that_worked_is_offered() -> None:
     listing = ran("grep ERROR app.log", "a\nb\n")
-    assert counted("How many words are in poem.txt?", [listing]) is None
-    assert counted("What is the sum of the numbers?", [listing]) is None
-    assert counted("How many errors?", [ran("grep ERROR app.log", "one line\n")]) is None
+    assert offered("How many words are in poem.txt?", [listing]) is None
+    assert offered("What is the sum of the numbers?", [listing]) is None
+    assert offered("How many errors?", [ran("grep ERROR app.log", "one line\n")]) is None
     failed = ran("ls nowhere", "", 2, "ls: cannot access 'nowhere'\n")
-    assert counted("How many errors?", [listing, failed]) == "grep ERROR app.log | wc -l"
+    assert offered("How many errors?", [listing, failed]) == "grep ERROR app.log | wc -l"
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        ("What is the largest number in numbers.txt?", "sort -n numbers.txt | tail -n 1"),
+        ("Which is the smallest value in numbers.txt?", "sort -n numbers.txt | head -n 1"),
+        ("What is the sum of the numbers in numbers.txt?", f"{ADD_UP} numbers.txt"),
+        ("What is the average of numbers.txt?", "awk '{s += $1} END {print s / NR}' numbers.txt"),
+        ("How many numbers does numbers.txt hold?", "wc -l < numbers.txt"),
+        ("Which number in numbers.txt is odd?", None),
+    ],
+)
+def test_a_file_of_numbers_shown_is_worked_out_as_the_question_asks(
+    task: str, command: str | None
+) -> None:
+    for shown in ("cat numbers.txt", "head -n 40 numbers.txt"):
+        assert offered(task, [ran(shown, "12\n7\n31\n")]) == command
+    words = ran("cat numbers.txt", "12 apples\n7 pears\n")
+    assert offered("What is the largest number in numbers.txt?", [words]) is None

@@ -52,5 +52,7 @@ async def test_a_second_miss_of_another_name_is_answered_too() -> None:
     )
     run.results.append(upper)
     again = Reply(blocks=1, results=(upper,))
-    assert await check.check(again, run) == missing_look_notice("README.txt", "readme.txt")
+    case = missing_look_notice("README.txt", "readme.txt")
+    assert await check.check(again, run) == case
+    assert "upper and lower case" in case and "<cmd>head -n 40 readme.txt</cmd>" in case
     assert await check.check(again, run) is None  # each missed name once

@@ -58,7 +58,7 @@ HARMLESS = {
 """Commands an example may show: they need no file and change nothing."""
 
 NOTICE_ARGUMENTS: dict[str, list[object]] = {
-    "missing": ["README.md", "count.txt"],
+    "missing": ["README.md", "count.txt", "PACKAGE.JSON"],
     "look": ["package.json", "Cargo.toml"],
     "named": ["React", "React, npm test"],
     "found": ["'<tool_call>'", "a command in a code fence ('ls')"],

@@ -238,7 +238,7 @@ def test_a_directory_given_to_a_command_that_reads_files_is_offered_back_listed(
     command: str, error: str
 ) -> None:
     note = pitfall_note(ran(command, stderr=f"{error}\n", exit_code=1))
-    assert note == f"{read_a_directory_note(['logs/'])} {run_instead('ls -l logs/')}"
+    assert note == f"{read_a_directory_note(['logs/'])} {run_instead('ls -lS logs/')}"
 
 
 def test_two_directories_read_get_the_note_without_a_command() -> None:
@@ -259,7 +259,7 @@ async def test_a_directory_read_as_a_file_is_noted_and_the_model_must_act_again(
     provider = ScriptedProvider(
         [
             Reply(f"<cmd>cd {tmp_path} && ls</cmd>\n<cmd>head -n 40 {tmp_path}/logs/</cmd>"),
-            Reply(f"<cmd>ls -l {tmp_path}/logs/</cmd>"),
+            Reply(f"<cmd>ls -lS {tmp_path}/logs/</cmd>"),
             Reply("big.log"),
         ]
     )
@@ -270,7 +270,7 @@ async def test_a_directory_read_as_a_file_is_noted_and_the_model_must_act_again(
     )
     envelope = result.steps[1].content
     assert "Is a directory" in envelope
-    assert f"<cmd>ls -l {tmp_path}/logs/</cmd>" in envelope
+    assert f"<cmd>ls -lS {tmp_path}/logs/</cmd>" in envelope
     assert " 500 " in result.steps[3].results[0].stdout
     grammars = [request.extra.get("grammar") for request in provider.requests]
     assert grammars == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]

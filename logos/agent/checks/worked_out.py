@@ -1,6 +1,6 @@
 """An answer to a question that asks for a number, given before any command printed a
 number alone (`logos.protocol.asked_number`): the model is sent back once to work it out
-with a command (handed its own last command, counted, when that is surely what it meant),
+with a command (handed one from its own last command when that is surely what it meant),
 and the next turn must act.
 
 WHY before the answer is asked from the outputs: no reading of a list of lines gives the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from logos.agent.checks.base import AskAgain, RunState
 from logos.agent.checks.reply import Reply
-from logos.protocol.asked_number import asks_for_number, counted, lone_numbers
+from logos.protocol.asked_number import asks_for_number, lone_numbers, offered
 from logos.protocol.notices import unworked_number_notice
 
 
@@ -25,4 +25,4 @@ class WorkedOut:
             return None
         self.sent = True
         run.acted = run.answer_due = False
-        raise AskAgain(unworked_number_notice(counted(run.task, run.results)))
+        raise AskAgain(unworked_number_notice(offered(run.task, run.results)))
