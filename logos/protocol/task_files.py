@@ -45,6 +45,16 @@ _WRITTEN = re.compile(
     rf"\b(?:write|save|put|store)\b[^?!\n]*\b(?:to|in|into|as)\s+{_FILE}", re.IGNORECASE
 )
 _COPIED = re.compile(rf"\b(?:copy|move|rename)\b[^?!\n]*\b(?:to|into|as)\s+{_FILE}", re.IGNORECASE)
+_EDITED = re.compile(
+    rf"^\s*in\s+{_FILE}\s*,"
+    rf"|\b(?:change|edit|modify|update)\s+{_FILE}"
+    rf"|\b(?:remove|delete)\b[^?!\n]*\bfrom\s+{_FILE}",
+    re.IGNORECASE,
+)
+"""A file the task asks to be changed: "In greeting.txt, replace …", "Change guests.txt so
+that …", "Remove the line … from list.txt"."""
+_FILTERS = r"(?:sed|awk|tr|grep\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*v[a-zA-Z]*)"
+"""Commands that print a file changed: sed, awk, tr, and grep -v (the lines it keeps)."""
 _COUNT_ASKED = re.compile(
     rf"\b(?:count|number\s+of)\s+(?:the\s+)?(lines|words|characters)\s+(?:of|in)\s+{_FILE}",
     re.IGNORECASE,
@@ -107,3 +117,30 @@ def _asked_of_a_file(task: str) -> str | None:
     if added := _SUM_ASKED.search(task):
         return f"{ADD_UP} {added.group(1)}"
     return None
+
+
+def unmade_edit(task: str, results: Sequence[Result]) -> tuple[str, str] | None:
+    """The file `task` asks to be changed and the command that makes the change, when no
+    command wrote the file and the run's last command that worked printed it changed
+    (`sed 's/world/moon/' greeting.txt`): that command, its output moved over the file
+    (`… > greeting.txt.new && mv greeting.txt.new greeting.txt`), as the refusal of
+    `sed -i` offers it (`logos.approvals.policy`); else None.
+
+    WHY: asked to replace a word in greeting.txt, the default model ran the sed that prints
+    the changed text, and answered with it; the file was never changed."""
+    edited = _EDITED.search(task)
+    if edited is None:
+        return None
+    name = next(group for group in edited.groups() if group)
+    named = re.escape(name)
+    writes = re.compile(rf">>?\s*{named}(?![\w.-])|\b(?:mv|cp)\s.*\s{named}\s*$|\btee\b.*{named}")
+    if any(result.ok and writes.search(result.command) for result in results):
+        return None
+    last = next((result for result in reversed(results) if result.ok), None)
+    if last is None or not last.stdout.strip():
+        return None
+    command = last.command.strip()
+    printed = re.fullmatch(rf"{_FILTERS}\s[^|;&>`$()\n]*?(?:<\s*)?{named}", command)
+    if printed is None:
+        return None
+    return name, f"{command} > {name}.new && mv {name}.new {name}"

@@ -170,3 +170,17 @@ async def test_a_number_asked_again_that_no_output_shows_is_the_one_printed_alon
     assert (result.stop_reason, result.response) == ("final", "7")
     assert grammars_sent(provider)[-1] == NUMBER_GRAMMAR
     assert result.steps[-1].content == "7127"  # the steps keep what the model wrote
+
+
+async def test_a_change_the_model_only_printed_is_offered_made(tmp_path: Path) -> None:
+    (tmp_path / "greeting.txt").write_text("hello world\n")
+    printed = "sed 's/world/moon/' greeting.txt"
+    made = f"{printed} > greeting.txt.new && mv greeting.txt.new greeting.txt"
+    provider = ScriptedProvider.saying(
+        f"<cmd>{printed}</cmd>", "hello moon", f"<cmd>{made}</cmd>", "Done.", "Done."
+    )
+    task = "In greeting.txt, replace the word world with the word moon."
+    result = await run(in_dir(tmp_path, provider), [], task)
+    assert result.steps[3].content == unwritten_file_notice("greeting.txt", made)
+    assert grammars_sent(provider)[:3] == [ACT_GRAMMAR, LOGOS_GRAMMAR, ACT_GRAMMAR]
+    assert (tmp_path / "greeting.txt").read_text() == "hello moon\n"

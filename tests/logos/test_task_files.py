@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from logos.protocol.pitfalls import ADD_UP
-from logos.protocol.task_files import files_to_write, offered_write, unwritten
+from logos.protocol.task_files import files_to_write, offered_write, unmade_edit, unwritten
 from logos.result import Result
 
 
@@ -96,3 +96,50 @@ def test_with_only_files_shown_the_file_is_offered_from_what_the_task_asks_of_a_
     file with `head -n 40 notes.txt` and answered "10"."""
     shown = [Result(command="head -n 40 notes.txt", stdout="note 1\nnote 2\n", exit_code=0)]
     assert offered_write(name, task, shown) == offered
+
+
+GREETING = "In greeting.txt, replace the word world with the word moon."
+
+
+@pytest.mark.parametrize(
+    ("task", "command", "offered"),
+    [
+        (
+            GREETING,
+            "sed 's/world/moon/g' greeting.txt",
+            "sed 's/world/moon/g' greeting.txt > greeting.txt.new "
+            "&& mv greeting.txt.new greeting.txt",
+        ),
+        (
+            "Remove the line that says DELETE ME from list.txt, keeping the other lines.",
+            "grep -v 'DELETE ME' list.txt",
+            "grep -v 'DELETE ME' list.txt > list.txt.new && mv list.txt.new list.txt",
+        ),
+        (
+            "Change guests.txt so that every name in it is in upper case.",
+            "tr a-z A-Z < guests.txt",
+            "tr a-z A-Z < guests.txt > guests.txt.new && mv guests.txt.new guests.txt",
+        ),
+        # What does not print the file changed, or a task that changes no file: nothing.
+        ("Remove the line that says DELETE ME from list.txt.", "grep 'DELETE ME' list.txt", None),
+        (GREETING, "cat greeting.txt", None),
+        (GREETING, "sed 's/world/moon/g' greeting.txt | head -n 1", None),
+        ("What does greeting.txt say?", "sed 's/world/moon/g' greeting.txt", None),
+    ],
+)
+def test_a_change_only_printed_is_offered_made(
+    task: str, command: str, offered: str | None
+) -> None:
+    printed = Result(command=command, stdout="hello moon\n", exit_code=0)
+    edit = unmade_edit(task, [printed])
+    assert (edit[1] if edit else None) == offered
+
+
+def test_a_change_written_to_the_file_is_made() -> None:
+    printed = Result(
+        command="sed 's/world/moon/g' greeting.txt", stdout="hello moon\n", exit_code=0
+    )
+    moved = [printed, Result(command="mv g.new greeting.txt", exit_code=0)]
+    assert unmade_edit(GREETING, moved) is None
+    appended = Result(command="echo 'hello moon' > greeting.txt", exit_code=0)
+    assert unmade_edit(GREETING, [printed, appended]) is None
