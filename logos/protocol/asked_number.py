@@ -20,10 +20,11 @@ under the number grammar (`logos.agent.checks.answer_form`).
 A command to run is handed over only when it is surely what the model meant (`offered`): its
 own last command showed a file of one number per line (`cat numbers.txt`), and the question
 asks for their largest, smallest, average, sum or count (`sort -n numbers.txt | tail -n 1`);
-or it listed one line per thing the question counts (a `grep` of matching lines, a `find`, a
-bare `ls`), and the count of those lines is the answer; or, asked how many files, it named
-them by one pattern (`wc -l data/*.csv`), and the count of the names the pattern matches is
-the answer (`ls -d data/*.csv | wc -l`).
+or it showed a file of one thing per line and the question asks how many different ones
+(`sort -u colours.txt | wc -l`); or it listed one line per thing the question counts (a
+`grep` of matching lines, a `find`, a bare `ls`), and the count of those lines is the
+answer; or, asked how many files, it named them by one pattern (`wc -l data/*.csv`), and
+the count of the names the pattern matches is the answer (`ls -d data/*.csv | wc -l`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ not list the directory it starts from), an `ls` that prints names alone."""
 _SHOWS_ONE_FILE = re.compile(r"\s*(?:cat|head(?:\s+-n\s*\d+|\s+-\d+)?)\s+([\w./-]*\w)\s*")
 """A command that shows one file as it is (`cat numbers.txt`, `head -n 40 numbers.txt`)."""
 _BARE = re.compile(r"-?\d+(?:\.\d+)?")
+_DIFFERENT = re.compile(r"\bhow\s+many\s+(?:different|distinct|unique)\b", re.IGNORECASE)
 
 
 def _asking(words: str) -> re.Pattern[str]:
@@ -111,6 +113,8 @@ def offered(task: str, results: Sequence[Result]) -> str | None:
         return _worked_out(task, shown.group(1))
     if _COUNTS_THINGS.search(task) is None:
         return None
+    if shown is not None and _DIFFERENT.search(task):
+        return f"sort -u {shown.group(1)} | wc -l"
     patterns = set(_GLOB.findall(command))
     if _COUNTS_FILES.search(task) and len(patterns) == 1:
         return f"ls -d {patterns.pop()} | wc -l"

@@ -112,3 +112,10 @@ def test_a_file_of_numbers_shown_is_worked_out_as_the_question_asks(
         assert offered(task, [ran(shown, "12\n7\n31\n")]) == command
     words = ran("cat numbers.txt", "12 apples\n7 pears\n")
     assert offered("What is the largest number in numbers.txt?", [words]) is None
+
+
+def test_different_things_a_file_shows_one_per_line_are_counted_once_each() -> None:
+    shown = [ran("head -n 40 colours.txt", "red\nblue\nred\n")]
+    task = "How many different colours are listed in colours.txt?"
+    assert offered(task, shown) == "sort -u colours.txt | wc -l"
+    assert offered("How many colours are listed in colours.txt?", shown) is None
