@@ -13,9 +13,9 @@ for the sum, total, count, average, largest or smallest of something, or for jus
 (`requested_form`). An output holds a number alone (`lone_numbers`) when it is the one number
 a command that worked printed: `4`, `17 notes.txt`, `total: 107`; a listing of lines, or
 several counts, holds none alone. Until an output holds one, the value is not worked out
-(`logos.agent.checks.worked_out`). And when a bare number is asked and the answer lacks the
-form, the one number the outputs hold alone is the answer, rather than the model asked again
-under the number grammar (`logos.agent.checks.answer_form`).
+(`logos.agent.checks.worked_out`). And a bare number asked again under the number grammar
+that no output shows gives way to the one number the outputs hold alone
+(`logos.agent.checks.answer_form`).
 
 A command to run is handed over only when it is surely what the model meant (`offered`): its
 own last command showed a file of one number per line (`cat numbers.txt`), and the question
