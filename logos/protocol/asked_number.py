@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
 from logos.protocol.pitfalls import ADD_UP
+from logos.protocol.task_files import files_to_write
 from logos.result import Result
 
 _ASKS = re.compile(
@@ -80,7 +81,10 @@ _OF_NUMBERS = (
 
 
 def asks_for_number(task: str) -> bool:
-    """Whether `task` asks for a number as its answer (module docstring)."""
+    """Whether `task` asks for a number as its answer (module docstring); not when it asks
+    for a file to be written (the number goes there: `logos.protocol.task_files`)."""
+    if files_to_write(task):
+        return False
     form = requested_form(task)
     return (form is not None and form.kind == "number") or _ASKS.search(task) is not None
 

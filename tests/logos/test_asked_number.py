@@ -25,6 +25,8 @@ def ran(command: str, stdout: str, exit_code: int = 0, stderr: str = "") -> Resu
         ("What port number is set in server.ini?", False),
         ("Which file in the logs directory is the largest?", False),
         ("Count the lines of notes.txt and write that number to count.txt.", False),
+        ("Add up the numbers in numbers.txt and write the total to total.txt.", False),
+        ("How many words are in essay.txt? Save the count to count.txt.", False),
         ("what does this repository do?", False),
     ],
 )
