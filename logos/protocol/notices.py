@@ -193,6 +193,15 @@ def missing_look_notice(missing: str, look: str) -> str:
     return f"There is no {missing} here. Read {look} instead: <cmd>head -n 40 {look}</cmd>"
 
 
+def list_instead_notice(missing: str, directory: str) -> str:
+    """Sent after a look that did not find `missing`, with nothing to read instead, when the
+    task names `directory`, which a listing shows (`logos.protocol.first_look`)."""
+    return (
+        f"There is no {missing} here. The task is about the directory {directory}: look into "
+        f"it, e.g. <cmd>ls -l {directory}</cmd>"
+    )
+
+
 def read_instead_notice(named: str, look: str) -> str:
     """Sent when an answer names what no output showed (`logos.protocol.facts`) and a
     listing shows a file no command read that says what the project uses."""

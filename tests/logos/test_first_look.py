@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logos.protocol.first_look import next_look, unread_look
+from logos.protocol.first_look import next_look, unlisted_directory, unread_look
 from logos.result import Result
 
 LISTING = Result(command="ls", stdout="package.json\nserver.js\nserver.test.js\n", exit_code=0)
@@ -67,3 +67,19 @@ def test_the_latest_miss_is_the_one_answered() -> None:
         exit_code=1,
     )
     assert next_look([NO_README, upper], task) == ("README.txt", "readme.txt")
+
+
+def test_with_nothing_to_read_instead_a_directory_the_task_names_is_listed() -> None:
+    """Asked for the extension of the only file in the inbox directory, the default model
+    looked for a README, twice, and answered ".md"."""
+    task = "What is the file extension of the only file in the inbox directory?"
+    listing = Result(command="ls", stdout="inbox\n", exit_code=0)
+    assert next_look([listing, NO_README], task) is None
+    assert unlisted_directory([listing, NO_README], task) == ("README.md", "inbox")
+    looked = Result(command="ls -l inbox", stdout="invoice.pdf\n", exit_code=0)
+    assert unlisted_directory([listing, NO_README, looked], task) is None
+    assert unlisted_directory([listing], task) is None  # no look missed
+    assert (
+        unlisted_directory([Result(command="ls", stdout="notes\n", exit_code=0), NO_README], task)
+        is None
+    )
