@@ -20,6 +20,9 @@ command worked a value out (asked to count the lines of notes.txt into count.txt
 only showed the file with `head -n 40 notes.txt`, then answered "10"), it is offered from
 what the task itself asks of a file it names: its lines, words or characters counted
 (`wc -l < notes.txt > count.txt`), or its numbers added up.
+
+A task may also ask for a file to be changed ("In greeting.txt, replace …"): a command that
+only printed it changed has not changed it (`unmade_edit`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ for."""
 
 from __future__ import annotations
 
-import re
-
 from logos.agent.checks.base import AskAgain, EndRun, RunState
 from logos.agent.checks.reply import Reply
+from logos.protocol.answer_form import NUMBER_IN_TEXT
 from logos.protocol.asked_number import lone_numbers
 from logos.protocol.notices import answer_form_notice
 
@@ -45,8 +44,7 @@ class AnswerForms:
 def _unshown_number(answer: str, run: RunState) -> str | None:
     """For a bare number asked again under the number grammar that no output shows: the one
     number the outputs hold alone, if there is one."""
-    bare = answer.strip().strip("`*\"' .")
-    if re.search(rf"(?<![\w.\-/]){re.escape(bare)}(?![\w\-/]|\.\d)", run.outputs()):
+    if answer.strip().strip("`*\"' .") in NUMBER_IN_TEXT.findall(run.outputs()):
         return None
     alone = set(lone_numbers(run.results))
     return alone.pop() if len(alone) == 1 else None
