@@ -80,6 +80,11 @@ _OF_NUMBERS = (
 (the file goes between the two parts)."""
 
 
+_ECHOED = re.compile(r"\s*(?:echo|printf)\s[^$`|;&<>()]*")
+"""A command that only prints the words it was given: no number it prints was worked out.
+Sent back to work a total out, the default model ran `echo 14`."""
+
+
 def asks_for_number(task: str) -> bool:
     """Whether `task` asks for a number as its answer (module docstring); not when it asks
     for a file to be written (the number goes there: `logos.protocol.task_files`)."""
@@ -96,6 +101,8 @@ def lone_numbers(results: Sequence[Result]) -> list[str]:
     for result in results:
         # WHY exit code 1 without an error: `grep -c` prints 0 and exits 1 when no line matched.
         if not (result.ok or (result.exit_code == 1 and not result.stderr.strip())):
+            continue
+        if _ECHOED.fullmatch(result.command):
             continue
         numbers = NUMBER_IN_TEXT.findall(result.stdout)
         if len(numbers) == 1:

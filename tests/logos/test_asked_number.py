@@ -45,6 +45,9 @@ def test_an_output_holds_a_number_alone_when_it_is_the_only_one_a_command_printe
         ran("ls", "data_2026.csv\nv1.2-notes.md\n"),
     ]
     assert lone_numbers(results) == ["17", "107", "0"]
+    echoed = [ran("echo 14", "14\n"), ran("printf '%s\\n' 14", "14\n")]
+    assert lone_numbers(echoed) == []
+    assert lone_numbers([ran("echo $((14 + 23))", "37\n")]) == ["37"]
 
 
 @pytest.mark.parametrize(
