@@ -30,6 +30,7 @@ from logos.agent.checks.plain_answers import PlainAnswers
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
+from logos.agent.checks.worked_out import WorkedOut
 from logos.protocol.grammar import ReplyGrammars
 from logos.protocol.prompt import PromptStyle
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES, WorkedExamples
@@ -76,7 +77,9 @@ class ReplyPolicy:
     the task and the outputs: a first look that missed its README reads the manifest the
     listing shows (`first_look`), the files the task asks for are written before it ends
     (`task_files`), an answer names no language, framework or command no output showed
-    (`grounded_facts`), and it keeps the form the task asks for (`answer_form`)."""
+    (`grounded_facts`), a number the task asks for is worked out by a command before it is
+    answered (`worked_out`), and the answer keeps the form the task asks for
+    (`answer_form`)."""
     repeated_failure_note: int | None = _DEFAULT_REPEATED_FAILURE_NOTE
     """After the same command fails the same way this many times in a row, a note under its
     block tells the model to try something else (`logos.protocol.repeated_failure`); None:
@@ -102,7 +105,7 @@ class ReplyPolicy:
         answers: list[ReplyCheck] = [EmptyAnswers(), RunningJobs()]
         if self.plain_answers:
             replies.append(FirstLook())
-            answers += [TaskFiles(), PlainAnswers()]
+            answers += [TaskFiles(), WorkedOut(), PlainAnswers()]
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:

@@ -4,7 +4,8 @@ what the model wrote (`hallucination`, `fenced_command`, `code_fences`, `fabrica
 and on what it ran (`repetition`, `repeated_failure`), the corrective messages (`notices`),
 the llama.cpp grammars (`grammar`), and for small models the plain view a forced answer is
 asked from (`plain_answer`), the cleaning of a final answer's debris (`debris`), the form a
-task asks its answer to take (`answer_form`), where a first look finds a repository's facts
+task asks its answer to take (`answer_form`), whether an output holds the number a question
+asks for (`asked_number`), where a first look finds a repository's facts
 (`first_look`), the facts an answer names that no output showed (`facts`), the files a task
 asks to be written (`task_files`), and the shell's well-known traps (`pitfalls`).
 

@@ -61,7 +61,7 @@ _ASKED: tuple[tuple[FormKind, re.Pattern[str]], ...] = (
 )
 
 _BARE_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_NUMBER_IN_TEXT = re.compile(r"(?<![\w.\-/])-?\d+(?:\.\d+)?(?![\w\-/]|\.\d)")
+NUMBER_IN_TEXT = re.compile(r"(?<![\w.\-/])-?\d+(?:\.\d+)?(?![\w\-/]|\.\d)")
 _WRAPPING = "`*\"' \t\n"
 _BULLET = re.compile(r"\s*(?:[-*•+]|\d+[.)])\s+\S")
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)[.!?](?=[\s\"')]|$)")
@@ -115,8 +115,8 @@ class AnswerForm:
     def reduced(self, answer: str, task: str, outputs: str) -> str | None:
         """The answer reduced to this form (module docstring), or None when it cannot be."""
         if self.kind == "number":
-            found = {m.group() for m in _NUMBER_IN_TEXT.finditer(answer)}
-            shown = {m.group() for m in _NUMBER_IN_TEXT.finditer(outputs)}
+            found = {m.group() for m in NUMBER_IN_TEXT.finditer(answer)}
+            shown = {m.group() for m in NUMBER_IN_TEXT.finditer(outputs)}
             return found.pop() if len(found) == 1 and found <= shown else None
         if self.kind == "name":
             return _one_name(answer, task, outputs)

@@ -23,6 +23,8 @@ _READMES = ("README.md", "README", "README.rst", "README.txt", "readme.md")
 _LOOKED_AT = (*_READMES, *MANIFESTS)
 """What a first look reads, in the order it is best read."""
 _LISTING = re.compile(r"(?:^|&&|;|\|)\s*(?:ls|find|tree)\b")
+_DIRECTORY = re.compile(r"\b([\w.-]+/?)\s+(?:directory|folder)\b", re.IGNORECASE)
+"""A directory as a task names it: "the logs directory"."""
 _MISSING = re.compile(r"No such file or directory|cannot open|cannot access")
 
 
@@ -35,6 +37,29 @@ def next_look(results: Sequence[Result], task: str = "") -> tuple[str, str] | No
         return None
     look = _unread_named(task, results) or unread_look(results)
     return None if look is None or look == missed else (missed, look)
+
+
+def unlisted_directory(results: Sequence[Result], task: str) -> tuple[str, str] | None:
+    """After a look that failed for a file that is not there, with nothing to read instead:
+    (that file, a directory the task names ("the inbox directory") that a listing shows and
+    no command looked into yet).
+
+    WHY: asked for the extension of the only file in the inbox directory, the default model
+    looked for a README, twice, and answered ".md"."""
+    missed = _missed(results)
+    if missed is None:
+        return None
+    listed = {
+        word.rstrip("/").removeprefix("./")
+        for result in results
+        if result.ok and _LISTING.search(result.command)
+        for word in result.stdout.split()
+    }
+    for match in _DIRECTORY.finditer(task):
+        name = match.group(1).rstrip("/")
+        if name in listed and not _read(name, results):
+            return missed, name
+    return None
 
 
 def unread_look(results: Sequence[Result]) -> str | None:
@@ -58,8 +83,12 @@ def _read(name: str, results: Sequence[Result]) -> bool:
 
 
 def _missed(results: Sequence[Result]) -> str | None:
-    """A file a command looked for and did not find (as the command named it)."""
-    for result in results:
+    """The file the latest look that missed looked for and did not find (as the command
+    named it).
+
+    WHY the latest: handed `head -n 40 readme.txt` after missing README.md, the default
+    model ran `head -n 40 README.txt`; that miss is the one to answer."""
+    for result in reversed(results):
         if result.ok or not _MISSING.search(result.stderr):
             continue
         for word in result.command.split():

@@ -102,6 +102,16 @@ WC_NAMES_THE_FILE_NOTE = (
 """Under a block that wrote a wc count of a named file into a file (`logos.protocol.pitfalls`)."""
 
 
+def read_a_directory_note(directories: Sequence[str]) -> str:
+    """Under a block that gave a directory to a command that reads files
+    (`logos.protocol.pitfalls`)."""
+    named = " and ".join(directories)
+    return (
+        f"{named} is a directory, not a file: commands that read files cannot read it. To "
+        "see the files it holds with their sizes, largest first, list it with ls -lS."
+    )
+
+
 def run_instead(instead: str) -> str:
     """After a pitfall note: the model's own command as it meant it (`logos.protocol.pitfalls`)."""
     return f"Run this instead, which does what the command was meant to: <cmd>{instead}</cmd>"
@@ -143,6 +153,22 @@ def answer_form_notice(task: str) -> str:
     )
 
 
+def unworked_number_notice(instead: str | None) -> str:
+    """Sent when the model answers a question that asks for a number before any command
+    printed a number alone (`logos.protocol.asked_number`), with the command that works it out
+    from its own last command when that is surely what it meant; the next turn must act.
+
+    WHY no command named in words: told that wc -l counts lines and grep -c matching lines,
+    the default model ran `wc -l` on nothing and `grep -c "12" numbers.txt`."""
+    notice = (
+        "The task asks for a number, and no command has printed it yet: a number read off a "
+        "list by eye is often wrong."
+    )
+    if instead is not None:
+        return f"{notice} Work it out with a command: <cmd>{instead}</cmd>"
+    return f"{notice} Run one command that prints that number alone, then answer."
+
+
 def unwritten_file_notice(missing: str, instead: str | None) -> str:
     """Sent when the model answers before any command wrote the file its task asks for
     (`logos.protocol.task_files`), with the command that writes it the output of the run's
@@ -155,8 +181,25 @@ def unwritten_file_notice(missing: str, instead: str | None) -> str:
 
 def missing_look_notice(missing: str, look: str) -> str:
     """Sent after a look that did not find `missing`, when the task names `look` or a
-    listing shows it, the file that holds what was looked for (`logos.protocol.first_look`)."""
+    listing shows it, the file that holds what was looked for (`logos.protocol.first_look`).
+
+    WHY the case said: handed `head -n 40 readme.txt`, the default model ran
+    `head -n 40 README.txt`, twice."""
+    if missing.lower() == look.lower():
+        return (
+            f"There is no {missing} here: file names differ in upper and lower case. The file "
+            f"is {look}, written exactly so: <cmd>head -n 40 {look}</cmd>"
+        )
     return f"There is no {missing} here. Read {look} instead: <cmd>head -n 40 {look}</cmd>"
+
+
+def list_instead_notice(missing: str, directory: str) -> str:
+    """Sent after a look that did not find `missing`, with nothing to read instead, when the
+    task names `directory`, which a listing shows (`logos.protocol.first_look`)."""
+    return (
+        f"There is no {missing} here. The task is about the directory {directory}: look into "
+        f"it, e.g. <cmd>ls -l {directory}</cmd>"
+    )
 
 
 def read_instead_notice(named: str, look: str) -> str:

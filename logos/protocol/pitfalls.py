@@ -3,8 +3,9 @@
 Small models pick a tool by its name and trust what it prints: `sum` for a total (it prints
 a checksum), `mkdir a/b` for a nested directory (it stops at the missing parent),
 `wc -w essay.txt > count.txt` for a file that holds the count (wc writes the file's name
-after it). They then
-report the checksum as the total, or say the directory cannot be made. A note under the
+after it), `head -n 40 logs/` to look into a directory (it reads files only). They then
+report the checksum as the total, say the directory cannot be made, or answer "logs/" for
+the largest file in it. A note under the
 block says what went wrong in one sentence, and a command that succeeded into a trap does
 not count as the run having acted (the loop asks for another block, as after a failure).
 
@@ -22,6 +23,7 @@ from logos.protocol.notices import (
     MKDIR_PARENTS_NOTE,
     SUM_IS_A_CHECKSUM_NOTE,
     WC_NAMES_THE_FILE_NOTE,
+    read_a_directory_note,
     run_instead,
 )
 from logos.result import Result
@@ -45,13 +47,17 @@ _COUNTED_INTO_FILE = re.compile(
     rf"\s*wc((?:\s+-[lwcm]+)+)\s+({_PLAIN_ARGUMENTS}\S)\s*>\s*({_PLAIN_ARGUMENTS}\S)\s*"
 )
 """`wc -l notes.txt > count.txt`: one file counted, the count written into a file."""
+_READ_A_DIRECTORY = re.compile(
+    r"^[\w.-]+: (?:error reading |read failed: )?'?([\w./-]+?)'?: Is a directory$", re.MULTILINE
+)
+"""What head, tail, cat, wc, grep, sort and nl say when given a directory to read."""
 
 
 @dataclass(frozen=True)
 class Pitfall:
-    note: str
+    note: Callable[[Result], str]
     fell_in: Callable[[Result], bool]
-    instead: Callable[[str, Sequence[Result]], str | None]
+    instead: Callable[[Result, Sequence[Result]], str | None]
     """The command as meant, when it has a shape simple enough to rewrite surely (given
     the other results of its reply).
 
@@ -59,12 +65,13 @@ class Pitfall:
     command copies it (as the policy does for `sed -i`), and the fix stays visible."""
 
 
-def _mkdir_with_parents(command: str, _beside: Sequence[Result]) -> str | None:
-    lone = _LONE_MKDIR.fullmatch(command)
+def _mkdir_with_parents(result: Result, _beside: Sequence[Result]) -> str | None:
+    lone = _LONE_MKDIR.fullmatch(result.command)
     return f"mkdir -p {lone.group(1)}" if lone else None
 
 
-def _added_up(command: str, beside: Sequence[Result]) -> str | None:
+def _added_up(result: Result, beside: Sequence[Result]) -> str | None:
+    command = result.command
     if lone := _LONE_SUM.fullmatch(command):
         return f"{ADD_UP} {lone.group(1)}"
     if piped := _PIPED_INTO_SUM.fullmatch(command):
@@ -77,8 +84,8 @@ def _added_up(command: str, beside: Sequence[Result]) -> str | None:
     return None
 
 
-def _counted_from_stdin(command: str, _beside: Sequence[Result] = ()) -> str | None:
-    counted = _COUNTED_INTO_FILE.fullmatch(command)
+def _counted_from_stdin(result: Result, _beside: Sequence[Result] = ()) -> str | None:
+    counted = _COUNTED_INTO_FILE.fullmatch(result.command)
     if counted is None or " " in counted.group(2).strip():
         return None
     options, counted_file, target = counted.groups()
@@ -86,17 +93,42 @@ def _counted_from_stdin(command: str, _beside: Sequence[Result] = ()) -> str | N
 
 
 def _names_into_file(result: Result) -> bool:
-    return _counted_from_stdin(result.command) is not None
+    return _counted_from_stdin(result) is not None
+
+
+def _directories_read(result: Result) -> list[str]:
+    """The directories a command tried to read as files, as its error names them."""
+    if result.ok:
+        return []
+    return list(dict.fromkeys(m.group(1) for m in _READ_A_DIRECTORY.finditer(result.stderr)))
+
+
+def _listed_instead(result: Result, _beside: Sequence[Result]) -> str | None:
+    directories = _directories_read(result)
+    return f"ls -lS {directories[0]}" if len(directories) == 1 else None
+
+
+def _fixed(note: str) -> Callable[[Result], str]:
+    return lambda _result: note
 
 
 _PITFALLS = (
     Pitfall(
-        MKDIR_PARENTS_NOTE,
+        _fixed(MKDIR_PARENTS_NOTE),
         lambda result: bool(_MKDIR_MISSING_PARENT.search(result.stderr)),
         _mkdir_with_parents,
     ),
-    Pitfall(SUM_IS_A_CHECKSUM_NOTE, lambda result: bool(_SUM.search(result.command)), _added_up),
-    Pitfall(WC_NAMES_THE_FILE_NOTE, _names_into_file, _counted_from_stdin),
+    Pitfall(
+        _fixed(SUM_IS_A_CHECKSUM_NOTE),
+        lambda result: bool(_SUM.search(result.command)),
+        _added_up,
+    ),
+    Pitfall(_fixed(WC_NAMES_THE_FILE_NOTE), _names_into_file, _counted_from_stdin),
+    Pitfall(
+        lambda result: read_a_directory_note(_directories_read(result)),
+        lambda result: bool(_directories_read(result)),
+        _listed_instead,
+    ),
 )
 
 
@@ -108,10 +140,9 @@ def pitfall_note(result: Result, beside: Sequence[Result] = ()) -> str | None:
     notes = []
     for pitfall in _PITFALLS:
         if pitfall.fell_in(result):
-            instead = pitfall.instead(result.command, beside)
-            notes.append(
-                pitfall.note if instead is None else f"{pitfall.note} {run_instead(instead)}"
-            )
+            note = pitfall.note(result)
+            instead = pitfall.instead(result, beside)
+            notes.append(note if instead is None else f"{note} {run_instead(instead)}")
     return " ".join(notes) or None
 
 
@@ -122,6 +153,5 @@ def pitfall_notes(results: Sequence[Result]) -> dict[int, str]:
 
 def rewritten(command: str) -> str | None:
     """`command` as a pitfall's rule would rewrite it, if one would."""
-    return next(
-        (instead for p in _PITFALLS if (instead := p.instead(command, ())) is not None), None
-    )
+    ran = Result(command=command, exit_code=0)
+    return next((instead for p in _PITFALLS if (instead := p.instead(ran, ())) is not None), None)

@@ -15,7 +15,14 @@ only reads it counts too: a file the task reads is not one to write).
 Told to write the file, the same model ran its commands again unchanged; handed the command,
 it runs it. So the file is offered written from what the run's last command that worked a
 value out printed (`wc -w essay.txt` → `wc -w < essay.txt > count.txt`), never from a
-command that only lists or shows files, nor for a file the task asks to be a copy.
+command that only lists or shows files, nor for a file the task asks to be a copy. When no
+command worked a value out (asked to count the lines of notes.txt into count.txt, the model
+only showed the file with `head -n 40 notes.txt`, then answered "10"), it is offered from
+what the task itself asks of a file it names: its lines, words or characters counted
+(`wc -l < notes.txt > count.txt`), or its numbers added up.
+
+A task may also ask for a file to be changed ("In greeting.txt, replace …"): a command that
+only printed it changed has not changed it (`unmade_edit`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from logos.protocol.pitfalls import rewritten
+from logos.protocol.pitfalls import ADD_UP, rewritten
 from logos.result import Result
 
 FILE_NAME = r"([\w./-]*\w\.[A-Za-z0-9]{1,8})(?![\w/-]|\.\w)"
@@ -41,6 +48,25 @@ _WRITTEN = re.compile(
     rf"\b(?:write|save|put|store)\b[^?!\n]*\b(?:to|in|into|as)\s+{_FILE}", re.IGNORECASE
 )
 _COPIED = re.compile(rf"\b(?:copy|move|rename)\b[^?!\n]*\b(?:to|into|as)\s+{_FILE}", re.IGNORECASE)
+_EDITED = re.compile(
+    rf"^\s*in\s+{_FILE}\s*,"
+    rf"|\b(?:change|edit|modify|update)\s+{_FILE}"
+    rf"|\b(?:remove|delete)\b[^?!\n]*\bfrom\s+{_FILE}",
+    re.IGNORECASE,
+)
+"""A file the task asks to be changed: "In greeting.txt, replace …", "Change guests.txt so
+that …", "Remove the line … from list.txt"."""
+_FILTERS = r"(?:sed|awk|tr|grep\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*v[a-zA-Z]*)"
+"""Commands that print a file changed: sed, awk, tr, and grep -v (the lines it keeps)."""
+_COUNT_ASKED = re.compile(
+    rf"\b(?:count|number\s+of)\s+(?:the\s+)?(lines|words|characters)\s+(?:of|in)\s+{_FILE}",
+    re.IGNORECASE,
+)
+_WC_OPTIONS = {"lines": "-l", "words": "-w", "characters": "-m"}
+_SUM_ASKED = re.compile(
+    rf"\b(?:add\s+up|sum(?:\s+up)?|total\s+of)\s+the\s+numbers\s+(?:of|in)\s+{_FILE}",
+    re.IGNORECASE,
+)
 
 
 def files_to_write(task: str) -> list[str]:
@@ -82,4 +108,42 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
             continue
         write = f"{command} > {name}"
         return rewritten(write) or write
+    asked = _asked_of_a_file(task)
+    return None if asked is None else f"{asked} > {name}"
+
+
+def _asked_of_a_file(task: str) -> str | None:
+    """The command that works out the value `task` asks of a file it names: its lines, words
+    or characters counted, or its numbers added up."""
+    if counted := _COUNT_ASKED.search(task):
+        return f"wc {_WC_OPTIONS[counted.group(1).lower()]} < {counted.group(2)}"
+    if added := _SUM_ASKED.search(task):
+        return f"{ADD_UP} {added.group(1)}"
     return None
+
+
+def unmade_edit(task: str, results: Sequence[Result]) -> tuple[str, str] | None:
+    """The file `task` asks to be changed and the command that makes the change, when no
+    command wrote the file and the run's last command that worked printed it changed
+    (`sed 's/world/moon/' greeting.txt`): that command, its output moved over the file
+    (`… > greeting.txt.new && mv greeting.txt.new greeting.txt`), as the refusal of
+    `sed -i` offers it (`logos.approvals.policy`); else None.
+
+    WHY: asked to replace a word in greeting.txt, the default model ran the sed that prints
+    the changed text, and answered with it; the file was never changed."""
+    edited = _EDITED.search(task)
+    if edited is None:
+        return None
+    name = next(group for group in edited.groups() if group)
+    named = re.escape(name)
+    writes = re.compile(rf">>?\s*{named}(?![\w.-])|\b(?:mv|cp)\s.*\s{named}\s*$|\btee\b.*{named}")
+    if any(result.ok and writes.search(result.command) for result in results):
+        return None
+    last = next((result for result in reversed(results) if result.ok), None)
+    if last is None or not last.stdout.strip():
+        return None
+    command = last.command.strip()
+    printed = re.fullmatch(rf"{_FILTERS}\s[^|;&>`$()\n]*?(?:<\s*)?{named}", command)
+    if printed is None:
+        return None
+    return name, f"{command} > {name}.new && mv {name}.new {name}"

@@ -48,3 +48,25 @@ async def test_no_form_asked_or_no_turn_left_lets_the_answer_stand(
 ) -> None:
     run = run_state(**{"task": TASK, "results": [WC], **changes})
     assert await AnswerForms().check(Reply(answer="It has lines."), run) is None
+
+
+async def test_a_number_asked_again_that_no_output_shows_is_the_one_printed_alone() -> None:
+    """Asked again under the number grammar, the default model glued the digits of the
+    numbers it read into one; the one number a command printed alone is the value."""
+    listed = ran("cat prices.txt", stdout="15\n42\n8\n")
+    added = ran("awk '{s += $1} END {print s}' prices.txt", stdout="65\n")
+    run = run_state(task=TASK, results=[listed, added], held_to_form=True)
+    with pytest.raises(EndRun) as ended:
+        await AnswerForms().check(Reply(answer="1542865"), run)
+    assert (ended.value.reason, ended.value.answer) == ("final", "65")
+    for shown in ("65", "42"):  # a number an output shows stands, even one not alone
+        assert await AnswerForms().check(Reply(answer=shown), run) is None
+
+
+async def test_a_glued_number_stands_unless_exactly_one_number_was_printed_alone() -> None:
+    other = ran("wc -l other.txt", stdout="9 other.txt\n")
+    for results in ([WC, other], [ran("cat notes.txt", stdout="a 1\nb 2\n")]):
+        run = run_state(task=TASK, results=results, held_to_form=True)
+        assert await AnswerForms().check(Reply(answer="791"), run) is None
+    first_time = run_state(task=TASK, results=[WC])
+    assert await AnswerForms().check(Reply(answer="791"), first_time) is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logos.protocol.first_look import next_look, unread_look
+from logos.protocol.first_look import next_look, unlisted_directory, unread_look
 from logos.result import Result
 
 LISTING = Result(command="ls", stdout="package.json\nserver.js\nserver.test.js\n", exit_code=0)
@@ -55,3 +55,31 @@ def test_a_file_the_task_names_comes_first_and_one_it_asks_to_write_is_not_read(
     assert next_look([missing], to_write) == ("notes.md", "notes.txt")
     read = Result(command="wc -l notes.txt", stdout="17 notes.txt\n", exit_code=0)
     assert next_look([missing, read], to_write) is None
+
+
+def test_the_latest_miss_is_the_one_answered() -> None:
+    """Handed `head -n 40 readme.txt` after missing README.md, the default model ran
+    `head -n 40 README.txt`: that miss is answered with the file the task names."""
+    task = "What is the first line of readme.txt?"
+    upper = Result(
+        command="head -n 40 README.txt",
+        stderr="head: cannot open 'README.txt' for reading: No such file or directory\n",
+        exit_code=1,
+    )
+    assert next_look([NO_README, upper], task) == ("README.txt", "readme.txt")
+
+
+def test_with_nothing_to_read_instead_a_directory_the_task_names_is_listed() -> None:
+    """Asked for the extension of the only file in the inbox directory, the default model
+    looked for a README, twice, and answered ".md"."""
+    task = "What is the file extension of the only file in the inbox directory?"
+    listing = Result(command="ls", stdout="inbox\n", exit_code=0)
+    assert next_look([listing, NO_README], task) is None
+    assert unlisted_directory([listing, NO_README], task) == ("README.md", "inbox")
+    looked = Result(command="ls -l inbox", stdout="invoice.pdf\n", exit_code=0)
+    assert unlisted_directory([listing, NO_README, looked], task) is None
+    assert unlisted_directory([listing], task) is None  # no look missed
+    assert (
+        unlisted_directory([Result(command="ls", stdout="notes\n", exit_code=0), NO_README], task)
+        is None
+    )

@@ -51,6 +51,8 @@ HARMLESS = {
     "head -n 40 package.json": "offered when a first look found no README and the listing "
     "shows package.json: reads the start of it; no such file, an error",
     "head -n 40 Cargo.toml": "the same for a Rust crate's manifest: reads only",
+    "ls -l inbox": "offered when a first look found no README and the task names a directory "
+    "the listing shows: lists it; no such directory, an error",
     "jobs": "answered by logos: lists the run's jobs",
     "wait %1": "answered by logos: waits for the run's own job 1, or says there is none",
     "kill %1": "answered by logos: stops only the run's own job 1, or says there is none",
@@ -58,7 +60,7 @@ HARMLESS = {
 """Commands an example may show: they need no file and change nothing."""
 
 NOTICE_ARGUMENTS: dict[str, list[object]] = {
-    "missing": ["README.md", "count.txt"],
+    "missing": ["README.md", "count.txt", "PACKAGE.JSON"],
     "look": ["package.json", "Cargo.toml"],
     "named": ["React", "React, npm test"],
     "found": ["'<tool_call>'", "a command in a code fence ('ls')"],
@@ -66,6 +68,8 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "completed": [0, 2],
     "finish": [None, "stop", "length"],
     "times": [3, 7],
+    "directories": [["logs/"], ["logs", "data"]],
+    "directory": ["inbox"],
     "forced": [True, False],
     "task": ["How many lines does notes.txt have?"],
     "instead": ["mkdir -p build/output", "awk '{s += $1} END {print s}' numbers.txt"],

@@ -18,6 +18,7 @@ from logos.protocol.notices import (
     answer_form_notice,
     missing_look_notice,
     read_instead_notice,
+    unworked_number_notice,
     unwritten_file_notice,
 )
 from tests.support.scripted import ScriptedProvider, config_for
@@ -129,3 +130,57 @@ async def test_an_answer_before_the_file_the_task_asks_for_is_written_is_sent_ba
     assert grammars_sent(provider)[:3] == [ACT_GRAMMAR, LOGOS_GRAMMAR, ACT_GRAMMAR]
     assert (tmp_path / "count.txt").read_text() == "7\n"
     assert result.response == "Done."
+
+
+@pytest.fixture
+def app_log(tmp_path: Path) -> Path:
+    lines = ["INFO started", "ERROR disk full", "INFO served", "ERROR reset", "ERROR timeout"]
+    (tmp_path / "app.log").write_text("".join(f"10:0{i} {line}\n" for i, line in enumerate(lines)))
+    return tmp_path
+
+
+async def test_a_count_read_off_a_listing_is_sent_back_to_be_counted_by_a_command(
+    app_log: Path,
+) -> None:
+    counting = "grep ERROR app.log | wc -l"
+    provider = ScriptedProvider.saying(
+        "<cmd>grep ERROR app.log</cmd>", "2", f"<cmd>{counting}</cmd>", "A draft.", "3"
+    )
+    task = "How many lines of app.log contain ERROR?"
+    result = await run(in_dir(app_log, provider), [], task)
+    assert (result.stop_reason, result.response) == ("final", "3")
+    assert result.steps[3].content == unworked_number_notice(counting)
+    assert grammars_sent(provider) == [
+        ACT_GRAMMAR,
+        LOGOS_GRAMMAR,
+        ACT_GRAMMAR,  # sent back to act
+        LOGOS_GRAMMAR,
+        ANSWER_GRAMMAR,
+    ]
+    assert result.steps[5].results[0].stdout == "3\n"
+
+
+async def test_a_number_asked_again_that_no_output_shows_is_the_one_printed_alone(
+    notes: Path,
+) -> None:
+    provider = ScriptedProvider.saying(
+        "<cmd>wc -l notes.txt</cmd>", "A draft.", "Count them with wc.", "7127"
+    )
+    result = await run(in_dir(notes, provider), [], TASK)
+    assert (result.stop_reason, result.response) == ("final", "7")
+    assert grammars_sent(provider)[-1] == NUMBER_GRAMMAR
+    assert result.steps[-1].content == "7127"  # the steps keep what the model wrote
+
+
+async def test_a_change_the_model_only_printed_is_offered_made(tmp_path: Path) -> None:
+    (tmp_path / "greeting.txt").write_text("hello world\n")
+    printed = "sed 's/world/moon/' greeting.txt"
+    made = f"{printed} > greeting.txt.new && mv greeting.txt.new greeting.txt"
+    provider = ScriptedProvider.saying(
+        f"<cmd>{printed}</cmd>", "hello moon", f"<cmd>{made}</cmd>", "Done.", "Done."
+    )
+    task = "In greeting.txt, replace the word world with the word moon."
+    result = await run(in_dir(tmp_path, provider), [], task)
+    assert result.steps[3].content == unwritten_file_notice("greeting.txt", made)
+    assert grammars_sent(provider)[:3] == [ACT_GRAMMAR, LOGOS_GRAMMAR, ACT_GRAMMAR]
+    assert (tmp_path / "greeting.txt").read_text() == "hello moon\n"

@@ -14,6 +14,7 @@ from logos.protocol.notices import (
     MKDIR_PARENTS_NOTE,
     SUM_IS_A_CHECKSUM_NOTE,
     WC_NAMES_THE_FILE_NOTE,
+    read_a_directory_note,
     run_instead,
 )
 from logos.protocol.parse import parse_cmd_blocks
@@ -220,3 +221,56 @@ def test_a_sum_of_nothing_beside_a_cat_of_one_file_is_offered_as_that_file_s_add
     assert notes == {1: f"{SUM_IS_A_CHECKSUM_NOTE} {run_instead(f'{ADD_UP} prices.txt')}"}
     two = ran("cat a.txt b.txt", stdout="1\n")
     assert pitfall_notes([two, summed]) == {1: SUM_IS_A_CHECKSUM_NOTE}
+
+
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        ("head -n 40 logs/", "head: error reading 'logs/': Is a directory"),
+        ("tail logs/", "tail: error reading 'logs/': Is a directory"),
+        ("cat logs/", "cat: logs/: Is a directory"),
+        ("wc -l logs/", "wc: logs/: Is a directory"),
+        ("grep size logs/", "grep: logs/: Is a directory"),
+        ("sort logs/", "sort: read failed: logs/: Is a directory"),
+    ],
+)
+def test_a_directory_given_to_a_command_that_reads_files_is_offered_back_listed(
+    command: str, error: str
+) -> None:
+    note = pitfall_note(ran(command, stderr=f"{error}\n", exit_code=1))
+    assert note == f"{read_a_directory_note(['logs/'])} {run_instead('ls -lS logs/')}"
+
+
+def test_two_directories_read_get_the_note_without_a_command() -> None:
+    both = "cat: logs: Is a directory\ncat: data: Is a directory\n"
+    assert pitfall_note(ran("cat logs data", stderr=both, exit_code=1)) == read_a_directory_note(
+        ["logs", "data"]
+    )
+    assert pitfall_note(ran("ls logs/", stdout="a.log\n")) is None
+
+
+async def test_a_directory_read_as_a_file_is_noted_and_the_model_must_act_again(
+    tmp_path: Path,
+) -> None:
+    """The default model, asked which file in the logs directory is the largest, ran
+    `head -n 40 logs/` and answered "logs/"."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "big.log").write_text("x" * 500)
+    provider = ScriptedProvider(
+        [
+            Reply(f"<cmd>cd {tmp_path} && ls</cmd>\n<cmd>head -n 40 {tmp_path}/logs/</cmd>"),
+            Reply(f"<cmd>ls -lS {tmp_path}/logs/</cmd>"),
+            Reply("big.log"),
+        ]
+    )
+    result = await run(
+        config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars())),
+        [],
+        "which file in the logs directory is the largest?",
+    )
+    envelope = result.steps[1].content
+    assert "Is a directory" in envelope
+    assert f"<cmd>ls -lS {tmp_path}/logs/</cmd>" in envelope
+    assert " 500 " in result.steps[3].results[0].stdout
+    grammars = [request.extra.get("grammar") for request in provider.requests]
+    assert grammars == [ACT_GRAMMAR, ACT_GRAMMAR, LOGOS_GRAMMAR]

@@ -17,6 +17,7 @@ from logos.agent.checks.plain_answers import PlainAnswers
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
+from logos.agent.checks.worked_out import WorkedOut
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, SMALL_MODEL, ReplyPolicy
 from logos.protocol.grammar import ReplyGrammars
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
@@ -42,6 +43,7 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
     assert kinds(SMALL_MODEL) == [
         *with_first_look,
         TaskFiles,
+        WorkedOut,
         PlainAnswers,
         CheckBack,
         GroundedFacts,

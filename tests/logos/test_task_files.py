@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from logos.protocol.task_files import files_to_write, offered_write, unwritten
+from logos.protocol.pitfalls import ADD_UP
+from logos.protocol.task_files import files_to_write, offered_write, unmade_edit, unwritten
 from logos.result import Result
 
 
@@ -64,3 +65,81 @@ def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> N
     found = Result(command="grep -rl format_price src", stdout="src/money.py\n", exit_code=0)
     copy = "Find the file that defines format_price and copy it to price_backup.py."
     assert offered_write("price_backup.py", copy, [found]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "offered"),
+    [
+        (
+            "count.txt",
+            "Count the lines of notes.txt and write that number to count.txt.",
+            "wc -l < notes.txt > count.txt",
+        ),
+        (
+            "words.txt",
+            "Write the number of words in story.txt to words.txt.",
+            "wc -w < story.txt > words.txt",
+        ),
+        (
+            "total.txt",
+            "Add up the numbers in numbers.txt and write the total to total.txt.",
+            f"{ADD_UP} numbers.txt > total.txt",
+        ),
+        ("count.txt", "Write the word count to count.txt.", None),
+        ("copy.txt", "Count the lines of notes.txt and copy notes.txt to copy.txt.", None),
+    ],
+)
+def test_with_only_files_shown_the_file_is_offered_from_what_the_task_asks_of_a_file(
+    name: str, task: str, offered: str | None
+) -> None:
+    """Asked to count the lines of notes.txt into count.txt, the default model showed the
+    file with `head -n 40 notes.txt` and answered "10"."""
+    shown = [Result(command="head -n 40 notes.txt", stdout="note 1\nnote 2\n", exit_code=0)]
+    assert offered_write(name, task, shown) == offered
+
+
+GREETING = "In greeting.txt, replace the word world with the word moon."
+
+
+@pytest.mark.parametrize(
+    ("task", "command", "offered"),
+    [
+        (
+            GREETING,
+            "sed 's/world/moon/g' greeting.txt",
+            "sed 's/world/moon/g' greeting.txt > greeting.txt.new "
+            "&& mv greeting.txt.new greeting.txt",
+        ),
+        (
+            "Remove the line that says DELETE ME from list.txt, keeping the other lines.",
+            "grep -v 'DELETE ME' list.txt",
+            "grep -v 'DELETE ME' list.txt > list.txt.new && mv list.txt.new list.txt",
+        ),
+        (
+            "Change guests.txt so that every name in it is in upper case.",
+            "tr a-z A-Z < guests.txt",
+            "tr a-z A-Z < guests.txt > guests.txt.new && mv guests.txt.new guests.txt",
+        ),
+        # What does not print the file changed, or a task that changes no file: nothing.
+        ("Remove the line that says DELETE ME from list.txt.", "grep 'DELETE ME' list.txt", None),
+        (GREETING, "cat greeting.txt", None),
+        (GREETING, "sed 's/world/moon/g' greeting.txt | head -n 1", None),
+        ("What does greeting.txt say?", "sed 's/world/moon/g' greeting.txt", None),
+    ],
+)
+def test_a_change_only_printed_is_offered_made(
+    task: str, command: str, offered: str | None
+) -> None:
+    printed = Result(command=command, stdout="hello moon\n", exit_code=0)
+    edit = unmade_edit(task, [printed])
+    assert (edit[1] if edit else None) == offered
+
+
+def test_a_change_written_to_the_file_is_made() -> None:
+    printed = Result(
+        command="sed 's/world/moon/g' greeting.txt", stdout="hello moon\n", exit_code=0
+    )
+    moved = [printed, Result(command="mv g.new greeting.txt", exit_code=0)]
+    assert unmade_edit(GREETING, moved) is None
+    appended = Result(command="echo 'hello moon' > greeting.txt", exit_code=0)
+    assert unmade_edit(GREETING, [printed, appended]) is None

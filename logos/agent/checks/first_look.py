@@ -2,14 +2,15 @@
 or a listing shows a README or manifest (`logos.protocol.first_look`): the model is handed
 the command that reads it, and the next turn must act. Measured with the default 0.5B
 model on a repository with no README: it answered from the listing alone, inventing the
-framework."""
+framework. With nothing to read instead, a directory the task names that a listing shows is
+handed over to look into."""
 
 from __future__ import annotations
 
 from logos.agent.checks.base import RunState
 from logos.agent.checks.reply import Reply
-from logos.protocol.first_look import next_look
-from logos.protocol.notices import missing_look_notice
+from logos.protocol.first_look import next_look, unlisted_directory
+from logos.protocol.notices import list_instead_notice, missing_look_notice
 
 
 class FirstLook:
@@ -22,8 +23,14 @@ class FirstLook:
         if not reply.results:
             return None
         look = next_look(run.results, run.task)
-        if look is None or look[0] in self.missed:
+        if look is not None:
+            missed, notice = look[0], missing_look_notice(*look)
+        elif listed := unlisted_directory(run.results, run.task):
+            missed, notice = listed[1], list_instead_notice(*listed)
+        else:
             return None
-        self.missed.add(look[0])
+        if missed in self.missed:
+            return None
+        self.missed.add(missed)
         run.acted = run.answer_due = False
-        return missing_look_notice(*look)
+        return notice

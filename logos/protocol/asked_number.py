@@ -1,0 +1,148 @@
+"""A question that asks for a number, and whether a command's output holds one alone.
+
+Measured with the default 0.5B model: asked "How many lines of app.log contain ERROR?", it ran
+`grep ERROR app.log`, saw the four lines, and answered "2"; asked "How many .csv files are in
+the data directory?", it ran `wc -l data/*.csv` (two lines in each of four files, then their
+total) and answered "2". It does not count what it reads, and picks a number it sees. A
+person who asks "how many" expects a count a command made, and the number grammar an
+answer may be held to (`logos.protocol.answer_form`) glues the digits of several numbers
+into one (`154282311`).
+
+So a question asks for a number (`asks_for_number`) when it asks "how many" or "how much",
+for the sum, total, count, average, largest or smallest of something, or for just the number
+(`requested_form`). An output holds a number alone (`lone_numbers`) when it is the one number
+a command that worked printed: `4`, `17 notes.txt`, `total: 107`; a listing of lines, or
+several counts, holds none alone. Until an output holds one, the value is not worked out
+(`logos.agent.checks.worked_out`). And a bare number asked again under the number grammar
+that no output shows gives way to the one number the outputs hold alone
+(`logos.agent.checks.answer_form`).
+
+A command to run is handed over only when it is surely what the model meant (`offered`): its
+own last command showed a file of one number per line (`cat numbers.txt`), and the question
+asks for their largest, smallest, average, sum or count (`sort -n numbers.txt | tail -n 1`);
+or it showed a file of one thing per line and the question asks how many different ones
+(`sort -u colours.txt | wc -l`); or it listed one line per thing the question counts (a
+`grep` of matching lines, a `find`, a bare `ls`), and the count of those lines is the
+answer; or, asked how many files, it named them by one pattern (`wc -l data/*.csv`), and
+the count of the names the pattern matches is the answer (`ls -d data/*.csv | wc -l`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
+from logos.protocol.pitfalls import ADD_UP
+from logos.protocol.task_files import files_to_write
+from logos.result import Result
+
+_ASKS = re.compile(
+    r"\bhow\s+(?:many|much)\b"
+    r"|\bwhat\s+(?:is|are|was)\s+the\s+(?:sum|total|count|average|mean|largest|smallest"
+    r"|biggest|highest|lowest|greatest|maximum|minimum)\b"
+    r"|\b(?:add|sum)\s+up\b",
+    re.IGNORECASE,
+)
+_COUNTS_FILES = re.compile(r"\bhow\s+many\b[^?\n]*\bfiles\b", re.IGNORECASE)
+_GLOB = re.compile(r"(?<![^\s])[\w./-]*[*?][\w./*?-]*(?![^\s;&|<>])")
+"""An unquoted file-name pattern the shell expands (`data/*.csv`)."""
+_COUNTS_THINGS = re.compile(r"\bhow\s+many\s+(?!words?\b|char|bytes?\b|letters?\b)", re.IGNORECASE)
+"""A count of things a listing shows one per line (not of words, characters or bytes)."""
+_LISTS_LINES = re.compile(
+    r"\s*(?:grep(?!.*\s-[a-zA-Z]*[cnlLvqo])\s+(?:-[a-zA-Z]+\s+)*\S+\s+[\w./*][\w./*-]*"
+    r"|find(?=.*\s-i?name\s)\s+[\w./*][\w./*-]*(?:\s+-(?:name|iname|type|maxdepth|mindepth)\s+\S+)*"
+    r"|ls(?:\s+-[1ad]+)*(?:\s+[\w./*][\w./*-]*)*)\s*"
+)
+"""A command with no pipe, redirection or chain whose output is one line per thing found: a
+`grep` of matching lines (no count, numbers, names, inversion), a `find` by name (which does
+not list the directory it starts from), an `ls` that prints names alone."""
+
+
+_SHOWS_ONE_FILE = re.compile(r"\s*(?:cat|head(?:\s+-n\s*\d+|\s+-\d+)?)\s+([\w./-]*\w)\s*")
+"""A command that shows one file as it is (`cat numbers.txt`, `head -n 40 numbers.txt`)."""
+_BARE = re.compile(r"-?\d+(?:\.\d+)?")
+_DIFFERENT = re.compile(r"\bhow\s+many\s+(?:different|distinct|unique)\b", re.IGNORECASE)
+
+
+def _asking(words: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{words})\b", re.IGNORECASE)
+
+
+_OF_NUMBERS = (
+    (_asking("largest|biggest|highest|greatest|maximum"), "sort -n", " | tail -n 1"),
+    (_asking("smallest|lowest|minimum"), "sort -n", " | head -n 1"),
+    (_asking("average|mean"), "awk '{s += $1} END {print s / NR}'", ""),
+    (_asking("sum|total|add\\s+up|added\\s+up|altogether"), ADD_UP, ""),
+    (_asking("how\\s+many"), "wc -l <", ""),
+)
+"""What a question asks of a file of one number per line, and the command that works it out
+(the file goes between the two parts)."""
+
+
+_ECHOED = re.compile(r"\s*(?:echo|printf)\s[^$`|;&<>()]*")
+"""A command that only prints the words it was given: no number it prints was worked out.
+Sent back to work a total out, the default model ran `echo 14`."""
+
+
+def asks_for_number(task: str) -> bool:
+    """Whether `task` asks for a number as its answer (module docstring); not when it asks
+    for a file to be written (the number goes there: `logos.protocol.task_files`)."""
+    if files_to_write(task):
+        return False
+    form = requested_form(task)
+    return (form is not None and form.kind == "number") or _ASKS.search(task) is not None
+
+
+def lone_numbers(results: Sequence[Result]) -> list[str]:
+    """The numbers that outputs of commands that worked hold alone, one per such output, in
+    the order they ran (a value may be there more than once)."""
+    alone = []
+    for result in results:
+        # WHY exit code 1 without an error: `grep -c` prints 0 and exits 1 when no line matched.
+        if not (result.ok or (result.exit_code == 1 and not result.stderr.strip())):
+            continue
+        if _ECHOED.fullmatch(result.command):
+            continue
+        numbers = NUMBER_IN_TEXT.findall(result.stdout)
+        if len(numbers) == 1:
+            alone.append(numbers[0])
+    return alone
+
+
+def offered(task: str, results: Sequence[Result]) -> str | None:
+    """The command that works out the number `task` asks for from the model's last command
+    that worked, when that is surely what the model meant (module docstring); else None."""
+    last = next((result for result in reversed(results) if result.ok), None)
+    if last is None or len(last.stdout.strip().splitlines()) < 2:
+        return None
+    command = last.command.strip()
+    if "\n" in command:
+        return None
+    shown = _SHOWS_ONE_FILE.fullmatch(command)
+    if shown is not None and all(_BARE.fullmatch(line.strip()) for line in _lines(last.stdout)):
+        return _worked_out(task, shown.group(1))
+    if _COUNTS_THINGS.search(task) is None:
+        return None
+    if shown is not None and _DIFFERENT.search(task):
+        return f"sort -u {shown.group(1)} | wc -l"
+    patterns = set(_GLOB.findall(command))
+    if _COUNTS_FILES.search(task) and len(patterns) == 1:
+        return f"ls -d {patterns.pop()} | wc -l"
+    return f"{command} | wc -l" if _LISTS_LINES.fullmatch(command) else None
+
+
+def _worked_out(task: str, numbers_file: str) -> str | None:
+    """The command that works out what `task` asks of a file of one number per line."""
+    return next(
+        (
+            f"{command} {numbers_file}{after}"
+            for asks, command, after in _OF_NUMBERS
+            if asks.search(task)
+        ),
+        None,
+    )
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]

@@ -1,0 +1,126 @@
+"""A question that asks for a number, the numbers outputs hold alone, and a listing counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from logos.protocol.asked_number import asks_for_number, lone_numbers, offered
+from logos.protocol.pitfalls import ADD_UP
+from logos.result import Result
+
+
+def ran(command: str, stdout: str, exit_code: int = 0, stderr: str = "") -> Result:
+    return Result(command=command, stdout=stdout, stderr=stderr, exit_code=exit_code)
+
+
+@pytest.mark.parametrize(
+    ("task", "asks"),
+    [
+        ("How many lines of app.log contain ERROR?", True),
+        ("how much disk does it use?", True),
+        ("What is the total of the quantity column in stock.csv?", True),
+        ("What is the largest number in numbers.txt?", True),
+        ("Add up the numbers in prices.txt.", True),
+        ("Which file is the largest? Reply with only the number.", True),
+        ("What port number is set in server.ini?", False),
+        ("Which file in the logs directory is the largest?", False),
+        ("Count the lines of notes.txt and write that number to count.txt.", False),
+        ("Add up the numbers in numbers.txt and write the total to total.txt.", False),
+        ("How many words are in essay.txt? Save the count to count.txt.", False),
+        ("what does this repository do?", False),
+    ],
+)
+def test_a_question_asks_for_a_number_by_its_words(task: str, asks: bool) -> None:
+    assert asks_for_number(task) is asks
+
+
+def test_an_output_holds_a_number_alone_when_it_is_the_only_one_a_command_printed() -> None:
+    results = [
+        ran("wc -l notes.txt", "17 notes.txt\n"),
+        ran("grep ERROR app.log", "2026-03-02 10:02:00 ERROR disk\n2026-03-04 10:04:00 ERROR\n"),
+        ran("wc -l data/*.csv", " 2 data/apr.csv\n 2 data/feb.csv\n 4 total\n"),
+        ran("awk '{s += $1} END {print s}' n.txt", "total: 107\n"),
+        ran("cat missing.txt", "", 1, "cat: missing.txt: No such file or directory\n"),
+        ran("grep -c banana fruit.txt", "0\n", 1),
+        ran("ls", "data_2026.csv\nv1.2-notes.md\n"),
+    ]
+    assert lone_numbers(results) == ["17", "107", "0"]
+    echoed = [ran("echo 14", "14\n"), ran("printf '%s\\n' 14", "14\n")]
+    assert lone_numbers(echoed) == []
+    assert lone_numbers([ran("echo $((14 + 23))", "37\n")]) == ["37"]
+
+
+@pytest.mark.parametrize(
+    ("command", "count"),
+    [
+        ("grep ERROR app.log", "grep ERROR app.log | wc -l"),
+        ("grep -i 'error' app.log", "grep -i 'error' app.log | wc -l"),
+        ("ls data/*.csv", "ls data/*.csv | wc -l"),
+        ("ls -1 config", "ls -1 config | wc -l"),
+        ("find src -name '*.py'", "find src -name '*.py' | wc -l"),
+        # Shapes whose lines are not one per thing counted: no command handed over.
+        ("grep -c ERROR app.log", None),
+        ("grep -n ERROR app.log", None),
+        ("ls -l data", None),
+        ("find projects -type d", None),
+        ("wc -l data/*.csv", None),
+        ("cat app.log | grep ERROR", None),
+        ("grep ERROR app.log > errors.txt", None),
+    ],
+)
+def test_a_listing_of_one_line_per_thing_is_offered(command: str, count: str | None) -> None:
+    listed = [ran(command, "first\nsecond\nthird\n")]
+    assert offered("How many lines of app.log contain ERROR?", listed) == count
+
+
+@pytest.mark.parametrize(
+    ("command", "count"),
+    [
+        ("wc -l data/*.csv", "ls -d data/*.csv | wc -l"),
+        ("ls -l data/*.csv", "ls -d data/*.csv | wc -l"),
+        ("head -n 1 config/*.json", "ls -d config/*.json | wc -l"),
+        ("wc -l data/*.csv data/*.tsv", None),
+        ("grep -l x 'data/*.csv'", None),
+    ],
+)
+def test_files_named_by_one_pattern_are_counted_by_the_names_it_matches(
+    command: str, count: str | None
+) -> None:
+    listed = [ran(command, " 2 data/apr.csv\n 2 data/feb.csv\n 4 total\n")]
+    assert offered("How many .csv files are in the data directory?", listed) == count
+
+
+def test_only_a_count_of_things_from_the_last_command_that_worked_is_offered() -> None:
+    listing = ran("grep ERROR app.log", "a\nb\n")
+    assert offered("How many words are in poem.txt?", [listing]) is None
+    assert offered("What is the sum of the numbers?", [listing]) is None
+    assert offered("How many errors?", [ran("grep ERROR app.log", "one line\n")]) is None
+    failed = ran("ls nowhere", "", 2, "ls: cannot access 'nowhere'\n")
+    assert offered("How many errors?", [listing, failed]) == "grep ERROR app.log | wc -l"
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        ("What is the largest number in numbers.txt?", "sort -n numbers.txt | tail -n 1"),
+        ("Which is the smallest value in numbers.txt?", "sort -n numbers.txt | head -n 1"),
+        ("What is the sum of the numbers in numbers.txt?", f"{ADD_UP} numbers.txt"),
+        ("What is the average of numbers.txt?", "awk '{s += $1} END {print s / NR}' numbers.txt"),
+        ("How many numbers does numbers.txt hold?", "wc -l < numbers.txt"),
+        ("Which number in numbers.txt is odd?", None),
+    ],
+)
+def test_a_file_of_numbers_shown_is_worked_out_as_the_question_asks(
+    task: str, command: str | None
+) -> None:
+    for shown in ("cat numbers.txt", "head -n 40 numbers.txt"):
+        assert offered(task, [ran(shown, "12\n7\n31\n")]) == command
+    words = ran("cat numbers.txt", "12 apples\n7 pears\n")
+    assert offered("What is the largest number in numbers.txt?", [words]) is None
+
+
+def test_different_things_a_file_shows_one_per_line_are_counted_once_each() -> None:
+    shown = [ran("head -n 40 colours.txt", "red\nblue\nred\n")]
+    task = "How many different colours are listed in colours.txt?"
+    assert offered(task, shown) == "sort -u colours.txt | wc -l"
+    assert offered("How many colours are listed in colours.txt?", shown) is None
