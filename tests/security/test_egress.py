@@ -14,6 +14,7 @@ import json
 import shlex
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -179,7 +180,11 @@ def test_an_allowed_name_is_reached_and_audited(egress_daemon: Daemon, web: _Web
     hosts = _allowed(web.port)
     out = _curl(egress_daemon, f"http://web.test:{web.port}/", hosts)
     assert out == "200hello from web.test\n"
-    allowed = [line for line in _egress_lines(egress_daemon) if line["allowed"]]
+    # WHY a wait: the line is written as the connection ends, maybe after the command answered.
+    deadline = time.monotonic() + 10
+    while not (allowed := [line for line in _egress_lines(egress_daemon) if line["allowed"]]):
+        assert time.monotonic() < deadline, "no egress line for an allowed connection"
+        time.sleep(0.05)
     assert allowed[-1]["host"] == "web.test" and allowed[-1]["port"] == web.port
     assert allowed[-1]["address"] == "127.0.0.1" and allowed[-1]["bytes_down"] > 19
 
