@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from logos.approvals.shell_lexer import MAX_NESTING, TooDeep, embedded_scripts, simple_commands
+from logos.protocol.task_files import written_over
 
 CommandPolicy: TypeAlias = Callable[[str], str | None]
 """Returns None to allow the command, or the message the model gets instead of a result."""
@@ -123,11 +124,7 @@ def _sed_without_in_place(command: str) -> str | None:
     script, target = words[2], words[3]
     if target.startswith("-") or script.startswith("-"):
         return None
-    new = f"{target}.new"
-    return (
-        f"{words[0]} {shlex.quote(script)} {shlex.quote(target)} > {shlex.quote(new)} "
-        f"&& mv {shlex.quote(new)} {shlex.quote(target)}"
-    )
+    return written_over(f"{words[0]} {shlex.quote(script)} {shlex.quote(target)}", target)
 
 
 def _find_in_place_edit(script: str, nesting: int) -> str | None:

@@ -28,6 +28,7 @@ only printed it changed has not changed it (`unmade_edit`).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 from logos.protocol.pitfalls import ADD_UP, rewritten
@@ -146,4 +147,11 @@ def unmade_edit(task: str, results: Sequence[Result]) -> tuple[str, str] | None:
     printed = re.fullmatch(rf"{_FILTERS}\s[^|;&>`$()\n]*?(?:<\s*)?{named}", command)
     if printed is None:
         return None
-    return name, f"{command} > {name}.new && mv {name}.new {name}"
+    return name, written_over(command, name)
+
+
+def written_over(command: str, target: str) -> str:
+    """`command`'s output moved over `target` through `target.new`: a file changed in a way
+    a reviewer sees, unlike an in-place edit (`logos.approvals.policy` offers it for `sed -i`)."""
+    new = shlex.quote(f"{target}.new")
+    return f"{command} > {new} && mv {new} {shlex.quote(target)}"
