@@ -42,10 +42,14 @@ waits between events. `json_error(...)` and `anthropic_error(...)` build error a
 `function(request)`: a model that replies to what it is sent (many conversations at once,
 in whatever order they arrive).
 
-`server.requests` lists what was received (method, path, lower-cased headers, body,
-arrival time, and `.json`); `server.wait_for_disconnect()` tells whether a client hung up
-in the middle of a reply (it blocks: from async code call it through
-`anyio.to_thread.run_sync`).
+Every URL of a server starts with a path of its own (`base_url` includes it): a request
+without it (a client of an earlier test whose server had the same port, retrying) is
+answered 404 and takes no reply from the queue; `server.strays` lists such requests.
+
+`server.requests` lists what was received (method, path without the server's own prefix,
+lower-cased headers, body, arrival time, and `.json`); `server.wait_for_disconnect()` tells
+whether a client hung up in the middle of a reply (it blocks: from async code call it
+through `anyio.to_thread.run_sync`).
 
 The `sse_server` fixture gives each test a running server once this module is registered
 as a plugin (`pytest_plugins = ["tests.support.sse_server"]` in the root conftest).
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 import json
 import queue
+import secrets
 import select
 import socket
 import struct
@@ -135,13 +140,15 @@ class ScriptedServer(LocalHTTPServer):
         llama.cpp's)."""
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
+        self._prefix = f"/t{secrets.token_hex(6)}"
+        self._strays: list[RecordedRequest] = []
 
     @property
     def base_url(self) -> str:
         if self._httpd is None:
             raise RuntimeError("the server is not running: use `with ScriptedServer() as s:`")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{host!s}:{port}{self._prefix}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -153,6 +160,12 @@ class ScriptedServer(LocalHTTPServer):
         """The `GET …/models` requests, answered from `models` (not in `requests`)."""
         with self._lock:
             return list(self._model_requests)
+
+    @property
+    def strays(self) -> list[RecordedRequest]:
+        """Requests that came without this server's path: meant for another test's server."""
+        with self._lock:
+            return list(self._strays)
 
     @property
     def pending_replies(self) -> int:
@@ -207,14 +220,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
+        prefix = self.scripted._prefix
+        own = self.path == prefix or self.path.startswith((prefix + "/", prefix + "?"))
         request = RecordedRequest(
             method=self.command,
-            path=self.path,
+            path=(self.path.removeprefix(prefix) or "/") if own else self.path,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             received_at=time.monotonic(),
         )
-        if self.command == "GET" and self.path.rstrip("/").endswith("/models"):
+        if not own:
+            with self.scripted._lock:
+                self.scripted._strays.append(request)
+            self._answer(json_error(404, f"sse_server: {self.path} is not this test's server"))
+            return
+        if self.command == "GET" and request.path.rstrip("/").endswith("/models"):
             with self.scripted._lock:
                 self.scripted._model_requests.append(request)
             self._answer(json_reply(self.scripted.models))
@@ -223,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.scripted._next_reply(request)
         if reply is None:
             reply = json_error(
-                501, f"sse_server: no scripted reply left for {self.command} {self.path}"
+                501, f"sse_server: no scripted reply left for {self.command} {request.path}"
             )
         try:
             self._answer(reply)
