@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import css, open_page, shown_ids, text_appears, until
+from tests.support.browser import click, css, open_page, shown_ids, text_appears, until
 from tests.support.cli_harness import Home
 from tests.support.project_harness import ProjectClient
 from tests.support.serve_harness import AUTO_LOCAL, Served, read_stream, serving
@@ -30,8 +30,7 @@ def _open_team(browser: Any, served: Served, worker_approval: str = "auto") -> P
     project.add("boss", "captain", approval="auto")
     project.add("worker", approval=worker_approval)
     open_page(browser, served)
-    link = until(browser, lambda d: css(d, f'#project-list li[data-id="{project.id}"] a'))
-    link[0].click()
+    click(browser, f'#project-list li[data-id="{project.id}"] a')
     text_appears(browser, "roster", "boss")
     return project
 

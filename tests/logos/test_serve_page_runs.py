@@ -12,7 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.browser import css as _css, open_page, shown_ids, text_appears, until
+from tests.support.browser import (
+    click,
+    css as _css,
+    open_page,
+    shown_ids,
+    text_appears,
+    until,
+)
 from tests.support.cli_harness import Home, read_jsonl
 from tests.support.serve_harness import (
     AUTO_LOCAL,
@@ -30,13 +37,7 @@ CONFIRM = "check_back = false\n"
 
 
 def _open_run_from_list(browser: Any, run_id: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    row = until(
-        browser,
-        lambda driver: driver.find_elements(By.CSS_SELECTOR, f'#run-list li[data-id="{run_id}"] a'),
-    )
-    row[0].click()
+    click(browser, f'#run-list li[data-id="{run_id}"] a')
 
 
 def _watch_a_run(

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.browser import (
     WIDTHS,
+    click,
     css,
     dark,
     layout_problems,
@@ -100,8 +101,7 @@ def team(served: Served) -> ProjectClient:
 
 def _open_project(browser: Any, served: Served, project: ProjectClient) -> None:
     open_page(browser, served)
-    link = until(browser, lambda d: css(d, f'#project-list li[data-id="{project.id}"] a'))
-    link[0].click()
+    click(browser, f'#project-list li[data-id="{project.id}"] a')
     text_appears(browser, "roster", "talon")
 
 
@@ -262,7 +262,7 @@ def test_search_unread_and_the_keyboard(
     text_appears(browser, "project-list", "Nothing matches")
     search.clear()
     search.send_keys(" ")
-    css(browser, item + " a")[0].click()
+    click(browser, item + " a")
     text_appears(browser, "project-chat", "Noted.")
     until(browser, lambda d: not css(d, item + ".has-unread"))
 

@@ -63,6 +63,19 @@ def until(driver: Any, check: Any, timeout: float = WAIT_S) -> Any:
     return wait.until(check)
 
 
+def click(driver: Any, selector: str, timeout: float = WAIT_S) -> None:
+    """Click the first element `selector` finds, once there is one; found again when the page
+    redrew it between the finding and the click (lists are redrawn as they change)."""
+
+    def clicked(driver: Any) -> bool:
+        found = css(driver, selector)
+        if found:
+            found[0].click()
+        return bool(found)
+
+    until(driver, clicked, timeout)
+
+
 def open_page(driver: Any, served: Served, via: str | None = None) -> None:
     """Open the served page with its token in the URL's fragment, and wait until the page is
     connected (it has taken the token and left the fragment). `via`: another address that
