@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from tests.support.mcp_servers import sandboxd_mcp
-from tests.support.path_swaps import SWAPPER
+from tests.support.path_swaps import SWAPPER, put_back
 from tests.support.sandboxd_harness import Daemon, short_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -155,6 +155,18 @@ async def test_a_clients_swap_never_lets_another_call_mount_what_lies_outside(
             ran = any(not is_error for is_error, _ in answers)
             if ran and any(_DAEMON_REFUSED in text for _, text in answers):
                 break
+        if not any(not is_error for is_error, _ in answers):
+            # Every call met the swap (a swapper with a core to itself can see to that): stop
+            # it, put the names back, and the same call runs; each refusal was the swap's.
+            # WHY the bracket: the pattern must not match the shell that runs pkill.
+            stop = (
+                "pkill -f 'RENAME_[E]XCHANGE'; "
+                "while pgrep -f 'RENAME_[E]XCHANGE' >/dev/null; do sleep 0.05; done"
+            )
+            await attacker.call_tool("run", {"command": stop})
+            put_back(sub, link)
+            result = await victim.call_tool("run", asked)
+            answers.append((result.is_error, result.content[0].text))  # type: ignore[union-attr]
     tally = {"ran": 0, "refused early": 0, "refused by the daemon": 0, "changed": 0}
     for is_error, text in answers:
         assert "OUTSIDE" not in text, text

@@ -184,15 +184,18 @@ def test_a_mount_that_is_not_what_was_checked_destroys_the_container(
     (root / "mounted").mkdir()
     lie = Mount(str(root / "mounted"), True, identify(str(root / "checked")))
     spec = SandboxSpec(name, (lie,), False, 1000, 1000, unix_sockets=image == "busybox")
+    # WHY a session of its own: the other image's case may run at the same time, in another
+    # worker, and its container is not this one's to count.
+    session = f"swapped-{image}"
 
     async def attempt() -> None:
         async with DockerBackend(image=SANDBOX_IMAGE, state_dir=short_dir("st")) as backend:
             with pytest.raises(MountChangedError, match="not what was checked"):
-                await backend.run("swapped", spec, ExecRequest("echo ran"))
+                await backend.run(session, spec, ExecRequest("echo ran"))
             assert await backend.list_sessions() == []
 
     anyio.run(attempt)
     left = docker_client.containers.list(
-        all=True, filters={"label": f"{LABEL_SESSION}=swapped"}, ignore_removed=True
+        all=True, filters={"label": f"{LABEL_SESSION}={session}"}, ignore_removed=True
     )
     assert left == []

@@ -59,6 +59,12 @@ def swapping(first: Path, second: Path, how: Swap = "exchange") -> Iterator[None
     finally:
         swapper.kill()
         swapper.wait()
+    put_back(first, second)
+
+
+def put_back(first: Path, second: Path) -> None:
+    """Leave `first` the directory and `second` the symlink again, once a swapper has stopped
+    at any point of its loop."""
     held = Path(f"{first}.held")
     if held.exists():
         if first.exists() or first.is_symlink():
