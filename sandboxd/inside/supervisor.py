@@ -172,11 +172,15 @@ class Command:
         stderr: OutputCapture,
         request: dict[str, Any],
         generation: int,
+        oom_kills_before: int,
     ) -> None:
         self.proc = proc
         self.stdout = stdout
         self.stderr = stderr
         self.generation = generation
+        self.oom_kills_before = oom_kills_before
+        """The container's OOM-kill count before it started: one more at its end, and its
+        SIGKILL was the OOM killer's."""
         """The channel it came on (see Supervisor.generation): a command that is no job
         answers only there."""
         self.started_at = time.time()
@@ -566,6 +570,9 @@ class Supervisor:
         stdout = OutputCapture(limit, f"{saved}.stdout", save_limit)
         stderr = OutputCapture(limit, f"{saved}.stderr", save_limit)
         proc = None
+        # WHY before the spawn: a command that fills its memory at once can be killed before
+        # `_follow` runs, and a count read there would already hold its kill.
+        oom_kills_before = _read_oom_kills()
         try:
             for attempt in range(_SPAWN_ATTEMPTS):
                 try:
@@ -589,7 +596,7 @@ class Supervisor:
                     return {"error": f"could not start {self._shell} in {cwd}: {exc}"}, None
             if proc is None:
                 return {"error": _OUT_OF_PROCESSES}, None
-            command = Command(proc, stdout, stderr, request, generation)
+            command = Command(proc, stdout, stderr, request, generation, oom_kills_before)
             return self._follow(request_id, request, command, started), command
         finally:
             if proc is not None:
@@ -606,7 +613,6 @@ class Supervisor:
         proc, stdout, stderr = command.proc, command.stdout, command.stderr
         after = request.get("background_after_s")
         background_at = None if after is None else started + float(after)
-        oom_kills_before = _read_oom_kills()
         _prefer_as_oom_victim(proc.pid)
         live = None
         if request.get("live"):
@@ -651,7 +657,7 @@ class Supervisor:
             "signal": sig,
             "timed_out": command.stop_reason == "timeout",
             "duration_s": time.monotonic() - started,
-            "oom_killed": killed_by_kill and _read_oom_kills() > oom_kills_before,
+            "oom_killed": killed_by_kill and _read_oom_kills() > command.oom_kills_before,
             "error": None
             if command.stop_reason in (None, "timeout", "killed")
             else command.stop_reason,
