@@ -256,7 +256,7 @@ def test_search_unread_and_the_keyboard(
     search = browser.find_element("id", "search")
     search.send_keys("calc")
     until(browser, lambda d: not css(d, item)[0].is_displayed())
-    assert css(browser, f'#project-list li[data-id="{team.id}"]')[0].is_displayed()
+    until(browser, lambda d: css(d, f'#project-list li[data-id="{team.id}"]')[0].is_displayed())
     search.clear()
     search.send_keys("zzz-nothing")
     text_appears(browser, "project-list", "Nothing matches")

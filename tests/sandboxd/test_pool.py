@@ -458,8 +458,8 @@ async def test_warm_sandboxes_of_a_killed_backend_are_swept(
     )
     names = await killed_after_printing(script, str(state_dir), lines=1)
     assert len(names) == 2 and all(name.startswith(WARM_PREFIX) for name in names), names
-    listed = {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}
-    assert set(names) <= listed
+    # WHY no check that both are listed once it is killed: a backend a test of another
+    # worker starts meanwhile may sweep them first, which is the behaviour proved here.
     async with DockerBackend(image=SANDBOX_IMAGE, state_dir=state_dir):
         listed = {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}
         assert not set(names) & listed
