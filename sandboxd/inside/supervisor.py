@@ -178,11 +178,11 @@ class Command:
         self.stdout = stdout
         self.stderr = stderr
         self.generation = generation
+        """The channel it came on (see Supervisor.generation): a command that is no job
+        answers only there."""
         self.oom_kills_before = oom_kills_before
         """The container's OOM-kill count before it started: one more at its end, and its
         SIGKILL was the OOM killer's."""
-        """The channel it came on (see Supervisor.generation): a command that is no job
-        answers only there."""
         self.started_at = time.time()
         self.timeout_s = float(request["timeout_s"])
         self.max_output_bytes = int(request["max_output_bytes"])

@@ -160,9 +160,7 @@ async def test_the_channel_holds_its_two_fifo_ends_and_none_once_lost(
                     else:  # given up, its FIFOs closed
                         assert isinstance(reply, ChannelLost), reply
                         assert "reply" in reply.reason or "gone" in reply.reason, reply.reason
-                        assert (
-                            open_fds() - before == set()
-                        )  # (an earlier test's may close meanwhile)
+                        assert open_fds() - before == set()
                 channel.close("test over")
         finally:
             with contextlib.suppress(ProcessLookupError):

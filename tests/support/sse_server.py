@@ -44,7 +44,7 @@ in whatever order they arrive).
 
 Every URL of a server starts with a path of its own (`base_url` includes it): a request
 without it (a client of an earlier test whose server had the same port, retrying) is
-answered 404 and takes no reply from the queue; `server.strays` lists such requests.
+answered 404 and takes no reply from the queue.
 
 `server.requests` lists what was received (method, path without the server's own prefix,
 lower-cased headers, body, arrival time, and `.json`); `server.wait_for_disconnect()` tells
@@ -141,7 +141,6 @@ class ScriptedServer(LocalHTTPServer):
         self._lock = threading.Lock()
         self._disconnected = threading.Event()
         self._prefix = f"/t{secrets.token_hex(6)}"
-        self._strays: list[RecordedRequest] = []
 
     @property
     def base_url(self) -> str:
@@ -160,12 +159,6 @@ class ScriptedServer(LocalHTTPServer):
         """The `GET …/models` requests, answered from `models` (not in `requests`)."""
         with self._lock:
             return list(self._model_requests)
-
-    @property
-    def strays(self) -> list[RecordedRequest]:
-        """Requests that came without this server's path: meant for another test's server."""
-        with self._lock:
-            return list(self._strays)
 
     @property
     def pending_replies(self) -> int:
@@ -230,8 +223,6 @@ class _Handler(BaseHTTPRequestHandler):
             received_at=time.monotonic(),
         )
         if not own:
-            with self.scripted._lock:
-                self.scripted._strays.append(request)
             self._answer(json_error(404, f"sse_server: {self.path} is not this test's server"))
             return
         if self.command == "GET" and request.path.rstrip("/").endswith("/models"):
