@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import anyio
 from rich.console import Console
 from rich.text import Text
 
-from logos.cli.model import OpenModel
+from logos.cli.errors import EXIT_OK, EXIT_STOPPED, CliError
+from logos.cli.model import OpenModel, open_model
 from logos.cli.render import format_seconds, human_status
-from logos.errors import ProviderError
+from logos.errors import ProviderError, SettingsError
 from logos.models.hf_hub import Hub
 from logos.options import ExecOptions
+from logos.options.declarations import SANDBOX
+from logos.options.option import Values
+from logos.providers import RetryPolicy
 from logos.providers.base import Finish, Message, ModelRequest
 from logos.providers.choice import ProviderChoice
 from logos.providers.registry import PROVIDER_KINDS
+from logos.settings import model_choice, resolution
+from logos.settings.config_file import ConfigFile, default_config_path, load_config_file
 from logos.settings.model_choice import GgufSpec, HubModelSpec, LocalModel
-from logos.settings.runners import RunnerSpec, make_runner
+from logos.settings.resolution import Flags, config_path
+from logos.settings.runners import RunnerSpec, make_runner, sandbox_problem, sandbox_where
 
 Outcome = Literal["ok", "FAIL", "skip"]
 
@@ -123,3 +132,61 @@ def print_checks(checks: list[Check], console: Console) -> None:
                 check.detail,
             )
         )
+
+
+def doctor(flags: Flags, console: Console) -> int:
+    """Every check, printed; exit 0 when none failed, else 1."""
+    checks: list[Check] = []
+    try:
+        config = load_config_file(config_path(flags), os.environ)
+    except SettingsError as exc:
+        print_checks([Check("config", "FAIL", exc.message)], console)
+        return EXIT_STOPPED
+    read = config_path(flags) or default_config_path(os.environ)
+    checks.append(
+        Check("config", "ok", str(read) if read.exists() else f"none at {read} (defaults)")
+    )
+    checks.extend(_doctor_model(flags, config))
+    try:
+        sandbox = resolution.sandbox_choice(flags[SANDBOX], config[SANDBOX])
+        spec = resolution.runner_spec(flags, config, sandbox)
+        problem = sandbox_problem(spec) if sandbox else None
+    except SettingsError as exc:
+        sandbox, problem = "sandbox", exc.message
+    if sandbox:
+        checks.append(
+            Check(sandbox, "FAIL", problem)
+            if problem
+            else Check(sandbox, "ok", f"healthy at {sandbox_where(spec)}")
+        )
+    if problem is None:
+        options = resolution.exec_options(flags, config, os.getcwd())
+        checks.append(anyio.run(check_runner, spec, options))
+    else:
+        checks.append(Check("runner", "skip", f"needs {sandbox} (see above)"))
+    print_checks(checks, console)
+    return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
+
+
+def _doctor_model(flags: Values, config: ConfigFile) -> list[Check]:
+    """Which model a run would use and why, then one real request to it; a Hub model that
+    is not downloaded yet is not downloaded here."""
+    try:
+        chosen = model_choice.choose_model(flags, config, os.environ, None)
+        local, choice = chosen.local, chosen.provider
+    except SettingsError as exc:
+        return [Check("model", "FAIL", exc.message)]
+    model = Check("model", "ok", describe_model_choice(local, choice, os.environ))
+    gguf = None
+    if isinstance(local, HubModelSpec):
+        cached = Hub.from_environment(os.environ).cached(local.file)
+        if cached is None:
+            return [model, Check("provider", "skip", f"{local.file} is not downloaded yet")]
+        gguf = local.at(cached)
+    elif local is not None:
+        gguf = local
+    try:
+        with open_model(choice, gguf, retry=RetryPolicy(max_attempts=1)) as opened:
+            return [model, anyio.run(check_provider, opened)]
+    except (CliError, SettingsError) as exc:
+        return [model, Check("provider", "FAIL", exc.message)]

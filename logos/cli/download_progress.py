@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.text import Text
 
 from logos.cli.render import make_console
-from logos.models.hf_hub import DownloadProgress, RemoteFile, megabytes
+from logos.models.hub_file import DownloadProgress, RemoteFile, megabytes
 
 
 def download_progress(

@@ -1,6 +1,9 @@
 """The `logos` command: parse the arguments (`arguments`), resolve the settings
 (`logos.settings`), dispatch to the command, exit.
 
+Each command's own module is imported when that command runs, so that a `logos` start pays
+only for what it runs.
+
 Exit codes: 0 final answer, 1 stopped by a limit, 2 error or bad usage, 130 Ctrl-C; another
 stop signal N gives 128 + N (143 SIGTERM, 129 a closed terminal, 141 stdout's reader left).
 """
@@ -19,37 +22,21 @@ from pathlib import Path
 from typing import TextIO
 
 import anyio
-from rich.console import Console
 
 from logos.cli.arguments import DEFAULT_FOLLOW_UP, UsageError, build_parser, with_command
-from logos.cli.batch import cmd_batch
-from logos.cli.doctor import (
-    Check,
-    check_provider,
-    check_runner,
-    describe_model_choice,
-    print_checks,
-)
 from logos.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_STOPPED, CliError
 from logos.cli.exec_message import ExecPlan, execute_message, read_blocks
 from logos.cli.json_events import JsonEvents
-from logos.cli.memory_command import memory_command
 from logos.cli.model import OpenModel, local_gguf, open_model
-from logos.cli.models_command import models_command
 from logos.cli.paths import memory_path, runs_dir
-from logos.cli.project_command import project_command
 from logos.cli.render import HumanRenderer, make_console
 from logos.cli.report import Reporter
-from logos.cli.serve_command import serve_command
-from logos.cli.show import show_trajectory
 from logos.cli.streams import GuardedOutput, guarded_text
 from logos.cli.task import NewTrajectory, TaskPlan, run_task
-from logos.cli.view_command import view_command
 from logos.commands.memory import memory_commands
 from logos.commands.memory_store import MemoryStore
 from logos.errors import RecordFileError, SettingsError
 from logos.mcp.servers import McpConfigError, McpServer, parse_mcp_option
-from logos.models.hf_hub import Hub
 from logos.options.declarations import (
     ALLOW,
     DOWNLOAD_MODELS,
@@ -61,16 +48,15 @@ from logos.options.declarations import (
 )
 from logos.options.option import Values
 from logos.protocol.envelope import command_preview, format_results
-from logos.providers import RetryPolicy
 from logos.providers.choice import ProviderChoice
 from logos.providers.pricing import price_for
 from logos.records.events import RunEvents, RunSummary
 from logos.records.trajectory import Trajectory, load_trajectory
 from logos.settings import model_choice, resolution
-from logos.settings.config_file import ConfigFile, default_config_path, load_config_file
+from logos.settings.config_file import load_config_file
 from logos.settings.model_choice import HubModelSpec, LocalModel
 from logos.settings.resolution import Flags, config_path
-from logos.settings.runners import RunnerSpec, sandbox_problem, sandbox_where
+from logos.settings.runners import RunnerSpec, sandbox_problem
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -344,6 +330,8 @@ def _serve_launch_failure(reason: str) -> int:
 
 
 def _cmd_show(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.show import show_trajectory
+
     trajectory = load_trajectory(Path(args.file))
     for warning in trajectory.warnings:
         print(f"logos: {warning}", file=sys.stderr)
@@ -394,74 +382,24 @@ def _cmd_exec(args: argparse.Namespace, flags: Flags) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.doctor import doctor
+
     with _guarded_stdout() as out:
-        return _doctor(flags, make_console(out, os.environ))
-
-
-def _doctor(flags: Flags, console: Console) -> int:
-    checks: list[Check] = []
-    try:
-        config = load_config_file(config_path(flags), os.environ)
-    except SettingsError as exc:
-        print_checks([Check("config", "FAIL", exc.message)], console)
-        return EXIT_STOPPED
-    read = config_path(flags) or default_config_path(os.environ)
-    checks.append(
-        Check("config", "ok", str(read) if read.exists() else f"none at {read} (defaults)")
-    )
-    checks.extend(_doctor_model(flags, config))
-    try:
-        sandbox = resolution.sandbox_choice(flags[SANDBOX], config[SANDBOX])
-        spec = resolution.runner_spec(flags, config, sandbox)
-        problem = sandbox_problem(spec) if sandbox else None
-    except SettingsError as exc:
-        sandbox, problem = "sandbox", exc.message
-    if sandbox:
-        checks.append(
-            Check(sandbox, "FAIL", problem)
-            if problem
-            else Check(sandbox, "ok", f"healthy at {sandbox_where(spec)}")
-        )
-    if problem is None:
-        options = resolution.exec_options(flags, config, os.getcwd())
-        checks.append(anyio.run(check_runner, spec, options))
-    else:
-        checks.append(Check("runner", "skip", f"needs {sandbox} (see above)"))
-    print_checks(checks, console)
-    return EXIT_OK if all(check.outcome != "FAIL" for check in checks) else EXIT_STOPPED
-
-
-def _doctor_model(flags: Values, config: ConfigFile) -> list[Check]:
-    """Which model a run would use and why, then one real request to it; a Hub model that
-    is not downloaded yet is not downloaded here."""
-    try:
-        chosen = model_choice.choose_model(flags, config, os.environ, None)
-        local, choice = chosen.local, chosen.provider
-    except SettingsError as exc:
-        return [Check("model", "FAIL", exc.message)]
-    model = Check("model", "ok", describe_model_choice(local, choice, os.environ))
-    gguf = None
-    if isinstance(local, HubModelSpec):
-        cached = Hub.from_environment(os.environ).cached(local.file)
-        if cached is None:
-            return [model, Check("provider", "skip", f"{local.file} is not downloaded yet")]
-        gguf = local.at(cached)
-    elif local is not None:
-        gguf = local
-    try:
-        with open_model(choice, gguf, retry=RetryPolicy(max_attempts=1)) as opened:
-            return [model, anyio.run(check_provider, opened)]
-    except (CliError, SettingsError) as exc:
-        return [model, Check("provider", "FAIL", exc.message)]
+        return doctor(flags, make_console(out, os.environ))
 
 
 def _cmd_memory(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.memory_command import memory_command
+
     store = MemoryStore(memory_path(os.environ))
     with _guarded_stdout() as out:
         return memory_command(args, store, out, lambda text: _read_text_argument(text, "note"))
 
 
 def _cmd_models(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.models_command import models_command
+    from logos.models.hf_hub import Hub
+
     pinned = load_config_file(config_path(flags), os.environ)[LOCAL_MODEL]
     with _guarded_stdout() as out:
         return models_command(
@@ -470,14 +408,26 @@ def _cmd_models(args: argparse.Namespace, flags: Flags) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.serve_command import serve_command
+
     return serve_command(args, flags, os.environ)
 
 
+def _cmd_batch(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.batch import cmd_batch
+
+    return cmd_batch(args, flags)
+
+
 def _cmd_view(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.view_command import view_command
+
     return view_command(args, sys.stderr)
 
 
 def _cmd_project(args: argparse.Namespace, flags: Flags) -> int:
+    from logos.cli.project_command import project_command
+
     with _guarded_stdout() as out:
         return project_command(args, os.environ, out)
 
@@ -488,7 +438,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Flags], int]] = {
     "resume": _cmd_run,
     "show": _cmd_show,
     "exec": _cmd_exec,
-    "batch": cmd_batch,
+    "batch": _cmd_batch,
     "doctor": _cmd_doctor,
     "memory": _cmd_memory,
     "models": _cmd_models,

@@ -10,10 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
-from logos.cli.download_progress import ask_to_download, download_progress
 from logos.cli.errors import EXIT_INTERRUPTED, CliError
 from logos.errors import LocalModelError
-from logos.models.hf_hub import Hub, HubError
+from logos.models.hub_file import HubError
 from logos.models.llama_server import LocalModelServer
 from logos.providers import OpenAIProvider, Provider, RetryPolicy
 from logos.providers.choice import ProviderChoice, make_provider
@@ -37,6 +36,11 @@ def local_gguf(
     130, the partial download kept for it."""
     if isinstance(model, GgufSpec):
         return model
+    # WHY here: huggingface_hub's client and the progress bar cost every `logos` start a
+    # tenth of a second, and only a Hub model needs them.
+    from logos.cli.download_progress import ask_to_download, download_progress
+    from logos.models.hf_hub import Hub
+
     stdin, stderr = stdin or sys.stdin, stderr or sys.stderr
     hub = Hub.from_environment(environ)
     try:

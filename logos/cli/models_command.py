@@ -17,7 +17,8 @@ from logos.models.fitting import (
     UnknownLocalModel,
     choose_local_model,
 )
-from logos.models.hf_hub import CachedModel, Hub, HubError, HubFile, megabytes
+from logos.models.hf_hub import Hub
+from logos.models.hub_file import CachedModel, HubError, HubFile, megabytes
 
 
 class ModelEntry(BaseModel):

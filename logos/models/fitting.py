@@ -29,7 +29,7 @@ import platform
 from dataclasses import dataclass
 from typing import Literal
 
-from logos.models.hf_hub import DEFAULT_MODEL, HubFile
+from logos.models.hub_file import DEFAULT_MODEL, HubFile
 
 MIN_TOKENS_PER_S = 10.0
 """Slower than this, an answer of a few paragraphs takes most of a minute to write."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from logos.errors import SettingsError
 from logos.models.fitting import UnknownLocalModel, default_for_this_machine
-from logos.models.hf_hub import HubFile
+from logos.models.hub_file import HubFile
 from logos.options.declarations import (
     API_KEY_ENV,
     BASE_URL,

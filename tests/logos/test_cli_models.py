@@ -20,7 +20,7 @@ from logos.cli.download_progress import (
     download_progress,
 )
 from logos.models.fitting import LOCAL_MODELS, Machine, default_for_this_machine
-from logos.models.hf_hub import HubFile, RemoteFile, megabytes
+from logos.models.hub_file import HubFile, RemoteFile, megabytes
 from tests.support.cli_harness import Home, logos, running_logos
 from tests.support.hub_server import HubServer, gguf_bytes, hub_env
 from tests.support.processes import interrupt, wait_for

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from logos.cli.download_progress import PlainDownloadProgress
-from logos.models.hf_hub import DEFAULT_MODEL, Hub, HubError, HubFile, RemoteFile
+from logos.models.hf_hub import Hub
+from logos.models.hub_file import DEFAULT_MODEL, HubError, HubFile, RemoteFile
 from tests.support.hub_server import HubServer, ServedFile, gguf_bytes
 from tests.support.parts import require
 

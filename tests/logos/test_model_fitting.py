@@ -20,7 +20,7 @@ from logos.models.fitting import (
     choose_local_model,
     estimate,
 )
-from logos.models.hf_hub import DEFAULT_MODEL
+from logos.models.hub_file import DEFAULT_MODEL
 
 GiB = 2**30
 MACHINES = [
