@@ -25,7 +25,7 @@ from logos.jsonl import utc_now
 from logos.records.events import RunEvents
 from logos.records.trajectory import RunHeader, TrajectoryWriter
 from logos.runners.local import LocalRunner
-from tests.support.processes import processes_matching, until_gone
+from tests.support.processes import open_fds, processes_matching, until_gone
 from tests.support.scripted import Reply, ScriptedProvider, config_for
 
 pytestmark = pytest.mark.anyio
@@ -67,11 +67,7 @@ class Events(RunEvents):
         return [str(getattr(event, "type", "")) for event in self.seen]
 
 
-def open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
-def left_open(before: set[str]) -> dict[str, str]:
+def left_open(before: set[int]) -> dict[int, str]:
     """The descriptors opened since `before` and still open, with what each points at.
     WHY not equality: the garbage collector may close an earlier test's meanwhile."""
     found = {}

@@ -25,6 +25,7 @@ from sandboxd.docker.fork import COPIER_ROLE, LABEL_ROLE
 from sandboxd.docker.ownership import LABEL_OWNER, LABEL_SESSION
 from sandboxd.sessions.pool import CHECK_S, PoolSettings, WarmPool
 from tests.support.parts import SANDBOX_IMAGE
+from tests.support.processes import open_fds
 from tests.support.sandboxd_harness import (
     answered_late,
     docker_backend,
@@ -239,10 +240,6 @@ async def test_a_sandbox_runner_forks_into_runners_of_their_own(docker_client: A
 def box_of(backend: DockerBackend, session: str) -> Any:
     (box,) = backend._sessions.sandboxes_of(session)
     return box
-
-
-def open_fds() -> set[int]:
-    return {int(name) for name in os.listdir("/proc/self/fd")}
 
 
 async def until_held_as(fds: dict[int, str]) -> None:

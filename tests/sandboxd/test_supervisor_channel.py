@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -23,12 +22,9 @@ import pytest
 
 from sandboxd.docker.supervisor_client import ChannelLost, SupervisorReply
 from sandboxd.inside.supervisor import IN_FIFO, OUT_FIFO, PROTOCOL
+from tests.support.processes import open_fds
 from tests.support.sandboxd_harness import true_message
 from tests.support.supervisor_fifos import RawFifos, make_fifos, raw_supervisor
-
-
-def open_fds(pid: int | str = "self") -> set[int]:
-    return {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
 
 
 class RawBackend:

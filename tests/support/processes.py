@@ -25,6 +25,11 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+def open_fds(pid: int | str = "self") -> set[int]:
+    """The file descriptors a process (this one by default) holds now."""
+    return {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
+
+
 def processes_matching(marker: str) -> list[int]:
     """Live (non-zombie) processes whose command line contains `marker`."""
     found = []
