@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -118,14 +118,14 @@ async def run_on_ray(
             run.task.id: remote.remote(run.task, run.attempt, run.trajectory_name, settings, stop)
             for run in runs
         }
-        tracking = _Tracking(following=set(generators))
+        following = set(generators)  # the tasks whose stream the driver still reads
         async with anyio.create_task_group() as stopper:
-            stopper.start_soon(_stop_when_canceled, ray, generators, stop, tracking, cancel)
+            stopper.start_soon(_stop_when_canceled, ray, generators, stop, following, cancel)
             async with anyio.create_task_group() as followers:
                 for task_run in runs:
                     generator = generators[task_run.task.id]
                     followers.start_soon(
-                        _follow, ray, task_run, generator, tracking, cancel, record, display
+                        _follow, ray, task_run, generator, following, cancel, record, display
                     )
             stopper.cancel_scope.cancel()
     finally:
@@ -136,45 +136,51 @@ async def run_on_ray(
 class StopFlag:
     """A Ray actor the running tasks ask whether the batch was stopped (Ctrl-C): a task told
     so stops its run and still sends its last lines and its result, which a task that Ray
-    cancels cannot."""
+    cancels cannot.
+
+    WHY it also keeps which tasks began: the driver learns that a task began from the task's
+    stream, which may lag behind; cancelling the tasks it had not heard from yet also
+    cancelled ones already running (ended without their result). An actor runs one call at
+    a time, so a task either began before `stop` (and is told to stop) or is refused."""
 
     def __init__(self) -> None:
         self._stopped = False
+        self._began: set[str] = set()
 
-    def stop(self) -> None:
+    def begin(self, task_id: str) -> bool:
+        """Whether the task may begin: not once the batch is stopped."""
+        if not self._stopped:
+            self._began.add(task_id)
+        return not self._stopped
+
+    def stop(self) -> set[str]:
+        """Stop the batch; the tasks that began before it."""
         self._stopped = True
+        return self._began
 
     def stopped(self) -> bool:
         return self._stopped
-
-
-@dataclass
-class _Tracking:
-    following: set[str]
-    """Tasks whose stream the driver still reads."""
-    started: set[str] = field(default_factory=set)
-    """Tasks that began on a node."""
 
 
 async def _stop_when_canceled(
     ray: ModuleType,
     generators: dict[str, Any],
     stop: Any,
-    tracking: _Tracking,
+    following: set[str],
     cancel: anyio.Event,
 ) -> None:
     """On Ctrl-C: tasks not started never start; running ones are told to stop, and those
     still running after a grace period are cancelled by Ray, then killed."""
     await cancel.wait()
-    stop.stop.remote()
-    for task_id in tracking.following - tracking.started:
+    began = await stop.stop.remote()
+    for task_id in following - began:
         ray.cancel(generators[task_id])
     for force in (False, True):
         with anyio.move_on_after(_CANCEL_GRACE_S):
             # WHY wait: a task closes its sandbox session and sends what it recorded first.
-            while tracking.following:
+            while following:
                 await anyio.sleep(0.1)
-        for task_id in tracking.following:
+        for task_id in following:
             ray.cancel(generators[task_id], force=force)
 
 
@@ -192,7 +198,7 @@ async def _follow(
     ray: ModuleType,
     task_run: TaskRun,
     generator: Any,
-    tracking: _Tracking,
+    following: set[str],
     cancel: anyio.Event,
     record: Callable[[TaskResult], None],
     display: Display,
@@ -206,7 +212,6 @@ async def _follow(
             event = await reference
             if isinstance(event, _Started):
                 node = event.node
-                tracking.started.add(task_run.task.id)
                 display.task_started(task_run.task.id)
             elif isinstance(event, _Lines):
                 if trajectory is None:
@@ -227,7 +232,7 @@ async def _follow(
             reason = f"the task's Ray worker or node failed: {_reason(exc)}"
             record(unfinished_result(here, "error", reason, began_at, wall_s))
     finally:
-        tracking.following.discard(task_run.task.id)
+        following.discard(task_run.task.id)
         if trajectory is not None:
             os.close(trajectory)
 
@@ -242,7 +247,7 @@ def _task_on_node(
 ) -> Iterator[_Started | _Lines | _Finished]:
     """The Ray task: run one task on this node, sending its trajectory as it is written."""
     ray = import_ray()
-    if _stopped(ray, stop):
+    if not _may_begin(ray, stop, task.id):
         return  # the batch was stopped before this task began: it stays to run next time
     node = ray.get_runtime_context().get_node_id()
     yield _Started(node)
@@ -278,6 +283,15 @@ def _task_on_node(
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _may_begin(ray: ModuleType, stop: Any, task_id: str) -> bool:
+    """Whether the batch still runs (the task is noted as begun); a flag that cannot be
+    reached lets it begin, as `_stopped` lets it run."""
+    try:
+        return bool(ray.get(stop.begin.remote(task_id), timeout=_ASK_STOP_S * 10))
+    except ray.exceptions.RayError:
+        return True
 
 
 def _stopped(ray: ModuleType, stop: Any) -> bool:
