@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from tests.support.ray_cluster import ray_cluster
 from tests.support.sse_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("project")
+_STOP_FLAG_ASKED_S = 4.0
+"""Long enough for a running task to ask its stop flag eight times."""
 
 
 def waiting_batch(home: Home, sse_server: ScriptedServer, count: int) -> tuple[Path, Path]:
@@ -147,8 +150,12 @@ def test_ctrl_c_stops_running_ray_tasks_with_their_whole_trajectory(
         args = ["batch", "--model", "m", str(tasks), "--out", "out", "--yes"]
         env = {**openai_env(home, sse_server), "PATH": cluster.env["PATH"]}
         with running_logos([*args, "--ray", cluster.address], home, env) as driver:
-            # two tasks wait in their command (one per node); the third waits for a CPU
+            # two tasks wait in their command (one per node); the third waits for a CPU,
+            # also while the two ask their stop flag (Ray lends the CPU of a task blocked in
+            # ray.get to a waiting one)
             assert wait_for(lambda: len(processes_matching(str(go_on))) >= 2)
+            time.sleep(_STOP_FLAG_ASKED_S)
+            assert len(processes_matching(str(go_on))) == 2
             _, stderr = interrupt(driver, signal.SIGINT, timeout=120)
     assert driver.returncode == 130, stderr
     assert processes_matching(str(go_on)) == []
