@@ -27,6 +27,7 @@ from logos.agent.checks.first_look import FirstLook
 from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
+from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
@@ -109,7 +110,7 @@ class ReplyPolicy:
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:
-            answers += [GroundedFacts(), AnswerForms()]
+            answers += [GroundedFacts(), ProjectCommands(), AnswerForms()]
         return [*replies, *answers]
 
 

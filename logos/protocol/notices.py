@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from logos.protocol.project_commands import ProjectCommand
 from logos.providers.base import FinishReason
 from logos.result import JobInfo
 
@@ -214,6 +215,13 @@ def read_instead_notice(named: str, look: str) -> str:
 def unshown_facts_note(named: str) -> str:
     """Said when an answer is asked again because it named what no output showed."""
     return f"No output above shows {named}: answer again, and name only what the outputs show."
+
+
+def project_commands_note(commands: Sequence[ProjectCommand]) -> str:
+    """Said when a how-to question's answer names none of the commands the project's files
+    give for it (`logos.protocol.project_commands`)."""
+    given = " or ".join(f"`{c.command}` ({c.source})" for c in commands)
+    return f"The project's own files give the command for this: {given}. Answer with it."
 
 
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:
