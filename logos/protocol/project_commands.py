@@ -35,7 +35,8 @@ class ProjectCommand:
         return re.search(rf"(?<![\w-]){words}(?![\w-])", answer) is not None
 
 
-_HOW = re.compile(r"\bhow\b|\b(?:what|which) command\b", re.IGNORECASE)
+_HOW = re.compile(r"\bhow (?:do|can|should|would|to)\b|\b(?:what|which) command\b", re.IGNORECASE)
+"""A question of how to do something, not "how many lines…"."""
 _PURPOSES: tuple[tuple[Purpose, re.Pattern[str]], ...] = (
     ("test", re.compile(r"\btest(?:s|ing| suite)?\b", re.IGNORECASE)),
     ("build", re.compile(r"\b(?:build|compile)\b", re.IGNORECASE)),

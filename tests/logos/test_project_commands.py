@@ -43,6 +43,7 @@ PYPROJECT = ran(
         ("which command runs the test suite?", "test"),
         ("what does this repository do?", None),
         ("run the tests", None),  # a task to do, not a question of how
+        ("how many tests are in tests/?", None),
     ],
 )
 def test_a_how_to_question_asks_for_one_purpose(task: str, purpose: str | None) -> None:
