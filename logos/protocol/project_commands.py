@@ -106,22 +106,41 @@ def _package_json(text: str, purpose: Purpose) -> list[ProjectCommand]:
     ]
 
 
-def _cargo_toml(text: str, purpose: Purpose) -> list[ProjectCommand]:
-    if not re.search(r"^\[package\]", text, re.MULTILINE):
-        return []
-    command = {"test": "cargo test", "build": "cargo build", "run": "cargo run"}.get(
-        purpose, "cargo install --path ."
-    )
-    return [ProjectCommand(command, "Cargo.toml (a Rust crate)")]
+@dataclass(frozen=True)
+class _Toolchain:
+    """A manifest whose toolchain has one command for each purpose (Cargo.toml, go.mod)."""
+
+    marked: str
+    """What in the file shows it is the project's own manifest."""
+    commands: dict[Purpose, str]
+    source: str
+
+    def __call__(self, text: str, purpose: Purpose) -> list[ProjectCommand]:
+        if not re.search(self.marked, text, re.MULTILINE):
+            return []
+        return [ProjectCommand(self.commands[purpose], self.source)]
 
 
-def _go_mod(text: str, purpose: Purpose) -> list[ProjectCommand]:
-    if not re.search(r"^module\s+\S", text, re.MULTILINE):
-        return []
-    command = {"test": "go test ./...", "build": "go build ./...", "run": "go run ."}.get(
-        purpose, "go install ."
-    )
-    return [ProjectCommand(command, "go.mod (a Go module)")]
+_CARGO = _Toolchain(
+    r"^\[package\]",
+    {
+        "test": "cargo test",
+        "build": "cargo build",
+        "run": "cargo run",
+        "install": "cargo install --path .",
+    },
+    "Cargo.toml (a Rust crate)",
+)
+_GO = _Toolchain(
+    r"^module\s+\S",
+    {
+        "test": "go test ./...",
+        "build": "go build ./...",
+        "run": "go run .",
+        "install": "go install .",
+    },
+    "go.mod (a Go module)",
+)
 
 
 def _python_project(text: str, purpose: Purpose) -> list[ProjectCommand]:
@@ -146,8 +165,8 @@ _READERS: tuple[tuple[str, Callable[[str, Purpose], list[ProjectCommand]]], ...]
     ("makefile", _makefile),
     ("GNUmakefile", _makefile),
     ("package.json", _package_json),
-    ("Cargo.toml", _cargo_toml),
-    ("go.mod", _go_mod),
+    ("Cargo.toml", _CARGO),
+    ("go.mod", _GO),
     ("pyproject.toml", _python_project),
     ("setup.cfg", _python_project),
     ("tox.ini", _python_project),
