@@ -217,9 +217,21 @@ def unshown_facts_note(named: str) -> str:
     return f"No output above shows {named}: answer again, and name only what the outputs show."
 
 
+def project_commands_notice(commands: Sequence[ProjectCommand]) -> str:
+    """Said in the conversation when a how-to question's answer names none of the commands
+    the project's files give for it (`logos.protocol.project_commands`). It names where they
+    are, not the commands: a later acting turn could copy one and run the project's tests."""
+    sources = ", ".join(dict.fromkeys(c.source for c in commands))
+    return (
+        "The answer names none of the commands the project's files give for this "
+        f"({sources}): it is asked again, told them."
+    )
+
+
 def project_commands_note(commands: Sequence[ProjectCommand]) -> str:
-    """Said when a how-to question's answer names none of the commands the project's files
-    give for it (`logos.protocol.project_commands`)."""
+    """Said only in the plain answer view (`logos.protocol.plain_answer`), whose turn is held
+    to prose: the commands themselves, for the answer to name. Never in the conversation
+    (`project_commands_notice`)."""
     given = " or ".join(f"`{c.command}` ({c.source})" for c in commands)
     return f"The project's own files give the command for this: {given}. Answer with it."
 

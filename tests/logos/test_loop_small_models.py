@@ -15,7 +15,12 @@ from logos.agent.config import Callbacks, Config
 from logos.agent.replies import ReplyPolicy
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import answer_notice, project_commands_note, repeated_reply_notice
+from logos.protocol.notices import (
+    answer_notice,
+    project_commands_note,
+    project_commands_notice,
+    repeated_reply_notice,
+)
 from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.project_commands import ProjectCommand
 from logos.protocol.worked_examples import DEFINITION, LAST_CHANGE, SMALL_MODEL_EXAMPLES
@@ -325,8 +330,13 @@ async def test_a_how_to_answer_without_the_projects_command_is_asked_again_told_
     task = "how do I run the tests of this project?"
     result = await run(in_dir(config, tmp_path), [], task)
     assert result.response == "Run `make test`."
-    note = project_commands_note([ProjectCommand("make test", "the Makefile's test target")])
-    assert result.steps[-2].content == note
+    given = [ProjectCommand("make test", "the Makefile's test target")]
+    assert result.steps[-2].content == project_commands_notice(given)
+    note = project_commands_note(given)
     last = provider.requests[-1]
     assert last.system == ANSWER_SYSTEM
     assert last.messages[-1].content.endswith(f"Question: {task}\n{note}")
+    told = [step.content for step in result.steps if step.role == "result"]
+    assert told and not any("make test" in content for content in told), (
+        "the command is told only in the answer's view: an acting turn could run it"
+    )

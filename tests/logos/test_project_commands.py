@@ -8,7 +8,7 @@ import pytest
 from logos.agent.checks.base import AskAgain
 from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.reply import Reply
-from logos.protocol.notices import project_commands_note
+from logos.protocol.notices import project_commands_note, project_commands_notice
 from logos.protocol.project_commands import ProjectCommand, asked_purpose, commands_for
 from logos.result import Result
 from tests.support.checks import ran, run_state
@@ -99,8 +99,10 @@ async def test_an_answer_without_the_command_is_asked_once_more_with_it() -> Non
     vague = Reply(answer="To run the tests, you need to execute the `test` command.")
     with pytest.raises(AskAgain) as asked:
         await check.check(vague, run)
-    note = project_commands_note(commands_for(TESTS, [MAKEFILE]))
-    assert asked.value.notice == note
+    given = commands_for(TESTS, [MAKEFILE])
+    assert asked.value.notice == project_commands_notice(given)
+    assert "make test" not in project_commands_notice(given)
+    note = project_commands_note(given)
     assert note == (
         "The project's own files give the command for this: `make test` (the Makefile's test "
         "target). Answer with it."

@@ -1,12 +1,13 @@
 """An answer to a how-to question ("how do I run the tests?") that names none of the commands
 the project's files give for it (`logos.protocol.project_commands`) is asked once more from
-the outputs, told those commands; the answer given then stands."""
+the outputs, told those commands; the answer given then stands. The commands are told only
+in that answer's view, held to prose: the conversation names where they are."""
 
 from __future__ import annotations
 
 from logos.agent.checks.base import AskAgain, RunState
 from logos.agent.checks.reply import Reply
-from logos.protocol.notices import project_commands_note
+from logos.protocol.notices import project_commands_note, project_commands_notice
 from logos.protocol.project_commands import commands_for
 
 
@@ -22,6 +23,5 @@ class ProjectCommands:
             return None
         self.asked = True
         run.answer_due = True
-        note = project_commands_note(given)
-        run.answer_notes.append(note)
-        raise AskAgain(note)
+        run.answer_notes.append(project_commands_note(given))
+        raise AskAgain(project_commands_notice(given))
