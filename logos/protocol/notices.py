@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from logos.protocol.project_commands import ProjectCommand
+from logos.protocol.project_description import Description
 from logos.providers.base import FinishReason
 from logos.result import JobInfo
 
@@ -234,6 +235,24 @@ def project_commands_note(commands: Sequence[ProjectCommand]) -> str:
     (`project_commands_notice`)."""
     given = " or ".join(f"`{c.command}` ({c.source})" for c in commands)
     return f"The project's own files give the command for this: {given}. Answer with it."
+
+
+def project_description_notice(description: Description) -> str:
+    """Said in the conversation when an answer to what the project does does not give what
+    its manifest says (`logos.protocol.project_description`)."""
+    return (
+        f"The answer does not say what {description.source} describes the project as: it is "
+        "asked again, told that."
+    )
+
+
+def project_description_note(description: Description) -> str:
+    """Said only in the plain answer view (`logos.protocol.plain_answer`): the manifest's own
+    description, for the answer to give."""
+    return (
+        f'{description.source} describes the project as "{description.text}". Answer with '
+        "what it does, as that says."
+    )
 
 
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:

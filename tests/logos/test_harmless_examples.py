@@ -24,6 +24,7 @@ from logos.protocol.fabricated_result import find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command, looks_like_command
 from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks
 from logos.protocol.project_commands import ProjectCommand
+from logos.protocol.project_description import Description
 from logos.protocol.prompt import build_system_prompt, load_template
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 from logos.result import JobInfo
@@ -74,6 +75,9 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "forced": [True, False],
     "task": ["How many lines does notes.txt have?"],
     "instead": ["mkdir -p build/output", "awk '{s += $1} END {print s}' numbers.txt"],
+    "description": [
+        Description("Converts temperatures between Celsius and Fahrenheit", "Cargo.toml")
+    ],
     "commands": [
         [ProjectCommand("make test", "the Makefile's test target")],
         [
@@ -93,7 +97,8 @@ ANSWER_VIEW_ONLY = {
     "only, whose turn the answer grammar holds to prose: for the answer to name, not to run "
     "(the loop's test checks that the conversation never holds them)",
 }
-"""Notices shown only where no command runs: in inline code they may also show the commands
+"""Notices shown only where no command runs (the project's description is checked as any
+text: a sample holds no command): in inline code they may also show the commands
 of their arguments, which the caller's project gave."""
 PROJECT_COMMANDS = {c.command for given in NOTICE_ARGUMENTS["commands"] for c in given}
 

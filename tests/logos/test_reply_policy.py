@@ -15,6 +15,7 @@ from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
 from logos.agent.checks.project_commands import ProjectCommands
+from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
@@ -48,6 +49,7 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
         PlainAnswers,
         CheckBack,
         GroundedFacts,
+        ProjectDescription,
         ProjectCommands,
         AnswerForms,
     ]
