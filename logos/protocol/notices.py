@@ -248,10 +248,12 @@ def project_description_notice(description: Description) -> str:
 
 def project_description_note(description: Description) -> str:
     """Said only in the plain answer view (`logos.protocol.plain_answer`): the manifest's own
-    description, for the answer to give."""
+    description, for the answer to give. WHY "its authors" and "in those words": told "X
+    describes the project as …. Answer with what it does", the default model answered the
+    same way again."""
     return (
-        f'{description.source} describes the project as "{description.text}". Answer with '
-        "what it does, as that says."
+        f'Its authors describe the project in {description.source}: "{description.text}". '
+        "Say what the project does in those words."
     )
 
 

@@ -110,8 +110,8 @@ async def test_an_answer_without_the_description_is_asked_once_more_told_it() ->
     assert "Celsius" not in project_description_notice(TEMPERATURES)
     note = project_description_note(TEMPERATURES)
     assert note == (
-        'Cargo.toml describes the project as "Converts temperatures between Celsius and '
-        'Fahrenheit". Answer with what it does, as that says.'
+        'Its authors describe the project in Cargo.toml: "Converts temperatures between Celsius '
+        'and Fahrenheit". Say what the project does in those words.'
     )
     assert run.answer_due and run.answer_notes == [note]
     assert await check.check(wrong, run) is None  # the answer given then stands
