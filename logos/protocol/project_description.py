@@ -21,11 +21,13 @@ from logos.result import Result
 
 _WHAT_IT_DOES = re.compile(
     r"\bwhat (?:does|is) (?:this|the) (?:project|repository|repo|library|crate|package|"
-    r"tool|program|code(?:base)?)\b(?! (?:written|made|built) )",
-    re.IGNORECASE,
+    r"tool|program|code(?:base)?)(?:\s+(?:do|for|about))?\s*(?:[?.!]|$)",
+    re.IGNORECASE | re.MULTILINE,
 )
 """"what does this repository do?", "what is this project for?"; not "what is this project
-written in?"."""
+written in?" nor "what is the project's license?"."""
+_MAX_CHARS = 300
+"""Of a description told back: a manifest's line, not a file pasted into one."""
 _DESCRIPTIONS = {
     "pyproject.toml": r'^description\s*=\s*"((?:[^"\\]|\\.)+)"',
     "setup.cfg": r"^description\s*=\s*(.+)$",
@@ -81,8 +83,10 @@ def described(task: str, results: Sequence[Result]) -> Description | None:
             if not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", result.command):
                 continue
             found = re.search(where, result.stdout, re.MULTILINE)
-            if found and found.group(1).strip():
-                return Description(found.group(1).strip(), name)
+            text = found.group(1).strip() if found else ""
+            if text:
+                cut = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS] + "…"
+                return Description(cut, name)
     return None
 
 

@@ -29,6 +29,7 @@ QUOTES = Description("Prints a random quote from a local collection", "pyproject
         ("what does this repository do? answer in three bullet points", True),
         ("What is this library for?", True),
         ("what is this project written in?", False),
+        ("what is the project's license?", False),
         ("how do I run the tests of this project?", False),
         ("what changed in the last commit?", False),
     ],
@@ -69,6 +70,11 @@ def test_no_description_from_another_file_a_failed_read_or_another_question() ->
     assert described(WHAT, [ran(CARGO.command, CARGO.stdout, exit_code=1)]) is None
     assert described("what is this project written in?", [CARGO]) is None
     assert described(WHAT, [ran("cat Cargo.toml", '[package]\nname = "x"\n')]) is None
+
+
+def test_a_long_description_is_cut() -> None:
+    found = described(WHAT, [ran("cat setup.cfg", "description = " + "word " * 200)])
+    assert found is not None and len(found.text) == 301 and found.text.endswith("…")
 
 
 @pytest.mark.parametrize(
