@@ -5,7 +5,7 @@ in that answer's view, held to prose: the conversation names where they are."""
 
 from __future__ import annotations
 
-from logos.agent.checks.base import AskAgain, RunState
+from logos.agent.checks.base import RunState
 from logos.agent.checks.reply import Reply
 from logos.protocol.notices import project_commands_note, project_commands_notice
 from logos.protocol.project_commands import commands_for
@@ -22,6 +22,4 @@ class ProjectCommands:
         if not given or any(command.named_in(reply.answer) for command in given):
             return None
         self.asked = True
-        run.answer_due = True
-        run.answer_notes.append(project_commands_note(given))
-        raise AskAgain(project_commands_notice(given))
+        run.answer_again(project_commands_note(given), project_commands_notice(given))

@@ -6,7 +6,7 @@ shows once, as output."""
 
 from __future__ import annotations
 
-from logos.agent.checks.base import AskAgain, RunState
+from logos.agent.checks.base import RunState
 from logos.agent.checks.reply import Reply
 from logos.protocol.notices import project_description_note, project_description_notice
 from logos.protocol.project_description import described
@@ -23,6 +23,6 @@ class ProjectDescription:
         if description is None or description.affirmed_in(reply.answer):
             return None
         self.asked = True
-        run.answer_due = True
-        run.answer_notes.append(project_description_note(description))
-        raise AskAgain(project_description_notice(description))
+        run.answer_again(
+            project_description_note(description), project_description_notice(description)
+        )
