@@ -72,6 +72,19 @@ Facts = Sequence[Sequence[str]]
 """Groups of regular expressions: every group must match, by any one of its members."""
 
 
+_DENIAL = re.compile(r"\b(?:not|no|never|none|neither|nor)\b|n't\b", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"[.!?\n]\s*")
+
+
+def _affirms(pattern: str, answer: str) -> bool:
+    """Whether `pattern` matches `answer` with no denial between its sentence's start and it."""
+    for match in re.finditer(pattern, answer, re.IGNORECASE):
+        starts = [m.end() for m in _SENTENCE_START.finditer(answer, 0, match.start())]
+        if not _DENIAL.search(answer, starts[-1] if starts else 0, match.start()):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Question:
     id: str
@@ -99,7 +112,10 @@ class Question:
         return [w for w in wrong if re.search(w, answer, re.IGNORECASE)]
 
     def states(self, answer: str) -> bool:
-        return all(any(re.search(p, answer, re.IGNORECASE) for p in group) for group in self.must)
+        """Every group of `must` matched where the sentence does not deny it before the match:
+        "The project does not perform any conversion between Celsius and Fahrenheit" names
+        the facts and states the opposite (seen with the default model)."""
+        return all(any(_affirms(p, answer) for p in group) for group in self.must)
 
     def check(self, _workspace: Path, answer: str) -> bool:
         """Right: every fact it must state, and nothing it must not."""

@@ -27,6 +27,8 @@ from logos.agent.checks.first_look import FirstLook
 from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
+from logos.agent.checks.project_commands import ProjectCommands
+from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
@@ -77,7 +79,9 @@ class ReplyPolicy:
     the task and the outputs: a first look that missed its README reads the manifest the
     listing shows (`first_look`), the files the task asks for are written before it ends
     (`task_files`), an answer names no language, framework or command no output showed
-    (`grounded_facts`), a number the task asks for is worked out by a command before it is
+    (`grounded_facts`), an answer to what the project does gives what its manifest says
+    (`project_description`), a how-to answer names the project's own command
+    (`project_commands`), a number the task asks for is worked out by a command before it is
     answered (`worked_out`), and the answer keeps the form the task asks for
     (`answer_form`)."""
     repeated_failure_note: int | None = _DEFAULT_REPEATED_FAILURE_NOTE
@@ -109,7 +113,7 @@ class ReplyPolicy:
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:
-            answers += [GroundedFacts(), AnswerForms()]
+            answers += [GroundedFacts(), ProjectDescription(), ProjectCommands(), AnswerForms()]
         return [*replies, *answers]
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from logos.protocol.project_commands import ProjectCommand
+from logos.protocol.project_description import Description
 from logos.providers.base import FinishReason
 from logos.result import JobInfo
 
@@ -214,6 +216,45 @@ def read_instead_notice(named: str, look: str) -> str:
 def unshown_facts_note(named: str) -> str:
     """Said when an answer is asked again because it named what no output showed."""
     return f"No output above shows {named}: answer again, and name only what the outputs show."
+
+
+def project_commands_notice(commands: Sequence[ProjectCommand]) -> str:
+    """Said in the conversation when a how-to question's answer names none of the commands
+    the project's files give for it (`logos.protocol.project_commands`). It names where they
+    are, not the commands: a later acting turn could copy one and run the project's tests."""
+    sources = ", ".join(dict.fromkeys(c.source for c in commands))
+    return (
+        "The answer names none of the commands the project's files give for this "
+        f"({sources}): it is asked again, told them."
+    )
+
+
+def project_commands_note(commands: Sequence[ProjectCommand]) -> str:
+    """Said only in the plain answer view (`logos.protocol.plain_answer`), whose turn is held
+    to prose: the commands themselves, for the answer to name. Never in the conversation
+    (`project_commands_notice`)."""
+    given = " or ".join(f"`{c.command}` ({c.source})" for c in commands)
+    return f"The project's own files give the command for this: {given}. Answer with it."
+
+
+def project_description_notice(description: Description) -> str:
+    """Said in the conversation when an answer to what the project does does not give what
+    its manifest says (`logos.protocol.project_description`)."""
+    return (
+        f"The answer does not say what {description.source} describes the project as: it is "
+        "asked again, told that."
+    )
+
+
+def project_description_note(description: Description) -> str:
+    """Said only in the plain answer view (`logos.protocol.plain_answer`): the manifest's own
+    description, for the answer to give. WHY "its authors" and "in those words": told "X
+    describes the project as …. Answer with what it does", the default model answered the
+    same way again."""
+    return (
+        f'Its authors describe the project in {description.source}: "{description.text}". '
+        "Say what the project does in those words."
+    )
 
 
 def running_jobs_notice(jobs: Sequence[JobInfo]) -> str:

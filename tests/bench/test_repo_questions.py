@@ -57,3 +57,14 @@ def test_the_issues_invented_bullets_fail_the_readme_question() -> None:
     )
     assert not first.check(Path("."), invented)
     assert first.invented(invented)
+
+
+def test_an_answer_that_denies_the_fact_it_names_fails() -> None:
+    """The default model's answer on a Rust crate that converts temperatures."""
+    (question,) = [q for q in QUESTIONS if q.id == "tempconv-what"]
+    assert not question.check(
+        Path("."), "The project does not perform any conversion between Celsius and Fahrenheit."
+    )
+    assert question.check(
+        Path("."), "It converts temperatures between Celsius and Fahrenheit. It has no tests."
+    )

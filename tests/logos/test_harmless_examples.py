@@ -23,6 +23,8 @@ from logos.protocol import notices
 from logos.protocol.fabricated_result import find_fabricated_result
 from logos.protocol.fenced_command import find_fenced_command, looks_like_command
 from logos.protocol.parse import CmdStreamParser, parse_cmd_blocks
+from logos.protocol.project_commands import ProjectCommand
+from logos.protocol.project_description import Description
 from logos.protocol.prompt import build_system_prompt, load_template
 from logos.protocol.worked_examples import SMALL_MODEL_EXAMPLES
 from logos.result import JobInfo
@@ -73,12 +75,32 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
     "forced": [True, False],
     "task": ["How many lines does notes.txt have?"],
     "instead": ["mkdir -p build/output", "awk '{s += $1} END {print s}' numbers.txt"],
+    "description": [
+        Description("Converts temperatures between Celsius and Fahrenheit", "Cargo.toml")
+    ],
+    "commands": [
+        [ProjectCommand("make test", "the Makefile's test target")],
+        [
+            ProjectCommand("npm test", "package.json's scripts"),
+            ProjectCommand("go test ./...", "go.mod"),
+        ],
+    ],
     "jobs": [
         [JobInfo("1", "make test", 45.0)],
         [JobInfo("1", "npm run build\nnpm test", 3.0), JobInfo("2", "ls", 120.0)],
     ],
 }
 """Sample arguments for the notices' parameters, by name."""
+
+ANSWER_VIEW_ONLY = {
+    "project_commands_note": "the project's own commands, told in the plain answer view "
+    "only, whose turn the answer grammar holds to prose: for the answer to name, not to run "
+    "(the loop's test checks that the conversation never holds them)",
+}
+"""Notices shown only where no command runs (the project's description is checked as any
+text: a sample holds no command): in inline code they may also show the commands
+of their arguments, which the caller's project gave."""
+PROJECT_COMMANDS = {c.command for given in NOTICE_ARGUMENTS["commands"] for c in given}
 
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 
@@ -153,7 +175,8 @@ def test_commands_shown_as_inline_code_or_in_fences_are_harmless(name: str, text
         for span in _INLINE_CODE.finditer(line):
             code = span.group(2).strip()
             if looks_like_command(code):
-                assert code in HARMLESS, f"{name} shows the command {code!r}"
+                given = PROJECT_COMMANDS if name.split("(")[0] in ANSWER_VIEW_ONLY else set()
+                assert code in HARMLESS or code in given, f"{name} shows the command {code!r}"
     assert find_fenced_command(text) is None, f"{name} shows a command in a fence"
 
 

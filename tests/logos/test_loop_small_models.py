@@ -15,8 +15,14 @@ from logos.agent.config import Callbacks, Config
 from logos.agent.replies import ReplyPolicy
 from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
-from logos.protocol.notices import answer_notice, repeated_reply_notice
+from logos.protocol.notices import (
+    answer_notice,
+    project_commands_note,
+    project_commands_notice,
+    repeated_reply_notice,
+)
 from logos.protocol.plain_answer import ANSWER_SYSTEM
+from logos.protocol.project_commands import ProjectCommand
 from logos.protocol.worked_examples import DEFINITION, LAST_CHANGE, SMALL_MODEL_EXAMPLES
 from logos.providers.base import Message
 from tests.support.scripted import Reply, ScriptedProvider, config_for
@@ -304,3 +310,33 @@ async def test_an_answer_that_is_only_debris_counts_as_an_empty_reply() -> None:
     result = await run(config, [], "go")
     assert result.response == "It ran true."
     assert grammars_sent(provider)[2:] == [ANSWER_GRAMMAR, ANSWER_GRAMMAR]
+
+
+async def test_a_how_to_answer_without_the_projects_command_is_asked_again_told_it(
+    tmp_path: Path,
+) -> None:
+    """What the default model did on a C project: it read the Makefile and answered "execute
+    the `test` command"; told the command the Makefile gives, it answers with it."""
+    (tmp_path / "Makefile").write_text("test: ringbuf_test\n\t./ringbuf_test\n")
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>head -n 40 Makefile</cmd>"),
+            Reply("A draft."),
+            Reply("You need to execute the `test` command."),
+            Reply("Run `make test`."),
+        ]
+    )
+    config = config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars(), plain_answers=True))
+    task = "how do I run the tests of this project?"
+    result = await run(in_dir(config, tmp_path), [], task)
+    assert result.response == "Run `make test`."
+    given = [ProjectCommand("make test", "the Makefile's test target")]
+    assert result.steps[-2].content == project_commands_notice(given)
+    note = project_commands_note(given)
+    last = provider.requests[-1]
+    assert last.system == ANSWER_SYSTEM
+    assert last.messages[-1].content.endswith(f"Question: {task}\n{note}")
+    told = [step.content for step in result.steps if step.role == "result"]
+    assert told and not any("make test" in content for content in told), (
+        "the command is told only in the answer's view: an acting turn could run it"
+    )

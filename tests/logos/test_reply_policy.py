@@ -14,6 +14,8 @@ from logos.agent.checks.first_look import FirstLook
 from logos.agent.checks.grounded_facts import GroundedFacts
 from logos.agent.checks.interruptions import Interruptions
 from logos.agent.checks.plain_answers import PlainAnswers
+from logos.agent.checks.project_commands import ProjectCommands
+from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
 from logos.agent.checks.task_files import TaskFiles
@@ -47,6 +49,8 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
         PlainAnswers,
         CheckBack,
         GroundedFacts,
+        ProjectDescription,
+        ProjectCommands,
         AnswerForms,
     ]
     assert SMALL_MODEL.prompt_style == "compact" and SMALL_MODEL.examples is SMALL_MODEL_EXAMPLES

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from logos.agent.checks.reply import Reply
 from logos.agent.steps import StopReason
@@ -88,6 +88,13 @@ class RunState:
         self.last_turn = last
         self.turn = "answer" if self.answer_due else "reply" if self.acted else "act"
         return self.turn
+
+    def answer_again(self, note: str, notice: str | None = None) -> NoReturn:
+        """Have the answer asked again from the outputs, with `note` said after the task in
+        that view (`answer_notes`) and `notice` in the conversation (`note` when None)."""
+        self.answer_due = True
+        self.answer_notes.append(note)
+        raise AskAgain(note if notice is None else notice)
 
     def took(self, reply: Reply) -> None:
         """Count what the reply ran."""

@@ -31,6 +31,4 @@ class GroundedFacts:
             run.acted = run.answer_due = False
             raise AskAgain(read_instead_notice(named, look))
         self.asked_again = True
-        run.answer_due = True
-        run.answer_notes.append(unshown_facts_note(named))
-        raise AskAgain(unshown_facts_note(named))
+        run.answer_again(unshown_facts_note(named))
