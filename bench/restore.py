@@ -15,6 +15,7 @@ on an empty state directory, until it listens (what taking the sandboxes over co
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -101,6 +102,7 @@ async def _round(plan: Plan, ticks: int, tally: _Tally) -> None:
         stop_daemon(proc, daemon)
     finally:
         remove_leftovers(empty)
+        shutil.rmtree(empty, ignore_errors=True)
     root = daemon_root(plan.image, config)
     proc, daemon = spawn_daemon(root)
     try:
@@ -139,6 +141,7 @@ async def _round(plan: Plan, ticks: int, tally: _Tally) -> None:
             proc.kill()
             proc.wait()
         remove_leftovers(root)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 async def _sessions(http: httpx.AsyncClient, plan: Plan, ticks: int) -> list[_Session]:

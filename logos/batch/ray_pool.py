@@ -173,7 +173,12 @@ async def _stop_when_canceled(
     """On Ctrl-C: tasks not started never start; running ones are told to stop, and those
     still running after a grace period are cancelled by Ray, then killed."""
     await cancel.wait()
-    began = await stop.stop.remote()
+    try:
+        began = await stop.stop.remote()
+    except ray.exceptions.RayError:
+        # WHY: with the flag's actor gone, which tasks began is unknown, and a running task
+        # that Ray cancels ends without its result: every task followed gets the grace.
+        began = set(following)
     for task_id in following - began:
         ray.cancel(generators[task_id])
     for force in (False, True):
