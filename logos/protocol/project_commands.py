@@ -12,7 +12,7 @@ none.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,13 +60,21 @@ def commands_for(task: str, results: Sequence[Result]) -> tuple[ProjectCommand, 
     if purpose is None:
         return ()
     found: list[ProjectCommand] = []
+    for name, printed in files_printed(results, _READERS):
+        found += [c for c in _READERS[name](printed, purpose) if c not in found]
+    return tuple(found)
+
+
+def files_printed(results: Sequence[Result], names: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Each of `names` that a command of `results` names (as a whole file name), with what
+    that command printed, when it succeeded and printed something: the project's files the
+    run read, in the order it read them."""
     for result in results:
         if not (result.ok and result.stdout.strip()):
             continue
-        for name, reader in _READERS:
+        for name in names:
             if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", result.command):
-                found += [c for c in reader(result.stdout, purpose) if c not in found]
-    return tuple(found)
+                yield name, result.stdout
 
 
 def _makefile(text: str, purpose: Purpose) -> list[ProjectCommand]:
@@ -160,16 +168,16 @@ def _python_project(text: str, purpose: Purpose) -> list[ProjectCommand]:
     return []
 
 
-_READERS: tuple[tuple[str, Callable[[str, Purpose], list[ProjectCommand]]], ...] = (
-    ("Makefile", _makefile),
-    ("makefile", _makefile),
-    ("GNUmakefile", _makefile),
-    ("package.json", _package_json),
-    ("Cargo.toml", _CARGO),
-    ("go.mod", _GO),
-    ("pyproject.toml", _python_project),
-    ("setup.cfg", _python_project),
-    ("tox.ini", _python_project),
-    ("pytest.ini", _python_project),
-)
+_READERS: dict[str, Callable[[str, Purpose], list[ProjectCommand]]] = {
+    "Makefile": _makefile,
+    "makefile": _makefile,
+    "GNUmakefile": _makefile,
+    "package.json": _package_json,
+    "Cargo.toml": _CARGO,
+    "go.mod": _GO,
+    "pyproject.toml": _python_project,
+    "setup.cfg": _python_project,
+    "tox.ini": _python_project,
+    "pytest.ini": _python_project,
+}
 """The files that name a project's commands, and how each is read."""

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from logos.protocol.project_commands import files_printed
 from logos.result import Result
 
 _WHAT_IT_DOES = re.compile(
@@ -76,17 +77,12 @@ def described(task: str, results: Sequence[Result]) -> Description | None:
     does; None for any other task, or when no manifest read holds one."""
     if not asks_what_it_does(task):
         return None
-    for result in results:
-        if not (result.ok and result.stdout.strip()):
-            continue
-        for name, where in _DESCRIPTIONS.items():
-            if not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", result.command):
-                continue
-            found = re.search(where, result.stdout, re.MULTILINE)
-            text = found.group(1).strip() if found else ""
-            if text:
-                cut = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS] + "…"
-                return Description(cut, name)
+    for name, printed in files_printed(results, _DESCRIPTIONS):
+        found = re.search(_DESCRIPTIONS[name], printed, re.MULTILINE)
+        text = found.group(1).strip() if found else ""
+        if text:
+            cut = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS] + "…"
+            return Description(cut, name)
     return None
 
 
