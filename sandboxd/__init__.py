@@ -9,3 +9,5 @@ and the supervisor's channel) → `inside` (the only code that runs in the conta
 wire models `api`, the `backend` protocol, where the socket lives `paths`, `sizes`) and the
 `sandboxd` command (`cli`, `doctor`).
 """
+
+__all__ = ["api", "cli", "client", "docker", "server", "sizes"]

@@ -6,3 +6,5 @@ what counts as loopback, and the guard that checks each request.
 A leaf of logos (the standard library only; the guard names the ASGI types for the type
 checker), so that sandboxd may import it.
 """
+
+__all__ = ["guard", "names", "private_dirs", "token_file"]

@@ -5,3 +5,5 @@ it returns (`steps`).
 May import the protocol, the runners' protocol, the providers, the commands the loop answers
 itself and the approvals; never a front (`cli`, `serve`, `batch`).
 """
+
+__all__ = ["config", "context", "execute", "loop", "replies", "steps"]

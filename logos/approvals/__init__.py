@@ -5,3 +5,5 @@ with, `shell_lexer`).
 
 Imports the runners' protocol and the shared vocabulary; no agent, provider or front.
 """
+
+__all__ = ["approval", "audit", "policy", "rules", "shell_lexer"]

@@ -5,3 +5,5 @@
 `ray_pool` across a Ray cluster, `results` and `summary` write down what happened, `display`
 shows it, and `driver` ties them together for a front end.
 """
+
+__all__ = ["display", "driver", "ray_pool", "settings", "summary", "tasks"]

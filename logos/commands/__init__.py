@@ -4,3 +4,5 @@ remember, recall, forget; stored by `memory_store`).
 
 Imports the runners' protocol and the shared vocabulary; no agent, provider or front.
 """
+
+__all__ = ["family", "job_commands", "memory", "memory_store", "run_jobs"]

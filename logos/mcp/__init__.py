@@ -8,3 +8,5 @@ and answers `mcp SERVER TOOL {...}` blocks (a `logos.commands.family.CommandFami
 `servers` and `tools` sit beside the commands (the agent opens a run's servers); `task_server`
 is a front. The SDK (`mcp`, the `mcp` extra) is imported only by `tools` and `task_server`.
 """
+
+__all__ = ["launch_failure", "loopback_http", "servers", "strict_arguments", "task_server", "tools"]

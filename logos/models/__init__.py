@@ -4,3 +4,5 @@ it as to any OpenAI-compatible server.
 
 Imports the shared vocabulary only.
 """
+
+__all__ = ["fitting", "hf_hub", "hub_file", "llama_server"]

@@ -11,6 +11,20 @@ from pydantic.dataclasses import dataclass
 
 from logos.ceiling import CeilingRoot, PathAccess
 
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_MAX_SAVED_OUTPUT_BYTES",
+    "DEFAULT_TIMEOUT_S",
+    "NONINTERACTIVE_ENV",
+    "AllowedPath",
+    "ExecOptions",
+    "declarations",
+    "described_paths",
+    "narrowing",
+    "option",
+]
+
+
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024
 DEFAULT_MAX_SAVED_OUTPUT_BYTES = 64 * 1024 * 1024

@@ -12,3 +12,27 @@ asks to be written (`task_files`), and the shell's well-known traps (`pitfalls`)
 Pure text in, text out: imports the shared vocabulary (`logos.result`) and the providers'
 message types (`logos.providers.base`) only; no runner, no provider, no front.
 """
+
+__all__ = [
+    "answer_form",
+    "asked_number",
+    "debris",
+    "envelope",
+    "fabricated_result",
+    "facts",
+    "fenced_command",
+    "first_look",
+    "grammar",
+    "hallucination",
+    "notices",
+    "parse",
+    "pitfalls",
+    "plain_answer",
+    "project_commands",
+    "project_description",
+    "prompt",
+    "repeated_failure",
+    "repetition",
+    "task_files",
+    "worked_examples",
+]

@@ -36,4 +36,9 @@ __all__ = [
     "TextDelta",
     "Usage",
     "UsageReport",
+    "base",
+    "choice",
+    "http_provider",
+    "pricing",
+    "registry",
 ]

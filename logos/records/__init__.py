@@ -4,3 +4,5 @@ the recorder that writes both for a front while the loop runs (`recorder`).
 
 Imports the agent, the approvals' decisions and audit log, and the shared vocabulary; no front.
 """
+
+__all__ = ["events", "recorder", "trajectory"]

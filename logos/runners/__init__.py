@@ -7,3 +7,5 @@ token a sandbox daemon may ask for (`auth_token`), and a request through a daemo
 Imports the shared vocabulary only: no protocol, provider, agent or front. Importing this
 package imports none of its modules (sandboxd imports `capture`, `live` and `restarts` alone).
 """
+
+__all__ = ["auth_token", "base", "capture", "job_runner", "live", "local", "restarts", "sandboxes"]

@@ -7,3 +7,5 @@ continue. Projects (`logos.serve.projects`) put several agents in one chat. Star
 uvicorn are an optional extra (`pip install 'logos[serve]'`): only `logos.serve.app`,
 `logos.serve.http`, `logos.serve.projects.routes` and `logos.serve.server` import them.
 """
+
+__all__ = ["projects", "server", "setup", "view"]

@@ -4,3 +4,5 @@ runner that keeps jobs (`runner`) and temenos as a sandbox kind (`kind`).
 
 Imports the runners and the shared vocabulary; no agent, provider or front.
 """
+
+__all__ = ["kind", "runner"]

@@ -7,3 +7,5 @@ kind: the entry point `logos.sandboxes`) and `autostart` (a daemon started on de
 It imports the wire models (sandboxd.api) and where the socket lives (sandboxd.paths),
 never the server's internals (lint-imports checks it).
 """
+
+__all__ = ["connection", "kind", "runner"]

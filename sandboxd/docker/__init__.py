@@ -14,3 +14,5 @@ It imports the backend protocol, the sessions' bookkeeping, the egress proxy, th
 pinned identities and mount table, and the inside modules whose protocol it speaks; never
 the server or the client side.
 """
+
+__all__ = ["backend", "container", "image", "keeping", "ownership", "records", "scratch"]

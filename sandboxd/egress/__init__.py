@@ -7,3 +7,5 @@ sandboxd.inside.egress_forwarder.
 
 It imports nothing of sandboxd outside itself.
 """
+
+__all__ = ["host_rules", "proxy"]

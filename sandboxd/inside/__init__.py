@@ -10,3 +10,5 @@ given to its python3 as the text of a `-c`.
 So its modules import only the standard library, those two logos modules and each other
 (lint-imports checks it, external packages included).
 """
+
+__all__ = ["copier", "egress_forwarder", "supervisor"]

@@ -6,3 +6,5 @@ call's narrowing of them), `launch_file` (`--config`) and `http` (over loopback 
 A client of the daemon like `SandboxRunner`: it imports the client side, never the
 server's internals (lint-imports checks it).
 """
+
+__all__ = ["http", "launch_file", "limits", "server"]

@@ -9,3 +9,5 @@ Pure rules on the host's filesystem: it imports the standard library, its own mo
 the allowlist's grammar (sandboxd.egress.host_rules), never the server, the config, a
 backend or the sessions (lint-imports checks it).
 """
+
+__all__ = ["ceiling_check", "errors", "mount_table", "pinned", "places", "policy"]

@@ -10,3 +10,5 @@ It may import every part of sandboxd it serves (policy, sessions, egress, the ba
 protocol and the Docker backend it builds), never the client side; only the `sandboxd`
 command (`sandboxd.cli`, `sandboxd.doctor`) imports it.
 """
+
+__all__ = ["backends", "config", "daemon", "state_dir"]

@@ -7,3 +7,5 @@ and `jobs` (the daemon's jobs: commands that went on past their background thres
 It imports the backend protocol (sandboxd.backend), the wire vocabulary (sandboxd.api) and
 sizes (sandboxd.sizes), never an engine, the server or the policy.
 """
+
+__all__ = ["caps", "job_store", "jobs", "lost", "pool", "table"]

@@ -14,3 +14,23 @@ that hold an answer to the task and the outputs: `first_look`, `task_files`,
 `worked_out`, `plain_answers`, `grounded_facts`, `project_description`, `project_commands`,
 `answer_form`.
 """
+
+__all__ = [
+    "answer_form",
+    "base",
+    "check_back",
+    "cuts",
+    "empty_answers",
+    "fake_actions",
+    "first_look",
+    "grounded_facts",
+    "interruptions",
+    "plain_answers",
+    "project_commands",
+    "project_description",
+    "repeated_replies",
+    "reply",
+    "running_jobs",
+    "task_files",
+    "worked_out",
+]

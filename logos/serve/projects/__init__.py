@@ -13,3 +13,5 @@ directory; `registry` makes, loads and changes projects; `turns` runs a project'
 Pure modules (`directives`, `routing`, `context`, `guards`, `budget`, `briefing`) take text
 and data and return decisions: the engine alone runs models and commands.
 """
+
+__all__ = ["context", "registry", "routes", "routing", "turns", "wire"]

@@ -5,3 +5,5 @@ What their handlers share is written once: `common` (the daemon's parts, a reque
 session and caller, the refusals) and `execution` (a sandbox placed under the policy, a
 command run in it).
 """
+
+__all__ = ["common", "forks", "health", "jobs", "runs", "temenos"]
