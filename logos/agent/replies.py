@@ -31,6 +31,7 @@ from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
+from logos.agent.checks.searched_word import SearchedWord
 from logos.agent.checks.task_files import TaskFiles
 from logos.agent.checks.worked_out import WorkedOut
 from logos.protocol.grammar import ReplyGrammars
@@ -109,7 +110,7 @@ class ReplyPolicy:
         answers: list[ReplyCheck] = [EmptyAnswers(), RunningJobs()]
         if self.plain_answers:
             replies.append(FirstLook())
-            answers += [TaskFiles(), WorkedOut(), PlainAnswers()]
+            answers += [SearchedWord(), TaskFiles(), WorkedOut(), PlainAnswers()]
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:

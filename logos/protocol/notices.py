@@ -18,6 +18,8 @@ from logos.providers.base import FinishReason
 from logos.result import JobInfo
 
 _EXAMPLE = "<cmd>ls</cmd>"
+_SEARCH_LINES_SAID = 10
+"""The lines of a search's output said again beside the task, at most."""
 
 CHECK_BACK_NOTICE = (
     "No command has run yet in this conversation. If the task needs facts from this machine "
@@ -169,6 +171,30 @@ def unworked_number_notice(instead: str | None) -> str:
     if instead is not None:
         return f"{notice} Work it out with a command: <cmd>{instead}</cmd>"
     return f"{notice} Run one command that prints that number alone, then answer."
+
+
+def unsearched_notice(word: str, search: str) -> str:
+    """Sent when the model answers which file holds `word` before any command searched the
+    files for it (`logos.protocol.searched_word`), with the search that answers it; the next
+    turn must act."""
+    return (
+        f"The task asks which file holds {word}, and no command has searched the files for it: "
+        f"a file's name does not say what the file holds. Search them: <cmd>{search}</cmd>"
+    )
+
+
+def searched_note(word: str, printed: str) -> str:
+    """Said after the task when the answer is asked from the outputs, once a search for
+    `word` printed `printed` (`logos.protocol.searched_word`).
+
+    WHY: asked from every output, the default model named the file the search printed and
+    another one a listing had shown."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    if not lines:
+        return f"The search for {word} found it in no file."
+    left = len(lines) - _SEARCH_LINES_SAID
+    more = f"; and {left} more lines" if left > 0 else ""
+    return f"The search for {word} printed only this: {'; '.join(lines[:_SEARCH_LINES_SAID])}{more}"
 
 
 def unwritten_file_notice(missing: str, instead: str | None) -> str:

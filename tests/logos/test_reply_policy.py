@@ -18,6 +18,7 @@ from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
+from logos.agent.checks.searched_word import SearchedWord
 from logos.agent.checks.task_files import TaskFiles
 from logos.agent.checks.worked_out import WorkedOut
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, SMALL_MODEL, ReplyPolicy
@@ -44,6 +45,7 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
     with_first_look = [*PROTOCOL[:4], FirstLook, *PROTOCOL[4:]]
     assert kinds(SMALL_MODEL) == [
         *with_first_look,
+        SearchedWord,
         TaskFiles,
         WorkedOut,
         PlainAnswers,
