@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logos.agent.checks.answer_form import AnswerForms
+from logos.agent.checks.asked_file import AskedFiles
 from logos.agent.checks.base import ReplyCheck
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
@@ -31,7 +32,6 @@ from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
-from logos.agent.checks.searched_word import SearchedWord
 from logos.agent.checks.task_files import TaskFiles
 from logos.agent.checks.worked_out import WorkedOut
 from logos.protocol.grammar import ReplyGrammars
@@ -110,7 +110,7 @@ class ReplyPolicy:
         answers: list[ReplyCheck] = [EmptyAnswers(), RunningJobs()]
         if self.plain_answers:
             replies.append(FirstLook())
-            answers += [SearchedWord(), TaskFiles(), WorkedOut(), PlainAnswers()]
+            answers += [AskedFiles(), TaskFiles(), WorkedOut(), PlainAnswers()]
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:

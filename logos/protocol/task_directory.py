@@ -1,9 +1,10 @@
 """The directory a task's words name: "in the notes directory", "under src", "in docs/";
 "." for "in this directory" or when they name none.
 
-WHY one reading: the search that finds which file holds a word (`logos.protocol.searched_word`)
-and the count of a directory's files of one kind (`logos.protocol.asked_number`) both run in
-the directory the task names, and a phrase such as "in the end" names none.
+WHY one reading: the command that picks out the file a task asks for
+(`logos.protocol.asked_file`) and the count of a directory's files of one kind
+(`logos.protocol.asked_number`) both run in the directory the task names, and a phrase such
+as "in the end" names none.
 """
 
 from __future__ import annotations

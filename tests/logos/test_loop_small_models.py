@@ -17,11 +17,11 @@ from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import (
     answer_notice,
+    picked_file_note,
     project_commands_note,
     project_commands_notice,
     repeated_reply_notice,
-    searched_note,
-    unsearched_notice,
+    unpicked_file_notice,
 )
 from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.project_commands import ProjectCommand
@@ -367,11 +367,11 @@ async def test_a_file_named_off_a_listing_is_searched_for_before_the_answer(
     result = await run(in_dir(config, tmp_path), [], task)
     assert result.response == "notes/plan.md"
     told = [step.content for step in result.steps if step.role == "result"]
-    assert told[1] == unsearched_notice("TODO", "grep -rl TODO notes")
+    assert told[1] == unpicked_file_notice("holds TODO", "grep -rl TODO notes")
     assert "notes/plan.md" in told[2]  # the search ran, in bash, and found the file
     assert grammars_sent(provider)[2] == ACT_GRAMMAR  # the turn after the notice must act
     last = provider.requests[-1]
     assert last.system == ANSWER_SYSTEM
     assert last.messages[-1].content.endswith(
-        f"Question: {task}\n{searched_note('TODO', 'notes/plan.md')}"
+        f"Question: {task}\n{picked_file_note('holds TODO', ['notes/plan.md'])}"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from logos.agent.checks.answer_form import AnswerForms
+from logos.agent.checks.asked_file import AskedFiles
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
 from logos.agent.checks.empty_answers import EmptyAnswers
@@ -18,7 +19,6 @@ from logos.agent.checks.project_commands import ProjectCommands
 from logos.agent.checks.project_description import ProjectDescription
 from logos.agent.checks.repeated_replies import RepeatedReplies
 from logos.agent.checks.running_jobs import RunningJobs
-from logos.agent.checks.searched_word import SearchedWord
 from logos.agent.checks.task_files import TaskFiles
 from logos.agent.checks.worked_out import WorkedOut
 from logos.agent.replies import LOCAL_MAX_TOKENS, LOCAL_TEMPERATURE, SMALL_MODEL, ReplyPolicy
@@ -45,7 +45,7 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
     with_first_look = [*PROTOCOL[:4], FirstLook, *PROTOCOL[4:]]
     assert kinds(SMALL_MODEL) == [
         *with_first_look,
-        SearchedWord,
+        AskedFiles,
         TaskFiles,
         WorkedOut,
         PlainAnswers,
