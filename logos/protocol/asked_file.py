@@ -119,6 +119,24 @@ class AskedFile:
         lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
         return [] if self.definition or any(":" in line for line in lines) else lines
 
+    def files_picked(self, results: Sequence[Result]) -> list[str]:
+        """The files the latest command that picked the file out printed, each once: the
+        names a search or a listing printed, the files of the lines a search printed (for a
+        definition, only those of lines that define the word: `def format_price(`)."""
+        picked = self.picked(results)
+        if picked is None:
+            return []
+        files = []
+        for line in picked.stdout.splitlines():
+            path, colon, rest = line.strip().partition(":")
+            if colon and self.definition and self.word is not None:
+                defines = rf"\b(?:def|class|function|func|fn)\s+{re.escape(self.word)}\b"
+                if not re.search(defines, rest):
+                    continue
+            if path:
+                files.append(path)
+        return list(dict.fromkeys(files))
+
     def _picks(self, result: Result) -> bool:
         if self.word is None:
             lines = result.stdout.strip().splitlines()

@@ -15,7 +15,9 @@ only reads it counts too: a file the task reads is not one to write).
 Told to write the file, the same model ran its commands again unchanged; handed the command,
 it runs it. So the file is offered written from what the run's last command that worked a
 value out printed (`wc -w essay.txt` → `wc -w < essay.txt > count.txt`), never from a
-command that only lists or shows files, nor for a file the task asks to be a copy. When no
+command that only lists or shows files. A file the task asks to be a copy of the file it
+asks to find is offered copied from the one file a command picked out
+(`logos.protocol.asked_file`). When no
 command worked a value out (asked to count the lines of notes.txt into count.txt, the model
 only showed the file with `head -n 40 notes.txt`, then answered "10"), it is offered from
 what the task itself asks of a file it names: its lines, words or characters counted
@@ -31,6 +33,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from logos.protocol.asked_file import asked_file
 from logos.protocol.pitfalls import ADD_UP, rewritten
 from logos.result import Result
 
@@ -100,7 +103,7 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
     would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out, or
     the task asks for a copy of a file (a command's output is not one)."""
     if not _holds_output(name, task):
-        return None
+        return _copy_of_the_file_asked(name, task, results)
     for result in reversed(results):
         command = result.command.strip()
         if not (result.ok and result.stdout.strip()) or "\n" in command:
@@ -111,6 +114,25 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
         return rewritten(write) or write
     asked = _asked_of_a_file(task)
     return None if asked is None else f"{asked} > {name}"
+
+
+def _copy_of_the_file_asked(name: str, task: str, results: Sequence[Result]) -> str | None:
+    """The command that copies (moves) into `name` the file the task asks for and a command
+    of the run picked out alone (`logos.protocol.asked_file`): "Find the file under src that
+    defines format_price and copy it to price_backup.py", once `grep -rn format_price src`
+    printed one file's definition, is `cp src/money.py price_backup.py`.
+
+    WHY: told only that price_backup.py was not written yet, the default model searched
+    for the name price_backup.py, twice, then explained how one would copy the file."""
+    asked = asked_file(task)
+    copied = next((m for m in _COPIED.finditer(task) if m.group(1) == name), None)
+    if asked is None or copied is None:
+        return None
+    files = asked.files_picked(results)
+    if len(files) != 1:
+        return None
+    verb = "cp" if copied.group(0).lower().startswith("copy") else "mv"
+    return f"{verb} {shlex.quote(files[0])} {shlex.quote(name)}"
 
 
 def _asked_of_a_file(task: str) -> str | None:

@@ -63,8 +63,44 @@ def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> N
     ]
     assert offered_write("count.txt", "Write the word count to count.txt.", shown) is None
     found = Result(command="grep -rl format_price src", stdout="src/money.py\n", exit_code=0)
-    copy = "Find the file that defines format_price and copy it to price_backup.py."
-    assert offered_write("price_backup.py", copy, [found]) is None
+    copy = "Count the lines of src/money.py and copy src/money.py to price_backup.py."
+    assert offered_write("price_backup.py", copy, [found]) is None  # no file asked to find
+
+
+@pytest.mark.parametrize(
+    ("task", "printed", "offered"),
+    [
+        (
+            "Find the file under src that defines format_price and copy it to price_backup.py.",
+            "src/money.py:1:def format_price(cents):\n",
+            "cp src/money.py price_backup.py",
+        ),
+        (
+            "Find the file under src that defines format_price and copy it to price_backup.py.",
+            "src/money.py:1:def format_price(cents):\nsrc/app.py:2:print(format_price(3))\n",
+            "cp src/money.py price_backup.py",
+        ),
+        (
+            "Find the file in notes that mentions TODO and move it to todo.md.",
+            "notes/plan.md\n",
+            "mv notes/plan.md todo.md",
+        ),
+        (
+            "Find the file in notes that mentions TODO and move it to todo.md.",
+            "notes/plan.md\nnotes/ideas.md\n",
+            None,
+        ),
+    ],
+)
+def test_a_copy_of_the_file_asked_for_is_offered_from_the_one_file_a_search_picked(
+    task: str, printed: str, offered: str | None
+) -> None:
+    """Told only that price_backup.py was not written yet, the default model searched for
+    the name price_backup.py, twice, then explained how one would copy the file."""
+    name = "price_backup.py" if "price" in task else "todo.md"
+    command = "grep -rn format_price src" if "price" in task else "grep -rl TODO notes"
+    searched = [Result(command=command, stdout=printed, exit_code=0)]
+    assert offered_write(name, task, searched) == offered
 
 
 @pytest.mark.parametrize(
