@@ -21,7 +21,8 @@ asks to find is offered copied from the one file a command picked out
 command worked a value out (asked to count the lines of notes.txt into count.txt, the model
 only showed the file with `head -n 40 notes.txt`, then answered "10"), it is offered from
 what the task itself asks of a file it names: its lines, words or characters counted
-(`wc -l < notes.txt > count.txt`), or its numbers added up.
+(`wc -l < notes.txt > count.txt`), or its numbers added up; or, when the task gives what
+the file is to hold word for word (quoted, or a JSON object), written with it.
 
 A task may also ask for a file to be changed ("In greeting.txt, replace …"): a command that
 only printed it changed has not changed it (`unmade_edit`).
@@ -66,6 +67,15 @@ _COUNT_ASKED = re.compile(
     rf"\b(?:count|number\s+of)\s+(?:the\s+)?(lines|words|characters)\s+(?:of|in)\s+{_FILE}",
     re.IGNORECASE,
 )
+_LITERAL = re.compile(
+    rf"{_FILE}[^?!\n]*?\b(?:contains?|containing|holding|holds?|with)\s+(?:only\s+)?"
+    r"(?:the\s+(?:text|line|word|string|json(?:\s+object|\s+array)?|content)\s*:?\s*)?"
+    r"(?P<content>\{[^\n]*\}|\[[^\n]*\]|\"[^\"\n]+\"|'[^'\n]+')(?=[.!]?\s*$|[.,;]?\s)",
+    re.IGNORECASE,
+)
+"""A file and what it is to hold, word for word: quoted, or a JSON object or array, the end
+of its sentence or clause after it (a quote that ends before that, as in 'it's here', is
+not the whole of it)."""
 _WC_OPTIONS = {"lines": "-l", "words": "-w", "characters": "-m"}
 _SUM_ASKED = re.compile(
     rf"\b(?:add\s+up|sum(?:\s+up)?|total\s+of)\s+the\s+numbers\s+(?:of|in)\s+{_FILE}",
@@ -112,8 +122,25 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
             continue
         write = f"{command} > {name}"
         return rewritten(write) or write
+    literal = _literal_content(name, task)
+    if literal is not None:
+        return f"echo {shlex.quote(literal)} > {name}"
     asked = _asked_of_a_file(task)
     return None if asked is None else f"{asked} > {name}"
+
+
+def _literal_content(name: str, task: str) -> str | None:
+    """What `task` asks `name` to hold, word for word, when it gives it quoted or as a JSON
+    object or array: 'Create a file config.json that contains the JSON object
+    {"debug": true}'.
+
+    WHY: asked so, the default model ran `cat config.json`, three times, and explained how
+    one would write the file."""
+    for match in _LITERAL.finditer(task):
+        if match.group(1) == name:
+            content = match.group("content")
+            return content[1:-1] if content[0] in "\"'" else content
+    return None
 
 
 def _copy_of_the_file_asked(name: str, task: str, results: Sequence[Result]) -> str | None:

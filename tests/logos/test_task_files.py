@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from logos.protocol.pitfalls import ADD_UP
@@ -179,3 +183,38 @@ def test_a_change_written_to_the_file_is_made() -> None:
     assert unmade_edit(GREETING, moved) is None
     appended = Result(command="echo 'hello moon' > greeting.txt", exit_code=0)
     assert unmade_edit(GREETING, [printed, appended]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "offered"),
+    [
+        (
+            "config.json",
+            'Create a file config.json that contains the JSON object {"debug": true}.',
+            "echo '{\"debug\": true}' > config.json",
+        ),
+        (
+            "list.json",
+            "Create a file named list.json with the JSON array [1, 2, 3].",
+            "echo '[1, 2, 3]' > list.json",
+        ),
+        ("a.txt", 'Create a file a.txt containing "hello there".', "echo 'hello there' > a.txt"),
+        ("b.txt", "Create a file b.txt that holds 'it's here'.", None),
+        ("c.txt", "Create a file c.txt containing the text: hello world", None),
+    ],
+)
+def test_what_the_task_gives_word_for_word_is_offered_written(
+    name: str, task: str, offered: str | None
+) -> None:
+    """Asked for config.json holding a JSON object, the default model ran `cat config.json`,
+    three times, and explained how one would write the file."""
+    missed = [Result(command=f"cat {name}", stderr="No such file or directory\n", exit_code=1)]
+    assert offered_write(name, task, missed) == offered
+
+
+def test_the_file_written_as_offered_holds_what_the_task_gave(tmp_path: Path) -> None:
+    task = 'Create a file config.json that contains the JSON object {"debug": true}.'
+    command = offered_write("config.json", task, [])
+    assert command is not None
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+    assert json.loads((tmp_path / "config.json").read_text()) == {"debug": True}
