@@ -39,6 +39,11 @@ command counts the names of that ending in the directory the task names, whateve
 ran (`ls -d config/*.json | wc -l`): sent to a directory listed by size, the default model
 answered 1 for three.
 
+Asked on which line of a file a word is, the number is the one a command that numbers lines
+printed for the one line it showed (`grep -n refund ledger.txt` → `3:refund 25`), and the
+command handed over prints it alone (`grep -n refund ledger.txt | cut -d: -f1`): the default
+model ran `grep refund ledger.txt`, saw `refund 25`, and answered "line 25".
+
 A part of a file shown as it is (`head -n 1 scores.txt`) works out no largest, smallest,
 average, sum or count, though it may print one number: asked for the largest number in a
 file, the default model ran `head -n 1` and answered the first.
@@ -47,12 +52,13 @@ file, the default model ran `head -n 1` and answered the first.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
 from logos.protocol.pitfalls import ADD_UP
 from logos.protocol.task_directory import named_directory
-from logos.protocol.task_files import files_to_write
+from logos.protocol.task_files import FILE_NAME, files_to_write
 from logos.result import Result
 
 _ASKS = re.compile(
@@ -61,6 +67,16 @@ _ASKS = re.compile(
     r"|biggest|highest|lowest|greatest|maximum|minimum)\b"
     r"|\b(?:add|sum)\s+up\b",
     re.IGNORECASE,
+)
+_ASKS_LINE = re.compile(r"\b(?:which|what)\s+line\b|\bline\s+number\b", re.IGNORECASE)
+"""A question that asks on which line of a file something is."""
+_NUMBERS_LINES = re.compile(
+    r"\bgrep\b(?:\s+-\w+)*\s+-\w*n|\bnl\b|\bcat\s+-\w*n|\bsed\s+-n\s+\S*=|\bawk\b.*\bNR\b"
+)
+"""A command that prints the numbers of the lines it shows: `grep -n`, `nl`, `cat -n`."""
+_LINE_NUMBER = re.compile(r"\s*(\d+)(?:[:\t ]|\s*$)")
+_LINE_SOUGHT = re.compile(
+    r"\b(?:the\s+(?:word|text|string|name)\s+|[\"'`])(?P<word>[\w.@-]+)", re.IGNORECASE
 )
 _COUNTS_KIND = re.compile(r"\bhow\s+many\s+(\.\w+)\s+files\b", re.IGNORECASE)
 """A count of the files of one kind, by their ending: "how many .json files"."""
@@ -120,7 +136,8 @@ def asks_for_number(task: str) -> bool:
     if files_to_write(task):
         return False
     form = requested_form(task)
-    return (form is not None and form.kind == "number") or _ASKS.search(task) is not None
+    asks = _ASKS.search(task) or _ASKS_LINE.search(task)
+    return (form is not None and form.kind == "number") or asks is not None
 
 
 def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
@@ -129,6 +146,7 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
     shows when `task` asks for what only the whole file works out (module docstring)."""
     alone = []
     whole = any(asks.search(task) for asks, _, _ in _OF_NUMBERS)
+    line_asked = _ASKS_LINE.search(task) is not None
     for result in results:
         # WHY exit code 1 without an error: `grep -c` prints 0 and exits 1 when no line matched.
         if not (result.ok or (result.exit_code == 1 and not result.stderr.strip())):
@@ -136,6 +154,11 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
         if _ECHOED.fullmatch(result.command):
             continue
         if whole and _SHOWS_PART.fullmatch(result.command):
+            continue
+        if line_asked:
+            numbered = _LINE_NUMBER.match(result.stdout)
+            if _NUMBERS_LINES.search(result.command) and numbered and _one_line(result.stdout):
+                alone.append(numbered.group(1))
             continue
         numbers = NUMBER_IN_TEXT.findall(result.stdout)
         if len(numbers) == 1:
@@ -146,6 +169,8 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
 def offered(task: str, results: Sequence[Result]) -> str | None:
     """The command that works out the number `task` asks for from the model's last command
     that worked, when that is surely what the model meant (module docstring); else None."""
+    if _ASKS_LINE.search(task):
+        return _line_of(task)
     column = _column(task, results)
     if column is not None:
         return column
@@ -206,6 +231,19 @@ def _column(task: str, results: Sequence[Result]) -> str | None:
             field = header.index(named.group(1).lower()) + 1
             return f"awk -F, 'NR > 1 {{print ${field}}}' {shown.group(1)} | {asked}"
     return None
+
+
+def _line_of(task: str) -> str | None:
+    """The command that prints alone the number of the line of the file `task` names that
+    holds the word it names ("On which line of ledger.txt does the word refund appear?")."""
+    word, file = _LINE_SOUGHT.search(task), re.search(FILE_NAME, task)
+    if word is None or file is None:
+        return None
+    return f"grep -n {shlex.quote(word.group('word'))} {file.group(1)} | cut -d: -f1"
+
+
+def _one_line(text: str) -> bool:
+    return len(_lines(text)) == 1
 
 
 def _lines(text: str) -> list[str]:

@@ -217,3 +217,30 @@ def test_different_things_a_file_shows_one_per_line_are_counted_once_each() -> N
     task = "How many different colours are listed in colours.txt?"
     assert offered(task, shown) == "sort -u colours.txt | wc -l"
     assert offered("How many colours are listed in colours.txt?", shown) is None
+
+
+def test_the_line_a_word_is_on_is_the_number_a_command_that_numbers_lines_printed(
+    tmp_path: Path,
+) -> None:
+    """The default model ran `grep refund ledger.txt`, saw `refund 25`, and answered line 25."""
+    task = "On which line of ledger.txt does the word refund appear?"
+    assert asks_for_number(task) and asks_for_number("What line number has 'rent'?")
+    unnumbered = [ran("grep refund ledger.txt", "refund 25\n")]
+    assert lone_numbers(unnumbered, task) == []
+    assert offered(task, unnumbered) == "grep -n refund ledger.txt | cut -d: -f1"
+    for command, printed in [
+        ("grep -n refund ledger.txt", "3:refund 25\n"),
+        ("grep -n refund ledger.txt | cut -d: -f1", "3\n"),
+        ("nl ledger.txt | grep refund", "     3\trefund 25\n"),
+    ]:
+        assert lone_numbers([ran(command, printed)], task) == ["3"], command
+    assert lone_numbers([ran("cat -n ledger.txt", "1 rent\n2 refund\n")], task) == []
+    (tmp_path / "ledger.txt").write_text("rent 900\ngroceries 84\nrefund 25\n")
+    handed = subprocess.run(
+        ["bash", "-c", "grep -n refund ledger.txt | cut -d: -f1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert handed.stdout == "3\n"
