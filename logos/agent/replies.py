@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logos.agent.checks.answer_form import AnswerForms
+from logos.agent.checks.asked_file import AskedFiles
 from logos.agent.checks.base import ReplyCheck
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
@@ -109,7 +110,7 @@ class ReplyPolicy:
         answers: list[ReplyCheck] = [EmptyAnswers(), RunningJobs()]
         if self.plain_answers:
             replies.append(FirstLook())
-            answers += [TaskFiles(), WorkedOut(), PlainAnswers()]
+            answers += [AskedFiles(), TaskFiles(), WorkedOut(), PlainAnswers()]
         if self.check_back:
             answers.append(CheckBack())
         if self.plain_answers:

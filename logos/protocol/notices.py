@@ -18,6 +18,8 @@ from logos.providers.base import FinishReason
 from logos.result import JobInfo
 
 _EXAMPLE = "<cmd>ls</cmd>"
+_NAMES_SAID = 10
+"""The names a command printed said again beside the task, at most."""
 
 CHECK_BACK_NOTICE = (
     "No command has run yet in this conversation. If the task needs facts from this machine "
@@ -169,6 +171,34 @@ def unworked_number_notice(instead: str | None) -> str:
     if instead is not None:
         return f"{notice} Work it out with a command: <cmd>{instead}</cmd>"
     return f"{notice} Run one command that prints that number alone, then answer."
+
+
+def unpicked_file_notice(asked: str, command: str) -> str:
+    """Sent when the model answers which file `asked` ("holds TODO", "is the largest")
+    before any command picked it out (`logos.protocol.asked_file`), with the command that
+    does; the next turn must act."""
+    return (
+        f"The task asks which file {asked}, and no command has picked it out: a file's name "
+        "does not say what it holds, and a listing read by eye gives a name, not the one "
+        f"asked for. Pick it out: <cmd>{command}</cmd>"
+    )
+
+
+def picked_file_note(asked: str, names: Sequence[str]) -> str:
+    """Said after the task when the answer is asked from the outputs, once a command that
+    picks out the file that `asked` printed `names` (`logos.protocol.asked_file`).
+
+    WHY: asked from every output, the default model named the file the search printed and
+    another one a listing had shown."""
+    if not names:
+        return f"No file {asked}: the command that looked for it printed none."
+    if len(names) == 1:
+        return f"The file that {asked}, as a command printed it: {names[0]}"
+    left = len(names) - _NAMES_SAID
+    more = f", and {left} more" if left > 0 else ""
+    shown = ", ".join(names[:_NAMES_SAID])
+    plural = asked.replace("holds ", "hold ", 1)
+    return f"The files that {plural}, as a command printed them: {shown}{more}"
 
 
 def unwritten_file_notice(missing: str, instead: str | None) -> str:

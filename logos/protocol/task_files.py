@@ -15,11 +15,14 @@ only reads it counts too: a file the task reads is not one to write).
 Told to write the file, the same model ran its commands again unchanged; handed the command,
 it runs it. So the file is offered written from what the run's last command that worked a
 value out printed (`wc -w essay.txt` → `wc -w < essay.txt > count.txt`), never from a
-command that only lists or shows files, nor for a file the task asks to be a copy. When no
+command that only lists or shows files. A file the task asks to be a copy of the file it
+asks to find is offered copied from the one file a command picked out
+(`logos.protocol.asked_file`). When no
 command worked a value out (asked to count the lines of notes.txt into count.txt, the model
 only showed the file with `head -n 40 notes.txt`, then answered "10"), it is offered from
 what the task itself asks of a file it names: its lines, words or characters counted
-(`wc -l < notes.txt > count.txt`), or its numbers added up.
+(`wc -l < notes.txt > count.txt`), or its numbers added up; or, when the task gives what
+the file is to hold word for word (quoted, or a JSON object), written with it.
 
 A task may also ask for a file to be changed ("In greeting.txt, replace …"): a command that
 only printed it changed has not changed it (`unmade_edit`).
@@ -31,6 +34,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from logos.protocol.asked_file import asked_file
 from logos.protocol.pitfalls import ADD_UP, rewritten
 from logos.result import Result
 
@@ -63,6 +67,15 @@ _COUNT_ASKED = re.compile(
     rf"\b(?:count|number\s+of)\s+(?:the\s+)?(lines|words|characters)\s+(?:of|in)\s+{_FILE}",
     re.IGNORECASE,
 )
+_LITERAL = re.compile(
+    rf"{_FILE}[^?!\n]*?\b(?:contains?|containing|holding|holds?|with)\s+(?:only\s+)?"
+    r"(?:the\s+(?:text|line|word|string|json(?:\s+object|\s+array)?|content)\s*:?\s*)?"
+    r"(?P<content>\{[^\n]*\}|\[[^\n]*\]|\"[^\"\n]+\"|'[^'\n]+')(?=[.!]?\s*$|[.,;]?\s)",
+    re.IGNORECASE,
+)
+"""A file and what it is to hold, word for word: quoted, or a JSON object or array, the end
+of its sentence or clause after it (a quote that ends before that, as in 'it's here', is
+not the whole of it)."""
 _WC_OPTIONS = {"lines": "-l", "words": "-w", "characters": "-m"}
 _SUM_ASKED = re.compile(
     rf"\b(?:add\s+up|sum(?:\s+up)?|total\s+of)\s+the\s+numbers\s+(?:of|in)\s+{_FILE}",
@@ -100,7 +113,7 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
     would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out, or
     the task asks for a copy of a file (a command's output is not one)."""
     if not _holds_output(name, task):
-        return None
+        return _copy_of_the_file_asked(name, task, results)
     for result in reversed(results):
         command = result.command.strip()
         if not (result.ok and result.stdout.strip()) or "\n" in command:
@@ -109,8 +122,44 @@ def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None
             continue
         write = f"{command} > {name}"
         return rewritten(write) or write
+    literal = _literal_content(name, task)
+    if literal is not None:
+        return f"echo {shlex.quote(literal)} > {name}"
     asked = _asked_of_a_file(task)
     return None if asked is None else f"{asked} > {name}"
+
+
+def _literal_content(name: str, task: str) -> str | None:
+    """What `task` asks `name` to hold, word for word, when it gives it quoted or as a JSON
+    object or array: 'Create a file config.json that contains the JSON object
+    {"debug": true}'.
+
+    WHY: asked so, the default model ran `cat config.json`, three times, and explained how
+    one would write the file."""
+    for match in _LITERAL.finditer(task):
+        if match.group(1) == name:
+            content = match.group("content")
+            return content[1:-1] if content[0] in "\"'" else content
+    return None
+
+
+def _copy_of_the_file_asked(name: str, task: str, results: Sequence[Result]) -> str | None:
+    """The command that copies (moves) into `name` the file the task asks for and a command
+    of the run picked out alone (`logos.protocol.asked_file`): "Find the file under src that
+    defines format_price and copy it to price_backup.py", once `grep -rn format_price src`
+    printed one file's definition, is `cp src/money.py price_backup.py`.
+
+    WHY: told only that price_backup.py was not written yet, the default model searched
+    for the name price_backup.py, twice, then explained how one would copy the file."""
+    asked = asked_file(task)
+    copied = next((m for m in _COPIED.finditer(task) if m.group(1) == name), None)
+    if asked is None or copied is None:
+        return None
+    files = asked.files_picked(results)
+    if len(files) != 1:
+        return None
+    verb = "cp" if copied.group(0).lower().startswith("copy") else "mv"
+    return f"{verb} {shlex.quote(files[0])} {shlex.quote(name)}"
 
 
 def _asked_of_a_file(task: str) -> str | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from logos.protocol.asked_number import asks_for_number, lone_numbers, offered
@@ -44,10 +47,24 @@ def test_an_output_holds_a_number_alone_when_it_is_the_only_one_a_command_printe
         ran("grep -c banana fruit.txt", "0\n", 1),
         ran("ls", "data_2026.csv\nv1.2-notes.md\n"),
     ]
-    assert lone_numbers(results) == ["17", "107", "0"]
+    task = "How many lines of app.log contain ERROR?"
+    assert lone_numbers(results, task) == ["17", "107", "0"]
     echoed = [ran("echo 14", "14\n"), ran("printf '%s\\n' 14", "14\n")]
-    assert lone_numbers(echoed) == []
-    assert lone_numbers([ran("echo $((14 + 23))", "37\n")]) == ["37"]
+    assert lone_numbers(echoed, task) == []
+    assert lone_numbers([ran("echo $((14 + 23))", "37\n")], task) == ["37"]
+
+
+def test_a_part_of_a_file_works_out_no_largest_sum_or_count_but_may_be_what_is_asked() -> None:
+    """Asked for the largest number in a file, the default model ran `head -n 1` and answered
+    the first; asked for the number on a file's first line, that is the answer."""
+    first = [ran("head -n 1 scores.txt", "58\n")]
+    assert lone_numbers(first, "What is the largest number in scores.txt?") == []
+    assert lone_numbers(first, "What is the sum of scores.txt? Just the number.") == []
+    assert lone_numbers(first, "What number is on line 1? Answer with just the number.") == ["58"]
+    assert lone_numbers([ran("cat scores.txt", "58\n")], "What is the largest?") == ["58"]
+    largest = "What is the largest number in scores.txt? Answer with just the number."
+    assert offered(largest, first) == "sort -n scores.txt | tail -n 1"
+    assert offered(largest, [ran("cat scores.txt", "58\n")]) is None
 
 
 @pytest.mark.parametrize(
@@ -87,7 +104,25 @@ def test_files_named_by_one_pattern_are_counted_by_the_names_it_matches(
     command: str, count: str | None
 ) -> None:
     listed = [ran(command, " 2 data/apr.csv\n 2 data/feb.csv\n 4 total\n")]
-    assert offered("How many .csv files are in the data directory?", listed) == count
+    assert offered("How many files of data are there?", listed) == count
+
+
+@pytest.mark.parametrize(
+    ("task", "count"),
+    [
+        ("How many .json files are in the config directory?", "ls -d config/*.json | wc -l"),
+        ("How many .csv files are under data/2026?", "ls -d data/2026/*.csv | wc -l"),
+        ("How many .py files are there? Reply with only the number.", "ls -d *.py | wc -l"),
+    ],
+)
+def test_files_of_one_kind_are_counted_where_the_task_says_whatever_the_model_ran(
+    task: str, count: str
+) -> None:
+    """Sent to a directory listed by size, the default model answered 1 for three."""
+    by_size = ran(
+        "ls -lS config", "total 16\n-rw-r--r-- 1 u u 16 notes.txt\n-rw-r--r-- 1 u u 3 a.json\n"
+    )
+    assert offered(task, [by_size]) == count
 
 
 def test_only_a_count_of_things_from_the_last_command_that_worked_is_offered() -> None:
@@ -119,8 +154,93 @@ def test_a_file_of_numbers_shown_is_worked_out_as_the_question_asks(
     assert offered("What is the largest number in numbers.txt?", [words]) is None
 
 
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        ("How many lines do a.txt and b.txt have together?", "cat a.txt b.txt | wc -l"),
+        ("How many words are in a.txt and b.txt in all?", "cat a.txt b.txt | wc -w"),
+        ("How many lines does each of a.txt and b.txt have?", None),
+    ],
+)
+def test_counts_of_several_files_asked_together_are_counted_together(
+    task: str, command: str | None
+) -> None:
+    """Asked how many lines two files have together, the default model read one file's count
+    off `wc`'s three lines."""
+    flag = "-w" if "words" in task else "-l"
+    counts = [ran(f"wc {flag} a.txt b.txt", " 9 a.txt\n14 b.txt\n23 total\n")]
+    assert offered(task, counts) == command
+
+
+CSV = "item,quantity\napples,14\npears,23\n"
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        (
+            "What is the total of the quantity column in stock.csv?",
+            f"awk -F, 'NR > 1 {{print $2}}' stock.csv | {ADD_UP}",
+        ),
+        (
+            "What is the largest value in the quantity column of stock.csv?",
+            "awk -F, 'NR > 1 {print $2}' stock.csv | sort -n | tail -n 1",
+        ),
+        ("What is the total of the price column in stock.csv?", None),
+        ("How many rows does the quantity column have?", None),
+    ],
+)
+def test_a_column_a_csv_header_names_is_worked_out_from_that_column(
+    task: str, command: str | None
+) -> None:
+    """The default model summed the fourth field of a file of two, then added by eye."""
+    shown = [ran("cat stock.csv", CSV), ran("awk '{sum += $4}' stock.csv", "")]
+    assert offered(task, shown) == command
+
+
+def test_the_commands_handed_over_print_the_number_asked(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("1\n2\n")
+    (tmp_path / "b.txt").write_text("3\n")
+    (tmp_path / "stock.csv").write_text(CSV)
+    column = offered("What is the total of the quantity column?", [ran("cat stock.csv", CSV)])
+    together = offered("How many lines together?", [ran("wc -l a.txt b.txt", "2\n1\n3 total\n")])
+    for command, printed in [(column, "37\n"), (together, "3\n")]:
+        assert command is not None
+        shell = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        assert shell.stdout.strip() == printed.strip()
+
+
 def test_different_things_a_file_shows_one_per_line_are_counted_once_each() -> None:
     shown = [ran("head -n 40 colours.txt", "red\nblue\nred\n")]
     task = "How many different colours are listed in colours.txt?"
     assert offered(task, shown) == "sort -u colours.txt | wc -l"
     assert offered("How many colours are listed in colours.txt?", shown) is None
+
+
+def test_the_line_a_word_is_on_is_the_number_a_command_that_numbers_lines_printed(
+    tmp_path: Path,
+) -> None:
+    """The default model ran `grep refund ledger.txt`, saw `refund 25`, and answered line 25."""
+    task = "On which line of ledger.txt does the word refund appear?"
+    assert asks_for_number(task) and asks_for_number("What line number has 'rent'?")
+    unnumbered = [ran("grep refund ledger.txt", "refund 25\n")]
+    assert lone_numbers(unnumbered, task) == []
+    assert offered(task, unnumbered) == "grep -n refund ledger.txt | cut -d: -f1"
+    for command, printed in [
+        ("grep -n refund ledger.txt", "3:refund 25\n"),
+        ("grep -n refund ledger.txt | cut -d: -f1", "3\n"),
+        ("nl ledger.txt | grep refund", "     3\trefund 25\n"),
+    ]:
+        assert lone_numbers([ran(command, printed)], task) == ["3"], command
+    assert lone_numbers([ran("cat -n ledger.txt", "1 rent\n2 refund\n")], task) == []
+    (tmp_path / "ledger.txt").write_text("rent 900\ngroceries 84\nrefund 25\n")
+    handed = subprocess.run(
+        ["bash", "-c", "grep -n refund ledger.txt | cut -d: -f1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert handed.stdout == "3\n"

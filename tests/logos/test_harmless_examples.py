@@ -48,6 +48,12 @@ HARMLESS = {
     "stopped at a missing parent: a copy does what the model itself asked for",
     "awk '{s += $1} END {print s}' numbers.txt": "offered back under the model's own "
     "`sum numbers.txt`: a copy adds up what the model meant to, and changes nothing",
+    "grep -rl TODO notes": "offered when the model names a file as the one that holds a word "
+    "before any search: lists the names of the files that hold it, and changes nothing",
+    "grep -rn format_price src": "the same, for where a name is defined: prints the lines "
+    "that hold it, and changes nothing",
+    "ls -S logs | head -n 1": "offered when the model names a file as the largest (smallest, "
+    "newest, oldest) off a listing: prints the name of the one asked for, and changes nothing",
     "head -n 40 pyproject.toml": "reads the start of a Python project's manifest (the "
     "compact prompt's example of a first look with no README); no such file, an error",
     "head -n 40 package.json": "offered when a first look found no README and the listing "
@@ -85,6 +91,9 @@ NOTICE_ARGUMENTS: dict[str, list[object]] = {
             ProjectCommand("go test ./...", "go.mod"),
         ],
     ],
+    "asked": ["holds TODO", "is the largest"],
+    "command": ["grep -rl TODO notes", "grep -rn format_price src", "ls -S logs | head -n 1"],
+    "names": [[], ["notes/plan.md"], ["a.txt", "b.txt"]],
     "jobs": [
         [JobInfo("1", "make test", 45.0)],
         [JobInfo("1", "npm run build\nnpm test", 3.0), JobInfo("2", "ls", 120.0)],

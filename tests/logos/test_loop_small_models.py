@@ -17,9 +17,11 @@ from logos.options import AllowedPath, ExecOptions
 from logos.protocol.grammar import ACT_GRAMMAR, ANSWER_GRAMMAR, LOGOS_GRAMMAR, ReplyGrammars
 from logos.protocol.notices import (
     answer_notice,
+    picked_file_note,
     project_commands_note,
     project_commands_notice,
     repeated_reply_notice,
+    unpicked_file_notice,
 )
 from logos.protocol.plain_answer import ANSWER_SYSTEM
 from logos.protocol.project_commands import ProjectCommand
@@ -339,4 +341,37 @@ async def test_a_how_to_answer_without_the_projects_command_is_asked_again_told_
     told = [step.content for step in result.steps if step.role == "result"]
     assert told and not any("make test" in content for content in told), (
         "the command is told only in the answer's view: an acting turn could run it"
+    )
+
+
+async def test_a_file_named_off_a_listing_is_searched_for_before_the_answer(
+    tmp_path: Path,
+) -> None:
+    """What the default model did, every try, asked which file in a directory holds a word:
+    it listed the directory and named a file off the listing; handed the search, it runs it
+    and answers with the file the search printed."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "ideas.md").write_text("a bigger garden\n")
+    (tmp_path / "notes" / "plan.md").write_text("step 1\nTODO: book the room\n")
+    provider = ScriptedProvider(
+        [
+            Reply("<cmd>ls notes</cmd>"),
+            Reply("ideas.md"),
+            Reply("<cmd>grep -rl TODO notes</cmd>"),
+            Reply("A draft."),
+            Reply("notes/plan.md"),
+        ]
+    )
+    config = config_for(provider, replies=ReplyPolicy(grammars=ReplyGrammars(), plain_answers=True))
+    task = "Which file in the notes directory contains the word TODO?"
+    result = await run(in_dir(config, tmp_path), [], task)
+    assert result.response == "notes/plan.md"
+    told = [step.content for step in result.steps if step.role == "result"]
+    assert told[1] == unpicked_file_notice("holds TODO", "grep -rl TODO notes")
+    assert "notes/plan.md" in told[2]  # the search ran, in bash, and found the file
+    assert grammars_sent(provider)[2] == ACT_GRAMMAR  # the turn after the notice must act
+    last = provider.requests[-1]
+    assert last.system == ANSWER_SYSTEM
+    assert last.messages[-1].content.endswith(
+        f"Question: {task}\n{picked_file_note('holds TODO', ['notes/plan.md'])}"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from logos.agent.checks.answer_form import AnswerForms
+from logos.agent.checks.asked_file import AskedFiles
 from logos.agent.checks.check_back import CheckBack
 from logos.agent.checks.cuts import Cuts
 from logos.agent.checks.empty_answers import EmptyAnswers
@@ -44,6 +45,7 @@ def test_the_small_model_policy_bundles_its_parts() -> None:
     with_first_look = [*PROTOCOL[:4], FirstLook, *PROTOCOL[4:]]
     assert kinds(SMALL_MODEL) == [
         *with_first_look,
+        AskedFiles,
         TaskFiles,
         WorkedOut,
         PlainAnswers,

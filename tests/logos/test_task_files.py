@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from logos.protocol.pitfalls import ADD_UP
@@ -63,8 +67,44 @@ def test_nothing_is_offered_from_commands_that_only_show_or_already_write() -> N
     ]
     assert offered_write("count.txt", "Write the word count to count.txt.", shown) is None
     found = Result(command="grep -rl format_price src", stdout="src/money.py\n", exit_code=0)
-    copy = "Find the file that defines format_price and copy it to price_backup.py."
-    assert offered_write("price_backup.py", copy, [found]) is None
+    copy = "Count the lines of src/money.py and copy src/money.py to price_backup.py."
+    assert offered_write("price_backup.py", copy, [found]) is None  # no file asked to find
+
+
+@pytest.mark.parametrize(
+    ("task", "printed", "offered"),
+    [
+        (
+            "Find the file under src that defines format_price and copy it to price_backup.py.",
+            "src/money.py:1:def format_price(cents):\n",
+            "cp src/money.py price_backup.py",
+        ),
+        (
+            "Find the file under src that defines format_price and copy it to price_backup.py.",
+            "src/money.py:1:def format_price(cents):\nsrc/app.py:2:print(format_price(3))\n",
+            "cp src/money.py price_backup.py",
+        ),
+        (
+            "Find the file in notes that mentions TODO and move it to todo.md.",
+            "notes/plan.md\n",
+            "mv notes/plan.md todo.md",
+        ),
+        (
+            "Find the file in notes that mentions TODO and move it to todo.md.",
+            "notes/plan.md\nnotes/ideas.md\n",
+            None,
+        ),
+    ],
+)
+def test_a_copy_of_the_file_asked_for_is_offered_from_the_one_file_a_search_picked(
+    task: str, printed: str, offered: str | None
+) -> None:
+    """Told only that price_backup.py was not written yet, the default model searched for
+    the name price_backup.py, twice, then explained how one would copy the file."""
+    name = "price_backup.py" if "price" in task else "todo.md"
+    command = "grep -rn format_price src" if "price" in task else "grep -rl TODO notes"
+    searched = [Result(command=command, stdout=printed, exit_code=0)]
+    assert offered_write(name, task, searched) == offered
 
 
 @pytest.mark.parametrize(
@@ -143,3 +183,38 @@ def test_a_change_written_to_the_file_is_made() -> None:
     assert unmade_edit(GREETING, moved) is None
     appended = Result(command="echo 'hello moon' > greeting.txt", exit_code=0)
     assert unmade_edit(GREETING, [printed, appended]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "offered"),
+    [
+        (
+            "config.json",
+            'Create a file config.json that contains the JSON object {"debug": true}.',
+            "echo '{\"debug\": true}' > config.json",
+        ),
+        (
+            "list.json",
+            "Create a file named list.json with the JSON array [1, 2, 3].",
+            "echo '[1, 2, 3]' > list.json",
+        ),
+        ("a.txt", 'Create a file a.txt containing "hello there".', "echo 'hello there' > a.txt"),
+        ("b.txt", "Create a file b.txt that holds 'it's here'.", None),
+        ("c.txt", "Create a file c.txt containing the text: hello world", None),
+    ],
+)
+def test_what_the_task_gives_word_for_word_is_offered_written(
+    name: str, task: str, offered: str | None
+) -> None:
+    """Asked for config.json holding a JSON object, the default model ran `cat config.json`,
+    three times, and explained how one would write the file."""
+    missed = [Result(command=f"cat {name}", stderr="No such file or directory\n", exit_code=1)]
+    assert offered_write(name, task, missed) == offered
+
+
+def test_the_file_written_as_offered_holds_what_the_task_gave(tmp_path: Path) -> None:
+    task = 'Create a file config.json that contains the JSON object {"debug": true}.'
+    command = offered_write("config.json", task, [])
+    assert command is not None
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+    assert json.loads((tmp_path / "config.json").read_text()) == {"debug": True}

@@ -10,7 +10,7 @@ results and the notices; an answer that no check objects to ends the run.
 
 Every run's checks: `interruptions`, `cuts`, `fake_actions`, `repeated_replies`,
 `empty_answers`, `running_jobs`. A policy may add `check_back`, and the small-model one those
-that hold an answer to the task and the outputs: `first_look`, `task_files`,
+that hold an answer to the task and the outputs: `first_look`, `asked_file`, `task_files`,
 `worked_out`, `plain_answers`, `grounded_facts`, `project_description`, `project_commands`,
 `answer_form`.
 """

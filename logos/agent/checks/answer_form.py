@@ -46,5 +46,5 @@ def _unshown_number(answer: str, run: RunState) -> str | None:
     number the outputs hold alone, if there is one."""
     if answer.strip().strip("`*\"' .") in NUMBER_IN_TEXT.findall(run.outputs()):
         return None
-    alone = set(lone_numbers(run.results))
+    alone = set(lone_numbers(run.results, run.task))
     return alone.pop() if len(alone) == 1 else None

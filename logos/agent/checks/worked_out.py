@@ -21,7 +21,7 @@ class WorkedOut:
     async def check(self, reply: Reply, run: RunState) -> str | None:
         if not reply.is_answer or not run.ran_commands or self.sent or run.last_turn:
             return None
-        if not asks_for_number(run.task) or lone_numbers(run.results):
+        if not asks_for_number(run.task) or lone_numbers(run.results, run.task):
             return None
         self.sent = True
         run.acted = run.answer_due = False

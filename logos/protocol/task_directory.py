@@ -1,0 +1,33 @@
+"""The directory a task's words name: "in the notes directory", "under src", "in docs/";
+"." for "in this directory" or when they name none.
+
+WHY one reading: the command that picks out the file a task asks for
+(`logos.protocol.asked_file`) and the count of a directory's files of one kind
+(`logos.protocol.asked_number`) both run in the directory the task names, and a phrase such
+as "in the end" names none.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["named_directory"]
+
+_PLACE = re.compile(
+    r"\b(?:(?P<under>under|inside|within)|in)\s+(?:the\s+)?(?:(?:directory|folder)\s+)?"
+    r"(?P<place>[\w./-]*\w/?)(?:\s+(?P<named>directory|folder|dir)\b)?",
+    re.IGNORECASE,
+)
+_HERE = frozenset({"this", "here", "current", "."})
+
+
+def named_directory(text: str) -> str:
+    """The first directory `text` names (module docstring), "." when it names none or this
+    one."""
+    for match in _PLACE.finditer(text):
+        place = match.group("place")
+        if place.lower() in _HERE:
+            return "."
+        if match.group("named") or match.group("under") or "/" in place:
+            return place.rstrip("/")
+    return "."
