@@ -15,6 +15,7 @@ message types (`logos.providers.base`) only; no runner, no provider, no front.
 
 __all__ = [
     "answer_form",
+    "asked_file",
     "asked_number",
     "debris",
     "envelope",

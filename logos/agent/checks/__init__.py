@@ -17,6 +17,7 @@ that hold an answer to the task and the outputs: `first_look`, `asked_file`, `ta
 
 __all__ = [
     "answer_form",
+    "asked_file",
     "base",
     "check_back",
     "cuts",
