@@ -20,11 +20,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import httpx2
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from bench.daemon import BenchSetupError, check_image, running_daemon
 from bench.plan import Plan
@@ -33,6 +31,9 @@ from bench.results import Section, Series, SeriesGroup, ratio, series_row
 from bench.roundtrip import CommandFailed, sample_rotating
 from logos.options import ExecOptions
 from sandboxd.client.runner import SandboxRunner
+
+if TYPE_CHECKING:  # WHY: the SDK takes half a second to import, and only this family needs it
+    from mcp import Client
 
 FAMILY = "mcp"
 TITLE = "Command round trip through MCP (sandboxd mcp) beside the native API"
@@ -84,6 +85,8 @@ async def _mcp_once(client: Client) -> float:
 
 @asynccontextmanager
 async def _stdio_client(socket: Path) -> AsyncIterator[Client]:
+    from mcp import Client, StdioServerParameters
+
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "sandboxd", "mcp", "--socket", str(socket)],
@@ -96,6 +99,9 @@ async def _stdio_client(socket: Path) -> AsyncIterator[Client]:
 
 @asynccontextmanager
 async def _http_client(url: str, token: str) -> AsyncIterator[Client]:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
     async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
         yield client

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.support.cli_harness import Home, make_home
-from tests.support.serve_harness import Served, serving
+from tests.support.serve_harness import Served, client_tls, serving
 from tests.support.sse_server import ScriptedServer, openai_stream
 
 pytestmark = pytest.mark.timeout(90)
@@ -70,7 +70,7 @@ def test_every_route_needs_the_token(
     served: Served, method: str, path: str, authorization: str | None
 ) -> None:
     headers = {} if authorization is None else {"authorization": authorization}
-    with httpx.Client(base_url=served.url, timeout=10) as anonymous:
+    with httpx.Client(base_url=served.url, timeout=10, verify=client_tls()) as anonymous:
         answer = anonymous.request(method, path, headers=headers, json={})
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"] == "Bearer"
@@ -78,7 +78,7 @@ def test_every_route_needs_the_token(
 
 
 def test_the_page_is_served_without_the_token_and_holds_no_data(served: Served) -> None:
-    with httpx.Client(base_url=served.url, timeout=10) as anonymous:
+    with httpx.Client(base_url=served.url, timeout=10, verify=client_tls()) as anonymous:
         page = anonymous.get("/")
         script = anonymous.get("/page.js")
     assert page.status_code == 200 and "<title>logos</title>" in page.text

@@ -26,7 +26,7 @@ import pytest
 from tests.support.cli_harness import Home, logos, make_home, openai_env
 from tests.support.mcp_servers import INITIALIZE, http_server
 from tests.support.processes import log_text
-from tests.support.serve_harness import Served, serving
+from tests.support.serve_harness import Served, client_tls, serving
 from tests.support.sse_server import ScriptedServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -67,7 +67,7 @@ class Front:
         given = [(name.replace("_", "-"), value) for name, value in headers.items()]
         if authorization is not None:
             given.append(("authorization", authorization))
-        with httpx.Client(base_url=self.base, timeout=30) as http:
+        with httpx.Client(base_url=self.base, timeout=30, verify=client_tls()) as http:
             if self.name == "logos serve":
                 return http.get("/v1/sessions", headers=[*given, *extra])
             return http.post(

@@ -4,6 +4,7 @@ split across records, a name of odd bytes)."""
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Callable
 
@@ -14,10 +15,9 @@ SERVER_NAME = 0
 def client_hello(name: str | None) -> bytes:
     """A real ClientHello naming `name` (or no server), made in memory: one TLS record."""
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    context = ssl.create_default_context()
-    if name is None:
-        context.check_hostname = False
-    tls = context.wrap_bio(incoming, outgoing, server_hostname=name)
+    tls = _context(check_hostname=name is not None).wrap_bio(
+        incoming, outgoing, server_hostname=name
+    )
     try:
         tls.do_handshake()
     except ssl.SSLWantReadError:
@@ -81,3 +81,12 @@ def split_in_two_records(record: bytes) -> tuple[bytes, bytes]:
 
 def _replaced(found: Extensions, data: bytes) -> Extensions:
     return [(kind, data if kind == SERVER_NAME else old) for kind, old in found]
+
+
+@functools.cache
+def _context(*, check_hostname: bool) -> ssl.SSLContext:
+    """One context for every hello: each new one reads the CA certificates again, 20 ms of
+    CPU, and the test modules make their hellos as they are collected."""
+    context = ssl.create_default_context()
+    context.check_hostname = check_hostname
+    return context
