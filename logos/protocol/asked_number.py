@@ -32,7 +32,10 @@ asked how many lines two files have together read one file's count off `wc`'s th
 Asked for the total, average, largest or smallest of a column of a CSV file a command
 showed, with its header naming the column, the command that works it out takes that column
 (`awk -F, 'NR > 1 {print $2}' stock.csv | awk '{s += $1} END {print s}'`): the default model
-summed the fourth field of a file of two, then read "14 + 23 + 8 + 41 = 124".
+summed the fourth field of a file of two, then read "14 + 23 + 8 + 41 = 124". A number
+such a question is answered from is one a command that splits the lines on their commas
+printed: asked for the average of a column, the model's `awk '{sum += $3} END {print sum /
+NR}' results.csv` printed 0, and it answered with a number of the file.
 
 Asked how many files of one kind ("how many .json files are in the config directory"), the
 command counts the names of that ending in the directory the task names, whatever the model
@@ -76,7 +79,7 @@ _NUMBERS_LINES = re.compile(
 """A command that prints the numbers of the lines it shows: `grep -n`, `nl`, `cat -n`."""
 _LINE_NUMBER = re.compile(r"\s*(\d+)(?:[:\t ]|\s*$)")
 _LINE_SOUGHT = re.compile(
-    r"\b(?:the\s+(?:word|text|string|name)\s+|[\"'`])(?P<word>[\w.@-]+)", re.IGNORECASE
+    r"(?:\bthe\s+(?:word|text|string|name)\s+[\"'`]?|[\"'`])(?P<word>[\w.@-]+)", re.IGNORECASE
 )
 _COUNTS_KIND = re.compile(r"\bhow\s+many\s+(\.\w+)\s+files\b", re.IGNORECASE)
 """A count of the files of one kind, by their ending: "how many .json files"."""
@@ -101,6 +104,8 @@ _SHOWS_PART = re.compile(r"\s*(?:head|tail)\s+(?:-n\s*\d+|-\d+)\s+[\w./-]*\w\s*"
 """A command that shows a part of one file as it is (`head -n 1 scores.txt`)."""
 _COUNTS_EACH = re.compile(r"\s*wc\s+(-[lwcm])((?:\s+[\w./-]*\w){2,})\s*")
 """`wc` counting several files, each on a line, then their total (`wc -l a.txt b.txt`)."""
+_SPLITS_COMMAS = re.compile(r"-F\s*['\"]?,|-d\s*['\"]?,|\bFS\s*=\s*['\"],|\bimport\s+csv\b")
+"""A command that splits a line on its commas (`awk -F,`, `cut -d,`, Python's csv)."""
 _COLUMN = re.compile(r"\bthe\s+([\w-]+)\s+column\b", re.IGNORECASE)
 _TOGETHER = re.compile(
     r"\b(?:together|in\s+all|altogether|combined|in\s+total|total\s+(?:number|count))\b",
@@ -147,6 +152,7 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
     alone = []
     whole = any(asks.search(task) for asks, _, _ in _OF_NUMBERS)
     line_asked = _ASKS_LINE.search(task) is not None
+    column_asked = _COLUMN.search(task) is not None
     for result in results:
         # WHY exit code 1 without an error: `grep -c` prints 0 and exits 1 when no line matched.
         if not (result.ok or (result.exit_code == 1 and not result.stderr.strip())):
@@ -154,6 +160,8 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
         if _ECHOED.fullmatch(result.command):
             continue
         if whole and _SHOWS_PART.fullmatch(result.command):
+            continue
+        if column_asked and not _SPLITS_COMMAS.search(result.command):
             continue
         if line_asked:
             numbered = _LINE_NUMBER.match(result.stdout)

@@ -1,5 +1,5 @@
-"""The directory a task's words name: "in the notes directory", "under src", "in docs/";
-"." for "in this directory" or when they name none.
+"""The directory a task's words name: "the notes directory", "in the directory notes", "under
+src", "in docs/"; "." for "this directory" or when they name none.
 
 WHY one reading: the command that picks out the file a task asks for
 (`logos.protocol.asked_file`) and the count of a directory's files of one kind
@@ -14,7 +14,8 @@ import re
 __all__ = ["named_directory"]
 
 _PLACE = re.compile(
-    r"\b(?:(?P<under>under|inside|within)|in)\s+(?:the\s+)?(?:(?:directory|folder)\s+)?"
+    r"\b(?:(?P<under>under|inside|within)\s+|(?P<in>in)\s+)?(?:the\s+)?"
+    r"(?:(?P<named_first>directory|folder)\s+)?"
     r"(?P<place>[\w./-]*\w/?)(?:\s+(?P<named>directory|folder|dir)\b)?",
     re.IGNORECASE,
 )
@@ -26,8 +27,11 @@ def named_directory(text: str) -> str:
     one."""
     for match in _PLACE.finditer(text):
         place = match.group("place")
+        named = match.group("named") or (match.group("named_first") and match.group("in"))
+        if not (named or match.group("under") or match.group("in")):
+            continue
         if place.lower() in _HERE:
             return "."
-        if match.group("named") or match.group("under") or "/" in place:
+        if named or match.group("under") or "/" in place:
             return place.rstrip("/")
     return "."

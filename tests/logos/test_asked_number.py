@@ -244,3 +244,24 @@ def test_the_line_a_word_is_on_is_the_number_a_command_that_numbers_lines_printe
         check=True,
     )
     assert handed.stdout == "3\n"
+
+
+def test_a_column_is_worked_out_only_by_a_command_that_splits_on_commas() -> None:
+    """The model's `awk '{sum += $3} END {print sum / NR}' results.csv` printed 0, and it
+    answered with a number of the file."""
+    task = "What is the average of the score column in results.csv?"
+    unsplit = ran("awk '{sum += $3} END {print sum / NR}' results.csv", "0\n")
+    assert lone_numbers([unsplit], task) == []
+    for command in (
+        "awk -F, 'NR > 1 {s += $2} END {print s / (NR - 1)}' results.csv",
+        "cut -d, -f2 results.csv | tail -n +2 | awk '{s += $1} END {print s / NR}'",
+        "awk -F',' 'NR > 1 {s += $2} END {print s / 3}' results.csv",
+    ):
+        assert lone_numbers([ran(command, "80\n")], task) == ["80"], command
+    assert offered(task, [ran("cat results.csv", "name,score\nann,80\n"), unsplit]) == (
+        "awk -F, 'NR > 1 {print $2}' results.csv | awk '{s += $1} END {print s / NR}'"
+    )
+    line = "What line number is the word 'gamma' on in greek.txt?"
+    assert offered(line, [ran("grep gamma greek.txt", "gamma 7\n")]) == (
+        "grep -n gamma greek.txt | cut -d: -f1"
+    )
