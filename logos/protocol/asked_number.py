@@ -61,7 +61,7 @@ from collections.abc import Sequence
 from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
 from logos.protocol.pitfalls import ADD_UP
 from logos.protocol.task_directory import named_directory
-from logos.protocol.task_files import FILE_NAME, files_to_write
+from logos.protocol.task_files import FILE_NAME, WC_OPTIONS, files_to_write
 from logos.result import Result
 
 _ASKS = re.compile(
@@ -106,6 +106,9 @@ _COUNTS_EACH = re.compile(r"\s*wc\s+(-[lwcm])((?:\s+[\w./-]*\w){2,})\s*")
 """`wc` counting several files, each on a line, then their total (`wc -l a.txt b.txt`)."""
 _SPLITS_COMMAS = re.compile(r"-F\s*['\"]?,|-d\s*['\"]?,|\bFS\s*=\s*['\"],|\bimport\s+csv\b")
 """A command that splits a line on its commas (`awk -F,`, `cut -d,`, Python's csv)."""
+_UNIT = re.compile(r"\b(lines|words|characters)\b", re.IGNORECASE)
+"""What a count asks for, when it says: asked how many words two files have in all, the
+default model counted their lines, and a count handed over with its flag would too."""
 _COLUMN = re.compile(r"\bthe\s+([\w-]+)\s+column\b", re.IGNORECASE)
 _TOGETHER = re.compile(
     r"\b(?:together|in\s+all|altogether|combined|in\s+total|total\s+(?:number|count))\b",
@@ -198,7 +201,9 @@ def offered(task: str, results: Sequence[Result]) -> str | None:
         return None
     each = _COUNTS_EACH.fullmatch(command)
     if each is not None and _TOGETHER.search(task):
-        return f"cat{each.group(2)} | wc {each.group(1)}"
+        unit = _UNIT.search(task)
+        counts = each.group(1) if unit is None else WC_OPTIONS[unit.group(1).lower()]
+        return f"cat{each.group(2)} | wc {counts}"
     if _COUNTS_THINGS.search(task) is None:
         return None
     if shown is not None and _DIFFERENT.search(task):

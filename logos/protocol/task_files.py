@@ -76,7 +76,8 @@ _LITERAL = re.compile(
 """A file and what it is to hold, word for word: quoted, or a JSON object or array, the end
 of its sentence or clause after it (a quote that ends before that, as in 'it's here', is
 not the whole of it)."""
-_WC_OPTIONS = {"lines": "-l", "words": "-w", "characters": "-m"}
+WC_OPTIONS = {"lines": "-l", "words": "-w", "characters": "-m"}
+"""The `wc` option that counts each unit a task may ask for."""
 _SUM_ASKED = re.compile(
     rf"\b(?:add\s+up|sum(?:\s+up)?|total\s+of)\s+the\s+numbers\s+(?:of|in)\s+{_FILE}",
     re.IGNORECASE,
@@ -166,7 +167,7 @@ def _asked_of_a_file(task: str) -> str | None:
     """The command that works out the value `task` asks of a file it names: its lines, words
     or characters counted, or its numbers added up."""
     if counted := _COUNT_ASKED.search(task):
-        return f"wc {_WC_OPTIONS[counted.group(1).lower()]} < {counted.group(2)}"
+        return f"wc {WC_OPTIONS[counted.group(1).lower()]} < {counted.group(2)}"
     if added := _SUM_ASKED.search(task):
         return f"{ADD_UP} {added.group(1)}"
     return None

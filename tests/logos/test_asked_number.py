@@ -170,6 +170,11 @@ def test_counts_of_several_files_asked_together_are_counted_together(
     flag = "-w" if "words" in task else "-l"
     counts = [ran(f"wc {flag} a.txt b.txt", " 9 a.txt\n14 b.txt\n23 total\n")]
     assert offered(task, counts) == command
+    if command is not None:  # the unit the task asks for, whatever the model counted
+        other = [
+            ran(f"wc {'-l' if flag == '-w' else '-w'} a.txt b.txt", "1 a.txt\n1 b.txt\n2 total\n")
+        ]
+        assert offered(task, other) == command
 
 
 CSV = "item,quantity\napples,14\npears,23\n"
