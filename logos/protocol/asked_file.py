@@ -31,7 +31,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from logos.protocol.task_directory import named_directory
+from logos.protocol.task_directory import files_of_kind, named_directory
 from logos.result import Result
 
 __all__ = ["AskedFile", "asked_file"]
@@ -97,8 +97,7 @@ class AskedFile:
     @property
     def command(self) -> str:
         """The command that picks the file out (module docstring)."""
-        prefix = "" if self.directory == "." else f"{self.directory}/"
-        files = None if self.extension is None else f"{prefix}*{self.extension}"
+        files = None if self.extension is None else files_of_kind(self.directory, self.extension)
         if self.word is None:
             flags = _SORTED_BY.get((self.extreme or "").lower(), "-t")
             return f"ls {flags} {files or self.directory} | head -n 1"

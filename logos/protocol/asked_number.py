@@ -60,7 +60,7 @@ from collections.abc import Sequence
 
 from logos.protocol.answer_form import NUMBER_IN_TEXT, requested_form
 from logos.protocol.pitfalls import ADD_UP
-from logos.protocol.task_directory import named_directory
+from logos.protocol.task_directory import files_of_kind, named_directory
 from logos.protocol.task_files import FILE_NAME, WC_OPTIONS, files_to_write
 from logos.result import Result
 
@@ -168,7 +168,8 @@ def lone_numbers(results: Sequence[Result], task: str) -> list[str]:
             continue
         if line_asked:
             numbered = _LINE_NUMBER.match(result.stdout)
-            if _NUMBERS_LINES.search(result.command) and numbered and _one_line(result.stdout):
+            one_line = len(_lines(result.stdout)) == 1
+            if _NUMBERS_LINES.search(result.command) and numbered and one_line:
                 alone.append(numbered.group(1))
             continue
         numbers = NUMBER_IN_TEXT.findall(result.stdout)
@@ -187,8 +188,7 @@ def offered(task: str, results: Sequence[Result]) -> str | None:
         return column
     kind = _COUNTS_KIND.search(task)
     if kind is not None:
-        directory = named_directory(task)
-        return f"ls -d {'' if directory == '.' else directory + '/'}*{kind.group(1)} | wc -l"
+        return f"ls -d {files_of_kind(named_directory(task), kind.group(1))} | wc -l"
     last = next((result for result in reversed(results) if result.ok), None)
     if last is None or "\n" in last.command.strip():
         return None
@@ -253,10 +253,6 @@ def _line_of(task: str) -> str | None:
     if word is None or file is None:
         return None
     return f"grep -n {shlex.quote(word.group('word'))} {file.group(1)} | cut -d: -f1"
-
-
-def _one_line(text: str) -> bool:
-    return len(_lines(text)) == 1
 
 
 def _lines(text: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["named_directory"]
+__all__ = ["files_of_kind", "named_directory"]
 
 _PLACE = re.compile(
     r"\b(?:(?P<under>under|inside|within)\s+|(?P<in>in)\s+)?(?:the\s+)?"
@@ -35,3 +35,9 @@ def named_directory(text: str) -> str:
         if named or match.group("under") or "/" in place:
             return place.rstrip("/")
     return "."
+
+
+def files_of_kind(directory: str, extension: str) -> str:
+    """The shell pattern of the files with `extension` (".json") in `directory` (as
+    `named_directory` gives it): `config/*.json`, or `*.json` here."""
+    return f"*{extension}" if directory == "." else f"{directory}/*{extension}"

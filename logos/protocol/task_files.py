@@ -111,8 +111,9 @@ def unwritten(task: str, results: Sequence[Result]) -> list[str]:
 def offered_write(name: str, task: str, results: Sequence[Result]) -> str | None:
     """The command that writes into `name` what the run's last command that worked a value
     out printed: that command, its output redirected into the file, as the pitfall rules
-    would rewrite it (`logos.protocol.pitfalls`); None when no command worked one out, or
-    the task asks for a copy of a file (a command's output is not one)."""
+    would rewrite it (`logos.protocol.pitfalls`); else what the task gives word for word, or
+    the value it asks of a file it names. For a copy of a file (a command's output is not
+    one), the `cp` of the one file a command picked out; None when there is nothing sure."""
     if not _holds_output(name, task):
         return _copy_of_the_file_asked(name, task, results)
     for result in reversed(results):
