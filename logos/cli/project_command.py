@@ -32,6 +32,7 @@ from logos.cli.project_chat import ChatPrinter
 from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
 from logos.options.declarations import DEFAULT_SANDBOX_KIND
 from logos.runners.sandboxes import installed_kinds
+from logos.tls import tls_for
 
 SERVERS_SANDBOX = ""
 """`logos project agent --sandbox` with no kind: the server's own sandbox, whichever it is."""
@@ -334,7 +335,13 @@ def _client(choice: ServerChoice, args: argparse.Namespace) -> httpx.Client:
             "file that server printed when it started with --token-file)"
         ) from None
     headers = {"authorization": f"Bearer {token}"}
-    return httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=transport)
+    return httpx.Client(
+        base_url=base_url,
+        headers=headers,
+        timeout=30,
+        transport=transport,
+        verify=tls_for(base_url),
+    )
 
 
 def _address(choice: ServerChoice) -> tuple[str, httpx.HTTPTransport | None]:

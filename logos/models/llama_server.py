@@ -17,6 +17,7 @@ from typing import Any, Self
 import httpx
 
 from logos.errors import LocalModelError
+from logos.tls import tls_for
 
 _LOOPBACK = "127.0.0.1"
 _HEALTH_POLL_S = 0.1
@@ -143,7 +144,7 @@ class LocalModelServer:
         deadline = time.monotonic() + self.startup_timeout_s
         last = "no answer yet"
         # WHY trust_env=False: a proxy from the environment must not carry loopback traffic.
-        with httpx.Client(timeout=5.0, trust_env=False) as client:
+        with httpx.Client(timeout=5.0, trust_env=False, verify=tls_for(self.base_url)) as client:
             while time.monotonic() < deadline:
                 try:
                     response = client.get(f"{self.base_url}/health")

@@ -35,6 +35,7 @@ from logos.providers.http_errors import (
 from logos.providers.pricing import context_window_for
 from logos.providers.retry import RetryPolicy, retrying
 from logos.providers.sse import ServerSentEvent, aiter_sse
+from logos.tls import tls_for
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """10 s to connect; 600 s for everything else, since a local model on a CPU can think for
@@ -159,7 +160,9 @@ class HTTPProvider(AsyncCloseable, ABC):
         )
         self._retry = retry or RetryPolicy()
         self._owns_client = http_client is None
-        self._client = http_client or httpx.AsyncClient(timeout=self._endpoint.timeout)
+        self._client = http_client or httpx.AsyncClient(
+            timeout=self._endpoint.timeout, verify=tls_for(self.base_url)
+        )
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for `request` (exposed so callers can log or inspect it): the

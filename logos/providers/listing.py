@@ -8,6 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from logos.access.names import is_loopback
 from logos.errors import SettingsError
+from logos.tls import tls_for, untrusted_certificate
 
 _LIST_TIMEOUT_S = 10.0
 
@@ -30,10 +31,15 @@ async def list_models(base_url: str, api_key: str | None) -> list[ModelEntry]:
     try:
         # WHY trust_env=False on loopback: a proxy from the environment must not carry it.
         async with httpx.AsyncClient(
-            timeout=_LIST_TIMEOUT_S, trust_env=not is_loopback_url(base_url)
+            timeout=_LIST_TIMEOUT_S,
+            trust_env=not is_loopback_url(base_url),
+            verify=tls_for(base_url),
         ) as client:
             response = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:
+        untrusted = untrusted_certificate(url, exc)
+        if untrusted is not None:
+            raise SettingsError(f"cannot ask {url} for its models: {untrusted}") from None
         raise SettingsError(
             f"cannot reach {url} to find out which model to use ({exc or type(exc).__name__}): "
             "is the server running at that address? Or name the model with --model"

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from logos.tls import tls_for
+
 LISTEN_ADDR_ENV = "TEMENOS_LISTEN_ADDR"
 SOCKET_PATH_ENV = "TEMENOS_SOCKET_PATH"
 _SOCKET_BASE_URL = "http://temenos"
@@ -61,6 +63,7 @@ class TemenosAddress:
             "base_url": self._url,
             "timeout": timeout,
             "trust_env": False,
+            "verify": tls_for(self._url),
         }
 
     @property

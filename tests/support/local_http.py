@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,12 +23,18 @@ class _QuietServer(ThreadingHTTPServer):
 
 class LocalHTTPServer:
     """The base of a test server: a subclass says which handler answers (`_handler`), and
-    its handlers see `_stopping` set once the `with` block ends."""
+    its handlers see `_stopping` set once the `with` block ends. With `tls`, it speaks
+    HTTPS: every connection accepted shakes hands with that server-side context."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._tls = tls
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def _scheme(self) -> str:
+        return "http" if self._tls is None else "https"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         """The request handler class, bound to this server."""
@@ -35,6 +42,8 @@ class LocalHTTPServer:
 
     def __enter__(self) -> Self:
         self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
+        if self._tls is not None:
+            self._httpd.socket = self._tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

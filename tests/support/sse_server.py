@@ -62,6 +62,7 @@ import queue
 import secrets
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -128,8 +129,8 @@ class RecordedRequest:
 class ScriptedServer(LocalHTTPServer):
     """The server; see the module docstring. Start and stop it with `with`."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(tls)
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
         self._answer: Callable[[RecordedRequest], Reply] | None = None
         self._requests: list[RecordedRequest] = []
@@ -147,7 +148,7 @@ class ScriptedServer(LocalHTTPServer):
         if self._httpd is None:
             raise RuntimeError("the server is not running: use `with ScriptedServer() as s:`")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}{self._prefix}"
+        return f"{self._scheme}://{host!s}:{port}{self._prefix}"
 
     @property
     def requests(self) -> list[RecordedRequest]:

@@ -1,0 +1,66 @@
+"""The TLS logos's clients shake hands with (`logos.tls`): an HTTPS endpoint is verified by
+the CA bundle, or by the user's `SSL_CERT_FILE`, with one context per process; a plain-HTTP
+endpoint's client never shakes hands, and if it tried, it would fail closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from logos.tls import tls_for
+from tests.support.cli_harness import Home, logos, openai_env
+from tests.support.private_ca import PrivateCA, make_private_ca
+from tests.support.sse_server import ScriptedServer, openai_stream
+
+
+@pytest.fixture(scope="module")
+def private_ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCA:
+    return make_private_ca(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.mark.parametrize("model", [["--model", "m"], []], ids=["named", "listed"])
+def test_an_https_server_behind_a_private_ca_is_reached_through_ssl_cert_file(
+    model: list[str], home: Home, private_ca: PrivateCA
+) -> None:
+    with ScriptedServer(tls=private_ca.server_context()) as server:
+        server.enqueue(openai_stream("<cmd>echo over tls</cmd>"), openai_stream("Done, over TLS."))
+        env = openai_env(home, server, SSL_CERT_FILE=str(private_ca.ca_file))
+        done = logos([*model, "--yes", "go"], home, env)
+
+    assert server.base_url.startswith("https://127.0.0.1:")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Done, over TLS.\n"
+    assert len(server.requests) == 2
+    assert len(server.model_requests) == 1  # the listing (which model, whose server): TLS too
+
+
+@pytest.mark.parametrize("model", [["--model", "m"], []], ids=["named", "listed"])
+def test_an_https_server_the_trust_store_does_not_know_is_refused_at_once_saying_what_to_do(
+    model: list[str], home: Home, private_ca: PrivateCA
+) -> None:
+    with ScriptedServer(tls=private_ca.server_context()) as server:
+        server.enqueue(openai_stream("never read"))
+        done = logos([*model, "--yes", "go"], home, openai_env(home, server))
+
+    assert done.returncode == 2
+    assert f"{server.base_url}/v1" in done.stderr  # which endpoint it could not trust
+    assert "the TLS certificate of 127.0.0.1 is not trusted" in done.stderr, done.stderr
+    assert "set SSL_CERT_FILE to that CA's certificate" in done.stderr
+    assert "retrying" not in done.stderr  # another try cannot fix it
+    assert server.requests == [] and server.model_requests == []
+
+
+def test_a_plain_http_endpoints_context_trusts_no_certificate(private_ca: PrivateCA) -> None:
+    with ScriptedServer(tls=private_ca.server_context()) as server:
+        plain = tls_for("http://127.0.0.1:8080/v1")
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(f"{server.base_url}/v1/models", verify=plain)
+        assert server.model_requests == []
+
+
+def test_one_verifying_context_serves_every_https_client_of_a_process(tmp_path: Path) -> None:
+    assert tls_for("https://api.openai.com/v1") is tls_for(httpx.URL("https://127.0.0.1:1"))
+    assert tls_for("http://127.0.0.1:8080/v1") is tls_for("http://temenos")
+    assert tls_for("http://127.0.0.1:8080/v1") is not tls_for("https://127.0.0.1:8080/v1")
