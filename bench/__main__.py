@@ -33,6 +33,7 @@ from bench import (
     pool,
     pool_switch,
     prepare,
+    program_start,
     projects,
     restore,
     roundtrip,
@@ -77,6 +78,7 @@ FAMILIES: dict[str, tuple[str, Family]] = {
     egress.FAMILY: (egress.TITLE, egress.run),
     mcp.FAMILY: (mcp.TITLE, mcp.run),
     restore.FAMILY: (restore.TITLE, restore.run),
+    program_start.FAMILY: (program_start.TITLE, program_start.run),
 }
 DEFAULT_FAMILIES = [
     name for name in FAMILIES if name not in (small_model.FAMILY, first_question.FAMILY)

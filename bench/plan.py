@@ -125,6 +125,10 @@ class Plan:
     temenos_callers: int = 200
     """Sequential temenos runs, each with a new caller id (as every `logos exec --sandbox
     temenos` has); 1000 takes about half an hour on a 2-core machine."""
+    start_iterations: int = 9
+    """Starts of each program the start family times."""
+    start_warm_up: bool = True
+    """One unmeasured start of each first, so that its bytecode is cached."""
     settle_max_s: float = 30.0
     """Longest wait, before each family, for the machine to be quiet (0: start at once)."""
 
@@ -187,6 +191,7 @@ class Plan:
             restore_jobs=2,
             restore_iterations=1,
             restore_gap_s=1.0,
+            start_iterations=3,
         )
 
     @classmethod
@@ -209,6 +214,8 @@ class Plan:
             restore_sessions=2,  # one with a job, one without
             restore_jobs=1,
             restore_gap_s=0.5,
+            start_iterations=1,
+            start_warm_up=False,
         )
 
     def with_iterations(self, iterations: int) -> Plan:

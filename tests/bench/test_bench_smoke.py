@@ -147,10 +147,10 @@ def test_unknown_family_is_a_usage_error_that_lists_the_choices() -> None:
 
 
 @pytest.mark.timeout(180)
-def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None:
-    require_bench_extra("matplotlib")
+def test_loop_parser_overlap_and_start_families_run_and_report(tmp_path: Path) -> None:
+    require_bench_extra("matplotlib", "minisweagent")
     completed = run_bench(
-        "--smoke", "--only", "loop,parser,overlap", "--out", str(tmp_path), timeout=170
+        "--smoke", "--only", "loop,parser,overlap,start", "--out", str(tmp_path), timeout=170
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     plan = Plan.smoke()
@@ -178,6 +178,15 @@ def test_loop_parser_and_overlap_families_run_and_report(tmp_path: Path) -> None
     # Three concurrent `sleep 0.3` after a ~1 s stream: the baseline cannot beat their sum.
     assert batch["wall_s"] >= batch["generation_s"] + 0.3
     assert streaming["commands_sum_s"] >= 0.9
+
+    start = results["sections"]["start"]
+    assert start["problems"] == []  # mini-swe-agent's command is there too
+    for label, figures in start["raw"].items():
+        assert len(figures["wall_s"]) == plan.start_iterations, label
+        assert all(cpu > 0 for cpu in figures["cpu_s"]), label
+    python, libraries = (start["raw"][label]["cpu_s"][0] for label in list(start["raw"])[:2])
+    assert python < libraries  # the interpreter alone is the floor of every row
+    assert "logos TASK (two turns, a local OpenAI-compatible server)" in completed.stdout
 
     assert (tmp_path / "latency.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "table.txt").read_text().strip() in completed.stdout
