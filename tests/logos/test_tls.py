@@ -64,3 +64,19 @@ def test_one_verifying_context_serves_every_https_client_of_a_process(tmp_path: 
     assert tls_for("https://api.openai.com/v1") is tls_for(httpx.URL("https://127.0.0.1:1"))
     assert tls_for("http://127.0.0.1:8080/v1") is tls_for("http://temenos")
     assert tls_for("http://127.0.0.1:8080/v1") is not tls_for("https://127.0.0.1:8080/v1")
+
+
+def test_logos_project_names_the_untrusted_certificate_of_its_server(
+    home: Home, private_ca: PrivateCA
+) -> None:
+    token_file = home.root / "serve.token"
+    token_file.write_text("t" * 43 + "\n")
+    token_file.chmod(0o600)
+    with ScriptedServer(tls=private_ca.server_context()) as server:
+        url = server.base_url.rsplit("/", 1)[0]  # the server's root
+        args = ["project", "--url", url, "--token-file", str(token_file), "list"]
+        done = logos(args, home, home.env())
+
+    assert done.returncode == 2
+    assert f"cannot reach logos serve at {url}: the TLS certificate of 127.0.0.1" in done.stderr
+    assert "SSL_CERT_FILE" in done.stderr, done.stderr
