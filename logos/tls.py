@@ -13,7 +13,7 @@ from functools import cache
 
 import httpx
 
-__all__ = ["tls_for", "untrusted_certificate"]
+__all__ = ["tls_for", "tls_problem"]
 
 
 def tls_for(url: str | httpx.URL) -> ssl.SSLContext:
@@ -27,22 +27,41 @@ def tls_for(url: str | httpx.URL) -> ssl.SSLContext:
     return _trusting_nothing()
 
 
-def untrusted_certificate(url: str | httpx.URL, exc: BaseException) -> str | None:
-    """What to tell a user whose request to `url` failed because the server's certificate
-    was not trusted (`exc`, an httpx error, comes from that); None for any other failure.
+def tls_problem(url: str | httpx.URL, exc: BaseException) -> str | None:
+    """What to tell a user whose request to `url` (the base URL they gave) failed in the TLS
+    handshake for a reason another try cannot fix: the server's certificate is not trusted,
+    or the server answers in plain HTTP; None for any other failure (`exc`, an httpx error).
 
-    WHY: another try cannot fix it, and "is the server running?" sends them the wrong way."""
+    WHY: "is the server running?" and five retries send them the wrong way; both are
+    mistakes of a setting (a private CA not named, https:// written for a local server)."""
+    error = _ssl_error(exc)
+    given = httpx.URL(url)
+    if isinstance(error, ssl.SSLCertVerificationError):
+        why = error.verify_message or str(error)
+        return (
+            f"the TLS certificate of {given.host} is not trusted ({why}): if it comes from a "
+            "private CA (a company proxy, a local HTTPS server), set SSL_CERT_FILE to that "
+            "CA's certificate (PEM); else check the base URL"
+        )
+    if error is not None and error.reason in _PLAIN_HTTP_ANSWERS:
+        plain = given.copy_with(scheme="http")
+        return (
+            f"{given.host}:{given.port or 443} answered in plain HTTP, not TLS: write its "
+            f"address with http:// ({plain})"
+        )
+    return None
+
+
+_PLAIN_HTTP_ANSWERS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE"})
+"""OpenSSL's reasons when the first bytes of the answer to a ClientHello are `HTTP/1.1`."""
+
+
+def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
+    """The ssl module's error under an httpx error: httpx's, then httpcore's, then it."""
     cause: BaseException | None = exc
-    for _ in range(8):  # httpx's error, httpcore's, then the ssl module's
-        if cause is None:
-            return None
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            why = cause.verify_message or str(cause)
-            return (
-                f"the TLS certificate of {httpx.URL(url).host} is not trusted ({why}): if it "
-                "comes from a private CA (a company proxy, a local HTTPS server), set "
-                "SSL_CERT_FILE to that CA's certificate (PEM); else check the base URL"
-            )
+    for _ in range(8):
+        if cause is None or isinstance(cause, ssl.SSLError):
+            return cause
         cause = cause.__cause__ or cause.__context__
     return None
 

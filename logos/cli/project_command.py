@@ -32,7 +32,7 @@ from logos.cli.project_chat import ChatPrinter
 from logos.cli.serve_address import URL_ENV, ServerChoice, choose_server, unreachable
 from logos.options.declarations import DEFAULT_SANDBOX_KIND
 from logos.runners.sandboxes import installed_kinds
-from logos.tls import tls_for, untrusted_certificate
+from logos.tls import tls_for, tls_problem
 
 SERVERS_SANDBOX = ""
 """`logos project agent --sandbox` with no kind: the server's own sandbox, whichever it is."""
@@ -118,9 +118,9 @@ def project_command(args: argparse.Namespace, environ: Mapping[str, str], out: I
         try:
             return _ACTIONS[args.project_action](args, _Server(client, choice), out)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            untrusted = untrusted_certificate(choice.url, exc)
-            if untrusted is not None:
-                raise CliError(f"cannot reach logos serve at {choice.url}: {untrusted}") from None
+            problem = tls_problem(choice.url, exc)
+            if problem is not None:
+                raise CliError(f"cannot reach logos serve at {choice.url}: {problem}") from None
             raise CliError(unreachable(choice, _reason(exc))) from None
         except httpx.TransportError as exc:
             raise CliError(

@@ -28,7 +28,7 @@ from logos.errors import (
 )
 from logos.providers.retry import parse_retry_after
 from logos.providers.sse import ServerSentEvent
-from logos.tls import untrusted_certificate
+from logos.tls import tls_problem
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 
@@ -290,9 +290,9 @@ def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> Provide
             f"cannot send to {endpoint.url} ({why}): the base URL must start with http:// or "
             "https://"
         )
-    untrusted = untrusted_certificate(endpoint.url, exc)
-    if untrusted is not None:
-        return ProviderConnectionError(f"cannot send to {endpoint.url}: {untrusted}")
+    problem = tls_problem(endpoint.base_url, exc)
+    if problem is not None:
+        return ProviderConnectionError(f"cannot send to {endpoint.url}: {problem}")
     failure = _connection_failure(endpoint, exc, why)
     if failure is None:
         return ProviderError(f"the request to {endpoint.url} failed ({why})")

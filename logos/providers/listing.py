@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from logos.access.names import is_loopback
 from logos.errors import SettingsError
-from logos.tls import tls_for, untrusted_certificate
+from logos.tls import tls_for, tls_problem
 
 _LIST_TIMEOUT_S = 10.0
 
@@ -37,9 +37,9 @@ async def list_models(base_url: str, api_key: str | None) -> list[ModelEntry]:
         ) as client:
             response = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:
-        untrusted = untrusted_certificate(url, exc)
-        if untrusted is not None:
-            raise SettingsError(f"cannot ask {url} for its models: {untrusted}") from None
+        problem = tls_problem(base_url, exc)
+        if problem is not None:
+            raise SettingsError(f"cannot ask {url} for its models: {problem}") from None
         raise SettingsError(
             f"cannot reach {url} to find out which model to use ({exc or type(exc).__name__}): "
             "is the server running at that address? Or name the model with --model"

@@ -52,6 +52,26 @@ def test_an_https_server_the_trust_store_does_not_know_is_refused_at_once_saying
     assert server.requests == [] and server.model_requests == []
 
 
+@pytest.mark.parametrize("model", [["--model", "m"], []], ids=["named", "listed"])
+def test_https_written_for_a_plain_http_server_is_named_at_once_with_the_address_to_write(
+    model: list[str], home: Home
+) -> None:
+    with ScriptedServer() as server:
+        server.enqueue(openai_stream("never read"))
+        written = server.base_url.replace("http://", "https://") + "/v1"
+        env = home.env(OPENAI_BASE_URL=written, OPENAI_API_KEY="test-key")
+        done = logos([*model, "--yes", "go"], home, env)
+
+    assert done.returncode == 2
+    host_port = written.split("/")[2]
+    assert f"{host_port} answered in plain HTTP, not TLS: write its address with http:// " in (
+        done.stderr
+    ), done.stderr
+    assert f"({server.base_url}/v1)" in done.stderr  # the address to write instead
+    assert "retrying" not in done.stderr
+    assert server.requests == []
+
+
 def test_a_plain_http_endpoints_context_trusts_no_certificate(private_ca: PrivateCA) -> None:
     with ScriptedServer(tls=private_ca.server_context()) as server:
         plain = tls_for("http://127.0.0.1:8080/v1")
