@@ -7,6 +7,7 @@ whether sending the same request again may succeed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -133,3 +134,17 @@ def describe_invalid(
 ) -> str:
     """Every problem of a pydantic validation (`describe_problem`), each named once."""
     return "; ".join(dict.fromkeys(describe_problem(e, noun, known) for e in exc.errors()))
+
+
+_Cause = TypeVar("_Cause", bound=BaseException)
+
+
+def cause_of(exc: BaseException, kind: type[_Cause]) -> _Cause | None:
+    """The first exception of `kind` in `exc`'s chain of causes, `exc` included: what a
+    library's error wraps (httpx's wraps httpcore's, which wraps the socket's or ssl's)."""
+    cause: BaseException | None = exc
+    for _ in range(8):  # a chain is a few links; a cycle must not loop forever
+        if cause is None or isinstance(cause, kind):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None

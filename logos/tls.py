@@ -13,6 +13,8 @@ from functools import cache
 
 import httpx
 
+from logos.errors import cause_of
+
 __all__ = ["tls_for", "tls_problem"]
 
 
@@ -34,7 +36,7 @@ def tls_problem(url: str | httpx.URL, exc: BaseException) -> str | None:
 
     WHY: "is the server running?" and five retries send them the wrong way; both are
     mistakes of a setting (a private CA not named, https:// written for a local server)."""
-    error = _ssl_error(exc)
+    error = cause_of(exc, ssl.SSLError)
     given = httpx.URL(url)
     if isinstance(error, ssl.SSLCertVerificationError):
         why = error.verify_message or str(error)
@@ -54,16 +56,6 @@ def tls_problem(url: str | httpx.URL, exc: BaseException) -> str | None:
 
 _PLAIN_HTTP_ANSWERS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE"})
 """OpenSSL's reasons when the first bytes of the answer to a ClientHello are `HTTP/1.1`."""
-
-
-def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
-    """The ssl module's error under an httpx error: httpx's, then httpcore's, then it."""
-    cause: BaseException | None = exc
-    for _ in range(8):
-        if cause is None or isinstance(cause, ssl.SSLError):
-            return cause
-        cause = cause.__cause__ or cause.__context__
-    return None
 
 
 @cache

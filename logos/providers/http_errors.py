@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from logos.errors import (
     ProviderError,
     RateLimitError,
     ServerError,
+    cause_of,
 )
 from logos.providers.retry import parse_retry_after
 from logos.providers.sse import ServerSentEvent
@@ -293,6 +295,12 @@ def error_from_transport(endpoint: Endpoint, exc: httpx.RequestError) -> Provide
     problem = tls_problem(endpoint.base_url, exc)
     if problem is not None:
         return ProviderConnectionError(f"cannot send to {endpoint.url}: {problem}")
+    unknown = cause_of(exc, socket.gaierror)
+    if unknown is not None and unknown.errno == socket.EAI_NONAME:
+        return ProviderConnectionError(
+            f"cannot send to {endpoint.url}: no host is named {httpx.URL(endpoint.url).host} "
+            f"({unknown.strerror}): check the base URL '{endpoint.base_url}'"
+        )
     failure = _connection_failure(endpoint, exc, why)
     if failure is None:
         return ProviderError(f"the request to {endpoint.url} failed ({why})")

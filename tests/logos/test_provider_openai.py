@@ -38,6 +38,7 @@ from logos.providers import (
     UsageReport,
 )
 from logos.providers.openai import DEFAULT_MODEL
+from tests.support.parts import require
 from tests.support.sse_server import (
     Drop,
     Pause,
@@ -506,6 +507,29 @@ async def test_read_timeout_before_headers_is_retried(sse_server: ScriptedServer
         model="m", base_url=sse_server.base_url, timeout=timeout, retry=FAST_RETRY
     ) as provider:
         assert text_of(await collect(provider)) == "patient"
+
+
+def _resolver_says_no_such_host(name: str) -> bool:
+    try:
+        socket.getaddrinfo(name, 80)
+    except socket.gaierror as exc:
+        return exc.errno == socket.EAI_NONAME
+    return False
+
+
+async def test_a_host_that_does_not_exist_fails_at_once_naming_it() -> None:
+    host = "no-such-model-server.invalid"  # RFC 6761: never a host, on every resolver
+    require(
+        _resolver_says_no_such_host(host),
+        f"this machine's resolver does not answer {host} as a name that does not exist",
+    )
+    policy = RetryPolicy(max_attempts=5, base_delay_s=10.0)  # a retry would hit the timeout
+    async with OpenAIProvider(model="m", base_url=f"http://{host}:8080/v1", retry=policy) as p:
+        with pytest.raises(ProviderConnectionError) as caught:
+            await collect(p)
+    assert not caught.value.retryable
+    assert f"no host is named {host}" in str(caught.value)
+    assert f"check the base URL 'http://{host}:8080/v1'" in str(caught.value)
 
 
 async def test_connection_refused_exhausts_retries_with_a_clear_message() -> None:
