@@ -46,16 +46,18 @@ def tls_problem(url: str | httpx.URL, exc: BaseException) -> str | None:
             "CA's certificate (PEM); else check the base URL"
         )
     if error is not None and error.reason in _PLAIN_HTTP_ANSWERS:
-        plain = given.copy_with(scheme="http")
+        port = given.port or 443  # WHY: the port it answered on, never http's default
+        plain = given.copy_with(scheme="http", port=port)
         return (
-            f"{given.host}:{given.port or 443} answered in plain HTTP, not TLS: write its "
-            f"address with http:// ({plain})"
+            f"{given.host}:{port} answered in plain HTTP, not TLS: write its address with "
+            f"http:// ({plain})"
         )
     return None
 
 
 _PLAIN_HTTP_ANSWERS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE"})
-"""OpenSSL's reasons when the first bytes of the answer to a ClientHello are `HTTP/1.1`."""
+"""OpenSSL's reasons (3.0's, then 3.2's) when the answer to a ClientHello starts
+`HTTP/1.1`."""
 
 
 @cache

@@ -4,12 +4,12 @@ endpoint's client never shakes hands, and if it tried, it would fail closed."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import ssl
 
 import httpx
 import pytest
 
-from logos.tls import tls_for
+from logos.tls import tls_for, tls_problem
 from tests.support.cli_harness import Home, logos, openai_env
 from tests.support.private_ca import PrivateCA, make_private_ca
 from tests.support.sse_server import ScriptedServer, openai_stream
@@ -72,6 +72,19 @@ def test_https_written_for_a_plain_http_server_is_named_at_once_with_the_address
     assert server.requests == []
 
 
+def test_the_plain_address_keeps_the_port_the_server_answered_on() -> None:
+    answer = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    answer.reason = "WRONG_VERSION_NUMBER"
+    failure = httpx.ConnectError(str(answer))
+    failure.__cause__ = answer
+
+    problem = tls_problem("https://models.example/v1", failure)
+
+    assert problem is not None
+    assert problem.endswith("write its address with http:// (http://models.example:443/v1)")
+    assert tls_problem("https://models.example/v1", httpx.ConnectError("refused")) is None
+
+
 def test_a_plain_http_endpoints_context_trusts_no_certificate(private_ca: PrivateCA) -> None:
     with ScriptedServer(tls=private_ca.server_context()) as server:
         plain = tls_for("http://127.0.0.1:8080/v1")
@@ -80,7 +93,7 @@ def test_a_plain_http_endpoints_context_trusts_no_certificate(private_ca: Privat
         assert server.model_requests == []
 
 
-def test_one_verifying_context_serves_every_https_client_of_a_process(tmp_path: Path) -> None:
+def test_one_verifying_context_serves_every_https_client_of_a_process() -> None:
     assert tls_for("https://api.openai.com/v1") is tls_for(httpx.URL("https://127.0.0.1:1"))
     assert tls_for("http://127.0.0.1:8080/v1") is tls_for("http://temenos")
     assert tls_for("http://127.0.0.1:8080/v1") is not tls_for("https://127.0.0.1:8080/v1")
