@@ -7,6 +7,7 @@ the server's own words, and says what to do; `retryable` marks the ones worth an
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import socket
@@ -107,8 +108,8 @@ async def raise_for_answer(endpoint: Endpoint, response: httpx.Response) -> None
     if content_type.startswith("text/html"):
         raw = await _read_bounded(response)
         raise ProviderError(
-            f"{endpoint.url} answered with an HTML page, not an event stream "
-            f"({_quote(raw)}): check that the base URL points at an {endpoint.api} API"
+            f"{endpoint.url} answered with {_describe_page(raw) or 'an HTML page'}, not an "
+            f"event stream: check that the base URL points at an {endpoint.api} API"
         )
 
 
@@ -153,7 +154,7 @@ def _server_detail(raw: bytes) -> _ServerDetail:
     """The error message and codes in an error body, whatever shape the server chose."""
     document = _load_json(raw)
     if not isinstance(document, dict):
-        return _ServerDetail(_quote(raw))
+        return _ServerDetail(_describe_page(raw) or _quote(raw))
     request_id = str(document.get("request_id") or "")
     error = document.get("error")
     if isinstance(error, dict):
@@ -232,6 +233,13 @@ def _classify(
         return PermissionDeniedError(
             f"permission denied for model '{endpoint.model}' ({said}): check that the API "
             f"key may use this model and POST {endpoint.url}",
+            status,
+        )
+    if status in (405, 501):  # WHY: POST is not what that address takes: not an API's
+        return ProviderError(
+            f"the server does not take POST at {endpoint.url} ({said}): check that the base "
+            f"URL '{endpoint.base_url}' is the root of an {endpoint.api} API, not a web "
+            "page's address",
             status,
         )
     if status == 404:
@@ -358,6 +366,22 @@ def _shorten(text: str) -> str:
     if len(flat) <= _MAX_QUOTED_CHARS:
         return flat
     return flat[: _MAX_QUOTED_CHARS - 1] + "…"
+
+
+_PAGE_START = re.compile(rb"\s*(<!doctype html|<html)", re.IGNORECASE)
+_PAGE_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _describe_page(raw: bytes) -> str | None:
+    """An HTML page said in a few words (its title), not quoted: a web server's or a proxy's
+    error page is markup a person would have to read through; None for anything else."""
+    if not _PAGE_START.match(raw[:512]):
+        return None
+    title = _PAGE_TITLE.search(raw)
+    if title is None:
+        return "an HTML page"
+    named = _shorten(html.unescape(title.group(1).decode("utf-8", errors="replace")))
+    return f"an HTML page titled {named!r}" if named else "an HTML page"
 
 
 def _quote(raw: bytes) -> str:

@@ -532,6 +532,44 @@ async def test_a_host_that_does_not_exist_fails_at_once_naming_it() -> None:
     assert f"check the base URL 'http://{host}:8080/v1'" in str(caught.value)
 
 
+_ERROR_PAGE = (
+    b"<!DOCTYPE HTML>\n<html lang='en'><head><title>Error response</title></head><body>"
+    b"<h1>Error response</h1><p>Error code: 501</p><p>Message: Unsupported method "
+    b"('POST').</p></body></html>\n"
+)
+
+
+async def test_a_web_server_that_does_not_take_post_is_named_as_the_wrong_address(
+    sse_server: ScriptedServer, provider: OpenAIProvider
+) -> None:
+    page = {"content-type": "text/html;charset=utf-8"}
+    sse_server.enqueue(Reply(status=501, headers=page, body=[_ERROR_PAGE], chunked=False))
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider)
+    message = str(caught.value)
+    assert not caught.value.retryable
+    assert "does not take POST" in message
+    assert "HTTP 501: an HTML page titled 'Error response'" in message
+    assert f"check that the base URL '{provider.base_url}' is the root of an OpenAI" in message
+    assert "<h1>" not in message  # the markup is not quoted at the reader
+    assert len(sse_server.requests) == 1
+
+
+async def test_a_proxys_error_page_is_said_by_its_title_and_retried(
+    sse_server: ScriptedServer,
+) -> None:
+    page = b"<html>\n<head><title>502 Bad Gateway</title></head>\n<body>nginx</body></html>"
+    gateway = Reply(status=502, headers={"content-type": "text/html"}, body=[page], chunked=False)
+    sse_server.enqueue(gateway, gateway)
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.0)
+    async with OpenAIProvider(model="m", base_url=sse_server.base_url, retry=policy) as p:
+        with pytest.raises(RetriesExhaustedError) as caught:
+            await collect(p)
+    assert "the server failed (HTTP 502: an HTML page titled '502 Bad Gateway')" in str(
+        caught.value
+    )
+
+
 async def test_connection_refused_exhausts_retries_with_a_clear_message() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
